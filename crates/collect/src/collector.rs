@@ -1,0 +1,227 @@
+//! The sampling loop: wake on each interval boundary, run every source into one
+//! batch stamped with the boundary, add the collector's own cost, and hand the
+//! batch to the store's bounded queue without ever blocking on it.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use model::{Batch, SeriesKey, Timestamp};
+use rustix::time::{ClockId, Timespec};
+
+use crate::emitter::Emitter;
+use crate::own_cost::{process_cpu_ns, realtime_ns, thread_cpu_ns, Rss};
+use crate::schedule::{after_round, next_boundary};
+use crate::source::{default_sources, Source};
+
+/// Shortest interval we schedule: below this, wake-up lateness (tens of µs)
+/// and the round's own cost become a large share of the interval.
+pub const INTERVAL_MIN: Duration = Duration::from_millis(10);
+/// Longest interval; beyond a minute, host metrics lose their point.
+pub const INTERVAL_MAX: Duration = Duration::from_secs(60);
+
+/// Longest single sleep, so a stop request is noticed within this time even
+/// at a 60 s interval.
+const SLEEP_SLICE_NS: i64 = 100_000_000;
+
+#[derive(Debug, Clone)]
+pub struct CollectorConfig {
+    pub interval: Duration,
+    /// Value of the `host` label on every series.
+    pub host: String,
+    /// Filesystem root holding `proc/` and `sys/`; `/` except in tests.
+    pub root: PathBuf,
+}
+
+/// Live counters, shared with the HTTP status endpoint.
+#[derive(Debug, Default)]
+pub struct CollectorStats {
+    pub rounds: AtomicU64,
+    pub missed_rounds: AtomicU64,
+    pub dropped_batches: AtomicU64,
+    pub source_errors: AtomicU64,
+    pub last_lateness_ns: AtomicI64,
+    pub last_round_cpu_ns: AtomicI64,
+    pub series: AtomicU64,
+}
+
+#[derive(Debug)]
+struct SourceSlot {
+    source: Box<dyn Source>,
+    errors: u64,
+    logged: bool,
+}
+
+#[derive(Debug)]
+pub struct Collector {
+    interval_ns: i64,
+    sources: Vec<SourceSlot>,
+    /// Sources this host does not offer, reported as `source_up 0`.
+    missing: Vec<&'static str>,
+    emitter: Emitter,
+    rss: Rss,
+    stats: Arc<CollectorStats>,
+    missed_total: u64,
+    dropped_total: u64,
+}
+
+impl std::fmt::Debug for dyn Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Collector {
+    pub fn new(cfg: &CollectorConfig) -> Collector {
+        assert!(
+            (INTERVAL_MIN..=INTERVAL_MAX).contains(&cfg.interval),
+            "BUG: interval must be validated by the caller"
+        );
+        let (sources, missing) = default_sources(&cfg.root);
+        for (name, why) in &missing {
+            tracing::info!(source = name, "source not available on this host, skipped: {why}");
+        }
+        Collector {
+            interval_ns: cfg.interval.as_nanos() as i64,
+            sources: sources.into_iter().map(|source| SourceSlot { source, errors: 0, logged: false }).collect(),
+            missing: missing.into_iter().map(|(n, _)| n).collect(),
+            emitter: Emitter::new(cfg.host.clone()),
+            rss: Rss::open(),
+            stats: Arc::new(CollectorStats::default()),
+            missed_total: 0,
+            dropped_total: 0,
+        }
+    }
+
+    pub fn stats(&self) -> Arc<CollectorStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// Every series declared so far.
+    pub fn series(&self) -> &[SeriesKey] {
+        self.emitter.series()
+    }
+
+    /// Runs one round for the boundary `scheduled`, `lateness_ns` after it.
+    pub fn collect_round(&mut self, scheduled: Timestamp, lateness_ns: i64) -> Batch {
+        let cpu_start = thread_cpu_ns();
+        let e = &mut self.emitter;
+        e.begin(scheduled);
+        for slot in &mut self.sources {
+            let name = slot.source.name();
+            if let Err(err) = slot.source.collect(e) {
+                slot.errors += 1;
+                self.stats.source_errors.fetch_add(1, Ordering::Relaxed);
+                if !slot.logged {
+                    tracing::warn!(source = name, "source failed (counted in kansoku_collector_source_errors_total; logged once): {err}");
+                    slot.logged = true;
+                }
+            }
+            e.emit("kansoku_collector_source_errors_total", &[("source", name)], slot.errors as f64);
+            e.emit("kansoku_collector_source_up", &[("source", name)], 1.0);
+        }
+        for name in &self.missing {
+            e.emit("kansoku_collector_source_up", &[("source", name)], 0.0);
+        }
+        let round_cpu_ns = thread_cpu_ns() - cpu_start;
+        e.emit("kansoku_collector_interval_seconds", &[], self.interval_ns as f64 / 1e9);
+        e.emit("kansoku_collector_lateness_seconds", &[], lateness_ns as f64 / 1e9);
+        e.emit("kansoku_collector_round_cpu_seconds", &[], round_cpu_ns as f64 / 1e9);
+        e.emit("kansoku_collector_cpu_seconds_total", &[], thread_cpu_ns() as f64 / 1e9);
+        e.emit("kansoku_collector_missed_rounds_total", &[], self.missed_total as f64);
+        e.emit("kansoku_collector_dropped_batches_total", &[], self.dropped_total as f64);
+        e.emit("process_cpu_seconds_total", &[], process_cpu_ns() as f64 / 1e9);
+        if let Some(rss) = self.rss.bytes() {
+            e.emit("process_resident_memory_bytes", &[], rss as f64);
+        }
+        self.stats.rounds.fetch_add(1, Ordering::Relaxed);
+        self.stats.last_lateness_ns.store(lateness_ns, Ordering::Relaxed);
+        self.stats.last_round_cpu_ns.store(round_cpu_ns, Ordering::Relaxed);
+        let batch = e.finish();
+        self.stats.series.store(e.series().len() as u64, Ordering::Relaxed);
+        batch
+    }
+
+    /// Samples until `stop` is set. Never blocks on `sink`: when the queue is
+    /// full the batch is dropped and counted, and its series declarations are
+    /// carried into the next batch so later points still resolve.
+    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
+        let interval = self.interval_ns;
+        let mut scheduled = next_boundary(realtime_ns(), interval);
+        let mut carried_defs: Vec<(u32, SeriesKey)> = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            if !sleep_until(scheduled, &stop) {
+                break;
+            }
+            let lateness = realtime_ns() - scheduled;
+            let mut batch = self.collect_round(Timestamp(scheduled), lateness);
+            if !carried_defs.is_empty() {
+                carried_defs.append(&mut batch.defs);
+                batch.defs = std::mem::take(&mut carried_defs);
+            }
+            match sink.try_send(batch) {
+                Ok(()) => {}
+                Err(TrySendError::Full(b)) => {
+                    carried_defs = b.defs;
+                    self.dropped_total += 1;
+                    self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed);
+                    if self.dropped_total == 1 {
+                        tracing::warn!("store queue full: dropping rounds (counted in kansoku_collector_dropped_batches_total)");
+                    }
+                }
+                Err(TrySendError::Disconnected(_)) => break,
+            }
+            let (next, missed) = after_round(scheduled, realtime_ns(), interval);
+            if missed > 0 {
+                self.missed_total += missed;
+                self.stats.missed_rounds.fetch_add(missed, Ordering::Relaxed);
+            }
+            scheduled = next;
+        }
+    }
+}
+
+/// Sleeps until wall-clock `deadline_ns` on CLOCK_REALTIME with an absolute
+/// deadline (no drift from computing relative sleeps). Returns false if `stop`
+/// was set meanwhile.
+fn sleep_until(deadline_ns: i64, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = realtime_ns();
+        if now >= deadline_ns {
+            return true;
+        }
+        let until = deadline_ns.min(now + SLEEP_SLICE_NS);
+        let ts = Timespec { tv_sec: until.div_euclid(1_000_000_000), tv_nsec: until.rem_euclid(1_000_000_000) };
+        // EINTR just loops; the deadline is absolute.
+        let _ = rustix::thread::clock_nanosleep_absolute(ClockId::Realtime, &ts);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_on_this_host_has_per_core_cpu_and_own_cost() {
+        let cfg = CollectorConfig { interval: Duration::from_millis(100), host: "t".into(), root: "/".into() };
+        let mut c = Collector::new(&cfg);
+        let b = c.collect_round(Timestamp(1_000), 5);
+        let names: std::collections::BTreeSet<&str> = b.defs.iter().map(|(_, k)| k.name()).collect();
+        for want in ["node_cpu_seconds_total", "node_memory_MemTotal_bytes", "node_load1", "node_context_switches_total", "kansoku_collector_round_cpu_seconds", "process_resident_memory_bytes"] {
+            assert!(names.contains(want), "missing {want}: {names:?}");
+        }
+        let ncpu = std::thread::available_parallelism().unwrap().get();
+        let cpu_user = b.defs.iter().filter(|(_, k)| k.name() == "node_cpu_seconds_total" && k.get("mode") == Some("user")).count();
+        assert!(cpu_user >= ncpu, "{cpu_user} < {ncpu}");
+        assert!(b.defs.iter().all(|(_, k)| k.get("host") == Some("t")));
+        assert_eq!(b.points.len(), b.defs.len(), "first round declares every series it emits");
+        let b2 = c.collect_round(Timestamp(2_000), 5);
+        assert!(b2.defs.is_empty());
+        assert_eq!(b2.points.len(), b.points.len());
+    }
+}

@@ -1,0 +1,60 @@
+//! When to sample: absolute boundaries of the interval in wall-clock time, so
+//! every host with the same interval samples the same instant. Pure integer
+//! arithmetic on nanoseconds; the collector feeds it the clock.
+
+/// The first boundary strictly after `now_ns`.
+pub fn next_boundary(now_ns: i64, interval_ns: i64) -> i64 {
+    assert!(interval_ns > 0, "BUG: interval must be positive");
+    (now_ns.div_euclid(interval_ns) + 1) * interval_ns
+}
+
+/// After a round scheduled at `scheduled_ns` finished at `now_ns`: the next
+/// boundary to sample and the number of boundaries skipped. A round that ends
+/// after the following boundary has overrun; we never sample late to catch up
+/// (that would drift), we skip to the next boundary ahead and count the misses.
+pub fn after_round(scheduled_ns: i64, now_ns: i64, interval_ns: i64) -> (i64, u64) {
+    let following = scheduled_ns + interval_ns;
+    if now_ns < following {
+        return (following, 0);
+    }
+    let next = next_boundary(now_ns, interval_ns);
+    (next, ((next - following) / interval_ns) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    #[test]
+    fn boundaries_are_absolute() {
+        assert_eq!(next_boundary(1_000 * MS + 1, 100 * MS), 1_100 * MS);
+        assert_eq!(next_boundary(1_000 * MS, 100 * MS), 1_100 * MS);
+        assert_eq!(next_boundary(1_099 * MS, 100 * MS), 1_100 * MS);
+        assert_eq!(next_boundary(-1, 10 * MS), 0);
+    }
+
+    #[test]
+    fn overruns_skip_and_count() {
+        // Round at t=1000 ms finished at 1030: on time.
+        assert_eq!(after_round(1_000 * MS, 1_030 * MS, 100 * MS), (1_100 * MS, 0));
+        // Finished exactly on the following boundary: that boundary is gone.
+        assert_eq!(after_round(1_000 * MS, 1_100 * MS, 100 * MS), (1_200 * MS, 1));
+        // Finished at 1350: 1100, 1200, 1300 are missed; next is 1400.
+        assert_eq!(after_round(1_000 * MS, 1_350 * MS, 100 * MS), (1_400 * MS, 3));
+    }
+
+    #[test]
+    fn no_drift_over_many_rounds() {
+        let interval = 10 * MS;
+        let mut t = next_boundary(123_456_789, interval);
+        for i in 0..10_000 {
+            let finished = t + (i % 7) * MS; // work takes 0..6 ms
+            let (next, missed) = after_round(t, finished, interval);
+            assert_eq!(missed, 0);
+            assert_eq!(next % interval, 0);
+            t = next;
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! The contract every host source implements, and the registry of sources the
+//! collector runs by default. Adding a source: one module, one line here.
+
+use std::path::Path;
+
+use crate::emitter::Emitter;
+use crate::{procfs, sysfs};
+
+/// A family of files read once per round.
+pub trait Source: Send {
+    /// Short stable name, used as the `source` label of error counters.
+    fn name(&self) -> &'static str;
+    /// Reads and emits one round of samples.
+    fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("parse {path}: {source}")]
+    Parse { path: String, source: ParseError },
+}
+
+/// What a parser did not understand, by line (1-based).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("line {line}: {what}")]
+pub struct ParseError {
+    pub line: usize,
+    pub what: String,
+}
+
+impl ParseError {
+    pub fn new(line: usize, what: impl Into<String>) -> ParseError {
+        ParseError { line, what: what.into() }
+    }
+}
+
+/// Parses one unsigned decimal field, naming the field when it is not one.
+pub(crate) fn field_u64(s: Option<&str>, line: usize, field: &str) -> Result<u64, ParseError> {
+    let s = s.ok_or_else(|| ParseError::new(line, format!("missing field {field}")))?;
+    s.parse().map_err(|_| ParseError::new(line, format!("field {field}: {s:?} is not an unsigned integer")))
+}
+
+/// Every source this host offers, rooted at `root` (`/` in production, a
+/// fixture tree in tests). Sources whose files this kernel lacks are left out
+/// and named in the second list, so the caller can log them once.
+pub fn default_sources(root: &Path) -> (Vec<Box<dyn Source>>, Vec<(&'static str, String)>) {
+    let mut sources: Vec<Box<dyn Source>> = Vec::new();
+    let mut missing = Vec::new();
+    let mut add = |r: Result<Box<dyn Source>, (&'static str, String)>| match r {
+        Ok(s) => sources.push(s),
+        Err(m) => missing.push(m),
+    };
+    add(procfs::stat::StatSource::open(root));
+    add(procfs::meminfo::MeminfoSource::open(root));
+    add(procfs::diskstats::DiskstatsSource::open(root));
+    add(procfs::net_dev::NetDevSource::open(root));
+    add(procfs::loadavg::LoadavgSource::open(root));
+    add(procfs::pressure::PressureSource::open(root));
+    add(sysfs::cpuidle::CpuidleSource::open(root));
+    (sources, missing)
+}

@@ -1,0 +1,3 @@
+//! Sources under `/sys`.
+
+pub mod cpuidle;

@@ -1,0 +1,13 @@
+//! Plain data shared by every kansoku crate: time, series identity, batches of
+//! samples and the Prometheus-style selectors that pick series. Nothing here
+//! does I/O, so every other crate can depend on it without pulling anything in.
+
+mod batch;
+mod selector;
+mod series;
+mod timestamp;
+
+pub use batch::Batch;
+pub use selector::{Matcher, MatchOp, Selector, SelectorError};
+pub use series::{SeriesKey, METRIC_NAME_LABEL};
+pub use timestamp::{parse_duration, parse_time, DurationError, Timestamp};
