@@ -1,0 +1,337 @@
+//! One series' samples, compressed: Gorilla (Pelkonen et al., VLDB 2015)
+//! delta-of-delta timestamps, and values either as delta-of-delta of exact
+//! decimals or Gorilla XOR floats, whichever the chunk's values allow.
+//!
+//! Why decimals: host counters are integers or exact decimals (`/proc/stat`
+//! ticks / 100, ms / 1000). XOR of a steadily growing counter costs 20–40 bits
+//! per sample; the delta-of-delta of its scaled integer is usually 0–9 bits.
+//! Timestamps are interval boundaries, so their delta-of-delta is 0: one bit.
+//!
+//! ```text
+//! chunk   = varint n | u8 codec | u8 scale | i64 t0 (LE) | bits
+//! bits    = per sample i >= 1: dod(t_i) ; value_i     (sample 0's value
+//!           leads the bit stream: 64 raw bits)
+//! dod(x)  = '0' (x = 0) | '10' 7b | '110' 9b | '1110' 12b | '11110' 32b | '11111' 64b
+//!           (two's complement in that many bits)
+//! decimal = dod of round(v * 10^scale)
+//! xor     = '0' (same) | '10' meaningful bits in the previous window
+//!         | '11' 6b leading zeros, 6b (length - 1), bits
+//! ```
+//! See `docs/format/chunk.md`.
+
+use super::bits::{BitReader, BitWriter};
+use super::varint::{put_u64, Reader};
+
+const CODEC_XOR: u8 = 0;
+const CODEC_DECIMAL: u8 = 1;
+/// Largest decimal exponent tried: µs-resolution values in seconds need 6;
+/// beyond 9 the scaled integers stop fitting in 53 bits for real magnitudes.
+const SCALE_MAX: u8 = 9;
+/// Samples per chunk accepted from disk; more means corruption.
+pub const CHUNK_SAMPLES_MAX: usize = 1 << 24;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ChunkError {
+    #[error("chunk truncated")]
+    Truncated,
+    #[error("chunk header invalid: {0}")]
+    Header(&'static str),
+}
+
+/// Encodes samples; `ts` strictly increasing, same length as `vals`.
+pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
+    assert_eq!(ts.len(), vals.len(), "BUG: columns differ in length");
+    assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: chunk timestamps must strictly increase");
+    let mut out = Vec::with_capacity(16 + ts.len());
+    put_u64(&mut out, ts.len() as u64);
+    let scale = decimal_scale(vals);
+    out.push(if scale.is_some() { CODEC_DECIMAL } else { CODEC_XOR });
+    out.push(scale.unwrap_or(0));
+    let Some(&t0) = ts.first() else { return out };
+    out.extend_from_slice(&t0.to_le_bytes());
+    let mut w = BitWriter::new(out);
+    let mut values = ValueEncoder::new(scale, vals[0], &mut w);
+    let mut prev_t = t0;
+    let mut prev_dt: i64 = 0;
+    for i in 1..ts.len() {
+        let dt = ts[i].wrapping_sub(prev_t);
+        put_dod(&mut w, dt.wrapping_sub(prev_dt));
+        prev_dt = dt;
+        prev_t = ts[i];
+        values.push(vals[i], &mut w);
+    }
+    w.finish()
+}
+
+/// Decodes a chunk, appending to `ts` and `vals`.
+pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Result<(), ChunkError> {
+    let mut r = Reader::new(data);
+    let n = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Header("count"))?;
+    if n > CHUNK_SAMPLES_MAX {
+        return Err(ChunkError::Header("sample count too large"));
+    }
+    let [codec, scale] = r.fixed::<2>().ok_or(ChunkError::Truncated)?;
+    let scale = match codec {
+        CODEC_DECIMAL if scale <= SCALE_MAX => Some(scale),
+        CODEC_XOR if scale == 0 => None,
+        _ => return Err(ChunkError::Header("unknown value codec")),
+    };
+    if n == 0 {
+        return Ok(());
+    }
+    let t0 = i64::from_le_bytes(r.fixed::<8>().ok_or(ChunkError::Truncated)?);
+    let mut bits = BitReader::new(&data[r.pos..]);
+    ts.reserve(n);
+    vals.reserve(n);
+    let mut values = ValueDecoder::new(scale, &mut bits).ok_or(ChunkError::Truncated)?;
+    ts.push(t0);
+    vals.push(values.current());
+    let mut prev_t = t0;
+    let mut prev_dt: i64 = 0;
+    for _ in 1..n {
+        let dod = get_dod(&mut bits).ok_or(ChunkError::Truncated)?;
+        prev_dt = prev_dt.wrapping_add(dod);
+        prev_t = prev_t.wrapping_add(prev_dt);
+        ts.push(prev_t);
+        vals.push(values.next(&mut bits).ok_or(ChunkError::Truncated)?);
+    }
+    Ok(())
+}
+
+/// The smallest k such that every value is exactly `round(v * 10^k) / 10^k`
+/// with the integer below 2^53; `None` if there is none (then XOR).
+fn decimal_scale(vals: &[f64]) -> Option<u8> {
+    'scales: for k in 0..=SCALE_MAX {
+        let p = POW10[k as usize];
+        for &v in vals {
+            if !exact_decimal(v, p) {
+                continue 'scales;
+            }
+        }
+        return Some(k);
+    }
+    None
+}
+
+const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+const EXACT_INT_MAX: f64 = 9_007_199_254_740_992.0; // 2^53
+
+fn exact_decimal(v: f64, p: f64) -> bool {
+    let m = (v * p).round();
+    m.abs() < EXACT_INT_MAX && (m / p).to_bits() == v.to_bits()
+}
+
+fn put_dod(w: &mut BitWriter, x: i64) {
+    const BUCKETS: [(u64, u32, u32); 4] = [(0b10, 2, 7), (0b110, 3, 9), (0b1110, 4, 12), (0b11110, 5, 32)];
+    if x == 0 {
+        w.bit(false);
+        return;
+    }
+    for (prefix, plen, bits) in BUCKETS {
+        let lim = 1i64 << (bits - 1);
+        if (-lim..lim).contains(&x) {
+            w.write(prefix, plen);
+            w.write(x as u64, bits);
+            return;
+        }
+    }
+    w.write(0b11111, 5);
+    w.write(x as u64, 64);
+}
+
+fn get_dod(r: &mut BitReader<'_>) -> Option<i64> {
+    let mut ones = 0;
+    while ones < 5 && r.bit()? {
+        ones += 1;
+    }
+    let bits = match ones {
+        0 => return Some(0),
+        1 => 7,
+        2 => 9,
+        3 => 12,
+        4 => 32,
+        _ => 64,
+    };
+    let raw = r.read(bits)?;
+    // Sign-extend from `bits`.
+    let shift = 64 - bits;
+    Some(((raw << shift) as i64) >> shift)
+}
+
+enum ValueEncoder {
+    Decimal { p: f64, prev: i64, prev_d: i64 },
+    Xor { prev: u64, lead: u32, trail: u32 },
+}
+
+impl ValueEncoder {
+    fn new(scale: Option<u8>, v0: f64, w: &mut BitWriter) -> ValueEncoder {
+        w.write(v0.to_bits(), 64);
+        match scale {
+            Some(k) => {
+                let p = POW10[k as usize];
+                ValueEncoder::Decimal { p, prev: (v0 * p).round() as i64, prev_d: 0 }
+            }
+            None => ValueEncoder::Xor { prev: v0.to_bits(), lead: u32::MAX, trail: 0 },
+        }
+    }
+
+    fn push(&mut self, v: f64, w: &mut BitWriter) {
+        match self {
+            ValueEncoder::Decimal { p, prev, prev_d } => {
+                let m = (v * *p).round() as i64;
+                let d = m.wrapping_sub(*prev);
+                put_dod(w, d.wrapping_sub(*prev_d));
+                *prev = m;
+                *prev_d = d;
+            }
+            ValueEncoder::Xor { prev, lead, trail } => {
+                let x = v.to_bits() ^ *prev;
+                *prev = v.to_bits();
+                if x == 0 {
+                    w.bit(false);
+                    return;
+                }
+                let l = x.leading_zeros().min(63);
+                let t = x.trailing_zeros();
+                if *lead != u32::MAX && l >= *lead && t >= *trail {
+                    w.write(0b10, 2);
+                    let len = 64 - *lead - *trail;
+                    w.write(x >> *trail, len);
+                } else {
+                    w.write(0b11, 2);
+                    let len = 64 - l - t;
+                    w.write(u64::from(l), 6);
+                    w.write(u64::from(len - 1), 6);
+                    w.write(x >> t, len);
+                    *lead = l;
+                    *trail = t;
+                }
+            }
+        }
+    }
+}
+
+enum ValueDecoder {
+    Decimal { p: f64, prev: i64, prev_d: i64, cur: f64 },
+    Xor { prev: u64, lead: u32, trail: u32 },
+}
+
+impl ValueDecoder {
+    fn new(scale: Option<u8>, r: &mut BitReader<'_>) -> Option<ValueDecoder> {
+        let v0 = f64::from_bits(r.read(64)?);
+        Some(match scale {
+            Some(k) => {
+                let p = POW10[k as usize];
+                ValueDecoder::Decimal { p, prev: (v0 * p).round() as i64, prev_d: 0, cur: v0 }
+            }
+            None => ValueDecoder::Xor { prev: v0.to_bits(), lead: u32::MAX, trail: 0 },
+        })
+    }
+
+    fn current(&self) -> f64 {
+        match self {
+            ValueDecoder::Decimal { cur, .. } => *cur,
+            ValueDecoder::Xor { prev, .. } => f64::from_bits(*prev),
+        }
+    }
+
+    fn next(&mut self, r: &mut BitReader<'_>) -> Option<f64> {
+        match self {
+            ValueDecoder::Decimal { p, prev, prev_d, cur } => {
+                let dod = get_dod(r)?;
+                *prev_d = prev_d.wrapping_add(dod);
+                *prev = prev.wrapping_add(*prev_d);
+                *cur = *prev as f64 / *p;
+            }
+            ValueDecoder::Xor { prev, lead, trail } => {
+                if r.bit()? {
+                    if r.bit()? {
+                        *lead = r.read(6)? as u32;
+                        let len = r.read(6)? as u32 + 1;
+                        if *lead + len > 64 {
+                            return None;
+                        }
+                        *trail = 64 - *lead - len;
+                    } else if *lead == u32::MAX {
+                        return None; // a window reference before any window
+                    }
+                    let len = 64 - *lead - *trail;
+                    *prev ^= r.read(len)? << *trail;
+                }
+            }
+        }
+        Some(self.current())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(ts: &[i64], vals: &[f64]) -> usize {
+        let enc = encode_chunk(ts, vals);
+        let (mut t2, mut v2) = (Vec::new(), Vec::new());
+        decode_chunk(&enc, &mut t2, &mut v2).unwrap();
+        assert_eq!(t2, ts);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&v2), bits(vals));
+        enc.len()
+    }
+
+    #[test]
+    fn regular_counter_costs_about_two_bits_per_sample() {
+        let n = 3000;
+        let ts: Vec<i64> = (0..n).map(|i| 1_700_000_000_000_000_000 + i * 100_000_000).collect();
+        // CPU seconds in ticks/100, growing 3..5 ticks per interval.
+        let vals: Vec<f64> = (0..n).map(|i| (123_456 + i * 4 + (i % 3)) as f64 / 100.0).collect();
+        let bytes = round_trip(&ts, &vals);
+        assert!(bytes * 8 < n as usize * 8, "{bytes} bytes for {n} samples");
+    }
+
+    #[test]
+    fn edge_values() {
+        round_trip(&[], &[]);
+        round_trip(&[5], &[f64::NAN]);
+        round_trip(&[1, 2, 3, 4], &[0.0, -0.0, f64::INFINITY, f64::MIN_POSITIVE]);
+        round_trip(&[i64::MIN, 0, i64::MAX], &[1.0, 2.0, 3.0]);
+        round_trip(&[1, 2, 3], &[1e300, -1e300, 0.1]);
+        round_trip(&[1, 2, 3], &[9.007e15, -9.007e15, 0.0]);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert_eq!(decode_chunk(&[], &mut vec![], &mut vec![]), Err(ChunkError::Truncated));
+        assert_eq!(decode_chunk(&[3, 7, 0], &mut vec![], &mut vec![]), Err(ChunkError::Header("unknown value codec")));
+        let enc = encode_chunk(&[1, 2, 30], &[1.5, 2.25, 3.0]);
+        for cut in 0..enc.len() {
+            assert!(decode_chunk(&enc[..cut], &mut vec![], &mut vec![]).is_err(), "cut {cut}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_floats_round_trip(start: i64, deltas in proptest::collection::vec(1i64..1_000_000_000_000, 0..300), seed: u64) {
+            let mut ts = vec![start];
+            for d in deltas {
+                let Some(t) = ts.last().unwrap().checked_add(d) else { break };
+                ts.push(t);
+            }
+            let mut x = seed;
+            let vals: Vec<f64> = ts.iter().map(|_| { x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); f64::from_bits(x) }).collect();
+            round_trip(&ts, &vals);
+        }
+
+        #[test]
+        fn decimals_round_trip(vals in proptest::collection::vec(-1_000_000_000i64..1_000_000_000, 1..300), scale in 0u32..7) {
+            let ts: Vec<i64> = (0..vals.len() as i64).collect();
+            let vals: Vec<f64> = vals.iter().map(|&v| v as f64 / 10f64.powi(scale as i32)).collect();
+            round_trip(&ts, &vals);
+        }
+
+        #[test]
+        fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..128)) {
+            let _ = decode_chunk(&data, &mut vec![], &mut vec![]);
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Range queries shaped for charts: one shared time column and one value
+//! column per series (uPlot's data layout), raw or downsampled into buckets,
+//! with counter rates derived at query time (the store keeps raw counters).
+
+use std::str::FromStr;
+
+use model::{Selector, SeriesKey, Timestamp};
+
+use crate::Store;
+
+/// Series one query may touch; more is almost certainly a mistyped selector.
+pub const QUERY_SERIES_MAX: usize = 20_000;
+/// Cells (times x series) one query may return.
+pub const QUERY_CELLS_MAX: usize = 50_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agg {
+    Min,
+    Max,
+    Avg,
+    Last,
+    Count,
+}
+
+impl Agg {
+    pub fn name(self) -> &'static str {
+        match self {
+            Agg::Min => "min",
+            Agg::Max => "max",
+            Agg::Avg => "avg",
+            Agg::Last => "last",
+            Agg::Count => "count",
+        }
+    }
+}
+
+impl FromStr for Agg {
+    type Err = QueryError;
+    fn from_str(s: &str) -> Result<Agg, QueryError> {
+        Ok(match s {
+            "min" => Agg::Min,
+            "max" => Agg::Max,
+            "avg" => Agg::Avg,
+            "last" => Agg::Last,
+            "count" => Agg::Count,
+            other => return Err(QueryError::BadAgg(other.to_owned())),
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum QueryError {
+    #[error("unknown aggregation {0:?}: use min, max, avg, last or count")]
+    BadAgg(String),
+    #[error("empty time range: from ({from}) is after to ({to})")]
+    EmptyRange { from: Timestamp, to: Timestamp },
+    #[error("selector matches {0} series (limit {QUERY_SERIES_MAX}); narrow it with more labels")]
+    TooManySeries(usize),
+    #[error("result would hold {0} cells (limit {QUERY_CELLS_MAX}); ask for fewer points with step or points")]
+    TooManyCells(usize),
+    #[error("step must be positive")]
+    BadStep,
+}
+
+#[derive(Debug, Clone)]
+pub struct RangeQuery {
+    pub selector: Selector,
+    pub from: Timestamp,
+    pub to: Timestamp,
+    /// Bucket width; `None` with `points: None` means raw samples.
+    pub step_ns: Option<i64>,
+    /// Target number of buckets over the range (used when `step_ns` is None).
+    pub points: Option<usize>,
+    /// Per-second rate of a counter (resets handled) instead of its value.
+    pub rate: bool,
+    /// Aggregations per bucket; one output column per (series, agg).
+    pub aggs: Vec<Agg>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frame {
+    /// Sample times (raw) or bucket start times (downsampled), ns, ascending.
+    pub times: Vec<i64>,
+    pub series: Vec<FrameSeries>,
+    /// Bucket width when downsampled.
+    pub step_ns: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameSeries {
+    pub key: SeriesKey,
+    /// `None` for raw columns.
+    pub agg: Option<Agg>,
+    /// One entry per `times` entry; `None` is a gap (no sample there).
+    pub values: Vec<Option<f64>>,
+}
+
+pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
+    if q.from > q.to {
+        return Err(QueryError::EmptyRange { from: q.from, to: q.to });
+    }
+    let matched = store.series(&q.selector);
+    if matched.len() > QUERY_SERIES_MAX {
+        return Err(QueryError::TooManySeries(matched.len()));
+    }
+    let step = match (q.step_ns, q.points) {
+        (Some(s), _) if s <= 0 => return Err(QueryError::BadStep),
+        (Some(s), _) => Some(s),
+        (None, Some(n)) => Some(((q.to.0 - q.from.0) / n.max(1) as i64).max(1)),
+        (None, None) => None,
+    };
+    // Rates need the sample before `from` to start; read one step earlier.
+    let read_from = if q.rate { q.from.saturating_sub(std::time::Duration::from_secs(60)) } else { q.from };
+    let mut columns = Vec::with_capacity(matched.len());
+    for (id, key) in matched {
+        let (mut ts, mut vals) = store.read(id, read_from, q.to);
+        if q.rate {
+            (ts, vals) = rate(&ts, &vals);
+        }
+        let lo = ts.partition_point(|&t| t < q.from.0);
+        columns.push((key, ts.split_off(lo), vals.split_off(lo)));
+    }
+    match step {
+        None => {
+            let (times, values) = align(columns.iter().map(|(_, t, v)| (&t[..], &v[..])));
+            let cells = times.len() * values.len();
+            if cells > QUERY_CELLS_MAX {
+                return Err(QueryError::TooManyCells(cells));
+            }
+            let series = columns.into_iter().zip(values).map(|((key, _, _), values)| FrameSeries { key, agg: None, values }).collect();
+            Ok(Frame { times, series, step_ns: None })
+        }
+        Some(step) => {
+            let start = q.from.0 - q.from.0.rem_euclid(step);
+            let n = ((q.to.0 - start) / step + 1) as usize;
+            let aggs = if q.aggs.is_empty() { vec![Agg::Avg] } else { q.aggs.clone() };
+            let cells = n.saturating_mul(columns.len() * aggs.len());
+            if cells > QUERY_CELLS_MAX {
+                return Err(QueryError::TooManyCells(cells));
+            }
+            let times = (0..n as i64).map(|i| start + i * step).collect();
+            let mut series = Vec::with_capacity(columns.len() * aggs.len());
+            for (key, ts, vals) in columns {
+                for &agg in &aggs {
+                    series.push(FrameSeries { key: key.clone(), agg: Some(agg), values: downsample(&ts, &vals, start, step, n, agg) });
+                }
+            }
+            Ok(Frame { times, series, step_ns: Some(step) })
+        }
+    }
+}
+
+/// Per-second rate between consecutive samples of a counter, stamped at the
+/// later sample. A decrease is a counter reset: the rate counts from zero,
+/// as Prometheus does.
+pub fn rate(ts: &[i64], vals: &[f64]) -> (Vec<i64>, Vec<f64>) {
+    let mut out_t = Vec::with_capacity(ts.len().saturating_sub(1));
+    let mut out_v = Vec::with_capacity(ts.len().saturating_sub(1));
+    for i in 1..ts.len() {
+        let dt = (ts[i] - ts[i - 1]) as f64 / 1e9;
+        let dv = if vals[i] >= vals[i - 1] { vals[i] - vals[i - 1] } else { vals[i] };
+        out_t.push(ts[i]);
+        out_v.push(dv / dt);
+    }
+    (out_t, out_v)
+}
+
+/// Aggregates samples into `n` buckets of `step` ns from `start`; empty
+/// buckets are `None` (gaps stay gaps).
+pub fn downsample(ts: &[i64], vals: &[f64], start: i64, step: i64, n: usize, agg: Agg) -> Vec<Option<f64>> {
+    let mut out = vec![None; n];
+    let mut i = 0;
+    while i < ts.len() {
+        let b = (ts[i] - start).div_euclid(step);
+        if b < 0 || b as usize >= n {
+            i += 1;
+            continue;
+        }
+        let end = start + (b + 1) * step;
+        let j = i + ts[i..].partition_point(|&t| t < end);
+        let v = &vals[i..j];
+        out[b as usize] = Some(match agg {
+            Agg::Min => v.iter().copied().fold(f64::INFINITY, f64::min),
+            Agg::Max => v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            Agg::Avg => v.iter().sum::<f64>() / v.len() as f64,
+            Agg::Last => v[v.len() - 1],
+            Agg::Count => v.len() as f64,
+        });
+        i = j;
+    }
+    out
+}
+
+/// Puts several series on the union of their timestamps.
+pub fn align<'a>(columns: impl Iterator<Item = (&'a [i64], &'a [f64])> + Clone) -> (Vec<i64>, Vec<Vec<Option<f64>>>) {
+    let mut times: Vec<i64> = columns.clone().flat_map(|(t, _)| t.iter().copied()).collect();
+    times.sort_unstable();
+    times.dedup();
+    let values = columns
+        .map(|(ts, vals)| {
+            let mut out = vec![None; times.len()];
+            let mut k = 0;
+            for (&t, &v) in ts.iter().zip(vals) {
+                while times[k] < t {
+                    k += 1;
+                }
+                out[k] = Some(v);
+            }
+            out
+        })
+        .collect();
+    (times, values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_handles_resets() {
+        let (t, v) = rate(&[0, 1_000_000_000, 2_000_000_000, 3_000_000_000], &[10.0, 30.0, 5.0, 6.0]);
+        assert_eq!(t, [1_000_000_000, 2_000_000_000, 3_000_000_000]);
+        assert_eq!(v, [20.0, 5.0, 1.0]);
+        assert_eq!(rate(&[5], &[1.0]), (vec![], vec![]));
+    }
+
+    #[test]
+    fn downsample_buckets_and_gaps() {
+        let ts = [0, 1, 2, 10, 11, 35];
+        let vals = [1.0, 5.0, 3.0, 7.0, 9.0, 2.0];
+        let got = |agg| downsample(&ts, &vals, 0, 10, 4, agg);
+        assert_eq!(got(Agg::Min), [Some(1.0), Some(7.0), None, Some(2.0)]);
+        assert_eq!(got(Agg::Max), [Some(5.0), Some(9.0), None, Some(2.0)]);
+        assert_eq!(got(Agg::Avg), [Some(3.0), Some(8.0), None, Some(2.0)]);
+        assert_eq!(got(Agg::Last), [Some(3.0), Some(9.0), None, Some(2.0)]);
+        assert_eq!(got(Agg::Count), [Some(3.0), Some(2.0), None, Some(1.0)]);
+    }
+
+    #[test]
+    fn align_marks_missing_as_gaps() {
+        let a = ([1, 2, 4], [1.0, 2.0, 4.0]);
+        let b = ([2, 3], [20.0, 30.0]);
+        let (times, cols) = align([(&a.0[..], &a.1[..]), (&b.0[..], &b.1[..])].into_iter());
+        assert_eq!(times, [1, 2, 3, 4]);
+        assert_eq!(cols[0], [Some(1.0), Some(2.0), None, Some(4.0)]);
+        assert_eq!(cols[1], [None, Some(20.0), Some(30.0), None]);
+    }
+}

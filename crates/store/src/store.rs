@@ -1,0 +1,577 @@
+//! The store: one writer appends batches (WAL first, then head); any number
+//! of readers query series and ranges; head generations become immutable
+//! blocks; a crashed or killed writer loses nothing it acknowledged.
+//!
+//! Locking: `writer` (a mutex) serialises appends and flushes; `state` (a
+//! rwlock) is held only for short in-memory updates and snapshots, never
+//! across file I/O, so queries never wait for an fsync.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use model::{Batch, Selector, SeriesKey, Timestamp};
+
+use crate::block::{list_blocks, read_block_meta, read_chunk, write_block, BlockMeta};
+use crate::dir;
+use crate::head::Head;
+use crate::wal::{self, decode_records, encode_samples, encode_series, list_segments, Record, WalWriter};
+use crate::StoreError;
+
+/// When the WAL is fsynced relative to acknowledging an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Before every acknowledgement: an acknowledged sample survives power
+    /// loss. At a 100 ms interval that is 10 fsyncs/s.
+    Always,
+    /// At most this long after the write: power loss may lose up to this
+    /// window; `kill -9` loses nothing (the page cache survives the process).
+    Every(Duration),
+    /// Never explicitly: the kernel writes back within ~30 s.
+    Never,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub fsync: FsyncPolicy,
+    /// Head time span after which it is written out as a block.
+    pub block_duration: Duration,
+    /// Head size (samples) after which it is written out regardless of span;
+    /// bounds head memory to about 16 bytes per sample.
+    pub head_samples_max: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { fsync: FsyncPolicy::Always, block_duration: Duration::from_secs(300), head_samples_max: 4 << 20 }
+    }
+}
+
+/// Counters of what the store did, including everything it refused or lost.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    pub samples_appended: AtomicU64,
+    pub batches_appended: AtomicU64,
+    pub out_of_order_dropped: AtomicU64,
+    pub unknown_series_dropped: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub flushes: AtomicU64,
+    pub flush_errors: AtomicU64,
+    pub corrupt_blocks: AtomicU64,
+    pub corrupt_chunks: AtomicU64,
+    pub wal_damaged_segments: AtomicU64,
+    pub wal_replayed_samples: AtomicU64,
+}
+
+/// Bytes and samples on disk, for bytes-per-sample accounting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskUsage {
+    pub block_bytes: u64,
+    pub block_samples: u64,
+    pub blocks: u64,
+    pub wal_bytes: u64,
+    pub head_samples: u64,
+}
+
+/// What an append stored, in store series ids, for live subscribers.
+#[derive(Debug, Clone)]
+pub struct Appended {
+    pub time: Timestamp,
+    pub points: Vec<(u32, f64)>,
+}
+
+/// Maps one sender's series ids (see [`model::Batch`]) to store ids.
+#[derive(Debug, Default)]
+pub struct Appender {
+    ids: Vec<Option<u32>>,
+}
+
+#[derive(Debug)]
+struct Block {
+    meta: BlockMeta,
+    file: File,
+    /// Store series id -> index into `meta.entries`.
+    by_id: HashMap<u32, usize>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    keys: Vec<SeriesKey>,
+    by_key: HashMap<SeriesKey, u32>,
+    /// Newest timestamp stored per series, across head and blocks.
+    last_t: Vec<i64>,
+    head: Head,
+    /// The generation being written to a block; still queryable meanwhile.
+    frozen: Option<Arc<Head>>,
+    blocks: Vec<Arc<Block>>,
+}
+
+impl State {
+    fn intern(&mut self, key: &SeriesKey) -> u32 {
+        if let Some(&id) = self.by_key.get(key) {
+            return id;
+        }
+        let id = u32::try_from(self.keys.len()).expect("BUG: over 2^32 series");
+        self.keys.push(key.clone());
+        self.by_key.insert(key.clone(), id);
+        self.last_t.push(i64::MIN);
+        id
+    }
+}
+
+#[derive(Debug)]
+struct Writer {
+    wal: WalWriter,
+    /// Series whose definition is in the current WAL segment.
+    declared: Vec<bool>,
+    buf: Vec<u8>,
+    last_sync: Instant,
+    unsynced: bool,
+}
+
+#[derive(Debug)]
+pub struct Store {
+    root: PathBuf,
+    opts: Options,
+    state: RwLock<State>,
+    writer: Mutex<Option<Writer>>,
+    _lock: Option<File>,
+    stats: StoreStats,
+}
+
+fn read_lock<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write_lock<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Store {
+    /// Opens (creating if new or empty) a data directory for writing. Fails if
+    /// another process writes it. Recovers from a crash: replays the WAL,
+    /// truncating a torn tail with a warning.
+    pub fn open(root: &Path, opts: Options) -> Result<Store, StoreError> {
+        dir::prepare(root, true)?;
+        let lock_file = dir::lock(root)?;
+        let store = Store {
+            root: root.to_path_buf(),
+            opts,
+            state: RwLock::new(State::default()),
+            writer: Mutex::new(None),
+            _lock: Some(lock_file),
+            stats: StoreStats::default(),
+        };
+        let next_seq = store.load(false)?;
+        let wal = WalWriter::create(&dir::wal_dir(root), next_seq)
+            .map_err(|source| StoreError::Io { op: "create WAL segment", path: dir::wal_dir(root), source })?;
+        *lock(&store.writer) = Some(Writer { wal, declared: Vec::new(), buf: Vec::new(), last_sync: Instant::now(), unsynced: false });
+        Ok(store)
+    }
+
+    /// Opens a data directory for reading only, while a writer may be running:
+    /// sees everything the writer had written when this was called.
+    pub fn open_read_only(root: &Path) -> Result<Store, StoreError> {
+        dir::prepare(root, false)?;
+        let store = Store {
+            root: root.to_path_buf(),
+            opts: Options::default(),
+            state: RwLock::new(State::default()),
+            writer: Mutex::new(None),
+            _lock: None,
+            stats: StoreStats::default(),
+        };
+        store.load(true)?;
+        Ok(store)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
+    /// Loads blocks and replays the WAL; returns the next WAL sequence number.
+    fn load(&self, read_only: bool) -> Result<u64, StoreError> {
+        let wal_dir = dir::wal_dir(&self.root);
+        let blocks_dir = dir::blocks_dir(&self.root);
+        let io = |op, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { op, path, source }
+        };
+        // Read WAL contents before listing blocks: a concurrent writer may
+        // flush a block and delete segments in between; reading in this order
+        // we see each sample in a segment, a block, or both (deduplicated).
+        let mut segments = Vec::new();
+        for (seq, path) in list_segments(&wal_dir).map_err(io("list WAL", &wal_dir))? {
+            match fs::read(&path) {
+                Ok(data) => segments.push((seq, path, data)),
+                Err(e) if read_only && e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("read WAL segment", &path)(e)),
+            }
+        }
+        let mut st = write_lock(&self.state);
+        let mut covered: Option<u64> = None;
+        for path in list_blocks(&blocks_dir).map_err(io("list blocks", &blocks_dir))? {
+            let meta = match read_block_meta(&path) {
+                Ok(m) => m,
+                Err(crate::block::BlockError::Io { source, .. }) if read_only && source.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    self.stats.corrupt_blocks.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("skipping corrupt block (its samples are not served): {e}");
+                    continue;
+                }
+            };
+            let file = File::open(&path).map_err(io("open block", &path))?;
+            let mut by_id = HashMap::with_capacity(meta.entries.len());
+            for (i, e) in meta.entries.iter().enumerate() {
+                let id = st.intern(&e.key);
+                st.last_t[id as usize] = st.last_t[id as usize].max(e.max_t);
+                by_id.insert(id, i);
+            }
+            covered = Some(covered.map_or(meta.wal_seq_covered, |c: u64| c.max(meta.wal_seq_covered)));
+            st.blocks.push(Arc::new(Block { meta, file, by_id }));
+        }
+        if !read_only {
+            for entry in fs::read_dir(&blocks_dir).map_err(io("list blocks", &blocks_dir))?.flatten() {
+                if entry.path().extension().is_some_and(|x| x == "tmp") {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
+        }
+        let last_seq = segments.last().map(|s| s.0);
+        let n_segments = segments.len();
+        for (i, (seq, path, data)) in segments.into_iter().enumerate() {
+            if covered.is_some_and(|c| seq <= c) {
+                if !read_only {
+                    fs::remove_file(&path).map_err(io("remove covered WAL segment", &path))?;
+                }
+                continue;
+            }
+            let is_last = i + 1 == n_segments;
+            self.replay_segment(&mut st, &path, &data, is_last, read_only)?;
+        }
+        let next = last_seq.max(covered).map_or(1, |s| s + 1);
+        Ok(next)
+    }
+
+    fn replay_segment(&self, st: &mut State, path: &Path, data: &[u8], is_last: bool, read_only: bool) -> Result<(), StoreError> {
+        let magic = wal::SEGMENT_MAGIC.len();
+        if data.len() < magic || &data[..magic] != wal::SEGMENT_MAGIC {
+            if read_only {
+                return Ok(()); // a writer may be creating it right now
+            }
+            self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("WAL segment {} has no valid header; ignoring it", path.display());
+            return Ok(());
+        }
+        // This segment's ids -> store ids.
+        let mut ids: HashMap<u32, u32> = HashMap::new();
+        let mut replayed = 0u64;
+        let (valid, damage) = decode_records(&data[magic..], magic as u64, |rec| match rec {
+            Record::Series { id, key } => {
+                ids.insert(id, st.intern(&key));
+            }
+            Record::Samples { time, points } => {
+                for (wid, v) in points {
+                    let Some(&id) = ids.get(&wid) else { continue };
+                    if st.last_t[id as usize] < time && st.head.push(id, time, v) {
+                        st.last_t[id as usize] = time;
+                        replayed += 1;
+                    }
+                }
+            }
+        });
+        self.stats.wal_replayed_samples.fetch_add(replayed, Ordering::Relaxed);
+        let Some(damage) = damage else { return Ok(()) };
+        if read_only {
+            // A writer may be mid-append; what it has not finished is not yet acknowledged.
+            return Ok(());
+        }
+        self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
+        let valid_len = (magic + valid) as u64;
+        if is_last {
+            tracing::warn!(
+                "WAL {} torn at byte {} ({}): truncating to the last whole record; {} bytes after it were never acknowledged",
+                path.display(),
+                damage.offset,
+                damage.what,
+                data.len() as u64 - valid_len
+            );
+        } else {
+            tracing::error!(
+                "WAL {} corrupt at byte {} ({}): keeping the {} bytes before it; later records of this segment are lost",
+                path.display(),
+                damage.offset,
+                damage.what,
+                valid_len
+            );
+        }
+        let f = fs::OpenOptions::new().write(true).open(path);
+        f.and_then(|f| f.set_len(valid_len).and_then(|()| f.sync_all()))
+            .map_err(|source| StoreError::Io { op: "truncate WAL segment", path: path.to_path_buf(), source })
+    }
+
+    /// Appends one batch: WAL write (and fsync per policy), then head. When
+    /// this returns Ok the batch is acknowledged: it survives `kill -9`.
+    pub fn append(&self, appender: &mut Appender, batch: &Batch) -> Result<Appended, StoreError> {
+        let mut guard = lock(&self.writer);
+        let w = guard.as_mut().ok_or(StoreError::ReadOnly)?;
+        let time = batch.time.as_nanos();
+        if !batch.defs.is_empty() {
+            let mut st = write_lock(&self.state);
+            for (sid, key) in &batch.defs {
+                let id = st.intern(key);
+                let slot = *sid as usize;
+                if appender.ids.len() <= slot {
+                    appender.ids.resize(slot + 1, None);
+                }
+                appender.ids[slot] = Some(id);
+            }
+        }
+        let mut points = Vec::with_capacity(batch.points.len());
+        let mut unknown = 0u64;
+        for &(sid, v) in &batch.points {
+            match appender.ids.get(sid as usize).copied().flatten() {
+                Some(id) => points.push((id, v)),
+                None => unknown += 1,
+            }
+        }
+        if unknown > 0 {
+            self.stats.unknown_series_dropped.fetch_add(unknown, Ordering::Relaxed);
+        }
+
+        w.buf.clear();
+        let mut newly_declared = Vec::new();
+        {
+            let st = read_lock(&self.state);
+            for &(id, _) in &points {
+                if !w.declared.get(id as usize).copied().unwrap_or(false) && !newly_declared.contains(&id) {
+                    encode_series(&mut w.buf, id, &st.keys[id as usize]);
+                    newly_declared.push(id);
+                }
+            }
+        }
+        encode_samples(&mut w.buf, time, points.iter().copied());
+        if let Err(source) = w.wal.append(&w.buf) {
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Io { op: "append to WAL", path: dir::wal_dir(&self.root), source });
+        }
+        for id in newly_declared {
+            if w.declared.len() <= id as usize {
+                w.declared.resize(id as usize + 1, false);
+            }
+            w.declared[id as usize] = true;
+        }
+        w.unsynced = true;
+        let sync_now = match self.opts.fsync {
+            FsyncPolicy::Always => true,
+            FsyncPolicy::Every(d) => w.last_sync.elapsed() >= d,
+            FsyncPolicy::Never => false,
+        };
+        if sync_now {
+            self.sync_writer(w)?;
+        }
+
+        let (stored, ooo, flush_due) = {
+            let mut st = write_lock(&self.state);
+            let mut stored = Vec::with_capacity(points.len());
+            let mut ooo = 0u64;
+            for &(id, v) in &points {
+                if st.last_t[id as usize] < time && st.head.push(id, time, v) {
+                    st.last_t[id as usize] = time;
+                    stored.push((id, v));
+                } else {
+                    ooo += 1;
+                }
+            }
+            let span = st.head.min_t().map_or(0, |m| time.saturating_sub(m));
+            let due = span as u128 >= self.opts.block_duration.as_nanos() || st.head.n_samples() >= self.opts.head_samples_max;
+            (stored, ooo, due)
+        };
+        if ooo > 0 {
+            self.stats.out_of_order_dropped.fetch_add(ooo, Ordering::Relaxed);
+        }
+        self.stats.samples_appended.fetch_add(stored.len() as u64, Ordering::Relaxed);
+        self.stats.batches_appended.fetch_add(1, Ordering::Relaxed);
+        if flush_due {
+            // A failed flush keeps the data in head and WAL; appends go on.
+            let _ = self.flush_locked(w);
+        }
+        Ok(Appended { time: batch.time, points: stored })
+    }
+
+    fn sync_writer(&self, w: &mut Writer) -> Result<(), StoreError> {
+        if let Err(source) = w.wal.sync() {
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source });
+        }
+        w.last_sync = Instant::now();
+        w.unsynced = false;
+        Ok(())
+    }
+
+    /// Writes the head out as a block now (normally done by `append`).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let mut guard = lock(&self.writer);
+        let w = guard.as_mut().ok_or(StoreError::ReadOnly)?;
+        self.flush_locked(w)
+    }
+
+    fn flush_locked(&self, w: &mut Writer) -> Result<(), StoreError> {
+        if read_lock(&self.state).head.n_samples() == 0 {
+            return Ok(());
+        }
+        let covered = w.wal.seq();
+        let wal_dir = dir::wal_dir(&self.root);
+        if let Err(source) = w.wal.rotate() {
+            self.stats.flush_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Io { op: "rotate WAL", path: wal_dir, source });
+        }
+        w.declared.clear();
+        w.unsynced = false;
+        let (frozen, keys) = {
+            let mut st = write_lock(&self.state);
+            let head = Arc::new(std::mem::take(&mut st.head));
+            st.frozen = Some(Arc::clone(&head));
+            (head, st.keys.clone())
+        };
+        let blocks_dir = dir::blocks_dir(&self.root);
+        let written = write_block(&blocks_dir, covered, frozen.columns().map(|(id, c)| (&keys[id as usize], &c.ts[..], &c.vals[..])));
+        let opened = written.and_then(|meta| match File::open(&meta.path) {
+            Ok(file) => Ok((meta, file)),
+            Err(source) => Err(crate::block::BlockError::Io { path: meta.path.clone(), source }),
+        });
+        let mut st = write_lock(&self.state);
+        st.frozen = None;
+        match opened {
+            Ok((meta, file)) => {
+                let by_id = meta.entries.iter().enumerate().map(|(i, e)| (st.by_key[&e.key], i)).collect();
+                st.blocks.push(Arc::new(Block { meta, file, by_id }));
+                drop(st);
+                self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+                for (seq, path) in list_segments(&wal_dir).unwrap_or_default() {
+                    if seq <= covered {
+                        let _ = fs::remove_file(path);
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // Put the generation back; its WAL segments stay until a flush succeeds.
+                debug_assert_eq!(st.head.n_samples(), 0, "BUG: appends ran during a flush");
+                st.head = Arc::try_unwrap(frozen).unwrap_or_else(|shared| clone_head(&shared));
+                self.stats.flush_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!("writing block failed, keeping samples in the WAL and memory: {e}");
+                Err(StoreError::Block(e))
+            }
+        }
+    }
+
+    /// Syncs the WAL and writes the head out: a clean shutdown.
+    pub fn close(&self) -> Result<(), StoreError> {
+        let mut guard = lock(&self.writer);
+        let Some(w) = guard.as_mut() else { return Ok(()) };
+        if w.unsynced {
+            self.sync_writer(w)?;
+        }
+        self.flush_locked(w)
+    }
+
+    /// Series matching `sel`, with their store ids, sorted by key.
+    pub fn series(&self, sel: &Selector) -> Vec<(u32, SeriesKey)> {
+        let st = read_lock(&self.state);
+        let name = sel.exact_name();
+        let mut out: Vec<(u32, SeriesKey)> = st
+            .keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| name.is_none_or(|n| k.name() == n) && sel.matches(k))
+            .map(|(i, k)| (i as u32, k.clone()))
+            .collect();
+        out.sort_by(|a, b| a.1.cmp(&b.1));
+        out
+    }
+
+    pub fn key(&self, id: u32) -> Option<SeriesKey> {
+        read_lock(&self.state).keys.get(id as usize).cloned()
+    }
+
+    /// Samples of series `id` with `from <= t <= to`, in time order. A corrupt
+    /// chunk is logged, counted and skipped; its samples are never returned.
+    pub fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>) {
+        let (from, to) = (from.as_nanos(), to.as_nanos());
+        let (mut ts, mut vals) = (Vec::new(), Vec::new());
+        // Snapshot under one read lock so a concurrent flush cannot hide data
+        // between the block list and the head.
+        let (blocks, frozen, head_ts, head_vals) = {
+            let st = read_lock(&self.state);
+            let blocks: Vec<Arc<Block>> = st
+                .blocks
+                .iter()
+                .filter(|b| b.by_id.get(&id).is_some_and(|&i| b.meta.entries[i].max_t >= from && b.meta.entries[i].min_t <= to))
+                .cloned()
+                .collect();
+            let (mut ht, mut hv) = (Vec::new(), Vec::new());
+            st.head.read(id, from, to, &mut ht, &mut hv);
+            (blocks, st.frozen.clone(), ht, hv)
+        };
+        for b in blocks {
+            let e = &b.meta.entries[b.by_id[&id]];
+            let (n_ts, n_vals) = (ts.len(), vals.len());
+            if let Err(err) = read_chunk(&b.file, &b.meta.path, e, from, to, &mut ts, &mut vals) {
+                ts.truncate(n_ts);
+                vals.truncate(n_vals);
+                self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
+                tracing::error!("skipping corrupt chunk: {err}");
+            }
+        }
+        if let Some(f) = frozen {
+            f.read(id, from, to, &mut ts, &mut vals);
+        }
+        ts.extend_from_slice(&head_ts);
+        vals.extend_from_slice(&head_vals);
+        debug_assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: read returned unordered samples");
+        (ts, vals)
+    }
+
+    pub fn disk_usage(&self) -> DiskUsage {
+        let st = read_lock(&self.state);
+        let wal_bytes = list_segments(&dir::wal_dir(&self.root))
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(_, p)| fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
+        DiskUsage {
+            block_bytes: st.blocks.iter().map(|b| b.meta.file_bytes).sum(),
+            block_samples: st.blocks.iter().map(|b| b.meta.n_samples()).sum(),
+            blocks: st.blocks.len() as u64,
+            wal_bytes,
+            head_samples: st.head.n_samples() as u64,
+        }
+    }
+
+    pub fn n_series(&self) -> usize {
+        read_lock(&self.state).keys.len()
+    }
+}
+
+fn clone_head(h: &Head) -> Head {
+    let mut out = Head::default();
+    for (id, c) in h.columns() {
+        for (&t, &v) in c.ts.iter().zip(&c.vals) {
+            out.push(id, t, v);
+        }
+    }
+    out
+}

@@ -1,0 +1,202 @@
+//! The store against a `BTreeMap` model: random appends, flushes, reopens
+//! (clean and crash-like) and read-only opens must all serve exactly what the
+//! model holds.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use model::{Batch, Selector, SeriesKey, Timestamp};
+use store::{Appender, FsyncPolicy, Options, Store};
+
+type Model = BTreeMap<SeriesKey, BTreeMap<i64, f64>>;
+
+fn opts() -> Options {
+    Options { fsync: FsyncPolicy::Never, block_duration: Duration::from_secs(3600), head_samples_max: 1 << 20 }
+}
+
+fn check(store: &Store, model: &Model, ctx: &str) {
+    let all = store.series(&Selector::all());
+    assert_eq!(all.len(), model.len(), "{ctx}: series count");
+    for (id, key) in all {
+        let (ts, vals) = store.read(id, Timestamp::MIN, Timestamp::MAX);
+        let want: Vec<(i64, f64)> = model[&key].iter().map(|(&t, &v)| (t, v)).collect();
+        let got: Vec<(i64, f64)> = ts.into_iter().zip(vals).collect();
+        assert_eq!(got, want, "{ctx}: {key}");
+        // A sub-range read agrees with the model too.
+        if let (Some(&(a, _)), Some(&(b, _))) = (want.get(want.len() / 3), want.get(2 * want.len() / 3)) {
+            let (ts, _) = store.read(id, Timestamp(a), Timestamp(b));
+            let n = want.iter().filter(|(t, _)| (a..=b).contains(t)).count();
+            assert_eq!(ts.len(), n, "{ctx}: {key} sub-range");
+        }
+    }
+}
+
+fn run(seed: u64, dir: &Path) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let keys: Vec<SeriesKey> = (0..rng.usize(1..12))
+        .map(|i| SeriesKey::new(format!("m{}", i % 3), [("host", "h".to_string()), ("i", i.to_string())]))
+        .collect();
+    let mut model = Model::new();
+    let mut store = Store::open(dir, opts()).unwrap();
+    let mut appender = Appender::default();
+    let mut declared = vec![false; keys.len()];
+    let mut t = 1_700_000_000_000_000_000i64;
+    for step in 0..rng.usize(20..200) {
+        match rng.u8(0..100) {
+            0..=84 => {
+                t += rng.i64(1..3) * 100_000_000;
+                let mut b = Batch::new(Timestamp(t));
+                for (i, key) in keys.iter().enumerate() {
+                    if rng.bool() {
+                        continue;
+                    }
+                    if !declared[i] {
+                        b.defs.push((i as u32, key.clone()));
+                        declared[i] = true;
+                    }
+                    let v = if rng.bool() { rng.u32(..) as f64 / 100.0 } else { f64::from_bits(rng.u64(..)) };
+                    let v = if v.is_nan() { 0.5 } else { v };
+                    b.points.push((i as u32, v));
+                    model.entry(key.clone()).or_default().insert(t, v);
+                }
+                store.append(&mut appender, &b).unwrap();
+            }
+            85..=91 => store.flush().unwrap(),
+            92..=95 => {
+                // Clean restart.
+                store.close().unwrap();
+                drop(store);
+                store = Store::open(dir, opts()).unwrap();
+                appender = Appender::default();
+                declared.fill(false);
+            }
+            _ => {
+                // Crash: drop without close; the WAL must carry everything.
+                drop(store);
+                store = Store::open(dir, opts()).unwrap();
+                appender = Appender::default();
+                declared.fill(false);
+            }
+        }
+        if step % 10 == 0 {
+            check(&store, &model, &format!("seed {seed} step {step}"));
+            let ro = Store::open_read_only(dir).unwrap();
+            check(&ro, &model, &format!("seed {seed} step {step} read-only"));
+        }
+    }
+    check(&store, &model, &format!("seed {seed} end"));
+    drop(store);
+    check(&Store::open(dir, opts()).unwrap(), &model, &format!("seed {seed} reopened"));
+}
+
+#[test]
+fn matches_btreemap_model() {
+    for seed in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        run(seed, dir.path());
+    }
+}
+
+#[test]
+fn torn_wal_tail_keeps_every_whole_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SeriesKey::new("m", [("host", "h")]);
+    {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let mut app = Appender::default();
+        for i in 0..30i64 {
+            let mut b = Batch::new(Timestamp(1_000 + i));
+            if i == 0 {
+                b.defs.push((0, key.clone()));
+            }
+            b.points.push((0, i as f64));
+            store.append(&mut app, &b).unwrap();
+        }
+    }
+    let seg = fs::read_dir(dir.path().join("wal")).unwrap().next().unwrap().unwrap().path();
+    let full = fs::read(&seg).unwrap();
+    let mut last_n = 0;
+    for cut in (0..=full.len()).rev() {
+        let copy = tempfile::tempdir().unwrap();
+        for entry in ["KANSOKU", "wal", "blocks"] {
+            let from = dir.path().join(entry);
+            if from.is_dir() {
+                fs::create_dir(copy.path().join(entry)).unwrap();
+            } else {
+                fs::copy(&from, copy.path().join(entry)).unwrap();
+            }
+        }
+        fs::write(copy.path().join("wal").join(seg.file_name().unwrap()), &full[..cut]).unwrap();
+        let store = Store::open(copy.path(), opts()).unwrap();
+        let ids = store.series(&Selector::all());
+        let n = ids.first().map_or(0, |(id, _)| store.read(*id, Timestamp::MIN, Timestamp::MAX).0.len());
+        let (_, vals) = ids.first().map_or((vec![], vec![]), |(id, _)| store.read(*id, Timestamp::MIN, Timestamp::MAX));
+        assert_eq!(vals, (0..n).map(|i| i as f64).collect::<Vec<_>>(), "cut {cut}: not a clean prefix");
+        if cut == full.len() {
+            assert_eq!(n, 30);
+        }
+        assert!(cut == full.len() || n <= last_n || last_n == 0, "cut {cut}");
+        last_n = n;
+        // The torn tail was cut off on disk: appending after recovery works and survives.
+        let mut app = Appender::default();
+        let mut b = Batch::new(Timestamp(10_000));
+        b.defs.push((0, key.clone()));
+        b.points.push((0, 99.0));
+        store.append(&mut app, &b).unwrap();
+        drop(store);
+        let store = Store::open(copy.path(), opts()).unwrap();
+        let (id, _) = store.series(&Selector::all())[0].clone();
+        let (ts, _) = store.read(id, Timestamp::MIN, Timestamp::MAX);
+        assert_eq!(ts.len(), n + 1, "cut {cut}: sample appended after recovery lost");
+    }
+}
+
+#[test]
+fn directory_errors_are_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("someone-elses-file"), "x").unwrap();
+    let e = Store::open(dir.path(), opts()).unwrap_err().to_string();
+    assert!(e.contains("is not a kansoku data directory"), "{e}");
+    assert!(fs::read_dir(dir.path()).unwrap().count() == 1, "nothing written into a foreign directory");
+
+    let ours = tempfile::tempdir().unwrap();
+    let _held = Store::open(ours.path(), opts()).unwrap();
+    let e = Store::open(ours.path(), opts()).unwrap_err().to_string();
+    assert!(e.contains("in use by another kansoku") && e.contains(&std::process::id().to_string()), "{e}");
+    assert!(Store::open_read_only(ours.path()).is_ok(), "read-only works while a writer runs");
+
+    let e = Store::open_read_only(&dir.path().join("nope")).unwrap_err().to_string();
+    assert!(e.contains("does not exist"), "{e}");
+}
+
+#[test]
+fn corrupt_block_is_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SeriesKey::new("m", [("host", "h")]);
+    {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let mut app = Appender::default();
+        let mut b = Batch::new(Timestamp(1));
+        b.defs.push((0, key.clone()));
+        b.points.push((0, 1.0));
+        store.append(&mut app, &b).unwrap();
+        store.flush().unwrap();
+        let mut b = Batch::new(Timestamp(2));
+        b.points.push((0, 2.0));
+        store.append(&mut app, &b).unwrap();
+        store.flush().unwrap();
+    }
+    let blocks: Vec<_> = fs::read_dir(dir.path().join("blocks")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(blocks.len(), 2);
+    let first = blocks.iter().min().unwrap();
+    let mut data = fs::read(first).unwrap();
+    let last = data.len() - 1;
+    data[last] ^= 0xff; // footer magic
+    fs::write(first, data).unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    assert_eq!(store.stats().corrupt_blocks.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let (id, _) = store.series(&Selector::all())[0].clone();
+    assert_eq!(store.read(id, Timestamp::MIN, Timestamp::MAX), (vec![2], vec![2.0]));
+}
