@@ -9,11 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use model::{Batch, SeriesKey, Timestamp};
-use rustix::time::{ClockId, Timespec};
 
 use crate::emitter::Emitter;
 use crate::own_cost::{process_cpu_ns, realtime_ns, thread_cpu_ns, Rss};
-use crate::schedule::{after_round, next_boundary};
+use crate::schedule::{after_round, next_boundary, sleep_until};
 use crate::source::{default_sources, Source};
 
 /// Shortest interval we schedule: below this, wake-up lateness (tens of µs)
@@ -21,10 +20,6 @@ use crate::source::{default_sources, Source};
 pub const INTERVAL_MIN: Duration = Duration::from_millis(10);
 /// Longest interval; beyond a minute, host metrics lose their point.
 pub const INTERVAL_MAX: Duration = Duration::from_secs(60);
-
-/// Longest single sleep, so a stop request is noticed within this time even
-/// at a 60 s interval.
-const SLEEP_SLICE_NS: i64 = 100_000_000;
 
 #[derive(Debug, Clone)]
 pub struct CollectorConfig {
@@ -180,25 +175,6 @@ impl Collector {
             }
             scheduled = next;
         }
-    }
-}
-
-/// Sleeps until wall-clock `deadline_ns` on CLOCK_REALTIME with an absolute
-/// deadline (no drift from computing relative sleeps). Returns false if `stop`
-/// was set meanwhile.
-fn sleep_until(deadline_ns: i64, stop: &AtomicBool) -> bool {
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = realtime_ns();
-        if now >= deadline_ns {
-            return true;
-        }
-        let until = deadline_ns.min(now + SLEEP_SLICE_NS);
-        let ts = Timespec { tv_sec: until.div_euclid(1_000_000_000), tv_nsec: until.rem_euclid(1_000_000_000) };
-        // EINTR just loops; the deadline is absolute.
-        let _ = rustix::thread::clock_nanosleep_absolute(ClockId::Realtime, &ts);
     }
 }
 

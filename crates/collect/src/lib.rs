@@ -9,7 +9,7 @@
 
 mod collector;
 mod emitter;
-mod own_cost;
+pub mod own_cost;
 mod proc_file;
 pub mod procfs;
 pub mod schedule;

@@ -1,6 +1,13 @@
 //! When to sample: absolute boundaries of the interval in wall-clock time, so
 //! every host with the same interval samples the same instant. Pure integer
-//! arithmetic on nanoseconds; the collector feeds it the clock.
+//! arithmetic on nanoseconds; the collector feeds it the clock. The one
+//! impure function, [`sleep_until`], sleeps on an absolute deadline.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::time::{ClockId, Timespec};
+
+use crate::own_cost::realtime_ns;
 
 /// The first boundary strictly after `now_ns`.
 pub fn next_boundary(now_ns: i64, interval_ns: i64) -> i64 {
@@ -19,6 +26,29 @@ pub fn after_round(scheduled_ns: i64, now_ns: i64, interval_ns: i64) -> (i64, u6
     }
     let next = next_boundary(now_ns, interval_ns);
     (next, ((next - following) / interval_ns) as u64)
+}
+
+/// Longest single sleep, so a stop request is noticed within this time even
+/// at a 60 s interval.
+const SLEEP_SLICE_NS: i64 = 100_000_000;
+
+/// Sleeps until wall-clock `deadline_ns` on CLOCK_REALTIME with an absolute
+/// deadline (no drift from computing relative sleeps). Returns false if `stop`
+/// was set meanwhile.
+pub fn sleep_until(deadline_ns: i64, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = realtime_ns();
+        if now >= deadline_ns {
+            return true;
+        }
+        let until = deadline_ns.min(now + SLEEP_SLICE_NS);
+        let ts = Timespec { tv_sec: until.div_euclid(1_000_000_000), tv_nsec: until.rem_euclid(1_000_000_000) };
+        // EINTR just loops; the deadline is absolute.
+        let _ = rustix::thread::clock_nanosleep_absolute(ClockId::Realtime, &ts);
+    }
 }
 
 #[cfg(test)]

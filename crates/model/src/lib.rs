@@ -10,4 +10,4 @@ mod timestamp;
 pub use batch::Batch;
 pub use selector::{Matcher, MatchOp, Selector, SelectorError};
 pub use series::{SeriesKey, METRIC_NAME_LABEL};
-pub use timestamp::{parse_duration, parse_time, DurationError, Timestamp};
+pub use timestamp::{parse_duration, parse_time, resolve_range, DurationError, Timestamp, DEFAULT_SINCE};

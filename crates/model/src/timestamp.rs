@@ -82,6 +82,8 @@ pub enum DurationError {
         "invalid time {input:?}: expected RFC 3339 (2026-11-22T10:00:00Z), Unix seconds, or a duration ago (-5m)"
     )]
     Time { input: String },
+    #[error("give either `since` or `from`, not both")]
+    Conflict,
 }
 
 /// Parses `100ms`, `1.5s`, `5m`, `1h30m`, `2d`. Units: ns, us, µs, ms, s, m, h, d.
@@ -144,6 +146,28 @@ pub fn parse_time(input: &str, now: Timestamp) -> Result<Timestamp, DurationErro
         return Err(err());
     }
     parse_rfc3339(s).ok_or_else(err)
+}
+
+/// Range used when a query names none: the last five minutes.
+pub const DEFAULT_SINCE: Duration = Duration::from_secs(300);
+
+/// Resolves `--from/--to` or `--since` (as CLI flags or URL parameters) into
+/// an inclusive range. `since` and `from` exclude each other; `to` defaults to
+/// now and `from` to [`DEFAULT_SINCE`] before `to`.
+pub fn resolve_range(
+    from: Option<&str>,
+    to: Option<&str>,
+    since: Option<&str>,
+    now: Timestamp,
+) -> Result<(Timestamp, Timestamp), DurationError> {
+    let to_t = to.map(|t| parse_time(t, now)).transpose()?.unwrap_or(now);
+    let from_t = match (from, since) {
+        (Some(_), Some(_)) => return Err(DurationError::Conflict),
+        (Some(f), None) => parse_time(f, now)?,
+        (None, Some(s)) => to_t.saturating_sub(parse_duration(s)?),
+        (None, None) => to_t.saturating_sub(DEFAULT_SINCE),
+    };
+    Ok((from_t, to_t))
 }
 
 fn parse_rfc3339(s: &str) -> Option<Timestamp> {
@@ -235,6 +259,15 @@ mod tests {
         );
         assert!(parse_time("yesterday", now).is_err());
         assert!(parse_time("2023-13-01T00:00:00Z", now).is_err());
+    }
+
+    #[test]
+    fn ranges() {
+        let now = Timestamp(10_000_000_000_000);
+        assert_eq!(resolve_range(None, None, None, now), Ok((Timestamp(now.0 - 300_000_000_000), now)));
+        assert_eq!(resolve_range(None, None, Some("1s"), now), Ok((Timestamp(now.0 - 1_000_000_000), now)));
+        assert_eq!(resolve_range(Some("-2s"), Some("-1s"), None, now), Ok((Timestamp(now.0 - 2_000_000_000), Timestamp(now.0 - 1_000_000_000))));
+        assert_eq!(resolve_range(Some("-2s"), None, Some("1s"), now), Err(DurationError::Conflict));
     }
 
     #[test]

@@ -1,0 +1,55 @@
+//! HTTP API: `pub fn router(state) -> Router`, one handler per endpoint, one
+//! [`ApiError`]. Responses are columnar JSON (one time array, one value array
+//! per series) so the dashboard hands them to uPlot unchanged.
+//! Documented in `docs/api.md`.
+
+mod error;
+mod live;
+pub mod query;
+mod status;
+
+use std::sync::Arc;
+
+use axum::response::Html;
+use axum::routing::get;
+use axum::Router;
+use collect::CollectorStats;
+use store::{Appended, Store};
+use tokio::sync::broadcast;
+
+pub use error::ApiError;
+pub use query::{frame_json, parse_range_query};
+
+/// Live subscribers lag behind by at most this many intervals before they
+/// are told they missed some (10 s at 100 ms).
+pub const LIVE_BUFFER: usize = 100;
+
+#[derive(Clone, Debug)]
+pub struct ApiState {
+    pub store: Arc<Store>,
+    /// Each acknowledged append, for the live tail.
+    pub live: broadcast::Sender<Arc<Appended>>,
+    pub collector: Option<Arc<CollectorStats>>,
+    pub interval: Option<std::time::Duration>,
+}
+
+impl ApiState {
+    pub fn new(store: Arc<Store>) -> ApiState {
+        ApiState { store, live: broadcast::channel(LIVE_BUFFER).0, collector: None, interval: None }
+    }
+}
+
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/api/v1/series", get(query::series))
+        .route("/api/v1/query", get(query::query_range))
+        .route("/api/v1/live", get(live::live))
+        .route("/api/v1/status", get(status::status))
+        .fallback(|| async { ApiError::NotFound })
+        .with_state(state)
+}
+
+async fn index() -> Html<&'static str> {
+    Html(include_str!("index.html"))
+}

@@ -1,0 +1,126 @@
+//! `GET /api/v1/series` and `GET /api/v1/query`: list series, read a range.
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::extract::{Query, State};
+use axum::Json;
+use model::{resolve_range, Selector, SeriesKey, Timestamp};
+use serde::Serialize;
+use store::query::{range, Agg, Frame, RangeQuery};
+
+use crate::{ApiError, ApiState};
+
+type Params = Query<HashMap<String, String>>;
+
+fn selector(params: &HashMap<String, String>, name: &str) -> Result<Selector, ApiError> {
+    let text = params.get(name).map_or("", String::as_str);
+    Selector::parse(text).map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
+#[derive(Serialize, Debug)]
+pub struct SeriesJson<'a> {
+    pub name: &'a str,
+    pub labels: BTreeMap<&'a str, &'a str>,
+}
+
+impl<'a> SeriesJson<'a> {
+    pub fn new(key: &'a SeriesKey) -> SeriesJson<'a> {
+        SeriesJson { name: key.name(), labels: key.labels().iter().map(|(k, v)| (k.as_str(), v.as_str())).collect() }
+    }
+}
+
+pub async fn series(State(st): State<ApiState>, Query(params): Params) -> Result<Json<serde_json::Value>, ApiError> {
+    let sel = selector(&params, "match")?;
+    let found = st.store.series(&sel);
+    let list: Vec<SeriesJson<'_>> = found.iter().map(|(_, k)| SeriesJson::new(k)).collect();
+    Ok(Json(serde_json::json!({ "series": list })))
+}
+
+#[derive(Serialize)]
+struct FrameJson<'a> {
+    /// Seconds since the epoch (uPlot's x unit), or integer ns with `time_unit=ns`.
+    times: TimesJson,
+    time_unit: &'static str,
+    step_seconds: Option<f64>,
+    series: Vec<FrameSeriesJson<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum TimesJson {
+    Seconds(Vec<f64>),
+    Nanos(Vec<i64>),
+}
+
+#[derive(Serialize)]
+struct FrameSeriesJson<'a> {
+    #[serde(flatten)]
+    series: SeriesJson<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agg: Option<&'static str>,
+    values: &'a [Option<f64>],
+}
+
+/// Parses the query parameters into a [`RangeQuery`]; shared by the HTTP
+/// handler and tests.
+pub fn parse_range_query(params: &HashMap<String, String>, now: Timestamp) -> Result<RangeQuery, ApiError> {
+    let bad = |e: &dyn std::fmt::Display| ApiError::BadRequest(e.to_string());
+    if !params.contains_key("query") {
+        return Err(ApiError::BadRequest("missing parameter `query` (a selector, e.g. node_load1)".into()));
+    }
+    let sel = selector(params, "query")?;
+    let get = |k: &str| params.get(k).map(String::as_str);
+    let (from, to) = resolve_range(get("from"), get("to"), get("since"), now).map_err(|e| bad(&e))?;
+    let step_ns = get("step")
+        .map(|s| model::parse_duration(s).map(|d| d.as_nanos() as i64))
+        .transpose()
+        .map_err(|e| bad(&e))?;
+    let points = get("points")
+        .map(|p| p.parse::<usize>().ok().filter(|&n| n > 0))
+        .map(|p| p.ok_or_else(|| ApiError::BadRequest("points must be a positive integer".into())))
+        .transpose()?;
+    let rate = match get("rate") {
+        None | Some("false" | "0") => false,
+        Some("true" | "1" | "") => true,
+        Some(other) => return Err(ApiError::BadRequest(format!("rate must be true or false, not {other:?}"))),
+    };
+    let aggs = get("agg").map_or(Ok(Vec::new()), |a| a.split(',').map(str::parse::<Agg>).collect())?;
+    if !aggs.is_empty() && step_ns.is_none() && points.is_none() {
+        return Err(ApiError::BadRequest("agg needs step or points (aggregation is per bucket)".into()));
+    }
+    Ok(RangeQuery { selector: sel, from, to, step_ns, points, rate, aggs })
+}
+
+pub async fn query_range(State(st): State<ApiState>, Query(params): Params) -> Result<Json<serde_json::Value>, ApiError> {
+    let q = parse_range_query(&params, Timestamp::now())?;
+    let nanos = match params.get("time_unit").map(String::as_str) {
+        None | Some("s") => false,
+        Some("ns") => true,
+        Some(other) => return Err(ApiError::BadRequest(format!("time_unit must be s or ns, not {other:?}"))),
+    };
+    let store = st.store.clone();
+    let frame = tokio::task::spawn_blocking(move || range(&store, &q))
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("query failed: {e}")))??;
+    Ok(Json(frame_json(&frame, nanos)))
+}
+
+/// The JSON body of `/api/v1/query` for a frame; also used by `kansoku query --format json`.
+pub fn frame_json(frame: &Frame, nanos: bool) -> serde_json::Value {
+    let times = if nanos {
+        TimesJson::Nanos(frame.times.clone())
+    } else {
+        TimesJson::Seconds(frame.times.iter().map(|&t| t as f64 / 1e9).collect())
+    };
+    let json = FrameJson {
+        times,
+        time_unit: if nanos { "ns" } else { "s" },
+        step_seconds: frame.step_ns.map(|s| s as f64 / 1e9),
+        series: frame
+            .series
+            .iter()
+            .map(|s| FrameSeriesJson { series: SeriesJson::new(&s.key), agg: s.agg.map(Agg::name), values: &s.values })
+            .collect(),
+    };
+    serde_json::to_value(json).expect("frame serialises")
+}

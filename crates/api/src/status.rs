@@ -1,0 +1,54 @@
+//! `GET /api/v1/status`: what the collector and store are doing, including
+//! every drop they counted.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use axum::extract::State;
+use axum::Json;
+
+use crate::ApiState;
+
+pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
+    let s = st.store.stats();
+    let du = st.store.disk_usage();
+    let bytes_per_sample = (du.block_samples > 0).then(|| du.block_bytes as f64 / du.block_samples as f64);
+    let store = serde_json::json!({
+        "series": st.store.n_series(),
+        "samples_appended": s.samples_appended.load(Relaxed),
+        "batches_appended": s.batches_appended.load(Relaxed),
+        "out_of_order_dropped": s.out_of_order_dropped.load(Relaxed),
+        "unknown_series_dropped": s.unknown_series_dropped.load(Relaxed),
+        "write_errors": s.write_errors.load(Relaxed),
+        "flushes": s.flushes.load(Relaxed),
+        "flush_errors": s.flush_errors.load(Relaxed),
+        "corrupt_blocks": s.corrupt_blocks.load(Relaxed),
+        "corrupt_chunks": s.corrupt_chunks.load(Relaxed),
+        "wal_damaged_segments": s.wal_damaged_segments.load(Relaxed),
+        "wal_replayed_samples": s.wal_replayed_samples.load(Relaxed),
+        "blocks": du.blocks,
+        "block_bytes": du.block_bytes,
+        "block_samples": du.block_samples,
+        "block_bytes_per_sample": bytes_per_sample,
+        "wal_bytes": du.wal_bytes,
+        "head_samples": du.head_samples,
+    });
+    let collector = st.collector.as_ref().map(|c| {
+        serde_json::json!({
+            "interval_seconds": st.interval.map(|d| d.as_secs_f64()),
+            "rounds": c.rounds.load(Relaxed),
+            "missed_rounds": c.missed_rounds.load(Relaxed),
+            "dropped_batches": c.dropped_batches.load(Relaxed),
+            "source_errors": c.source_errors.load(Relaxed),
+            "last_lateness_seconds": c.last_lateness_ns.load(Relaxed) as f64 / 1e9,
+            "last_round_cpu_seconds": c.last_round_cpu_ns.load(Relaxed) as f64 / 1e9,
+            "series": c.series.load(Relaxed),
+        })
+    });
+    Json(serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "data_dir": st.store.root().display().to_string(),
+        "store": store,
+        "collector": collector,
+        "live_subscribers": st.live.receiver_count(),
+    }))
+}

@@ -1,0 +1,75 @@
+//! The `kansoku` binary: parses the command line and wires the library crates
+//! together. No logic lives here that a library could hold.
+
+mod read;
+mod up;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "kansoku", version, about = "High-resolution performance observatory", propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Observe this host: collect, store under --data, serve the API on --listen.
+    Up(up::UpArgs),
+    /// List series, one per line: name{label="value",...}.
+    Series(read::SeriesArgs),
+    /// Read samples of the series a selector matches (CSV: series,time_ns,value).
+    Query(read::QueryArgs),
+    /// Reproducible experiments and benchmarks.
+    #[command(subcommand)]
+    Lab(LabCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum LabCmd {
+    /// CPU cost of the host collector per interval and per sample, beside
+    /// node_exporter scraped at the same interval in the same run.
+    CollectorCost(lab::collector_cost::Args),
+}
+
+/// Where read commands find data: a data directory (read-only; works while
+/// `kansoku up` runs) or a running server.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Source {
+    /// Data directory to read.
+    #[arg(long, default_value = "kansoku-data", conflicts_with = "server")]
+    pub data: PathBuf,
+    /// URL of a running kansoku, e.g. http://127.0.0.1:7070.
+    #[arg(long)]
+    pub server: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match cli.cmd {
+        Cmd::Up(args) => up::run(args),
+        Cmd::Series(args) => read::series(args),
+        Cmd::Query(args) => read::query(args),
+        Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: what failed, then why, joined by ": ".
+            eprintln!("kansoku: {}", format!("{e:#}").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("KANSOKU_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).with_ansi(ansi).init();
+}

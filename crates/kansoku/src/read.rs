@@ -1,0 +1,208 @@
+//! `kansoku series` and `kansoku query`: read a data directory (read-only,
+//! safe beside a running writer) or ask a running server over HTTP.
+
+use std::collections::HashMap;
+use std::io::{BufWriter, Write};
+
+use anyhow::{bail, Context};
+use model::{Selector, SeriesKey, Timestamp};
+use store::query::{range, Frame, FrameSeries};
+use store::Store;
+
+use crate::Source;
+
+#[derive(clap::Args, Debug)]
+pub struct SeriesArgs {
+    /// Selector, e.g. 'node_cpu_seconds_total{mode="user"}' (default: all).
+    matcher: Option<String>,
+    #[command(flatten)]
+    source: Source,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct QueryArgs {
+    /// Selector, e.g. 'node_cpu_seconds_total{cpu="0",mode=~"user|system"}'.
+    selector: String,
+    /// Range ending now, e.g. 30s, 5m, 1h (default 5m).
+    #[arg(long, conflicts_with = "from")]
+    since: Option<String>,
+    /// Start: RFC 3339, Unix seconds, or -DURATION.
+    #[arg(long)]
+    from: Option<String>,
+    /// End (default now).
+    #[arg(long)]
+    to: Option<String>,
+    /// Downsample into buckets of this width (e.g. 1s).
+    #[arg(long)]
+    step: Option<String>,
+    /// Downsample into about this many buckets over the range.
+    #[arg(long, conflicts_with = "step")]
+    points: Option<usize>,
+    /// Per-second rate of counters instead of raw values.
+    #[arg(long)]
+    rate: bool,
+    /// Aggregations per bucket, comma separated: min,max,avg,last,count (default avg).
+    #[arg(long)]
+    agg: Option<String>,
+    #[arg(long, value_enum, default_value = "csv")]
+    format: Format,
+    #[command(flatten)]
+    source: Source,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Csv,
+    Json,
+}
+
+fn parse_selector(text: &str) -> anyhow::Result<Selector> {
+    Selector::parse(text).map_err(|e| anyhow::anyhow!("{e}; selectors look like name{{label=\"value\",other=~\"re.*\"}}"))
+}
+
+fn open(source: &Source) -> anyhow::Result<Store> {
+    Store::open_read_only(&source.data).with_context(|| format!("read {}", source.data.display()))
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).build().into()
+}
+
+/// GETs a JSON document from a kansoku server, turning its `{"error"}` bodies
+/// into errors.
+fn get_json(base: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<serde_json::Value> {
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let mut req = agent().get(&url);
+    for (k, v) in params {
+        req = req.query(*k, *v);
+    }
+    let mut resp = req.call().with_context(|| format!("GET {url}: is kansoku running there?"))?;
+    let status = resp.status();
+    let text = resp.body_mut().with_config().limit(1 << 30).read_to_string().with_context(|| format!("GET {url}: reading response"))?;
+    let body: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("GET {url}: response is not JSON"))?;
+    if !status.is_success() {
+        let msg = body.get("error").and_then(|e| e.as_str()).unwrap_or("unknown error");
+        bail!("server answered {status}: {msg}");
+    }
+    Ok(body)
+}
+
+fn key_from_json(s: &serde_json::Value) -> anyhow::Result<SeriesKey> {
+    let name = s.get("name").and_then(|n| n.as_str()).context("series without name")?;
+    let labels = s.get("labels").and_then(|l| l.as_object()).context("series without labels")?;
+    Ok(SeriesKey::new(name, labels.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))))
+}
+
+pub fn series(args: SeriesArgs) -> anyhow::Result<()> {
+    let text = args.matcher.as_deref().unwrap_or("");
+    let sel = parse_selector(text)?;
+    let keys: Vec<SeriesKey> = match &args.source.server {
+        Some(url) => {
+            let body = get_json(url, "/api/v1/series", &[("match", text)])?;
+            let list = body.get("series").and_then(|s| s.as_array()).context("response without series")?;
+            list.iter().map(key_from_json).collect::<anyhow::Result<_>>()?
+        }
+        None => open(&args.source)?.series(&sel).into_iter().map(|(_, k)| k).collect(),
+    };
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for k in keys {
+        writeln!(out, "{k}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+pub fn query(args: QueryArgs) -> anyhow::Result<()> {
+    parse_selector(&args.selector)?;
+    let mut params: HashMap<String, String> = HashMap::new();
+    params.insert("query".into(), args.selector.clone());
+    for (k, v) in [("since", &args.since), ("from", &args.from), ("to", &args.to), ("step", &args.step), ("agg", &args.agg)] {
+        if let Some(v) = v {
+            params.insert(k.into(), v.clone());
+        }
+    }
+    if let Some(p) = args.points {
+        params.insert("points".into(), p.to_string());
+    }
+    if args.rate {
+        params.insert("rate".into(), "true".into());
+    }
+    let frame = match &args.source.server {
+        Some(url) => {
+            params.insert("time_unit".into(), "ns".into());
+            let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            frame_from_json(&get_json(url, "/api/v1/query", &pairs)?)?
+        }
+        None => {
+            let q = api_query(&params)?;
+            let store = open(&args.source)?;
+            range(&store, &q)?
+        }
+    };
+    if frame.series.is_empty() {
+        bail!("no series matches {}; list them with `kansoku series`", args.selector);
+    }
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    match args.format {
+        Format::Json => writeln!(out, "{}", api::frame_json(&frame, true))?,
+        Format::Csv => write_csv(&mut out, &frame, args.agg.is_some())?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn api_query(params: &HashMap<String, String>) -> anyhow::Result<store::query::RangeQuery> {
+    api::parse_range_query(params, Timestamp::now()).map_err(|e| anyhow::anyhow!("{}", api_error_text(e)))
+}
+
+fn api_error_text(e: api::ApiError) -> String {
+    match e {
+        api::ApiError::BadRequest(m) | api::ApiError::TooLarge(m) => m,
+        api::ApiError::NotFound => "not found".into(),
+    }
+}
+
+/// `series,time_ns,value` (plus `agg` after `series` when aggregations were
+/// asked for); one row per sample, gaps omitted.
+fn write_csv(out: &mut impl Write, frame: &Frame, with_agg: bool) -> std::io::Result<()> {
+    writeln!(out, "{}", if with_agg { "series,agg,time_ns,value" } else { "series,time_ns,value" })?;
+    for s in &frame.series {
+        let name = csv_field(&s.key.to_string());
+        let agg = s.agg.map_or("", |a| a.name());
+        for (t, v) in frame.times.iter().zip(&s.values) {
+            let Some(v) = v else { continue };
+            if with_agg {
+                writeln!(out, "{name},{agg},{t},{v}")?;
+            } else {
+                writeln!(out, "{name},{t},{v}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+fn frame_from_json(body: &serde_json::Value) -> anyhow::Result<Frame> {
+    let times = body
+        .get("times")
+        .and_then(|t| t.as_array())
+        .context("response without times")?
+        .iter()
+        .map(|t| t.as_i64().context("time is not an integer"))
+        .collect::<anyhow::Result<Vec<i64>>>()?;
+    let mut series = Vec::new();
+    for s in body.get("series").and_then(|s| s.as_array()).context("response without series")? {
+        let agg = s.get("agg").and_then(|a| a.as_str()).map(str::parse).transpose()?;
+        let values = s.get("values").and_then(|v| v.as_array()).context("series without values")?.iter().map(|v| v.as_f64()).collect();
+        series.push(FrameSeries { key: key_from_json(s)?, agg, values });
+    }
+    let step_ns = body.get("step_seconds").and_then(|s| s.as_f64()).map(|s| (s * 1e9).round() as i64);
+    Ok(Frame { times, series, step_ns })
+}

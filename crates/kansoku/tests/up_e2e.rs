@@ -1,0 +1,210 @@
+//! The real binary, end to end: `kansoku up` samples every core at 100 ms,
+//! serves it live and by range; after SIGKILL and a restart every sample it
+//! had acknowledged (pushed on the live tail) is still there. Plus the
+//! one-line errors users get for bad input.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kansoku");
+/// Upper bound on any single wait; a hung test fails instead of hanging CI.
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+
+struct Up {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `kansoku up` on an ephemeral port and returns once it says where it listens.
+fn up(data: &Path) -> Up {
+    let mut child = Command::new(BIN)
+        .args(["up", "--listen", "127.0.0.1:0", "--interval", "100ms", "--host", "e2e", "--data"])
+        .arg(data)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("kansoku up exited before listening").unwrap();
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split([',', ' ']).next().unwrap().to_owned();
+        }
+    };
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Up { child, addr }
+}
+
+fn http_get(addr: &str, path_and_query: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
+/// Reads `n` `points` events from the live tail; returns their times (ns).
+fn live_times(addr: &str, selector: &str, n: usize) -> Vec<i64> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "GET /api/v1/live?match={} HTTP/1.1\r\nHost: {addr}\r\n\r\n", enc(selector)).unwrap();
+    let mut times = Vec::new();
+    let mut event = String::new();
+    for line in BufReader::new(s).lines() {
+        let line = line.expect("live tail stalled");
+        if let Some(e) = line.strip_prefix("event: ") {
+            event = e.to_owned();
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            assert_ne!(event, "lagged", "test client lagged: {data}");
+            if event == "points" {
+                let v: serde_json::Value = serde_json::from_str(data).unwrap();
+                times.push(v["t_ns"].as_i64().unwrap());
+                if times.len() == n {
+                    break;
+                }
+            }
+        }
+    }
+    times
+}
+
+fn query(addr: &str, selector: &str, from: i64, to: i64) -> serde_json::Value {
+    let path = format!(
+        "/api/v1/query?query={}&from={}&to={}&time_unit=ns",
+        enc(selector),
+        from as f64 / 1e9,
+        to as f64 / 1e9 + 0.05
+    );
+    let (status, body) = http_get(addr, &path);
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+#[test]
+fn samples_every_core_at_100ms_and_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let sel = r#"node_cpu_seconds_total{mode="user"}"#;
+
+    let mut first = up(&data);
+    let seen = live_times(&first.addr, sel, 25);
+    assert!(seen.windows(2).all(|w| w[1] > w[0]));
+    assert!(seen.iter().all(|t| t % 100_000_000 == 0), "samples on absolute 100 ms boundaries: {seen:?}");
+
+    let frame = query(&first.addr, sel, seen[0], seen[seen.len() - 1]);
+    let series = frame["series"].as_array().unwrap();
+    assert_eq!(series.len(), cores, "one user-mode series per core");
+    let times: Vec<i64> = frame["times"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+    for t in &seen {
+        assert!(times.contains(t), "live sample {t} missing from range query");
+    }
+    // Mostly 100 ms apart; a rare overrun skips a boundary (counted), never drifts.
+    let regular = times.windows(2).filter(|w| w[1] - w[0] == 100_000_000).count();
+    assert!(regular * 10 >= (times.len() - 1) * 9, "spacing: {times:?}");
+    for s in series {
+        assert_eq!(s["values"].as_array().unwrap().iter().filter(|v| v.is_null()).count(), 0, "gap in {s}");
+    }
+
+    // While it runs, read-only CLI reads of its data directory work.
+    let out = run(&["series", "node_cpu_seconds_total{mode=\"idle\"}", "--data", data.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), cores);
+    // And a second writer is refused with the pid of the first.
+    let out = run(&["up", "--listen", "127.0.0.1:0", "--data", data.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("in use by another kansoku"), "{err}");
+
+    // kill -9: every sample pushed on the live tail was acknowledged (durable).
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    drop(first);
+
+    let second = up(&data);
+    let frame = query(&second.addr, sel, seen[0], seen[seen.len() - 1]);
+    let times: Vec<i64> = frame["times"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+    for t in &seen {
+        assert!(times.contains(t), "acknowledged sample {t} lost across SIGKILL");
+    }
+    assert_eq!(frame["series"].as_array().unwrap().len(), cores);
+    // New samples keep arriving after the restart.
+    let after = live_times(&second.addr, sel, 3);
+    assert!(after[0] > seen[seen.len() - 1]);
+
+    // CSV from the CLI, against the server.
+    let server = format!("http://{}", second.addr);
+    let out = run(&["query", sel, "--since", "2s", "--server", &server]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(csv.lines().next(), Some("series,time_ns,value"));
+    assert!(csv.lines().count() > cores, "{csv}");
+}
+
+#[test]
+fn bad_input_gets_one_line_errors_and_nonzero_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |args: &[&str], want: &str| {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: {err}");
+        let ours = err.lines().filter(|l| l.starts_with("kansoku:")).count();
+        assert!(ours <= 1, "{args:?}: more than one error line: {err}");
+    };
+    let data = dir.path().join("d");
+    let d = data.to_str().unwrap();
+    check(&["query", "node_load1{", "--data", d], "invalid selector");
+    check(&["query", "node_load1", "--since", "5 parsecs", "--data", d], "invalid duration");
+    check(&["query", "node_load1", "--data", d], "does not exist");
+    check(&["up", "--interval", "5ms", "--data", d], "out of range");
+    check(&["up", "--listen", "nonsense", "--data", d], "expected IP:PORT");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("precious.txt"), "keep me").unwrap();
+    check(&["up", "--listen", "127.0.0.1:0", "--data", d], "not a kansoku data directory");
+    assert_eq!(std::fs::read_to_string(data.join("precious.txt")).unwrap(), "keep me");
+
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().to_string();
+    check(&["up", "--listen", &port, "--data", dir.path().join("e").to_str().unwrap()], "address in use");
+
+    // A real store, then selectors and durations that are wrong.
+    let fresh = dir.path().join("fresh");
+    let mut u = up(&fresh);
+    let (status, body) = http_get(&u.addr, "/api/v1/query?query=m%7B");
+    assert_eq!(status, 400);
+    assert!(body.contains("invalid selector"), "{body}");
+    let (status, body) = http_get(&u.addr, "/api/v1/query?query=node_load1&since=yesterday");
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = http_get(&u.addr, "/nope");
+    assert_eq!(status, 404);
+    let (status, body) = http_get(&u.addr, "/");
+    assert_eq!(status, 200);
+    assert!(body.contains("kansoku"));
+    u.child.kill().unwrap();
+    u.child.wait().unwrap();
+    let f = fresh.to_str().unwrap();
+    check(&["query", "no_such_metric", "--data", f], "no series matches");
+}

@@ -1,0 +1,4 @@
+//! `kansoku lab`: reproducible experiments. Each prints its machine setup and
+//! its figures beside the peer measured in the same run.
+
+pub mod collector_cost;
