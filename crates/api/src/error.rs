@@ -1,9 +1,9 @@
 //! The one error type of the API: every failure is a status code and a JSON
 //! body `{"error": "..."}` saying what was wrong and how to fix it.
 
+use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 
 #[derive(Debug)]
 pub enum ApiError {

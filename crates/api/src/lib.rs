@@ -10,9 +10,9 @@ mod status;
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::response::Html;
 use axum::routing::get;
-use axum::Router;
 use collect::CollectorStats;
 use store::{Appended, Store};
 use tokio::sync::broadcast;
@@ -35,7 +35,12 @@ pub struct ApiState {
 
 impl ApiState {
     pub fn new(store: Arc<Store>) -> ApiState {
-        ApiState { store, live: broadcast::channel(LIVE_BUFFER).0, collector: None, interval: None }
+        ApiState {
+            store,
+            live: broadcast::channel(LIVE_BUFFER).0,
+            collector: None,
+            interval: None,
+        }
     }
 }
 

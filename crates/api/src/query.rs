@@ -2,11 +2,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use axum::extract::{Query, State};
 use axum::Json;
-use model::{resolve_range, Selector, SeriesKey, Timestamp};
+use axum::extract::{Query, State};
+use model::{Selector, SeriesKey, Timestamp, resolve_range};
 use serde::Serialize;
-use store::query::{range, Agg, Frame, RangeQuery};
+use store::query::{Agg, Frame, RangeQuery, range};
 
 use crate::{ApiError, ApiState};
 
@@ -25,11 +25,21 @@ pub struct SeriesJson<'a> {
 
 impl<'a> SeriesJson<'a> {
     pub fn new(key: &'a SeriesKey) -> SeriesJson<'a> {
-        SeriesJson { name: key.name(), labels: key.labels().iter().map(|(k, v)| (k.as_str(), v.as_str())).collect() }
+        SeriesJson {
+            name: key.name(),
+            labels: key
+                .labels()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
+        }
     }
 }
 
-pub async fn series(State(st): State<ApiState>, Query(params): Params) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn series(
+    State(st): State<ApiState>,
+    Query(params): Params,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let sel = selector(&params, "match")?;
     let found = st.store.series(&sel);
     let list: Vec<SeriesJson<'_>> = found.iter().map(|(_, k)| SeriesJson::new(k)).collect();
@@ -63,14 +73,20 @@ struct FrameSeriesJson<'a> {
 
 /// Parses the query parameters into a [`RangeQuery`]; shared by the HTTP
 /// handler and tests.
-pub fn parse_range_query(params: &HashMap<String, String>, now: Timestamp) -> Result<RangeQuery, ApiError> {
+pub fn parse_range_query(
+    params: &HashMap<String, String>,
+    now: Timestamp,
+) -> Result<RangeQuery, ApiError> {
     let bad = |e: &dyn std::fmt::Display| ApiError::BadRequest(e.to_string());
     if !params.contains_key("query") {
-        return Err(ApiError::BadRequest("missing parameter `query` (a selector, e.g. node_load1)".into()));
+        return Err(ApiError::BadRequest(
+            "missing parameter `query` (a selector, e.g. node_load1)".into(),
+        ));
     }
     let sel = selector(params, "query")?;
     let get = |k: &str| params.get(k).map(String::as_str);
-    let (from, to) = resolve_range(get("from"), get("to"), get("since"), now).map_err(|e| bad(&e))?;
+    let (from, to) =
+        resolve_range(get("from"), get("to"), get("since"), now).map_err(|e| bad(&e))?;
     let step_ns = get("step")
         .map(|s| model::parse_duration(s).map(|d| d.as_nanos() as i64))
         .transpose()
@@ -82,21 +98,44 @@ pub fn parse_range_query(params: &HashMap<String, String>, now: Timestamp) -> Re
     let rate = match get("rate") {
         None | Some("false" | "0") => false,
         Some("true" | "1" | "") => true,
-        Some(other) => return Err(ApiError::BadRequest(format!("rate must be true or false, not {other:?}"))),
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "rate must be true or false, not {other:?}"
+            )));
+        }
     };
-    let aggs = get("agg").map_or(Ok(Vec::new()), |a| a.split(',').map(str::parse::<Agg>).collect())?;
+    let aggs = get("agg").map_or(Ok(Vec::new()), |a| {
+        a.split(',').map(str::parse::<Agg>).collect()
+    })?;
     if !aggs.is_empty() && step_ns.is_none() && points.is_none() {
-        return Err(ApiError::BadRequest("agg needs step or points (aggregation is per bucket)".into()));
+        return Err(ApiError::BadRequest(
+            "agg needs step or points (aggregation is per bucket)".into(),
+        ));
     }
-    Ok(RangeQuery { selector: sel, from, to, step_ns, points, rate, aggs })
+    Ok(RangeQuery {
+        selector: sel,
+        from,
+        to,
+        step_ns,
+        points,
+        rate,
+        aggs,
+    })
 }
 
-pub async fn query_range(State(st): State<ApiState>, Query(params): Params) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn query_range(
+    State(st): State<ApiState>,
+    Query(params): Params,
+) -> Result<Json<serde_json::Value>, ApiError> {
     let q = parse_range_query(&params, Timestamp::now())?;
     let nanos = match params.get("time_unit").map(String::as_str) {
         None | Some("s") => false,
         Some("ns") => true,
-        Some(other) => return Err(ApiError::BadRequest(format!("time_unit must be s or ns, not {other:?}"))),
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "time_unit must be s or ns, not {other:?}"
+            )));
+        }
     };
     let store = st.store.clone();
     let frame = tokio::task::spawn_blocking(move || range(&store, &q))
@@ -119,7 +158,11 @@ pub fn frame_json(frame: &Frame, nanos: bool) -> serde_json::Value {
         series: frame
             .series
             .iter()
-            .map(|s| FrameSeriesJson { series: SeriesJson::new(&s.key), agg: s.agg.map(Agg::name), values: &s.values })
+            .map(|s| FrameSeriesJson {
+                series: SeriesJson::new(&s.key),
+                agg: s.agg.map(Agg::name),
+                values: &s.values,
+            })
             .collect(),
     };
     serde_json::to_value(json).expect("frame serialises")

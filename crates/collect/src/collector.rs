@@ -3,17 +3,17 @@
 //! batch to the store's bounded queue without ever blocking on it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
-use std::sync::Arc;
 use std::time::Duration;
 
 use model::{Batch, SeriesKey, Timestamp};
 
 use crate::emitter::Emitter;
-use crate::own_cost::{process_cpu_ns, realtime_ns, thread_cpu_ns, Rss};
+use crate::own_cost::{Rss, process_cpu_ns, realtime_ns, thread_cpu_ns};
 use crate::schedule::{after_round, next_boundary, sleep_until};
-use crate::source::{default_sources, Source};
+use crate::source::{Source, default_sources};
 
 /// Shortest interval we schedule: below this, wake-up lateness (tens of µs)
 /// and the round's own cost become a large share of the interval.
@@ -75,13 +75,24 @@ impl Collector {
             "BUG: interval must be validated by the caller"
         );
         let (sources, missing) = default_sources(&cfg.root);
-        for (name, why) in &missing {
-            tracing::info!(source = name, "source not available on this host, skipped: {why}");
+        for m in &missing {
+            tracing::info!(
+                source = m.source,
+                "source not available on this host, skipped: {}",
+                m.why
+            );
         }
         Collector {
             interval_ns: cfg.interval.as_nanos() as i64,
-            sources: sources.into_iter().map(|source| SourceSlot { source, errors: 0, logged: false }).collect(),
-            missing: missing.into_iter().map(|(n, _)| n).collect(),
+            sources: sources
+                .into_iter()
+                .map(|source| SourceSlot {
+                    source,
+                    errors: 0,
+                    logged: false,
+                })
+                .collect(),
+            missing: missing.into_iter().map(|m| m.source).collect(),
             emitter: Emitter::new(cfg.host.clone()),
             rss: Rss::open(),
             stats: Arc::new(CollectorStats::default()),
@@ -110,32 +121,73 @@ impl Collector {
                 slot.errors += 1;
                 self.stats.source_errors.fetch_add(1, Ordering::Relaxed);
                 if !slot.logged {
-                    tracing::warn!(source = name, "source failed (counted in kansoku_collector_source_errors_total; logged once): {err}");
+                    tracing::warn!(
+                        source = name,
+                        "source failed (counted in kansoku_collector_source_errors_total; logged once): {err}"
+                    );
                     slot.logged = true;
                 }
             }
-            e.emit("kansoku_collector_source_errors_total", &[("source", name)], slot.errors as f64);
+            e.emit(
+                "kansoku_collector_source_errors_total",
+                &[("source", name)],
+                slot.errors as f64,
+            );
             e.emit("kansoku_collector_source_up", &[("source", name)], 1.0);
         }
         for name in &self.missing {
             e.emit("kansoku_collector_source_up", &[("source", name)], 0.0);
         }
         let round_cpu_ns = thread_cpu_ns() - cpu_start;
-        e.emit("kansoku_collector_interval_seconds", &[], self.interval_ns as f64 / 1e9);
-        e.emit("kansoku_collector_lateness_seconds", &[], lateness_ns as f64 / 1e9);
-        e.emit("kansoku_collector_round_cpu_seconds", &[], round_cpu_ns as f64 / 1e9);
-        e.emit("kansoku_collector_cpu_seconds_total", &[], thread_cpu_ns() as f64 / 1e9);
-        e.emit("kansoku_collector_missed_rounds_total", &[], self.missed_total as f64);
-        e.emit("kansoku_collector_dropped_batches_total", &[], self.dropped_total as f64);
-        e.emit("process_cpu_seconds_total", &[], process_cpu_ns() as f64 / 1e9);
+        e.emit(
+            "kansoku_collector_interval_seconds",
+            &[],
+            self.interval_ns as f64 / 1e9,
+        );
+        e.emit(
+            "kansoku_collector_lateness_seconds",
+            &[],
+            lateness_ns as f64 / 1e9,
+        );
+        e.emit(
+            "kansoku_collector_round_cpu_seconds",
+            &[],
+            round_cpu_ns as f64 / 1e9,
+        );
+        e.emit(
+            "kansoku_collector_cpu_seconds_total",
+            &[],
+            thread_cpu_ns() as f64 / 1e9,
+        );
+        e.emit(
+            "kansoku_collector_missed_rounds_total",
+            &[],
+            self.missed_total as f64,
+        );
+        e.emit(
+            "kansoku_collector_dropped_batches_total",
+            &[],
+            self.dropped_total as f64,
+        );
+        e.emit(
+            "process_cpu_seconds_total",
+            &[],
+            process_cpu_ns() as f64 / 1e9,
+        );
         if let Some(rss) = self.rss.bytes() {
             e.emit("process_resident_memory_bytes", &[], rss as f64);
         }
         self.stats.rounds.fetch_add(1, Ordering::Relaxed);
-        self.stats.last_lateness_ns.store(lateness_ns, Ordering::Relaxed);
-        self.stats.last_round_cpu_ns.store(round_cpu_ns, Ordering::Relaxed);
+        self.stats
+            .last_lateness_ns
+            .store(lateness_ns, Ordering::Relaxed);
+        self.stats
+            .last_round_cpu_ns
+            .store(round_cpu_ns, Ordering::Relaxed);
         let batch = e.finish();
-        self.stats.series.store(e.series().len() as u64, Ordering::Relaxed);
+        self.stats
+            .series
+            .store(e.series().len() as u64, Ordering::Relaxed);
         batch
     }
 
@@ -163,7 +215,9 @@ impl Collector {
                     self.dropped_total += 1;
                     self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed);
                     if self.dropped_total == 1 {
-                        tracing::warn!("store queue full: dropping rounds (counted in kansoku_collector_dropped_batches_total)");
+                        tracing::warn!(
+                            "store queue full: dropping rounds (counted in kansoku_collector_dropped_batches_total)"
+                        );
                     }
                 }
                 Err(TrySendError::Disconnected(_)) => break,
@@ -171,7 +225,9 @@ impl Collector {
             let (next, missed) = after_round(scheduled, realtime_ns(), interval);
             if missed > 0 {
                 self.missed_total += missed;
-                self.stats.missed_rounds.fetch_add(missed, Ordering::Relaxed);
+                self.stats
+                    .missed_rounds
+                    .fetch_add(missed, Ordering::Relaxed);
             }
             scheduled = next;
         }
@@ -184,18 +240,38 @@ mod tests {
 
     #[test]
     fn a_round_on_this_host_has_per_core_cpu_and_own_cost() {
-        let cfg = CollectorConfig { interval: Duration::from_millis(100), host: "t".into(), root: "/".into() };
+        let cfg = CollectorConfig {
+            interval: Duration::from_millis(100),
+            host: "t".into(),
+            root: "/".into(),
+        };
         let mut c = Collector::new(&cfg);
         let b = c.collect_round(Timestamp(1_000), 5);
-        let names: std::collections::BTreeSet<&str> = b.defs.iter().map(|(_, k)| k.name()).collect();
-        for want in ["node_cpu_seconds_total", "node_memory_MemTotal_bytes", "node_load1", "node_context_switches_total", "kansoku_collector_round_cpu_seconds", "process_resident_memory_bytes"] {
+        let names: std::collections::BTreeSet<&str> =
+            b.defs.iter().map(|(_, k)| k.name()).collect();
+        for want in [
+            "node_cpu_seconds_total",
+            "node_memory_MemTotal_bytes",
+            "node_load1",
+            "node_context_switches_total",
+            "kansoku_collector_round_cpu_seconds",
+            "process_resident_memory_bytes",
+        ] {
             assert!(names.contains(want), "missing {want}: {names:?}");
         }
         let ncpu = std::thread::available_parallelism().unwrap().get();
-        let cpu_user = b.defs.iter().filter(|(_, k)| k.name() == "node_cpu_seconds_total" && k.get("mode") == Some("user")).count();
+        let cpu_user = b
+            .defs
+            .iter()
+            .filter(|(_, k)| k.name() == "node_cpu_seconds_total" && k.get("mode") == Some("user"))
+            .count();
         assert!(cpu_user >= ncpu, "{cpu_user} < {ncpu}");
         assert!(b.defs.iter().all(|(_, k)| k.get("host") == Some("t")));
-        assert_eq!(b.points.len(), b.defs.len(), "first round declares every series it emits");
+        assert_eq!(
+            b.points.len(),
+            b.defs.len(),
+            "first round declares every series it emits"
+        );
         let b2 = c.collect_round(Timestamp(2_000), 5);
         assert!(b2.defs.is_empty());
         assert_eq!(b2.points.len(), b.points.len());

@@ -1,10 +1,11 @@
 //! Turns `(name, labels, value)` into batch points, declaring each series the
 //! first time it is seen and referring to it by a small id afterwards.
 //!
-//! Sources call [`Emitter::emit`] a few hundred times per round. Interning
-//! hashes the name and label values (no allocation) and compares against the
-//! stored key only on a hash hit, so a round allocates nothing once every
-//! series is known.
+//! Sources call [`Emitter::emit`] a few hundred times per round, in the same
+//! order every round. So the emitter first checks the series emitted at the
+//! same position last round (a few short string compares); only on a miss does
+//! it hash the name and labels and look the key up. A steady-state round
+//! hashes nothing and allocates nothing.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -19,12 +20,23 @@ pub struct Emitter {
     host: String,
     by_hash: HashMap<u64, Vec<u32>>,
     keys: Vec<SeriesKey>,
+    /// Series id emitted at each call position of the previous round.
+    by_position: Vec<u32>,
+    /// Call position within the current round.
+    cursor: usize,
     batch: Batch,
 }
 
 impl Emitter {
     pub fn new(host: impl Into<String>) -> Emitter {
-        Emitter { host: host.into(), by_hash: HashMap::new(), keys: Vec::new(), batch: Batch::default() }
+        Emitter {
+            host: host.into(),
+            by_hash: HashMap::new(),
+            keys: Vec::new(),
+            by_position: Vec::new(),
+            cursor: 0,
+            batch: Batch::default(),
+        }
     }
 
     pub fn host(&self) -> &str {
@@ -35,13 +47,27 @@ impl Emitter {
     /// belong to it.
     pub fn begin(&mut self, time: Timestamp) {
         self.batch.time = time;
+        self.cursor = 0;
         self.batch.defs.clear();
         self.batch.points.clear();
     }
 
     /// Adds one sample. `labels` need not be sorted and must not contain `host`.
     pub fn emit(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        let id = self.intern(name, labels);
+        let pos = self.cursor;
+        self.cursor += 1;
+        let id = match self.by_position.get(pos) {
+            Some(&id) if self.same(&self.keys[id as usize], name, labels) => id,
+            _ => {
+                let id = self.intern(name, labels);
+                if pos < self.by_position.len() {
+                    self.by_position[pos] = id;
+                } else {
+                    self.by_position.push(id);
+                }
+                id
+            }
+        };
         self.batch.points.push((id, value));
     }
 
@@ -49,7 +75,14 @@ impl Emitter {
     pub fn finish(&mut self) -> Batch {
         let time = self.batch.time;
         let points = Vec::with_capacity(self.batch.points.len());
-        let mut out = std::mem::replace(&mut self.batch, Batch { time, defs: Vec::new(), points });
+        let mut out = std::mem::replace(
+            &mut self.batch,
+            Batch {
+                time,
+                defs: Vec::new(),
+                points,
+            },
+        );
         out.time = time;
         out
     }
@@ -60,7 +93,10 @@ impl Emitter {
     }
 
     fn intern(&mut self, name: &str, labels: &[(&str, &str)]) -> u32 {
-        debug_assert!(labels.iter().all(|(k, _)| *k != HOST_LABEL), "BUG: sources must not set host");
+        debug_assert!(
+            labels.iter().all(|(k, _)| *k != HOST_LABEL),
+            "BUG: sources must not set host"
+        );
         let mut h = DefaultHasher::new();
         name.hash(&mut h);
         // Order-independent over labels: sum of per-label hashes.
@@ -80,7 +116,13 @@ impl Emitter {
             }
         }
         let id = u32::try_from(self.keys.len()).expect("BUG: more than 2^32 series from one host");
-        let key = SeriesKey::new(name, labels.iter().copied().chain([(HOST_LABEL, self.host.as_str())]));
+        let key = SeriesKey::new(
+            name,
+            labels
+                .iter()
+                .copied()
+                .chain([(HOST_LABEL, self.host.as_str())]),
+        );
         self.batch.defs.push((id, key.clone()));
         self.keys.push(key);
         self.by_hash.entry(hash).or_default().push(id);
@@ -107,7 +149,10 @@ mod tests {
         e.emit("m", &[("mode", "user"), ("cpu", "1")], 2.0);
         let b1 = e.finish();
         assert_eq!(b1.defs.len(), 2);
-        assert_eq!(b1.defs[0].1.to_string(), r#"m{cpu="0",host="h1",mode="user"}"#);
+        assert_eq!(
+            b1.defs[0].1.to_string(),
+            r#"m{cpu="0",host="h1",mode="user"}"#
+        );
         e.begin(Timestamp(2));
         e.emit("m", &[("cpu", "1"), ("mode", "user")], 3.0);
         e.emit("m", &[("cpu", "0"), ("mode", "user")], 4.0);
@@ -115,5 +160,14 @@ mod tests {
         assert!(b2.defs.is_empty());
         assert_eq!(b2.time, Timestamp(2));
         assert_eq!(b2.points, vec![(1, 3.0), (0, 4.0)]);
+        // A new series appearing mid-round shifts positions; ids stay right.
+        e.begin(Timestamp(3));
+        e.emit("m", &[("cpu", "1"), ("mode", "user")], 5.0);
+        e.emit("m", &[("cpu", "2"), ("mode", "user")], 6.0);
+        e.emit("m", &[("cpu", "0"), ("mode", "user")], 7.0);
+        let b3 = e.finish();
+        assert_eq!(b3.defs.len(), 1);
+        assert_eq!(b3.points, vec![(1, 5.0), (2, 6.0), (0, 7.0)]);
+        assert_eq!(e.series()[2].get("cpu"), Some("2"));
     }
 }

@@ -19,4 +19,4 @@ pub mod sysfs;
 pub use collector::{Collector, CollectorConfig, CollectorStats, INTERVAL_MAX, INTERVAL_MIN};
 pub use emitter::Emitter;
 pub use proc_file::ProcFile;
-pub use source::{default_sources, ParseError, Source, SourceError};
+pub use source::{ParseError, Source, SourceError, default_sources};

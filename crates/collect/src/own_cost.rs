@@ -1,7 +1,7 @@
 //! The collector's own cost, read from the kernel: thread and process CPU time
 //! (ns, exact, from `clock_gettime`), and resident memory (`/proc/self/statm`).
 
-use rustix::time::{clock_gettime, ClockId};
+use rustix::time::{ClockId, clock_gettime};
 
 use crate::proc_file::ProcFile;
 
@@ -29,7 +29,10 @@ pub struct Rss {
 
 impl Rss {
     pub fn open() -> Rss {
-        Rss { statm: ProcFile::open("/proc/self/statm").ok(), page_size: rustix::param::page_size() as u64 }
+        Rss {
+            statm: ProcFile::open("/proc/self/statm").ok(),
+            page_size: rustix::param::page_size() as u64,
+        }
     }
 
     pub fn bytes(&mut self) -> Option<u64> {

@@ -24,7 +24,11 @@ impl ProcFile {
     pub fn open(path: impl AsRef<Path>) -> io::Result<ProcFile> {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path)?;
-        Ok(ProcFile { path, file: Some(file), buf: Vec::with_capacity(4096) })
+        Ok(ProcFile {
+            path,
+            file: Some(file),
+            buf: Vec::with_capacity(4096),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -45,14 +49,20 @@ impl ProcFile {
     /// text so parse errors can name it too.
     pub fn read_with_path(&mut self) -> Result<(&Path, &str), SourceError> {
         if let Err(source) = self.read().map(|_| ()) {
-            return Err(SourceError::Read { path: self.path.display().to_string(), source });
+            return Err(SourceError::Read {
+                path: self.path.display().to_string(),
+                source,
+            });
         }
         let text = std::str::from_utf8(&self.buf).expect("checked by read");
         Ok((&self.path, text))
     }
 
     fn read_into_buf(&mut self) -> io::Result<()> {
-        let file = self.file.as_ref().ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let file = self
+            .file
+            .as_ref()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         self.buf.clear();
         loop {
             let len = self.buf.len();

@@ -17,7 +17,10 @@ pub trait Source: Send {
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("parse {path}: {source}")]
     Parse { path: String, source: ParseError },
 }
@@ -32,23 +35,47 @@ pub struct ParseError {
 
 impl ParseError {
     pub fn new(line: usize, what: impl Into<String>) -> ParseError {
-        ParseError { line, what: what.into() }
+        ParseError {
+            line,
+            what: what.into(),
+        }
     }
 }
 
 /// Parses one unsigned decimal field, naming the field when it is not one.
 pub(crate) fn field_u64(s: Option<&str>, line: usize, field: &str) -> Result<u64, ParseError> {
     let s = s.ok_or_else(|| ParseError::new(line, format!("missing field {field}")))?;
-    s.parse().map_err(|_| ParseError::new(line, format!("field {field}: {s:?} is not an unsigned integer")))
+    s.parse().map_err(|_| {
+        ParseError::new(
+            line,
+            format!("field {field}: {s:?} is not an unsigned integer"),
+        )
+    })
+}
+
+/// A source this host does not offer, and why (logged once at start-up).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    pub source: &'static str,
+    pub why: String,
+}
+
+impl Missing {
+    pub fn new(source: &'static str, why: impl Into<String>) -> Missing {
+        Missing {
+            source,
+            why: why.into(),
+        }
+    }
 }
 
 /// Every source this host offers, rooted at `root` (`/` in production, a
 /// fixture tree in tests). Sources whose files this kernel lacks are left out
 /// and named in the second list, so the caller can log them once.
-pub fn default_sources(root: &Path) -> (Vec<Box<dyn Source>>, Vec<(&'static str, String)>) {
+pub fn default_sources(root: &Path) -> (Vec<Box<dyn Source>>, Vec<Missing>) {
     let mut sources: Vec<Box<dyn Source>> = Vec::new();
     let mut missing = Vec::new();
-    let mut add = |r: Result<Box<dyn Source>, (&'static str, String)>| match r {
+    let mut add = |r: Result<Box<dyn Source>, Missing>| match r {
         Ok(s) => sources.push(s),
         Err(m) => missing.push(m),
     };

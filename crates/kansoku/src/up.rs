@@ -4,12 +4,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::sync_channel;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use collect::{Collector, CollectorConfig, INTERVAL_MAX, INTERVAL_MIN};
 use model::Batch;
 use store::{Appender, FsyncPolicy, Options, Store};
@@ -48,7 +48,9 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
 fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = parse_dur(s)?;
     if !(INTERVAL_MIN..=INTERVAL_MAX).contains(&d) {
-        return Err(format!("{s} is out of range: use {INTERVAL_MIN:?} to {INTERVAL_MAX:?}"));
+        return Err(format!(
+            "{s} is out of range: use {INTERVAL_MIN:?} to {INTERVAL_MAX:?}"
+        ));
     }
     Ok(d)
 }
@@ -57,7 +59,9 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
     match s {
         "always" => Ok(FsyncPolicy::Always),
         "never" => Ok(FsyncPolicy::Never),
-        d => parse_dur(d).map(FsyncPolicy::Every).map_err(|_| format!("{d:?}: use always, never, or a duration like 1s")),
+        d => parse_dur(d)
+            .map(FsyncPolicy::Every)
+            .map_err(|_| format!("{d:?}: use always, never, or a duration like 1s")),
     }
 }
 
@@ -70,7 +74,12 @@ pub fn hostname() -> String {
 }
 
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
-    let addr: SocketAddr = args.listen.parse().with_context(|| format!("--listen {:?}: expected IP:PORT, e.g. 127.0.0.1:7070", args.listen))?;
+    let addr: SocketAddr = args.listen.parse().with_context(|| {
+        format!(
+            "--listen {:?}: expected IP:PORT, e.g. 127.0.0.1:7070",
+            args.listen
+        )
+    })?;
     // Bind before touching the data directory: a port in use changes nothing.
     let listener = std::net::TcpListener::bind(addr).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
@@ -82,10 +91,21 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     listener.set_nonblocking(true).context("listen socket")?;
     let local = listener.local_addr().context("listen socket")?;
 
-    let opts = Options { fsync: args.fsync, block_duration: args.block_duration, ..Options::default() };
-    let store = Arc::new(Store::open(&args.data, opts).with_context(|| format!("open store {}", args.data.display()))?);
+    let opts = Options {
+        fsync: args.fsync,
+        block_duration: args.block_duration,
+        ..Options::default()
+    };
+    let store = Arc::new(
+        Store::open(&args.data, opts)
+            .with_context(|| format!("open store {}", args.data.display()))?,
+    );
     let host = args.host.clone().unwrap_or_else(hostname);
-    let collector = Collector::new(&CollectorConfig { interval: args.interval, host: host.clone(), root: "/".into() });
+    let collector = Collector::new(&CollectorConfig {
+        interval: args.interval,
+        host: host.clone(),
+        root: "/".into(),
+    });
     let mut state = api::ApiState::new(Arc::clone(&store));
     state.collector = Some(collector.stats());
     state.interval = Some(args.interval);
@@ -95,7 +115,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let (tx, rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
     let collector_thread = {
         let stop = Arc::clone(&stop);
-        std::thread::Builder::new().name("collector".into()).spawn(move || collector.run(tx, stop))?
+        std::thread::Builder::new()
+            .name("collector".into())
+            .spawn(move || collector.run(tx, stop))?
     };
     let writer_thread = {
         let store = Arc::clone(&store);
@@ -128,10 +150,15 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         args.interval,
         args.data.display()
     );
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        axum::serve(listener, api::router(state)).with_graceful_shutdown(shutdown_signal()).await
+        axum::serve(listener, api::router(state))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
     });
     tracing::info!("stopping: draining the queue and flushing the store");
     stop.store(true, Ordering::Relaxed);
@@ -147,7 +174,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
 }
 
 async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
+    use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

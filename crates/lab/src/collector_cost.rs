@@ -17,7 +17,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::sync_channel;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use collect::own_cost::{realtime_ns, thread_cpu_ns};
 use collect::schedule::{after_round, next_boundary, sleep_until};
 use collect::{Collector, CollectorConfig};
@@ -68,7 +68,14 @@ pub struct Report {
     pub lateness_us_max: f64,
 }
 
-fn side(name: &str, rounds: u64, missed: u64, cpu_s: f64, samples: u64, interval: Duration) -> Side {
+fn side(
+    name: &str,
+    rounds: u64,
+    missed: u64,
+    cpu_s: f64,
+    samples: u64,
+    interval: Duration,
+) -> Side {
     let r = rounds.max(1) as f64;
     let per_round = cpu_s / r;
     Side {
@@ -79,14 +86,22 @@ fn side(name: &str, rounds: u64, missed: u64, cpu_s: f64, samples: u64, interval
         samples_per_round: samples as f64 / r,
         cpu_us_per_round: per_round * 1e6,
         core_percent: per_round / interval.as_secs_f64() * 100.0,
-        ns_per_sample: if samples > 0 { cpu_s * 1e9 / samples as f64 } else { 0.0 },
+        ns_per_sample: if samples > 0 {
+            cpu_s * 1e9 / samples as f64
+        } else {
+            0.0
+        },
     }
 }
 
 pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_else(|| "unknown cpu".into());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -120,7 +135,10 @@ fn scrape(addr: &str) -> std::io::Result<String> {
     write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
     let mut resp = String::new();
     s.read_to_string(&mut resp)?;
-    Ok(resp.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+    Ok(resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default())
 }
 
 fn start_peer(bin: &str, listen: &str) -> anyhow::Result<Peer> {
@@ -129,7 +147,9 @@ fn start_peer(bin: &str, listen: &str) -> anyhow::Result<Peer> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .with_context(|| format!("start {bin} (install prometheus-node-exporter, or pass --peer none)"))?;
+        .with_context(|| {
+            format!("start {bin} (install prometheus-node-exporter, or pass --peer none)")
+        })?;
     let peer = Peer { child };
     // Readiness: bounded wait for its first answer.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -146,23 +166,41 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let interval = model::parse_duration(&args.interval)?;
     let duration = model::parse_duration(&args.duration)?;
     if interval < collect::INTERVAL_MIN {
-        bail!("--interval {:?} is below the collector's minimum {:?}", interval, collect::INTERVAL_MIN);
+        bail!(
+            "--interval {:?} is below the collector's minimum {:?}",
+            interval,
+            collect::INTERVAL_MIN
+        );
     }
-    let report = measure(interval, duration, (args.peer != "none").then_some((args.peer.as_str(), args.peer_listen.as_str())))?;
+    let report = measure(
+        interval,
+        duration,
+        (args.peer != "none").then_some((args.peer.as_str(), args.peer_listen.as_str())),
+    )?;
     print(&report);
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("write {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("write {}", path.display()))?;
     }
     Ok(())
 }
 
-pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)>) -> anyhow::Result<Report> {
+pub fn measure(
+    interval: Duration,
+    duration: Duration,
+    peer: Option<(&str, &str)>,
+) -> anyhow::Result<Report> {
     let iv = interval.as_nanos() as i64;
-    let peer = peer.map(|(bin, listen)| start_peer(bin, listen).map(|p| (p, listen.to_owned()))).transpose()?;
+    let peer = peer
+        .map(|(bin, listen)| start_peer(bin, listen).map(|p| (p, listen.to_owned())))
+        .transpose()?;
     let data = std::env::temp_dir().join(format!("kansoku-lab-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let store = store::Store::open(&data, store::Options::default())?;
-    eprintln!("measuring {duration:?} at {interval:?} on {} ...", machine());
+    eprintln!(
+        "measuring {duration:?} at {interval:?} on {} ...",
+        machine()
+    );
 
     let start = next_boundary(realtime_ns(), 1_000_000_000) + 1_000_000_000;
     let end = start + duration.as_nanos() as i64;
@@ -172,7 +210,11 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
 
     let (collector_side, lateness, store_side, peer_side) = std::thread::scope(|s| {
         let collector = s.spawn(|| {
-            let mut c = Collector::new(&CollectorConfig { interval, host: "lab".into(), root: "/".into() });
+            let mut c = Collector::new(&CollectorConfig {
+                interval,
+                host: "lab".into(),
+                root: "/".into(),
+            });
             sleep_until(start - iv, never);
             c.collect_round(Timestamp(start - iv), 0); // declare series outside the measurement
             let (mut rounds, mut missed, mut samples) = (0u64, 0u64, 0u64);
@@ -193,7 +235,10 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
             }
             drop(tx);
             let cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
-            (side("kansoku collector", rounds, missed, cpu, samples, interval), lateness)
+            (
+                side("kansoku collector", rounds, missed, cpu, samples, interval),
+                lateness,
+            )
         });
         let writer = s.spawn(|| {
             let mut app = store::Appender::default();
@@ -209,7 +254,14 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
                 }
                 first = false;
             }
-            side("kansoku store append (fsync always)", rounds, 0, cpu as f64 / 1e9, samples, interval)
+            side(
+                "kansoku store append (fsync always)",
+                rounds,
+                0,
+                cpu as f64 / 1e9,
+                samples,
+                interval,
+            )
         });
         let scraper = peer.as_ref().map(|(p, listen)| {
             let pid = p.child.id();
@@ -222,7 +274,10 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
                 while next < end {
                     sleep_until(next, never);
                     let body = scrape(listen)?;
-                    samples += body.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count() as u64;
+                    samples += body
+                        .lines()
+                        .filter(|l| !l.starts_with('#') && !l.is_empty())
+                        .count() as u64;
                     rounds += 1;
                     let (n, m) = after_round(next, realtime_ns(), iv);
                     missed += m;
@@ -230,7 +285,10 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
                 }
                 let scraper_cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
                 let peer_cpu = proc_cpu_seconds(pid)? - peer_cpu0;
-                Ok((side("node_exporter", rounds, missed, peer_cpu, samples, interval), scraper_cpu / rounds.max(1) as f64 * 1e6))
+                Ok((
+                    side("node_exporter", rounds, missed, peer_cpu, samples, interval),
+                    scraper_cpu / rounds.max(1) as f64 * 1e6,
+                ))
             })
         });
         let (c, lat) = collector.join().expect("collector thread");
@@ -243,7 +301,12 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
     let peer_side = peer_side.transpose()?;
     let mut lat = lateness;
     lat.sort_unstable();
-    let pct = |p: f64| lat.get(((lat.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0) as f64 / 1e3;
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0) as f64
+            / 1e3
+    };
     Ok(Report {
         interval_ms: interval.as_secs_f64() * 1e3,
         duration_s: duration.as_secs_f64(),
@@ -260,12 +323,24 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
 
 #[allow(clippy::print_stdout)]
 fn print(r: &Report) {
-    println!("collector cost at {} ms for {} s on {}", r.interval_ms, r.duration_s, r.machine);
-    println!("{:<40} {:>8} {:>7} {:>12} {:>9} {:>10} {:>10}", "", "rounds", "missed", "CPU us/round", "% core", "samples", "ns/sample");
+    println!(
+        "collector cost at {} ms for {} s on {}",
+        r.interval_ms, r.duration_s, r.machine
+    );
+    println!(
+        "{:<40} {:>8} {:>7} {:>12} {:>9} {:>10} {:>10}",
+        "", "rounds", "missed", "CPU us/round", "% core", "samples", "ns/sample"
+    );
     let row = |s: &Side| {
         println!(
             "{:<40} {:>8} {:>7} {:>12.1} {:>9.3} {:>10.0} {:>10.1}",
-            s.name, s.rounds, s.missed_rounds, s.cpu_us_per_round, s.core_percent, s.samples_per_round, s.ns_per_sample
+            s.name,
+            s.rounds,
+            s.missed_rounds,
+            s.cpu_us_per_round,
+            s.core_percent,
+            s.samples_per_round,
+            s.ns_per_sample
         );
     };
     row(&r.kansoku_collector);
@@ -273,10 +348,19 @@ fn print(r: &Report) {
     if let Some(p) = &r.peer {
         row(p);
         if let Some(s) = r.peer_scraper_cpu_us_per_round {
-            println!("  (scraping node_exporter cost a further {s:.1} us/round in our scraper, not counted above)");
+            println!(
+                "  (scraping node_exporter cost a further {s:.1} us/round in our scraper, not counted above)"
+            );
         }
         let k = r.kansoku_collector.cpu_us_per_round.max(1e-9);
-        println!("node_exporter / kansoku collector: {:.1}x CPU per round, {:.1}x per sample", p.cpu_us_per_round / k, p.ns_per_sample / r.kansoku_collector.ns_per_sample.max(1e-9));
+        println!(
+            "node_exporter / kansoku collector: {:.1}x CPU per round, {:.1}x per sample",
+            p.cpu_us_per_round / k,
+            p.ns_per_sample / r.kansoku_collector.ns_per_sample.max(1e-9)
+        );
     }
-    println!("round lateness (jitter): p50 {:.0} us, p99 {:.0} us, max {:.0} us", r.lateness_us_p50, r.lateness_us_p99, r.lateness_us_max);
+    println!(
+        "round lateness (jitter): p50 {:.0} us, p99 {:.0} us, max {:.0} us",
+        r.lateness_us_p50, r.lateness_us_p99, r.lateness_us_max
+    );
 }

@@ -8,6 +8,8 @@ mod series;
 mod timestamp;
 
 pub use batch::Batch;
-pub use selector::{Matcher, MatchOp, Selector, SelectorError};
-pub use series::{SeriesKey, METRIC_NAME_LABEL};
-pub use timestamp::{parse_duration, parse_time, resolve_range, DurationError, Timestamp, DEFAULT_SINCE};
+pub use selector::{MatchOp, Matcher, Selector, SelectorError};
+pub use series::{METRIC_NAME_LABEL, SeriesKey};
+pub use timestamp::{
+    DEFAULT_SINCE, DurationError, Timestamp, parse_duration, parse_time, resolve_range,
+};

@@ -6,7 +6,7 @@ use std::fmt;
 
 use regex::Regex;
 
-use crate::series::{SeriesKey, METRIC_NAME_LABEL};
+use crate::series::{METRIC_NAME_LABEL, SeriesKey};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MatchOp {
@@ -27,13 +27,22 @@ pub struct Matcher {
 }
 
 impl Matcher {
-    pub fn new(label: impl Into<String>, op: MatchOp, value: impl Into<String>) -> Result<Matcher, regex::Error> {
+    pub fn new(
+        label: impl Into<String>,
+        op: MatchOp,
+        value: impl Into<String>,
+    ) -> Result<Matcher, regex::Error> {
         let value = value.into();
         let regex = match op {
             MatchOp::Regex | MatchOp::NotRegex => Some(Regex::new(&format!("^(?:{value})$"))?),
             MatchOp::Equal | MatchOp::NotEqual => None,
         };
-        Ok(Matcher { label: label.into(), op, value, regex })
+        Ok(Matcher {
+            label: label.into(),
+            op,
+            value,
+            regex,
+        })
     }
 
     /// Whether a label value (`""` when the label is absent) satisfies this.
@@ -66,7 +75,9 @@ impl Selector {
     }
 
     pub fn matches(&self, key: &SeriesKey) -> bool {
-        self.matchers.iter().all(|m| m.matches(key.get(&m.label).unwrap_or("")))
+        self.matchers
+            .iter()
+            .all(|m| m.matches(key.get(&m.label).unwrap_or("")))
     }
 
     /// The metric name when the selector pins one with `=`: lets a store skip
@@ -90,9 +101,18 @@ impl std::str::FromStr for Selector {
     }
 }
 
+/// Whether `s` can stand bare before the braces: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+fn is_metric_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
 impl fmt::Display for Selector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = self.exact_name();
+        let name = self.exact_name().filter(|n| is_metric_name(n));
         if let Some(n) = name {
             f.write_str(n)?;
         }
@@ -136,7 +156,11 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err<T>(&self, what: impl Into<String>) -> Result<T, SelectorError> {
-        Err(SelectorError { input: self.s.to_owned(), offset: self.pos, what: what.into() })
+        Err(SelectorError {
+            input: self.s.to_owned(),
+            offset: self.pos,
+            what: what.into(),
+        })
     }
 
     fn peek(&self) -> Option<char> {
@@ -161,7 +185,10 @@ impl Parser<'_> {
     fn ident(&mut self, allow_colon: bool) -> Option<&str> {
         let start = self.pos;
         for (i, c) in self.s[start..].char_indices() {
-            let ok = c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()) || (allow_colon && c == ':');
+            let ok = c == '_'
+                || c.is_ascii_alphabetic()
+                || (i > 0 && c.is_ascii_digit())
+                || (allow_colon && c == ':');
             if !ok {
                 break;
             }
@@ -269,7 +296,7 @@ fn regex_reason(e: &regex::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use expect_test::{expect, Expect};
+    use expect_test::{Expect, expect};
 
     fn check(input: &str, expect: Expect) {
         let actual = match Selector::parse(input) {
@@ -282,28 +309,69 @@ mod tests {
     #[test]
     fn parses() {
         check("node_load1", expect![[r#"node_load1"#]]);
-        check(" node_cpu_seconds_total { cpu = \"0\" , mode=~'user|system', } ", expect![[r#"node_cpu_seconds_total{cpu="0",mode=~"user|system"}"#]]);
-        check(r#"{__name__=~"node_.*",device!~"lo"}"#, expect![[r#"{__name__=~"node_.*",device!~"lo"}"#]]);
+        check(
+            " node_cpu_seconds_total { cpu = \"0\" , mode=~'user|system', } ",
+            expect![[r#"node_cpu_seconds_total{cpu="0",mode=~"user|system"}"#]],
+        );
+        check(
+            r#"{__name__=~"node_.*",device!~"lo"}"#,
+            expect![[r#"{__name__=~"node_.*",device!~"lo"}"#]],
+        );
         check(r#"m{path="a\"b"}"#, expect![[r#"m{path="a\"b"}"#]]);
         check("", expect![[r#"{}"#]]);
         check("job:rate5m", expect![[r#"job:rate5m"#]]);
+        // Found by the selector fuzz target: a name that cannot stand bare.
+        check(r#"{__name__="~x y"}"#, expect![[r#"{__name__="~x y"}"#]]);
     }
 
     #[test]
     fn errors_point_at_the_problem() {
-        check("m{", expect![[r#"error: invalid selector "m{" at byte 2: expected a label name"#]]);
-        check(r#"m{a="b"#, expect![[r#"error: invalid selector "m{a=\"b" at byte 4: unterminated string"#]]);
-        check(r#"m{a=~"("}"#, expect![[r#"error: invalid selector "m{a=~\"(\"}" at byte 5: bad regex: unclosed group"#]]);
-        check("m{a}", expect![[r#"error: invalid selector "m{a}" at byte 3: expected one of = != =~ !~"#]]);
-        check("m x", expect![[r#"error: invalid selector "m x" at byte 2: unexpected trailing input"#]]);
-        check("9m", expect![[r#"error: invalid selector "9m" at byte 0: unexpected trailing input"#]]);
+        check(
+            "m{",
+            expect![[r#"error: invalid selector "m{" at byte 2: expected a label name"#]],
+        );
+        check(
+            r#"m{a="b"#,
+            expect![[r#"error: invalid selector "m{a=\"b" at byte 4: unterminated string"#]],
+        );
+        check(
+            r#"m{a=~"("}"#,
+            expect![[
+                r#"error: invalid selector "m{a=~\"(\"}" at byte 5: bad regex: unclosed group"#
+            ]],
+        );
+        check(
+            "m{a}",
+            expect![[r#"error: invalid selector "m{a}" at byte 3: expected one of = != =~ !~"#]],
+        );
+        check(
+            "m x",
+            expect![[r#"error: invalid selector "m x" at byte 2: unexpected trailing input"#]],
+        );
+        check(
+            "9m",
+            expect![[r#"error: invalid selector "9m" at byte 0: unexpected trailing input"#]],
+        );
     }
 
     #[test]
     fn matching() {
         let key = SeriesKey::new("node_cpu_seconds_total", [("cpu", "0"), ("mode", "user")]);
-        let yes = ["node_cpu_seconds_total", r#"{mode=~"us.*"}"#, r#"{cpu!="1"}"#, r#"{missing=""}"#, r#"{mode!~"idle"}"#, ""];
-        let no = ["node_load1", r#"{mode=~"us"}"#, r#"{cpu="1"}"#, r#"{missing!=""}"#, r#"{mode!~"user"}"#];
+        let yes = [
+            "node_cpu_seconds_total",
+            r#"{mode=~"us.*"}"#,
+            r#"{cpu!="1"}"#,
+            r#"{missing=""}"#,
+            r#"{mode!~"idle"}"#,
+            "",
+        ];
+        let no = [
+            "node_load1",
+            r#"{mode=~"us"}"#,
+            r#"{cpu="1"}"#,
+            r#"{missing!=""}"#,
+            r#"{mode!~"user"}"#,
+        ];
         for s in yes {
             assert!(Selector::parse(s).unwrap().matches(&key), "{s}");
         }

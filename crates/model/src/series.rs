@@ -24,8 +24,10 @@ impl SeriesKey {
         K: Into<String>,
         V: Into<String>,
     {
-        let mut labels: Vec<(String, String)> =
-            labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let mut labels: Vec<(String, String)> = labels
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         labels.retain(|(k, _)| k != METRIC_NAME_LABEL);
         // Stable sort keeps insertion order among equal names; keep the last.
         labels.sort_by(|a, b| a.0.cmp(&b.0));
@@ -36,7 +38,10 @@ impl SeriesKey {
                 _ => deduped.push((k, v)),
             }
         }
-        SeriesKey { name: name.into(), labels: deduped }
+        SeriesKey {
+            name: name.into(),
+            labels: deduped,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -110,6 +115,9 @@ mod tests {
     fn display_escapes() {
         let k = SeriesKey::new("m", [("path", "a\"b\\c\nd")]);
         assert_eq!(k.to_string(), r#"m{path="a\"b\\c\nd"}"#);
-        assert_eq!(SeriesKey::new("up", Vec::<(String, String)>::new()).to_string(), "up");
+        assert_eq!(
+            SeriesKey::new("up", Vec::<(String, String)>::new()).to_string(),
+            "up"
+        );
     }
 }

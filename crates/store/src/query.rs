@@ -56,7 +56,9 @@ pub enum QueryError {
     EmptyRange { from: Timestamp, to: Timestamp },
     #[error("selector matches {0} series (limit {QUERY_SERIES_MAX}); narrow it with more labels")]
     TooManySeries(usize),
-    #[error("result would hold {0} cells (limit {QUERY_CELLS_MAX}); ask for fewer points with step or points")]
+    #[error(
+        "result would hold {0} cells (limit {QUERY_CELLS_MAX}); ask for fewer points with step or points"
+    )]
     TooManyCells(usize),
     #[error("step must be positive")]
     BadStep,
@@ -97,7 +99,10 @@ pub struct FrameSeries {
 
 pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
     if q.from > q.to {
-        return Err(QueryError::EmptyRange { from: q.from, to: q.to });
+        return Err(QueryError::EmptyRange {
+            from: q.from,
+            to: q.to,
+        });
     }
     let matched = store.series(&q.selector);
     if matched.len() > QUERY_SERIES_MAX {
@@ -110,7 +115,11 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
         (None, None) => None,
     };
     // Rates need the sample before `from` to start; read one step earlier.
-    let read_from = if q.rate { q.from.saturating_sub(std::time::Duration::from_secs(60)) } else { q.from };
+    let read_from = if q.rate {
+        q.from.saturating_sub(std::time::Duration::from_secs(60))
+    } else {
+        q.from
+    };
     let mut columns = Vec::with_capacity(matched.len());
     for (id, key) in matched {
         let (mut ts, mut vals) = store.read(id, read_from, q.to);
@@ -127,14 +136,31 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
             if cells > QUERY_CELLS_MAX {
                 return Err(QueryError::TooManyCells(cells));
             }
-            let series = columns.into_iter().zip(values).map(|((key, _, _), values)| FrameSeries { key, agg: None, values }).collect();
-            Ok(Frame { times, series, step_ns: None })
+            let series = columns
+                .into_iter()
+                .zip(values)
+                .map(|((key, _, _), values)| FrameSeries {
+                    key,
+                    agg: None,
+                    values,
+                })
+                .collect();
+            Ok(Frame {
+                times,
+                series,
+                step_ns: None,
+            })
         }
         Some(step) => {
             let start = q.from.0 - q.from.0.rem_euclid(step);
-            let n = ((q.to.0 - start) / step + 1) as usize;
-            let aggs = if q.aggs.is_empty() { vec![Agg::Avg] } else { q.aggs.clone() };
-            let cells = n.saturating_mul(columns.len() * aggs.len());
+            let n = ((q.to.0 - start) / step).saturating_add(1) as usize;
+            let aggs = if q.aggs.is_empty() {
+                vec![Agg::Avg]
+            } else {
+                q.aggs.clone()
+            };
+            // The time column alone counts: a tiny step over no series must not allocate.
+            let cells = n.saturating_mul((columns.len() * aggs.len()).max(1));
             if cells > QUERY_CELLS_MAX {
                 return Err(QueryError::TooManyCells(cells));
             }
@@ -142,10 +168,18 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
             let mut series = Vec::with_capacity(columns.len() * aggs.len());
             for (key, ts, vals) in columns {
                 for &agg in &aggs {
-                    series.push(FrameSeries { key: key.clone(), agg: Some(agg), values: downsample(&ts, &vals, start, step, n, agg) });
+                    series.push(FrameSeries {
+                        key: key.clone(),
+                        agg: Some(agg),
+                        values: downsample(&ts, &vals, start, step, n, agg),
+                    });
                 }
             }
-            Ok(Frame { times, series, step_ns: Some(step) })
+            Ok(Frame {
+                times,
+                series,
+                step_ns: Some(step),
+            })
         }
     }
 }
@@ -158,7 +192,11 @@ pub fn rate(ts: &[i64], vals: &[f64]) -> (Vec<i64>, Vec<f64>) {
     let mut out_v = Vec::with_capacity(ts.len().saturating_sub(1));
     for i in 1..ts.len() {
         let dt = (ts[i] - ts[i - 1]) as f64 / 1e9;
-        let dv = if vals[i] >= vals[i - 1] { vals[i] - vals[i - 1] } else { vals[i] };
+        let dv = if vals[i] >= vals[i - 1] {
+            vals[i] - vals[i - 1]
+        } else {
+            vals[i]
+        };
         out_t.push(ts[i]);
         out_v.push(dv / dt);
     }
@@ -167,7 +205,14 @@ pub fn rate(ts: &[i64], vals: &[f64]) -> (Vec<i64>, Vec<f64>) {
 
 /// Aggregates samples into `n` buckets of `step` ns from `start`; empty
 /// buckets are `None` (gaps stay gaps).
-pub fn downsample(ts: &[i64], vals: &[f64], start: i64, step: i64, n: usize, agg: Agg) -> Vec<Option<f64>> {
+pub fn downsample(
+    ts: &[i64],
+    vals: &[f64],
+    start: i64,
+    step: i64,
+    n: usize,
+    agg: Agg,
+) -> Vec<Option<f64>> {
     let mut out = vec![None; n];
     let mut i = 0;
     while i < ts.len() {
@@ -192,8 +237,13 @@ pub fn downsample(ts: &[i64], vals: &[f64], start: i64, step: i64, n: usize, agg
 }
 
 /// Puts several series on the union of their timestamps.
-pub fn align<'a>(columns: impl Iterator<Item = (&'a [i64], &'a [f64])> + Clone) -> (Vec<i64>, Vec<Vec<Option<f64>>>) {
-    let mut times: Vec<i64> = columns.clone().flat_map(|(t, _)| t.iter().copied()).collect();
+pub fn align<'a>(
+    columns: impl Iterator<Item = (&'a [i64], &'a [f64])> + Clone,
+) -> (Vec<i64>, Vec<Vec<Option<f64>>>) {
+    let mut times: Vec<i64> = columns
+        .clone()
+        .flat_map(|(t, _)| t.iter().copied())
+        .collect();
     times.sort_unstable();
     times.dedup();
     let values = columns
@@ -218,7 +268,10 @@ mod tests {
 
     #[test]
     fn rate_handles_resets() {
-        let (t, v) = rate(&[0, 1_000_000_000, 2_000_000_000, 3_000_000_000], &[10.0, 30.0, 5.0, 6.0]);
+        let (t, v) = rate(
+            &[0, 1_000_000_000, 2_000_000_000, 3_000_000_000],
+            &[10.0, 30.0, 5.0, 6.0],
+        );
         assert_eq!(t, [1_000_000_000, 2_000_000_000, 3_000_000_000]);
         assert_eq!(v, [20.0, 5.0, 1.0]);
         assert_eq!(rate(&[5], &[1.0]), (vec![], vec![]));

@@ -15,11 +15,13 @@ use std::time::{Duration, Instant};
 
 use model::{Batch, Selector, SeriesKey, Timestamp};
 
-use crate::block::{list_blocks, read_block_meta, read_chunk, write_block, BlockMeta};
+use crate::StoreError;
+use crate::block::{BlockMeta, list_blocks, read_block_meta, read_chunk, write_block};
 use crate::dir;
 use crate::head::Head;
-use crate::wal::{self, decode_records, encode_samples, encode_series, list_segments, Record, WalWriter};
-use crate::StoreError;
+use crate::wal::{
+    self, Record, WalWriter, decode_records, encode_samples, encode_series, list_segments,
+};
 
 /// When the WAL is fsynced relative to acknowledging an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +48,11 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { fsync: FsyncPolicy::Always, block_duration: Duration::from_secs(300), head_samples_max: 4 << 20 }
+        Options {
+            fsync: FsyncPolicy::Always,
+            block_duration: Duration::from_secs(300),
+            head_samples_max: 4 << 20,
+        }
     }
 }
 
@@ -170,9 +176,19 @@ impl Store {
             stats: StoreStats::default(),
         };
         let next_seq = store.load(false)?;
-        let wal = WalWriter::create(&dir::wal_dir(root), next_seq)
-            .map_err(|source| StoreError::Io { op: "create WAL segment", path: dir::wal_dir(root), source })?;
-        *lock(&store.writer) = Some(Writer { wal, declared: Vec::new(), buf: Vec::new(), last_sync: Instant::now(), unsynced: false });
+        let wal =
+            WalWriter::create(&dir::wal_dir(root), next_seq).map_err(|source| StoreError::Io {
+                op: "create WAL segment",
+                path: dir::wal_dir(root),
+                source,
+            })?;
+        *lock(&store.writer) = Some(Writer {
+            wal,
+            declared: Vec::new(),
+            buf: Vec::new(),
+            last_sync: Instant::now(),
+            unsynced: false,
+        });
         Ok(store)
     }
 
@@ -224,7 +240,11 @@ impl Store {
         for path in list_blocks(&blocks_dir).map_err(io("list blocks", &blocks_dir))? {
             let meta = match read_block_meta(&path) {
                 Ok(m) => m,
-                Err(crate::block::BlockError::Io { source, .. }) if read_only && source.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(crate::block::BlockError::Io { source, .. })
+                    if read_only && source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    continue;
+                }
                 Err(e) => {
                     self.stats.corrupt_blocks.fetch_add(1, Ordering::Relaxed);
                     tracing::error!("skipping corrupt block (its samples are not served): {e}");
@@ -238,11 +258,15 @@ impl Store {
                 st.last_t[id as usize] = st.last_t[id as usize].max(e.max_t);
                 by_id.insert(id, i);
             }
-            covered = Some(covered.map_or(meta.wal_seq_covered, |c: u64| c.max(meta.wal_seq_covered)));
+            covered =
+                Some(covered.map_or(meta.wal_seq_covered, |c: u64| c.max(meta.wal_seq_covered)));
             st.blocks.push(Arc::new(Block { meta, file, by_id }));
         }
         if !read_only {
-            for entry in fs::read_dir(&blocks_dir).map_err(io("list blocks", &blocks_dir))?.flatten() {
+            for entry in fs::read_dir(&blocks_dir)
+                .map_err(io("list blocks", &blocks_dir))?
+                .flatten()
+            {
                 if entry.path().extension().is_some_and(|x| x == "tmp") {
                     let _ = fs::remove_file(entry.path());
                 }
@@ -264,14 +288,26 @@ impl Store {
         Ok(next)
     }
 
-    fn replay_segment(&self, st: &mut State, path: &Path, data: &[u8], is_last: bool, read_only: bool) -> Result<(), StoreError> {
+    fn replay_segment(
+        &self,
+        st: &mut State,
+        path: &Path,
+        data: &[u8],
+        is_last: bool,
+        read_only: bool,
+    ) -> Result<(), StoreError> {
         let magic = wal::SEGMENT_MAGIC.len();
         if data.len() < magic || &data[..magic] != wal::SEGMENT_MAGIC {
             if read_only {
                 return Ok(()); // a writer may be creating it right now
             }
-            self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("WAL segment {} has no valid header; ignoring it", path.display());
+            self.stats
+                .wal_damaged_segments
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "WAL segment {} has no valid header; ignoring it",
+                path.display()
+            );
             return Ok(());
         }
         // This segment's ids -> store ids.
@@ -291,13 +327,17 @@ impl Store {
                 }
             }
         });
-        self.stats.wal_replayed_samples.fetch_add(replayed, Ordering::Relaxed);
+        self.stats
+            .wal_replayed_samples
+            .fetch_add(replayed, Ordering::Relaxed);
         let Some(damage) = damage else { return Ok(()) };
         if read_only {
             // A writer may be mid-append; what it has not finished is not yet acknowledged.
             return Ok(());
         }
-        self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .wal_damaged_segments
+            .fetch_add(1, Ordering::Relaxed);
         let valid_len = (magic + valid) as u64;
         if is_last {
             tracing::warn!(
@@ -318,7 +358,11 @@ impl Store {
         }
         let f = fs::OpenOptions::new().write(true).open(path);
         f.and_then(|f| f.set_len(valid_len).and_then(|()| f.sync_all()))
-            .map_err(|source| StoreError::Io { op: "truncate WAL segment", path: path.to_path_buf(), source })
+            .map_err(|source| StoreError::Io {
+                op: "truncate WAL segment",
+                path: path.to_path_buf(),
+                source,
+            })
     }
 
     /// Appends one batch: WAL write (and fsync per policy), then head. When
@@ -347,7 +391,9 @@ impl Store {
             }
         }
         if unknown > 0 {
-            self.stats.unknown_series_dropped.fetch_add(unknown, Ordering::Relaxed);
+            self.stats
+                .unknown_series_dropped
+                .fetch_add(unknown, Ordering::Relaxed);
         }
 
         w.buf.clear();
@@ -355,7 +401,9 @@ impl Store {
         {
             let st = read_lock(&self.state);
             for &(id, _) in &points {
-                if !w.declared.get(id as usize).copied().unwrap_or(false) && !newly_declared.contains(&id) {
+                if !w.declared.get(id as usize).copied().unwrap_or(false)
+                    && !newly_declared.contains(&id)
+                {
                     encode_series(&mut w.buf, id, &st.keys[id as usize]);
                     newly_declared.push(id);
                 }
@@ -364,7 +412,11 @@ impl Store {
         encode_samples(&mut w.buf, time, points.iter().copied());
         if let Err(source) = w.wal.append(&w.buf) {
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io { op: "append to WAL", path: dir::wal_dir(&self.root), source });
+            return Err(StoreError::Io {
+                op: "append to WAL",
+                path: dir::wal_dir(&self.root),
+                source,
+            });
         }
         for id in newly_declared {
             if w.declared.len() <= id as usize {
@@ -395,25 +447,37 @@ impl Store {
                 }
             }
             let span = st.head.min_t().map_or(0, |m| time.saturating_sub(m));
-            let due = span as u128 >= self.opts.block_duration.as_nanos() || st.head.n_samples() >= self.opts.head_samples_max;
+            let due = span as u128 >= self.opts.block_duration.as_nanos()
+                || st.head.n_samples() >= self.opts.head_samples_max;
             (stored, ooo, due)
         };
         if ooo > 0 {
-            self.stats.out_of_order_dropped.fetch_add(ooo, Ordering::Relaxed);
+            self.stats
+                .out_of_order_dropped
+                .fetch_add(ooo, Ordering::Relaxed);
         }
-        self.stats.samples_appended.fetch_add(stored.len() as u64, Ordering::Relaxed);
+        self.stats
+            .samples_appended
+            .fetch_add(stored.len() as u64, Ordering::Relaxed);
         self.stats.batches_appended.fetch_add(1, Ordering::Relaxed);
         if flush_due {
             // A failed flush keeps the data in head and WAL; appends go on.
             let _ = self.flush_locked(w);
         }
-        Ok(Appended { time: batch.time, points: stored })
+        Ok(Appended {
+            time: batch.time,
+            points: stored,
+        })
     }
 
     fn sync_writer(&self, w: &mut Writer) -> Result<(), StoreError> {
         if let Err(source) = w.wal.sync() {
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source });
+            return Err(StoreError::Io {
+                op: "fsync WAL",
+                path: dir::wal_dir(&self.root),
+                source,
+            });
         }
         w.last_sync = Instant::now();
         w.unsynced = false;
@@ -435,7 +499,11 @@ impl Store {
         let wal_dir = dir::wal_dir(&self.root);
         if let Err(source) = w.wal.rotate() {
             self.stats.flush_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io { op: "rotate WAL", path: wal_dir, source });
+            return Err(StoreError::Io {
+                op: "rotate WAL",
+                path: wal_dir,
+                source,
+            });
         }
         w.declared.clear();
         w.unsynced = false;
@@ -446,16 +514,30 @@ impl Store {
             (head, st.keys.clone())
         };
         let blocks_dir = dir::blocks_dir(&self.root);
-        let written = write_block(&blocks_dir, covered, frozen.columns().map(|(id, c)| (&keys[id as usize], &c.ts[..], &c.vals[..])));
+        let written = write_block(
+            &blocks_dir,
+            covered,
+            frozen
+                .columns()
+                .map(|(id, c)| (&keys[id as usize], &c.ts[..], &c.vals[..])),
+        );
         let opened = written.and_then(|meta| match File::open(&meta.path) {
             Ok(file) => Ok((meta, file)),
-            Err(source) => Err(crate::block::BlockError::Io { path: meta.path.clone(), source }),
+            Err(source) => Err(crate::block::BlockError::Io {
+                path: meta.path.clone(),
+                source,
+            }),
         });
         let mut st = write_lock(&self.state);
         st.frozen = None;
         match opened {
             Ok((meta, file)) => {
-                let by_id = meta.entries.iter().enumerate().map(|(i, e)| (st.by_key[&e.key], i)).collect();
+                let by_id = meta
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (st.by_key[&e.key], i))
+                    .collect();
                 st.blocks.push(Arc::new(Block { meta, file, by_id }));
                 drop(st);
                 self.stats.flushes.fetch_add(1, Ordering::Relaxed);
@@ -480,7 +562,9 @@ impl Store {
     /// Syncs the WAL and writes the head out: a clean shutdown.
     pub fn close(&self) -> Result<(), StoreError> {
         let mut guard = lock(&self.writer);
-        let Some(w) = guard.as_mut() else { return Ok(()) };
+        let Some(w) = guard.as_mut() else {
+            return Ok(());
+        };
         if w.unsynced {
             self.sync_writer(w)?;
         }
@@ -518,7 +602,11 @@ impl Store {
             let blocks: Vec<Arc<Block>> = st
                 .blocks
                 .iter()
-                .filter(|b| b.by_id.get(&id).is_some_and(|&i| b.meta.entries[i].max_t >= from && b.meta.entries[i].min_t <= to))
+                .filter(|b| {
+                    b.by_id.get(&id).is_some_and(|&i| {
+                        b.meta.entries[i].max_t >= from && b.meta.entries[i].min_t <= to
+                    })
+                })
                 .cloned()
                 .collect();
             let (mut ht, mut hv) = (Vec::new(), Vec::new());
@@ -540,7 +628,10 @@ impl Store {
         }
         ts.extend_from_slice(&head_ts);
         vals.extend_from_slice(&head_vals);
-        debug_assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: read returned unordered samples");
+        debug_assert!(
+            ts.windows(2).all(|w| w[0] < w[1]),
+            "BUG: read returned unordered samples"
+        );
         (ts, vals)
     }
 

@@ -12,7 +12,7 @@ use regex::Regex;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{field_u64, ParseError, Source, SourceError};
+use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
 
 /// node_exporter's default `--collector.diskstats.device-exclude`.
 pub const DEVICE_EXCLUDE: &str = r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$";
@@ -53,15 +53,21 @@ pub fn parse_diskstats(text: &str) -> Result<Vec<DiskLine<'_>>, ParseError> {
         if it.next().is_none() {
             continue;
         }
-        it.next().ok_or_else(|| ParseError::new(n, "missing minor number"))?;
-        let device = it.next().ok_or_else(|| ParseError::new(n, "missing device name"))?;
+        it.next()
+            .ok_or_else(|| ParseError::new(n, "missing minor number"))?;
+        let device = it
+            .next()
+            .ok_or_else(|| ParseError::new(n, "missing device name"))?;
         let fields = it
             .take(FIELDS.len())
             .enumerate()
             .map(|(j, f)| field_u64(Some(f), n, FIELDS[j].0))
             .collect::<Result<Vec<u64>, _>>()?;
         if fields.len() < 11 {
-            return Err(ParseError::new(n, format!("{device}: {} fields, expected at least 11", fields.len())));
+            return Err(ParseError::new(
+                n,
+                format!("{device}: {} fields, expected at least 11", fields.len()),
+            ));
         }
         out.push(DiskLine { device, fields });
     }
@@ -75,7 +81,7 @@ pub struct DiskstatsSource {
 }
 
 impl DiskstatsSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, (&'static str, String)> {
+    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
         let file = super::open(root, "proc/diskstats", "diskstats")?;
         let exclude = Regex::new(DEVICE_EXCLUDE).expect("valid constant regex");
         Ok(Box::new(DiskstatsSource { file, exclude }))
@@ -86,7 +92,11 @@ impl DiskstatsSource {
 pub fn emit_disk(out: &mut Emitter, line: &DiskLine<'_>) {
     for (&raw, (name, scale)) in line.fields.iter().zip(FIELDS) {
         // Scale by division for ms so values are exact decimals (x / 1000).
-        let v = if scale < 1.0 { raw as f64 / (1.0 / scale).round() } else { raw as f64 * scale };
+        let v = if scale < 1.0 {
+            raw as f64 / (1.0 / scale).round()
+        } else {
+            raw as f64 * scale
+        };
         out.emit(name, &[("device", line.device)], v);
     }
 }
@@ -113,7 +123,8 @@ mod tests {
 
     #[test]
     fn parses_captured_file() {
-        let lines = parse_diskstats(include_str!("../../tests/fixtures/debian12-vm/diskstats")).unwrap();
+        let lines =
+            parse_diskstats(include_str!("../../tests/fixtures/debian12-vm/diskstats")).unwrap();
         let vda = lines.iter().find(|l| l.device == "vda").unwrap();
         assert_eq!(vda.fields.len(), 17);
         assert!(vda.fields[0] > 0, "reads completed");
@@ -126,7 +137,11 @@ mod tests {
         assert_eq!(lines.len(), 4);
         assert!(lines.iter().all(|l| l.fields.len() == 15));
         let exclude = Regex::new(DEVICE_EXCLUDE).unwrap();
-        let kept: Vec<&str> = lines.iter().map(|l| l.device).filter(|d| !exclude.is_match(d)).collect();
+        let kept: Vec<&str> = lines
+            .iter()
+            .map(|l| l.device)
+            .filter(|d| !exclude.is_match(d))
+            .collect();
         assert_eq!(kept, ["sda", "nvme0n1"]);
     }
 
@@ -150,6 +165,9 @@ mod tests {
 
     #[test]
     fn rejects_short_lines() {
-        assert_eq!(parse_diskstats("8 0 sda 1 2 3").unwrap_err(), ParseError::new(1, "sda: 3 fields, expected at least 11"));
+        assert_eq!(
+            parse_diskstats("8 0 sda 1 2 3").unwrap_err(),
+            ParseError::new(1, "sda: 3 fields, expected at least 11")
+        );
     }
 }

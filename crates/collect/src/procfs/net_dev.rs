@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{field_u64, ParseError, Source, SourceError};
+use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
 
 /// Column names after the interface name, in file order, as node_exporter
 /// names them (`node_network_{name}_total`).
@@ -63,13 +63,18 @@ pub fn parse_net_dev(text: &str) -> Result<Vec<Interface<'_>>, ParseError> {
         if line.trim().is_empty() {
             continue;
         }
-        let (device, rest) = line.split_once(':').ok_or_else(|| ParseError::new(n, "expected `name: counters`"))?;
+        let (device, rest) = line
+            .split_once(':')
+            .ok_or_else(|| ParseError::new(n, "expected `name: counters`"))?;
         let mut fields = rest.split_ascii_whitespace();
         let mut counters = [0u64; 16];
         for (slot, col) in counters.iter_mut().zip(COLUMNS) {
             *slot = field_u64(fields.next(), n, col)?;
         }
-        out.push(Interface { device: device.trim(), counters });
+        out.push(Interface {
+            device: device.trim(),
+            counters,
+        });
     }
     Ok(out)
 }
@@ -80,8 +85,10 @@ pub struct NetDevSource {
 }
 
 impl NetDevSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, (&'static str, String)> {
-        Ok(Box::new(NetDevSource { file: super::open(root, "proc/net/dev", "net_dev")? }))
+    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
+        Ok(Box::new(NetDevSource {
+            file: super::open(root, "proc/net/dev", "net_dev")?,
+        }))
     }
 }
 
@@ -107,17 +114,24 @@ mod tests {
 
     #[test]
     fn parses_captured_file() {
-        let ifaces = parse_net_dev(include_str!("../../tests/fixtures/debian12-vm/net_dev")).unwrap();
+        let ifaces =
+            parse_net_dev(include_str!("../../tests/fixtures/debian12-vm/net_dev")).unwrap();
         let names: Vec<&str> = ifaces.iter().map(|i| i.device).collect();
         assert_eq!(names, ["lo", "ifb0", "ifb1", "eth0"]);
-        assert_eq!(ifaces[0].counters[0], ifaces[0].counters[8], "loopback rx bytes = tx bytes");
+        assert_eq!(
+            ifaces[0].counters[0], ifaces[0].counters[8],
+            "loopback rx bytes = tx bytes"
+        );
         assert!(ifaces[3].counters[0] > 0);
     }
 
     #[test]
     fn rejects_short_lines() {
         let text = "h1\nh2\n  lo: 1 2 3\n";
-        assert_eq!(parse_net_dev(text).unwrap_err(), ParseError::new(3, "missing field receive_drop"));
+        assert_eq!(
+            parse_net_dev(text).unwrap_err(),
+            ParseError::new(3, "missing field receive_drop")
+        );
     }
 
     #[test]

@@ -10,15 +10,31 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{field_u64, ParseError, Source, SourceError};
+use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
 
 /// Resources in the order we read them; `irq` exists since 6.1 with
 /// IRQ_TIME_ACCOUNTING.
 const RESOURCES: [(&str, &str, &str); 4] = [
-    ("cpu", "node_pressure_cpu_waiting_seconds_total", "node_pressure_cpu_stalled_seconds_total"),
-    ("memory", "node_pressure_memory_waiting_seconds_total", "node_pressure_memory_stalled_seconds_total"),
-    ("io", "node_pressure_io_waiting_seconds_total", "node_pressure_io_stalled_seconds_total"),
-    ("irq", "node_pressure_irq_waiting_seconds_total", "node_pressure_irq_stalled_seconds_total"),
+    (
+        "cpu",
+        "node_pressure_cpu_waiting_seconds_total",
+        "node_pressure_cpu_stalled_seconds_total",
+    ),
+    (
+        "memory",
+        "node_pressure_memory_waiting_seconds_total",
+        "node_pressure_memory_stalled_seconds_total",
+    ),
+    (
+        "io",
+        "node_pressure_io_waiting_seconds_total",
+        "node_pressure_io_stalled_seconds_total",
+    ),
+    (
+        "irq",
+        "node_pressure_irq_waiting_seconds_total",
+        "node_pressure_irq_stalled_seconds_total",
+    ),
 ];
 
 /// `total=` of the `some` and `full` lines, µs; `None` where a line is absent.
@@ -53,17 +69,20 @@ pub struct PressureSource {
 }
 
 impl PressureSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, (&'static str, String)> {
+    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
         let mut files = Vec::new();
         let mut last_err = String::new();
         for (res, some, full) in RESOURCES {
             match super::open(root, &format!("proc/pressure/{res}"), "pressure") {
                 Ok(f) => files.push((f, some, full)),
-                Err((_, e)) => last_err = e,
+                Err(m) => last_err = m.why,
             }
         }
         if files.is_empty() {
-            return Err(("pressure", format!("{last_err} (kernel without CONFIG_PSI, or psi=0)")));
+            return Err(Missing::new(
+                "pressure",
+                format!("{last_err} (kernel without CONFIG_PSI, or psi=0)"),
+            ));
         }
         Ok(Box::new(PressureSource { files }))
     }
@@ -96,11 +115,26 @@ mod tests {
 
     #[test]
     fn parses_captured_files() {
-        let cpu = parse_pressure(include_str!("../../tests/fixtures/debian12-vm/pressure_cpu")).unwrap();
+        let cpu = parse_pressure(include_str!(
+            "../../tests/fixtures/debian12-vm/pressure_cpu"
+        ))
+        .unwrap();
         assert!(cpu.some_us.is_some() && cpu.full_us.is_some());
         let old = parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=42\n").unwrap();
-        assert_eq!(old, Pressure { some_us: Some(42), full_us: None });
-        assert_eq!(parse_pressure("most total=1").unwrap_err(), ParseError::new(1, r#"unknown line kind "most""#));
-        assert_eq!(parse_pressure("some avg10=1").unwrap_err(), ParseError::new(1, "missing total="));
+        assert_eq!(
+            old,
+            Pressure {
+                some_us: Some(42),
+                full_us: None
+            }
+        );
+        assert_eq!(
+            parse_pressure("most total=1").unwrap_err(),
+            ParseError::new(1, r#"unknown line kind "most""#)
+        );
+        assert_eq!(
+            parse_pressure("some avg10=1").unwrap_err(),
+            ParseError::new(1, "missing total=")
+        );
     }
 }

@@ -10,10 +10,12 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{field_u64, ParseError, Source, SourceError};
+use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
 
 /// Mode names in `/proc/stat` column order, as node_exporter labels them.
-pub const MODES: [&str; 8] = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"];
+pub const MODES: [&str; 8] = [
+    "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
+];
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Stat {
@@ -55,13 +57,18 @@ pub fn parse_stat(text: &str) -> Result<Stat, ParseError> {
                 let cpu = k[3..]
                     .parse()
                     .map_err(|_| ParseError::new(n, format!("bad cpu name {k:?}")))?;
-                let mut ticks = CpuTicks { cpu, ..CpuTicks::default() };
+                let mut ticks = CpuTicks {
+                    cpu,
+                    ..CpuTicks::default()
+                };
                 for (slot, mode) in ticks.modes.iter_mut().zip(MODES) {
                     *slot = field_u64(fields.next(), n, mode)?;
                 }
                 // guest columns appeared in 2.6.24 / 2.6.33; absent means 0.
                 for slot in &mut ticks.guest {
-                    *slot = fields.next().map_or(Ok(0), |f| field_u64(Some(f), n, "guest"))?;
+                    *slot = fields
+                        .next()
+                        .map_or(Ok(0), |f| field_u64(Some(f), n, "guest"))?;
                 }
                 stat.cpus.push(ticks);
             }
@@ -82,10 +89,14 @@ pub struct StatSource {
 }
 
 impl StatSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, (&'static str, String)> {
+    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
         let file = super::open(root, "proc/stat", "stat")?;
         let hz = rustix::param::clock_ticks_per_second() as f64;
-        Ok(Box::new(StatSource { file, ticks_per_second: hz, cpu_labels: Vec::new() }))
+        Ok(Box::new(StatSource {
+            file,
+            ticks_per_second: hz,
+            cpu_labels: Vec::new(),
+        }))
     }
 }
 
@@ -105,13 +116,25 @@ impl Source for StatSource {
             // Divide (not multiply by 1/hz) so values are the exact decimal
             // ticks/100 the store's decimal codec recognises.
             for (mode, ticks) in MODES.iter().zip(c.modes) {
-                out.emit("node_cpu_seconds_total", &[("cpu", cpu), ("mode", mode)], ticks as f64 / self.ticks_per_second);
+                out.emit(
+                    "node_cpu_seconds_total",
+                    &[("cpu", cpu), ("mode", mode)],
+                    ticks as f64 / self.ticks_per_second,
+                );
             }
             for (mode, ticks) in ["user", "nice"].iter().zip(c.guest) {
-                out.emit("node_cpu_guest_seconds_total", &[("cpu", cpu), ("mode", mode)], ticks as f64 / self.ticks_per_second);
+                out.emit(
+                    "node_cpu_guest_seconds_total",
+                    &[("cpu", cpu), ("mode", mode)],
+                    ticks as f64 / self.ticks_per_second,
+                );
             }
         }
-        out.emit("node_context_switches_total", &[], stat.context_switches as f64);
+        out.emit(
+            "node_context_switches_total",
+            &[],
+            stat.context_switches as f64,
+        );
         out.emit("node_intr_total", &[], stat.interrupts as f64);
         out.emit("node_forks_total", &[], stat.forks as f64);
         out.emit("node_procs_running", &[], stat.procs_running as f64);
@@ -145,9 +168,21 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        assert_eq!(parse_stat("cpu0 1 2 x").unwrap_err(), ParseError::new(1, r#"field system: "x" is not an unsigned integer"#));
-        assert_eq!(parse_stat("cpuX 1").unwrap_err(), ParseError::new(1, r#"bad cpu name "cpuX""#));
-        assert_eq!(parse_stat("ctxt 1\n").unwrap_err(), ParseError::new(1, "no cpuN lines"));
-        assert_eq!(parse_stat("cpu0 1 2").unwrap_err(), ParseError::new(1, "missing field system"));
+        assert_eq!(
+            parse_stat("cpu0 1 2 x").unwrap_err(),
+            ParseError::new(1, r#"field system: "x" is not an unsigned integer"#)
+        );
+        assert_eq!(
+            parse_stat("cpuX 1").unwrap_err(),
+            ParseError::new(1, r#"bad cpu name "cpuX""#)
+        );
+        assert_eq!(
+            parse_stat("ctxt 1\n").unwrap_err(),
+            ParseError::new(1, "no cpuN lines")
+        );
+        assert_eq!(
+            parse_stat("cpu0 1 2").unwrap_err(),
+            ParseError::new(1, "missing field system")
+        );
     }
 }

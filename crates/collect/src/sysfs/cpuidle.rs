@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{ParseError, Source, SourceError};
+use crate::source::{Missing, ParseError, Source, SourceError};
 
 #[derive(Debug)]
 struct State {
@@ -26,15 +26,16 @@ pub struct CpuidleSource {
 
 pub fn parse_counter(text: &str) -> Result<u64, ParseError> {
     let t = text.trim();
-    t.parse().map_err(|_| ParseError::new(1, format!("{t:?} is not an unsigned integer")))
+    t.parse()
+        .map_err(|_| ParseError::new(1, format!("{t:?} is not an unsigned integer")))
 }
 
 impl CpuidleSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, (&'static str, String)> {
+    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
         let cpu_dir = root.join("sys/devices/system/cpu");
         let mut states = Vec::new();
         let mut cpus: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir(&cpu_dir)
-            .map_err(|e| ("cpuidle", format!("{}: {e}", cpu_dir.display())))?
+            .map_err(|e| Missing::new("cpuidle", format!("{}: {e}", cpu_dir.display())))?
             .filter_map(Result::ok)
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
@@ -46,13 +47,29 @@ impl CpuidleSource {
         for (cpu, dir) in cpus {
             for m in 0.. {
                 let state_dir = dir.join(format!("cpuidle/state{m}"));
-                let Ok(name) = std::fs::read_to_string(state_dir.join("name")) else { break };
-                let open = |f: &str| ProcFile::open(state_dir.join(f)).map_err(|e| ("cpuidle", e.to_string()));
-                states.push(State { cpu: cpu.to_string(), name: name.trim().to_owned(), time: open("time")?, usage: open("usage")? });
+                let Ok(name) = std::fs::read_to_string(state_dir.join("name")) else {
+                    break;
+                };
+                let open = |f: &str| {
+                    ProcFile::open(state_dir.join(f))
+                        .map_err(|e| Missing::new("cpuidle", e.to_string()))
+                };
+                states.push(State {
+                    cpu: cpu.to_string(),
+                    name: name.trim().to_owned(),
+                    time: open("time")?,
+                    usage: open("usage")?,
+                });
             }
         }
         if states.is_empty() {
-            return Err(("cpuidle", format!("no {}/cpu*/cpuidle/state* (no cpuidle driver)", cpu_dir.display())));
+            return Err(Missing::new(
+                "cpuidle",
+                format!(
+                    "no {}/cpu*/cpuidle/state* (no cpuidle driver)",
+                    cpu_dir.display()
+                ),
+            ));
         }
         Ok(Box::new(CpuidleSource { states }))
     }
@@ -68,7 +85,11 @@ impl Source for CpuidleSource {
             let labels = [("cpu", s.cpu.as_str()), ("state", s.name.as_str())];
             let (path, text) = s.time.read_with_path()?;
             let us = crate::procfs::parsed(path, parse_counter(text))?;
-            out.emit("kansoku_cpuidle_state_time_seconds_total", &labels, us as f64 / 1e6);
+            out.emit(
+                "kansoku_cpuidle_state_time_seconds_total",
+                &labels,
+                us as f64 / 1e6,
+            );
             let (path, text) = s.usage.read_with_path()?;
             let n = crate::procfs::parsed(path, parse_counter(text))?;
             out.emit("kansoku_cpuidle_state_entries_total", &labels, n as f64);
@@ -90,15 +111,23 @@ mod tests {
         src.collect(&mut e).unwrap();
         let b = e.finish();
         assert_eq!(b.points.len(), 2 * 3 * 2);
-        let c1_state2 = b.defs.iter().find(|(_, k)| k.get("cpu") == Some("1") && k.get("state") == Some("C6") && k.name().contains("time")).unwrap();
+        let c1_state2 = b
+            .defs
+            .iter()
+            .find(|(_, k)| {
+                k.get("cpu") == Some("1")
+                    && k.get("state") == Some("C6")
+                    && k.name().contains("time")
+            })
+            .unwrap();
         let v = b.points.iter().find(|(i, _)| *i == c1_state2.0).unwrap().1;
         assert_eq!(v, 0.006007, "(1+1)*1000*3+7 µs");
     }
 
     #[test]
     fn missing_on_this_kind_of_kernel_is_reported() {
-        let (name, why) = CpuidleSource::open(Path::new("/nonexistent")).unwrap_err();
-        assert_eq!(name, "cpuidle");
+        let Missing { source, why } = CpuidleSource::open(Path::new("/nonexistent")).unwrap_err();
+        assert_eq!(source, "cpuidle");
         assert!(why.contains("/nonexistent/sys/devices/system/cpu"), "{why}");
     }
 }

@@ -5,4 +5,4 @@ pub mod bits;
 pub mod chunk;
 pub mod varint;
 
-pub use chunk::{decode_chunk, encode_chunk, ChunkError};
+pub use chunk::{ChunkError, decode_chunk, encode_chunk};

@@ -6,5 +6,5 @@
 mod record;
 mod segment;
 
-pub use record::{decode_records, encode_samples, encode_series, Damage, Record, RECORD_BYTES_MAX};
-pub use segment::{list_segments, segment_path, WalWriter, SEGMENT_MAGIC};
+pub use record::{Damage, RECORD_BYTES_MAX, Record, decode_records, encode_samples, encode_series};
+pub use segment::{SEGMENT_MAGIC, WalWriter, list_segments, segment_path};

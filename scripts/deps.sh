@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what a make target needs, only when missing: Debian packages via
+# apt-get, cargo tools via crates.io. Usage: scripts/deps.sh test|bench
+set -euo pipefail
+
+need_apt=()
+want() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$1"); }
+
+case "${1:-test}" in
+  test)
+    want build-essential   # cc/c++ for libFuzzer (fuzz targets)
+    ;;
+  bench)
+    want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`
+    ;;
+  *) echo "usage: $0 test|bench" >&2; exit 2 ;;
+esac
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "deps: installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+
+if [ "${1:-test}" = test ] && ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "deps: installing cargo-fuzz"
+  cargo install cargo-fuzz --locked --quiet
+fi
