@@ -35,12 +35,7 @@ pub struct ApiState {
 
 impl ApiState {
     pub fn new(store: Arc<Store>) -> ApiState {
-        ApiState {
-            store,
-            live: broadcast::channel(LIVE_BUFFER).0,
-            collector: None,
-            interval: None,
-        }
+        ApiState { store, live: broadcast::channel(LIVE_BUFFER).0, collector: None, interval: None }
     }
 }
 

@@ -42,9 +42,7 @@ pub async fn live(
         let series_event = |ids: &[u32]| {
             let keys: Vec<_> = ids.iter().filter_map(|&id| store.key(id)).collect();
             let list: Vec<SeriesJson<'_>> = keys.iter().map(SeriesJson::new).collect();
-            Event::default()
-                .event("series")
-                .data(serde_json::json!({ "series": list }).to_string())
+            Event::default().event("series").data(serde_json::json!({ "series": list }).to_string())
         };
         if tx.send(series_event(&ids)).await.is_err() {
             return;
@@ -53,9 +51,7 @@ pub async fn live(
             let appended = match rx.recv().await {
                 Ok(a) => a,
                 Err(RecvError::Lagged(n)) => {
-                    let ev = Event::default()
-                        .event("lagged")
-                        .data(format!("{{\"missed\":{n}}}"));
+                    let ev = Event::default().event("lagged").data(format!("{{\"missed\":{n}}}"));
                     if tx.send(ev).await.is_err() {
                         return;
                     }
@@ -92,11 +88,7 @@ pub async fn live(
             }
             let t = appended.time.as_nanos();
             let data = serde_json::json!({ "t": t as f64 / 1e9, "t_ns": t, "values": values });
-            if tx
-                .send(Event::default().event("points").data(data.to_string()))
-                .await
-                .is_err()
-            {
+            if tx.send(Event::default().event("points").data(data.to_string())).await.is_err() {
                 return;
             }
         }

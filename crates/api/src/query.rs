@@ -25,21 +25,11 @@ pub struct SeriesJson<'a> {
 
 impl<'a> SeriesJson<'a> {
     pub fn new(key: &'a SeriesKey) -> SeriesJson<'a> {
-        SeriesJson {
-            name: key.name(),
-            labels: key
-                .labels()
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect(),
-        }
+        SeriesJson { name: key.name(), labels: key.labels().iter().map(|(k, v)| (k.as_str(), v.as_str())).collect() }
     }
 }
 
-pub async fn series(
-    State(st): State<ApiState>,
-    Query(params): Params,
-) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn series(State(st): State<ApiState>, Query(params): Params) -> Result<Json<serde_json::Value>, ApiError> {
     let sel = selector(&params, "match")?;
     let found = st.store.series(&sel);
     let list: Vec<SeriesJson<'_>> = found.iter().map(|(_, k)| SeriesJson::new(k)).collect();
@@ -73,24 +63,16 @@ struct FrameSeriesJson<'a> {
 
 /// Parses the query parameters into a [`RangeQuery`]; shared by the HTTP
 /// handler and tests.
-pub fn parse_range_query(
-    params: &HashMap<String, String>,
-    now: Timestamp,
-) -> Result<RangeQuery, ApiError> {
+pub fn parse_range_query(params: &HashMap<String, String>, now: Timestamp) -> Result<RangeQuery, ApiError> {
     let bad = |e: &dyn std::fmt::Display| ApiError::BadRequest(e.to_string());
     if !params.contains_key("query") {
-        return Err(ApiError::BadRequest(
-            "missing parameter `query` (a selector, e.g. node_load1)".into(),
-        ));
+        return Err(ApiError::BadRequest("missing parameter `query` (a selector, e.g. node_load1)".into()));
     }
     let sel = selector(params, "query")?;
     let get = |k: &str| params.get(k).map(String::as_str);
-    let (from, to) =
-        resolve_range(get("from"), get("to"), get("since"), now).map_err(|e| bad(&e))?;
-    let step_ns = get("step")
-        .map(|s| model::parse_duration(s).map(|d| d.as_nanos() as i64))
-        .transpose()
-        .map_err(|e| bad(&e))?;
+    let (from, to) = resolve_range(get("from"), get("to"), get("since"), now).map_err(|e| bad(&e))?;
+    let step_ns =
+        get("step").map(|s| model::parse_duration(s).map(|d| d.as_nanos() as i64)).transpose().map_err(|e| bad(&e))?;
     let points = get("points")
         .map(|p| p.parse::<usize>().ok().filter(|&n| n > 0))
         .map(|p| p.ok_or_else(|| ApiError::BadRequest("points must be a positive integer".into())))
@@ -99,28 +81,14 @@ pub fn parse_range_query(
         None | Some("false" | "0") => false,
         Some("true" | "1" | "") => true,
         Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "rate must be true or false, not {other:?}"
-            )));
+            return Err(ApiError::BadRequest(format!("rate must be true or false, not {other:?}")));
         }
     };
-    let aggs = get("agg").map_or(Ok(Vec::new()), |a| {
-        a.split(',').map(str::parse::<Agg>).collect()
-    })?;
+    let aggs = get("agg").map_or(Ok(Vec::new()), |a| a.split(',').map(str::parse::<Agg>).collect())?;
     if !aggs.is_empty() && step_ns.is_none() && points.is_none() {
-        return Err(ApiError::BadRequest(
-            "agg needs step or points (aggregation is per bucket)".into(),
-        ));
+        return Err(ApiError::BadRequest("agg needs step or points (aggregation is per bucket)".into()));
     }
-    Ok(RangeQuery {
-        selector: sel,
-        from,
-        to,
-        step_ns,
-        points,
-        rate,
-        aggs,
-    })
+    Ok(RangeQuery { selector: sel, from, to, step_ns, points, rate, aggs })
 }
 
 pub async fn query_range(
@@ -132,9 +100,7 @@ pub async fn query_range(
         None | Some("s") => false,
         Some("ns") => true,
         Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "time_unit must be s or ns, not {other:?}"
-            )));
+            return Err(ApiError::BadRequest(format!("time_unit must be s or ns, not {other:?}")));
         }
     };
     let store = st.store.clone();
@@ -158,11 +124,7 @@ pub fn frame_json(frame: &Frame, nanos: bool) -> serde_json::Value {
         series: frame
             .series
             .iter()
-            .map(|s| FrameSeriesJson {
-                series: SeriesJson::new(&s.key),
-                agg: s.agg.map(Agg::name),
-                values: &s.values,
-            })
+            .map(|s| FrameSeriesJson { series: SeriesJson::new(&s.key), agg: s.agg.map(Agg::name), values: &s.values })
             .collect(),
     };
     serde_json::to_value(json).expect("frame serialises")

@@ -11,8 +11,7 @@ use crate::ApiState;
 pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
     let s = st.store.stats();
     let du = st.store.disk_usage();
-    let bytes_per_sample =
-        (du.block_samples > 0).then(|| du.block_bytes as f64 / du.block_samples as f64);
+    let bytes_per_sample = (du.block_samples > 0).then(|| du.block_bytes as f64 / du.block_samples as f64);
     let store = serde_json::json!({
         "series": st.store.n_series(),
         "samples_appended": s.samples_appended.load(Relaxed),

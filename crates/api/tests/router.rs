@@ -15,11 +15,8 @@ const STEP: i64 = 100_000_000;
 
 fn fixture() -> (tempfile::TempDir, api::ApiState) {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        fsync: FsyncPolicy::Never,
-        block_duration: Duration::from_secs(3600),
-        head_samples_max: 1 << 20,
-    };
+    let opts =
+        Options { fsync: FsyncPolicy::Never, block_duration: Duration::from_secs(3600), head_samples_max: 1 << 20 };
     let store = Store::open(dir.path(), opts).unwrap();
     let mut app = Appender::default();
     for i in 0..50i64 {
@@ -30,16 +27,11 @@ fn fixture() -> (tempfile::TempDir, api::ApiState) {
                     cpu,
                     SeriesKey::new(
                         "node_cpu_seconds_total",
-                        [
-                            ("cpu", cpu.to_string()),
-                            ("mode", "user".into()),
-                            ("host", "h".into()),
-                        ],
+                        [("cpu", cpu.to_string()), ("mode", "user".into()), ("host", "h".into())],
                     ),
                 ));
             }
-            b.defs
-                .push((2, SeriesKey::new("node_load1", [("host", "h")])));
+            b.defs.push((2, SeriesKey::new("node_load1", [("host", "h")])));
         }
         // cpu0 busy 50 %: +0.05 s per 100 ms; cpu1 idle. A gap in load1 at i = 20..30.
         b.points.push((0, (1000 + i * 5) as f64 / 100.0));
@@ -56,36 +48,20 @@ fn fixture() -> (tempfile::TempDir, api::ApiState) {
 }
 
 async fn get(state: &api::ApiState, uri: &str) -> (StatusCode, serde_json::Value) {
-    let resp = api::router(state.clone())
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
+    let resp = api::router(state.clone()).oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
     let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
-    )
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
 }
 
 fn range(from_i: i64, to_i: i64) -> String {
-    format!(
-        "from={}&to={}",
-        (T0 + from_i * STEP) as f64 / 1e9,
-        (T0 + to_i * STEP) as f64 / 1e9
-    )
+    format!("from={}&to={}", (T0 + from_i * STEP) as f64 / 1e9, (T0 + to_i * STEP) as f64 / 1e9)
 }
 
 #[tokio::test]
 async fn series_lists_with_matchers() {
     let (_d, st) = fixture();
-    let (s, body) = get(
-        &st,
-        "/api/v1/series?match=node_cpu_seconds_total%7Bcpu%3D%221%22%7D",
-    )
-    .await;
+    let (s, body) = get(&st, "/api/v1/series?match=node_cpu_seconds_total%7Bcpu%3D%221%22%7D").await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         body["series"],
@@ -98,40 +74,22 @@ async fn series_lists_with_matchers() {
 #[tokio::test]
 async fn raw_range_across_block_and_head_with_gaps() {
     let (_d, st) = fixture();
-    let (s, body) = get(
-        &st,
-        &format!(
-            "/api/v1/query?query=%7Bhost%3D%22h%22%7D&{}&time_unit=ns",
-            range(18, 32)
-        ),
-    )
-    .await;
+    let (s, body) = get(&st, &format!("/api/v1/query?query=%7Bhost%3D%22h%22%7D&{}&time_unit=ns", range(18, 32))).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     let times = body["times"].as_array().unwrap();
     assert_eq!(times.len(), 15);
     assert_eq!(times[0].as_i64(), Some(T0 + 18 * STEP));
-    let load = body["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "node_load1")
-        .unwrap();
+    let load = body["series"].as_array().unwrap().iter().find(|s| s["name"] == "node_load1").unwrap();
     let vals = load["values"].as_array().unwrap();
     assert_eq!(vals[0], 18.0);
-    assert!(
-        vals[2..12].iter().all(|v| v.is_null()),
-        "gap kept as nulls: {vals:?}"
-    );
+    assert!(vals[2..12].iter().all(|v| v.is_null()), "gap kept as nulls: {vals:?}");
     assert_eq!(vals[12], 30.0);
 }
 
 #[tokio::test]
 async fn rate_and_downsampling() {
     let (_d, st) = fixture();
-    let uri = format!(
-        "/api/v1/query?query=node_cpu_seconds_total&{}&rate=true&step=1s&agg=min,max,avg",
-        range(10, 39)
-    );
+    let uri = format!("/api/v1/query?query=node_cpu_seconds_total&{}&rate=true&step=1s&agg=min,max,avg", range(10, 39));
     let (s, body) = get(&st, &uri).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     assert_eq!(body["step_seconds"], 1.0);
@@ -141,89 +99,29 @@ async fn rate_and_downsampling() {
         let want = if s["labels"]["cpu"] == "0" { 0.5 } else { 0.0 };
         for v in s["values"].as_array().unwrap() {
             let v = v.as_f64().unwrap();
-            assert!(
-                (v - want).abs() < 1e-9,
-                "{} {}: {v}",
-                s["labels"]["cpu"],
-                s["agg"]
-            );
+            assert!((v - want).abs() < 1e-9, "{} {}: {v}", s["labels"]["cpu"], s["agg"]);
         }
     }
-    let (_, body) = get(
-        &st,
-        &format!(
-            "/api/v1/query?query=node_load1&{}&points=5&agg=count",
-            range(0, 49)
-        ),
-    )
-    .await;
-    let counts: Vec<f64> = body["series"][0]["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap_or(0.0))
-        .collect();
-    assert_eq!(
-        counts.iter().sum::<f64>(),
-        40.0,
-        "every stored load1 sample counted once: {counts:?}"
-    );
+    let (_, body) = get(&st, &format!("/api/v1/query?query=node_load1&{}&points=5&agg=count", range(0, 49))).await;
+    let counts: Vec<f64> =
+        body["series"][0]["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap_or(0.0)).collect();
+    assert_eq!(counts.iter().sum::<f64>(), 40.0, "every stored load1 sample counted once: {counts:?}");
 }
 
 #[tokio::test]
 async fn errors_are_json_with_a_reason() {
     let (_d, st) = fixture();
     for (uri, status, needle) in [
-        (
-            "/api/v1/query",
-            StatusCode::BAD_REQUEST,
-            "missing parameter `query`",
-        ),
-        (
-            "/api/v1/query?query=m%7B",
-            StatusCode::BAD_REQUEST,
-            "invalid selector",
-        ),
-        (
-            "/api/v1/query?query=m&since=soon",
-            StatusCode::BAD_REQUEST,
-            "invalid duration",
-        ),
-        (
-            "/api/v1/query?query=m&since=1m&from=-2m",
-            StatusCode::BAD_REQUEST,
-            "not both",
-        ),
-        (
-            "/api/v1/query?query=m&step=1s&agg=median",
-            StatusCode::BAD_REQUEST,
-            "unknown aggregation",
-        ),
-        (
-            "/api/v1/query?query=m&agg=max",
-            StatusCode::BAD_REQUEST,
-            "needs step or points",
-        ),
-        (
-            "/api/v1/query?query=m&points=0",
-            StatusCode::BAD_REQUEST,
-            "positive integer",
-        ),
-        (
-            "/api/v1/query?query=m&from=-1m&to=-2m",
-            StatusCode::BAD_REQUEST,
-            "empty time range",
-        ),
-        (
-            "/api/v1/query?query=m&step=1ns&since=1h",
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "cells",
-        ),
-        (
-            "/api/v1/series?match=%7Ba%3D~%22(%22%7D",
-            StatusCode::BAD_REQUEST,
-            "bad regex",
-        ),
+        ("/api/v1/query", StatusCode::BAD_REQUEST, "missing parameter `query`"),
+        ("/api/v1/query?query=m%7B", StatusCode::BAD_REQUEST, "invalid selector"),
+        ("/api/v1/query?query=m&since=soon", StatusCode::BAD_REQUEST, "invalid duration"),
+        ("/api/v1/query?query=m&since=1m&from=-2m", StatusCode::BAD_REQUEST, "not both"),
+        ("/api/v1/query?query=m&step=1s&agg=median", StatusCode::BAD_REQUEST, "unknown aggregation"),
+        ("/api/v1/query?query=m&agg=max", StatusCode::BAD_REQUEST, "needs step or points"),
+        ("/api/v1/query?query=m&points=0", StatusCode::BAD_REQUEST, "positive integer"),
+        ("/api/v1/query?query=m&from=-1m&to=-2m", StatusCode::BAD_REQUEST, "empty time range"),
+        ("/api/v1/query?query=m&step=1ns&since=1h", StatusCode::UNPROCESSABLE_ENTITY, "cells"),
+        ("/api/v1/series?match=%7Ba%3D~%22(%22%7D", StatusCode::BAD_REQUEST, "bad regex"),
         ("/api/v2/nothing", StatusCode::NOT_FOUND, "no such endpoint"),
     ] {
         let (s, body) = get(&st, uri).await;
@@ -249,34 +147,16 @@ async fn live_tail_pushes_new_points() {
     use tokio_stream::StreamExt;
     let (_d, st) = fixture();
     let resp = api::router(st.clone())
-        .oneshot(
-            Request::get("/api/v1/live?match=node_load1")
-                .body(Body::empty())
-                .unwrap(),
-        )
+        .oneshot(Request::get("/api/v1/live?match=node_load1").body(Body::empty()).unwrap())
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let mut body = resp.into_body().into_data_stream();
     let first = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
-    assert!(
-        first.starts_with("event: series") && first.contains("node_load1"),
-        "{first}"
-    );
+    assert!(first.starts_with("event: series") && first.contains("node_load1"), "{first}");
     // An append published by the writer reaches the subscriber.
-    let id = st
-        .store
-        .series(&model::Selector::parse("node_load1").unwrap())[0]
-        .0;
-    st.live
-        .send(Arc::new(store::Appended {
-            time: Timestamp(T0 + 60 * STEP),
-            points: vec![(id, 42.0)],
-        }))
-        .unwrap();
+    let id = st.store.series(&model::Selector::parse("node_load1").unwrap())[0].0;
+    st.live.send(Arc::new(store::Appended { time: Timestamp(T0 + 60 * STEP), points: vec![(id, 42.0)] })).unwrap();
     let next = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
-    assert!(
-        next.starts_with("event: points") && next.contains("\"values\":[42.0]"),
-        "{next}"
-    );
+    assert!(next.starts_with("event: points") && next.contains("\"values\":[42.0]"), "{next}");
 }

@@ -47,6 +47,8 @@ struct SourceSlot {
     source: Box<dyn Source>,
     errors: u64,
     logged: bool,
+    /// CPU time spent in this source, cumulative (thread CPU clock).
+    cpu_ns: i64,
 }
 
 #[derive(Debug)]
@@ -70,27 +72,16 @@ impl std::fmt::Debug for dyn Source {
 
 impl Collector {
     pub fn new(cfg: &CollectorConfig) -> Collector {
-        assert!(
-            (INTERVAL_MIN..=INTERVAL_MAX).contains(&cfg.interval),
-            "BUG: interval must be validated by the caller"
-        );
+        assert!((INTERVAL_MIN..=INTERVAL_MAX).contains(&cfg.interval), "BUG: interval must be validated by the caller");
         let (sources, missing) = default_sources(&cfg.root);
         for m in &missing {
-            tracing::info!(
-                source = m.source,
-                "source not available on this host, skipped: {}",
-                m.why
-            );
+            tracing::info!(source = m.source, "source not available on this host, skipped: {}", m.why);
         }
         Collector {
             interval_ns: cfg.interval.as_nanos() as i64,
             sources: sources
                 .into_iter()
-                .map(|source| SourceSlot {
-                    source,
-                    errors: 0,
-                    logged: false,
-                })
+                .map(|source| SourceSlot { source, errors: 0, logged: false, cpu_ns: 0 })
                 .collect(),
             missing: missing.into_iter().map(|m| m.source).collect(),
             emitter: Emitter::new(cfg.host.clone()),
@@ -113,11 +104,17 @@ impl Collector {
     /// Runs one round for the boundary `scheduled`, `lateness_ns` after it.
     pub fn collect_round(&mut self, scheduled: Timestamp, lateness_ns: i64) -> Batch {
         let cpu_start = thread_cpu_ns();
+        let mut cpu_mark = cpu_start;
         let e = &mut self.emitter;
         e.begin(scheduled);
         for slot in &mut self.sources {
             let name = slot.source.name();
-            if let Err(err) = slot.source.collect(e) {
+            let result = slot.source.collect(e);
+            let now = thread_cpu_ns();
+            slot.cpu_ns += now - cpu_mark;
+            cpu_mark = now;
+            e.emit("kansoku_collector_source_cpu_seconds_total", &[("source", name)], slot.cpu_ns as f64 / 1e9);
+            if let Err(err) = result {
                 slot.errors += 1;
                 self.stats.source_errors.fetch_add(1, Ordering::Relaxed);
                 if !slot.logged {
@@ -128,66 +125,28 @@ impl Collector {
                     slot.logged = true;
                 }
             }
-            e.emit(
-                "kansoku_collector_source_errors_total",
-                &[("source", name)],
-                slot.errors as f64,
-            );
+            e.emit("kansoku_collector_source_errors_total", &[("source", name)], slot.errors as f64);
             e.emit("kansoku_collector_source_up", &[("source", name)], 1.0);
         }
         for name in &self.missing {
             e.emit("kansoku_collector_source_up", &[("source", name)], 0.0);
         }
-        let round_cpu_ns = thread_cpu_ns() - cpu_start;
-        e.emit(
-            "kansoku_collector_interval_seconds",
-            &[],
-            self.interval_ns as f64 / 1e9,
-        );
-        e.emit(
-            "kansoku_collector_lateness_seconds",
-            &[],
-            lateness_ns as f64 / 1e9,
-        );
-        e.emit(
-            "kansoku_collector_round_cpu_seconds",
-            &[],
-            round_cpu_ns as f64 / 1e9,
-        );
-        e.emit(
-            "kansoku_collector_cpu_seconds_total",
-            &[],
-            thread_cpu_ns() as f64 / 1e9,
-        );
-        e.emit(
-            "kansoku_collector_missed_rounds_total",
-            &[],
-            self.missed_total as f64,
-        );
-        e.emit(
-            "kansoku_collector_dropped_batches_total",
-            &[],
-            self.dropped_total as f64,
-        );
-        e.emit(
-            "process_cpu_seconds_total",
-            &[],
-            process_cpu_ns() as f64 / 1e9,
-        );
+        let round_cpu_ns = cpu_mark - cpu_start;
+        e.emit("kansoku_collector_interval_seconds", &[], self.interval_ns as f64 / 1e9);
+        e.emit("kansoku_collector_lateness_seconds", &[], lateness_ns as f64 / 1e9);
+        e.emit("kansoku_collector_round_cpu_seconds", &[], round_cpu_ns as f64 / 1e9);
+        e.emit("kansoku_collector_cpu_seconds_total", &[], thread_cpu_ns() as f64 / 1e9);
+        e.emit("kansoku_collector_missed_rounds_total", &[], self.missed_total as f64);
+        e.emit("kansoku_collector_dropped_batches_total", &[], self.dropped_total as f64);
+        e.emit("process_cpu_seconds_total", &[], process_cpu_ns() as f64 / 1e9);
         if let Some(rss) = self.rss.bytes() {
             e.emit("process_resident_memory_bytes", &[], rss as f64);
         }
         self.stats.rounds.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .last_lateness_ns
-            .store(lateness_ns, Ordering::Relaxed);
-        self.stats
-            .last_round_cpu_ns
-            .store(round_cpu_ns, Ordering::Relaxed);
+        self.stats.last_lateness_ns.store(lateness_ns, Ordering::Relaxed);
+        self.stats.last_round_cpu_ns.store(round_cpu_ns, Ordering::Relaxed);
         let batch = e.finish();
-        self.stats
-            .series
-            .store(e.series().len() as u64, Ordering::Relaxed);
+        self.stats.series.store(e.series().len() as u64, Ordering::Relaxed);
         batch
     }
 
@@ -225,9 +184,7 @@ impl Collector {
             let (next, missed) = after_round(scheduled, realtime_ns(), interval);
             if missed > 0 {
                 self.missed_total += missed;
-                self.stats
-                    .missed_rounds
-                    .fetch_add(missed, Ordering::Relaxed);
+                self.stats.missed_rounds.fetch_add(missed, Ordering::Relaxed);
             }
             scheduled = next;
         }
@@ -240,15 +197,10 @@ mod tests {
 
     #[test]
     fn a_round_on_this_host_has_per_core_cpu_and_own_cost() {
-        let cfg = CollectorConfig {
-            interval: Duration::from_millis(100),
-            host: "t".into(),
-            root: "/".into(),
-        };
+        let cfg = CollectorConfig { interval: Duration::from_millis(100), host: "t".into(), root: "/".into() };
         let mut c = Collector::new(&cfg);
         let b = c.collect_round(Timestamp(1_000), 5);
-        let names: std::collections::BTreeSet<&str> =
-            b.defs.iter().map(|(_, k)| k.name()).collect();
+        let names: std::collections::BTreeSet<&str> = b.defs.iter().map(|(_, k)| k.name()).collect();
         for want in [
             "node_cpu_seconds_total",
             "node_memory_MemTotal_bytes",
@@ -267,11 +219,7 @@ mod tests {
             .count();
         assert!(cpu_user >= ncpu, "{cpu_user} < {ncpu}");
         assert!(b.defs.iter().all(|(_, k)| k.get("host") == Some("t")));
-        assert_eq!(
-            b.points.len(),
-            b.defs.len(),
-            "first round declares every series it emits"
-        );
+        assert_eq!(b.points.len(), b.defs.len(), "first round declares every series it emits");
         let b2 = c.collect_round(Timestamp(2_000), 5);
         assert!(b2.defs.is_empty());
         assert_eq!(b2.points.len(), b.points.len());

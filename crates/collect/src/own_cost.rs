@@ -29,10 +29,7 @@ pub struct Rss {
 
 impl Rss {
     pub fn open() -> Rss {
-        Rss {
-            statm: ProcFile::open("/proc/self/statm").ok(),
-            page_size: rustix::param::page_size() as u64,
-        }
+        Rss { statm: ProcFile::open("/proc/self/statm").ok(), page_size: rustix::param::page_size() as u64 }
     }
 
     pub fn bytes(&mut self) -> Option<u64> {

@@ -12,11 +12,22 @@ use std::path::{Path, PathBuf};
 
 use crate::source::SourceError;
 
+/// A read shorter than the buffer and than this many bytes is the end of the
+/// file, which saves the extra `pread` that would only return 0. Why it is
+/// safe: sysfs attributes and single-record procfs files (`stat`, `meminfo`,
+/// `loadavg`, `pressure/*`) return everything that fits; a multi-record
+/// seq_file (`diskstats`, `net/dev`) can also return short when its kernel
+/// buffer (at least a 4 KiB page) cannot take the next record, but then it
+/// has returned more than a page minus one record (lines here are < 200 B).
+const SHORT_READ_IS_EOF_BELOW: usize = 2048;
+
 #[derive(Debug)]
 pub struct ProcFile {
     path: PathBuf,
     file: Option<File>,
+    /// Read buffer; its first `len` bytes are the latest content.
     buf: Vec<u8>,
+    len: usize,
 }
 
 impl ProcFile {
@@ -24,11 +35,7 @@ impl ProcFile {
     pub fn open(path: impl AsRef<Path>) -> io::Result<ProcFile> {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path)?;
-        Ok(ProcFile {
-            path,
-            file: Some(file),
-            buf: Vec::with_capacity(4096),
-        })
+        Ok(ProcFile { path, file: Some(file), buf: Vec::new(), len: 0 })
     }
 
     pub fn path(&self) -> &Path {
@@ -42,40 +49,64 @@ impl ProcFile {
             self.file = Some(File::open(&self.path)?);
             self.read_into_buf()?;
         }
-        std::str::from_utf8(&self.buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        std::str::from_utf8(&self.buf[..self.len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
     /// Like [`ProcFile::read`], with the path in the error and lent beside the
     /// text so parse errors can name it too.
     pub fn read_with_path(&mut self) -> Result<(&Path, &str), SourceError> {
         if let Err(source) = self.read().map(|_| ()) {
-            return Err(SourceError::Read {
-                path: self.path.display().to_string(),
-                source,
-            });
+            return Err(SourceError::Read { path: self.path.display().to_string(), source });
         }
-        let text = std::str::from_utf8(&self.buf).expect("checked by read");
+        let text = std::str::from_utf8(&self.buf[..self.len]).expect("checked by read");
         Ok((&self.path, text))
     }
 
+    /// Reads the file into `buf[..len]`. The buffer stays at its full
+    /// (zeroed once) size between rounds, so no round pays for zero-filling.
     fn read_into_buf(&mut self) -> io::Result<()> {
-        let file = self
-            .file
-            .as_ref()
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        self.buf.clear();
+        let file = self.file.as_ref().ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        if self.buf.is_empty() {
+            self.buf.resize(4096, 0);
+        }
+        self.len = 0;
         loop {
-            let len = self.buf.len();
-            if self.buf.capacity() - len < 1024 {
-                self.buf.reserve(self.buf.capacity().max(4096));
+            if self.buf.len() - self.len < 1024 {
+                let grown = self.buf.len() * 2;
+                self.buf.resize(grown, 0);
             }
-            let cap = self.buf.capacity();
-            self.buf.resize(cap, 0);
-            let n = file.read_at(&mut self.buf[len..], len as u64)?;
-            self.buf.truncate(len + n);
-            if n == 0 {
+            let room = self.buf.len() - self.len;
+            let n = file.read_at(&mut self.buf[self.len..], self.len as u64)?;
+            self.len += n;
+            if n == 0 || (n < room && n < SHORT_READ_IS_EOF_BELOW) {
                 return Ok(());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_whole_files_of_any_size() {
+        let dir = std::env::temp_dir().join(format!("kansoku-procfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for size in [0, 1, 2047, 2048, 4095, 4096, 4097, 10_000, 100_000] {
+            let path = dir.join(format!("f{size}"));
+            let text: String = (0..size).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+            std::fs::write(&path, &text).unwrap();
+            let mut f = ProcFile::open(&path).unwrap();
+            assert_eq!(f.read().unwrap(), text, "size {size}");
+            assert_eq!(f.read().unwrap(), text, "size {size}, second read");
+        }
+        // A real multi-record seq_file reads the same as std does.
+        let mut f = ProcFile::open("/proc/self/mountinfo").unwrap();
+        assert_eq!(
+            f.read().unwrap().lines().count(),
+            std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count()
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -45,10 +45,7 @@ pub fn sleep_until(deadline_ns: i64, stop: &AtomicBool) -> bool {
             return true;
         }
         let until = deadline_ns.min(now + SLEEP_SLICE_NS);
-        let ts = Timespec {
-            tv_sec: until.div_euclid(1_000_000_000),
-            tv_nsec: until.rem_euclid(1_000_000_000),
-        };
+        let ts = Timespec { tv_sec: until.div_euclid(1_000_000_000), tv_nsec: until.rem_euclid(1_000_000_000) };
         // EINTR just loops; the deadline is absolute.
         let _ = rustix::thread::clock_nanosleep_absolute(ClockId::Realtime, &ts);
     }
@@ -71,20 +68,11 @@ mod tests {
     #[test]
     fn overruns_skip_and_count() {
         // Round at t=1000 ms finished at 1030: on time.
-        assert_eq!(
-            after_round(1_000 * MS, 1_030 * MS, 100 * MS),
-            (1_100 * MS, 0)
-        );
+        assert_eq!(after_round(1_000 * MS, 1_030 * MS, 100 * MS), (1_100 * MS, 0));
         // Finished exactly on the following boundary: that boundary is gone.
-        assert_eq!(
-            after_round(1_000 * MS, 1_100 * MS, 100 * MS),
-            (1_200 * MS, 1)
-        );
+        assert_eq!(after_round(1_000 * MS, 1_100 * MS, 100 * MS), (1_200 * MS, 1));
         // Finished at 1350: 1100, 1200, 1300 are missed; next is 1400.
-        assert_eq!(
-            after_round(1_000 * MS, 1_350 * MS, 100 * MS),
-            (1_400 * MS, 3)
-        );
+        assert_eq!(after_round(1_000 * MS, 1_350 * MS, 100 * MS), (1_400 * MS, 3));
     }
 
     #[test]

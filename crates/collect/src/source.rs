@@ -17,10 +17,7 @@ pub trait Source: Send {
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("parse {path}: {source}")]
     Parse { path: String, source: ParseError },
 }
@@ -35,22 +32,14 @@ pub struct ParseError {
 
 impl ParseError {
     pub fn new(line: usize, what: impl Into<String>) -> ParseError {
-        ParseError {
-            line,
-            what: what.into(),
-        }
+        ParseError { line, what: what.into() }
     }
 }
 
 /// Parses one unsigned decimal field, naming the field when it is not one.
 pub(crate) fn field_u64(s: Option<&str>, line: usize, field: &str) -> Result<u64, ParseError> {
     let s = s.ok_or_else(|| ParseError::new(line, format!("missing field {field}")))?;
-    s.parse().map_err(|_| {
-        ParseError::new(
-            line,
-            format!("field {field}: {s:?} is not an unsigned integer"),
-        )
-    })
+    s.parse().map_err(|_| ParseError::new(line, format!("field {field}: {s:?} is not an unsigned integer")))
 }
 
 /// A source this host does not offer, and why (logged once at start-up).
@@ -62,10 +51,7 @@ pub struct Missing {
 
 impl Missing {
     pub fn new(source: &'static str, why: impl Into<String>) -> Missing {
-        Missing {
-            source,
-            why: why.into(),
-        }
+        Missing { source, why: why.into() }
     }
 }
 
@@ -81,7 +67,7 @@ pub fn default_sources(root: &Path) -> (Vec<Box<dyn Source>>, Vec<Missing>) {
     };
     add(procfs::stat::StatSource::open(root));
     add(procfs::meminfo::MeminfoSource::open(root));
-    add(procfs::diskstats::DiskstatsSource::open(root));
+    add(sysfs::block::BlockSource::open(root).or_else(|_| procfs::diskstats::DiskstatsSource::open(root)));
     add(procfs::net_dev::NetDevSource::open(root));
     add(procfs::loadavg::LoadavgSource::open(root));
     add(procfs::pressure::PressureSource::open(root));

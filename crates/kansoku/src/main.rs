@@ -10,12 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "kansoku",
-    version,
-    about = "High-resolution performance observatory",
-    propagate_version = true
-)]
+#[command(name = "kansoku", version, about = "High-resolution performance observatory", propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

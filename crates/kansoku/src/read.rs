@@ -57,9 +57,8 @@ enum Format {
 }
 
 fn parse_selector(text: &str) -> anyhow::Result<Selector> {
-    Selector::parse(text).map_err(|e| {
-        anyhow::anyhow!("{e}; selectors look like name{{label=\"value\",other=~\"re.*\"}}")
-    })
+    Selector::parse(text)
+        .map_err(|e| anyhow::anyhow!("{e}; selectors look like name{{label=\"value\",other=~\"re.*\"}}"))
 }
 
 fn open(source: &Source) -> anyhow::Result<Store> {
@@ -67,10 +66,7 @@ fn open(source: &Source) -> anyhow::Result<Store> {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into()
+    ureq::Agent::config_builder().http_status_as_error(false).build().into()
 }
 
 /// GETs a JSON document from a kansoku server, turning its `{"error"}` bodies
@@ -81,9 +77,7 @@ fn get_json(base: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<s
     for (k, v) in params {
         req = req.query(*k, *v);
     }
-    let mut resp = req
-        .call()
-        .with_context(|| format!("GET {url}: is kansoku running there?"))?;
+    let mut resp = req.call().with_context(|| format!("GET {url}: is kansoku running there?"))?;
     let status = resp.status();
     let text = resp
         .body_mut()
@@ -94,30 +88,16 @@ fn get_json(base: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<s
     let body: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("GET {url}: response is not JSON"))?;
     if !status.is_success() {
-        let msg = body
-            .get("error")
-            .and_then(|e| e.as_str())
-            .unwrap_or("unknown error");
+        let msg = body.get("error").and_then(|e| e.as_str()).unwrap_or("unknown error");
         bail!("server answered {status}: {msg}");
     }
     Ok(body)
 }
 
 fn key_from_json(s: &serde_json::Value) -> anyhow::Result<SeriesKey> {
-    let name = s
-        .get("name")
-        .and_then(|n| n.as_str())
-        .context("series without name")?;
-    let labels = s
-        .get("labels")
-        .and_then(|l| l.as_object())
-        .context("series without labels")?;
-    Ok(SeriesKey::new(
-        name,
-        labels
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())),
-    ))
+    let name = s.get("name").and_then(|n| n.as_str()).context("series without name")?;
+    let labels = s.get("labels").and_then(|l| l.as_object()).context("series without labels")?;
+    Ok(SeriesKey::new(name, labels.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))))
 }
 
 pub fn series(args: SeriesArgs) -> anyhow::Result<()> {
@@ -126,19 +106,10 @@ pub fn series(args: SeriesArgs) -> anyhow::Result<()> {
     let keys: Vec<SeriesKey> = match &args.source.server {
         Some(url) => {
             let body = get_json(url, "/api/v1/series", &[("match", text)])?;
-            let list = body
-                .get("series")
-                .and_then(|s| s.as_array())
-                .context("response without series")?;
-            list.iter()
-                .map(key_from_json)
-                .collect::<anyhow::Result<_>>()?
+            let list = body.get("series").and_then(|s| s.as_array()).context("response without series")?;
+            list.iter().map(key_from_json).collect::<anyhow::Result<_>>()?
         }
-        None => open(&args.source)?
-            .series(&sel)
-            .into_iter()
-            .map(|(_, k)| k)
-            .collect(),
+        None => open(&args.source)?.series(&sel).into_iter().map(|(_, k)| k).collect(),
     };
     let mut out = BufWriter::new(std::io::stdout().lock());
     for k in keys {
@@ -152,13 +123,9 @@ pub fn query(args: QueryArgs) -> anyhow::Result<()> {
     parse_selector(&args.selector)?;
     let mut params: HashMap<String, String> = HashMap::new();
     params.insert("query".into(), args.selector.clone());
-    for (k, v) in [
-        ("since", &args.since),
-        ("from", &args.from),
-        ("to", &args.to),
-        ("step", &args.step),
-        ("agg", &args.agg),
-    ] {
+    for (k, v) in
+        [("since", &args.since), ("from", &args.from), ("to", &args.to), ("step", &args.step), ("agg", &args.agg)]
+    {
         if let Some(v) = v {
             params.insert(k.into(), v.clone());
         }
@@ -172,10 +139,7 @@ pub fn query(args: QueryArgs) -> anyhow::Result<()> {
     let frame = match &args.source.server {
         Some(url) => {
             params.insert("time_unit".into(), "ns".into());
-            let pairs: Vec<(&str, &str)> = params
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
+            let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             frame_from_json(&get_json(url, "/api/v1/query", &pairs)?)?
         }
         None => {
@@ -185,10 +149,7 @@ pub fn query(args: QueryArgs) -> anyhow::Result<()> {
         }
     };
     if frame.series.is_empty() {
-        bail!(
-            "no series matches {}; list them with `kansoku series`",
-            args.selector
-        );
+        bail!("no series matches {}; list them with `kansoku series`", args.selector);
     }
     let mut out = BufWriter::new(std::io::stdout().lock());
     match args.format {
@@ -200,8 +161,7 @@ pub fn query(args: QueryArgs) -> anyhow::Result<()> {
 }
 
 fn api_query(params: &HashMap<String, String>) -> anyhow::Result<store::query::RangeQuery> {
-    api::parse_range_query(params, Timestamp::now())
-        .map_err(|e| anyhow::anyhow!("{}", api_error_text(e)))
+    api::parse_range_query(params, Timestamp::now()).map_err(|e| anyhow::anyhow!("{}", api_error_text(e)))
 }
 
 fn api_error_text(e: api::ApiError) -> String {
@@ -214,15 +174,7 @@ fn api_error_text(e: api::ApiError) -> String {
 /// `series,time_ns,value` (plus `agg` after `series` when aggregations were
 /// asked for); one row per sample, gaps omitted.
 fn write_csv(out: &mut impl Write, frame: &Frame, with_agg: bool) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{}",
-        if with_agg {
-            "series,agg,time_ns,value"
-        } else {
-            "series,time_ns,value"
-        }
-    )?;
+    writeln!(out, "{}", if with_agg { "series,agg,time_ns,value" } else { "series,time_ns,value" })?;
     for s in &frame.series {
         let name = csv_field(&s.key.to_string());
         let agg = s.agg.map_or("", |a| a.name());
@@ -239,11 +191,7 @@ fn write_csv(out: &mut impl Write, frame: &Frame, with_agg: bool) -> std::io::Re
 }
 
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 
 fn frame_from_json(body: &serde_json::Value) -> anyhow::Result<Frame> {
@@ -255,16 +203,8 @@ fn frame_from_json(body: &serde_json::Value) -> anyhow::Result<Frame> {
         .map(|t| t.as_i64().context("time is not an integer"))
         .collect::<anyhow::Result<Vec<i64>>>()?;
     let mut series = Vec::new();
-    for s in body
-        .get("series")
-        .and_then(|s| s.as_array())
-        .context("response without series")?
-    {
-        let agg = s
-            .get("agg")
-            .and_then(|a| a.as_str())
-            .map(str::parse)
-            .transpose()?;
+    for s in body.get("series").and_then(|s| s.as_array()).context("response without series")? {
+        let agg = s.get("agg").and_then(|a| a.as_str()).map(str::parse).transpose()?;
         let values = s
             .get("values")
             .and_then(|v| v.as_array())
@@ -272,19 +212,8 @@ fn frame_from_json(body: &serde_json::Value) -> anyhow::Result<Frame> {
             .iter()
             .map(|v| v.as_f64())
             .collect();
-        series.push(FrameSeries {
-            key: key_from_json(s)?,
-            agg,
-            values,
-        });
+        series.push(FrameSeries { key: key_from_json(s)?, agg, values });
     }
-    let step_ns = body
-        .get("step_seconds")
-        .and_then(|s| s.as_f64())
-        .map(|s| (s * 1e9).round() as i64);
-    Ok(Frame {
-        times,
-        series,
-        step_ns,
-    })
+    let step_ns = body.get("step_seconds").and_then(|s| s.as_f64()).map(|s| (s * 1e9).round() as i64);
+    Ok(Frame { times, series, step_ns })
 }

@@ -48,9 +48,7 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
 fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = parse_dur(s)?;
     if !(INTERVAL_MIN..=INTERVAL_MAX).contains(&d) {
-        return Err(format!(
-            "{s} is out of range: use {INTERVAL_MIN:?} to {INTERVAL_MAX:?}"
-        ));
+        return Err(format!("{s} is out of range: use {INTERVAL_MIN:?} to {INTERVAL_MAX:?}"));
     }
     Ok(d)
 }
@@ -59,9 +57,9 @@ fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
     match s {
         "always" => Ok(FsyncPolicy::Always),
         "never" => Ok(FsyncPolicy::Never),
-        d => parse_dur(d)
-            .map(FsyncPolicy::Every)
-            .map_err(|_| format!("{d:?}: use always, never, or a duration like 1s")),
+        d => {
+            parse_dur(d).map(FsyncPolicy::Every).map_err(|_| format!("{d:?}: use always, never, or a duration like 1s"))
+        }
     }
 }
 
@@ -74,12 +72,10 @@ pub fn hostname() -> String {
 }
 
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
-    let addr: SocketAddr = args.listen.parse().with_context(|| {
-        format!(
-            "--listen {:?}: expected IP:PORT, e.g. 127.0.0.1:7070",
-            args.listen
-        )
-    })?;
+    let addr: SocketAddr = args
+        .listen
+        .parse()
+        .with_context(|| format!("--listen {:?}: expected IP:PORT, e.g. 127.0.0.1:7070", args.listen))?;
     // Bind before touching the data directory: a port in use changes nothing.
     let listener = std::net::TcpListener::bind(addr).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
@@ -91,21 +87,10 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     listener.set_nonblocking(true).context("listen socket")?;
     let local = listener.local_addr().context("listen socket")?;
 
-    let opts = Options {
-        fsync: args.fsync,
-        block_duration: args.block_duration,
-        ..Options::default()
-    };
-    let store = Arc::new(
-        Store::open(&args.data, opts)
-            .with_context(|| format!("open store {}", args.data.display()))?,
-    );
+    let opts = Options { fsync: args.fsync, block_duration: args.block_duration, ..Options::default() };
+    let store = Arc::new(Store::open(&args.data, opts).with_context(|| format!("open store {}", args.data.display()))?);
     let host = args.host.clone().unwrap_or_else(hostname);
-    let collector = Collector::new(&CollectorConfig {
-        interval: args.interval,
-        host: host.clone(),
-        root: "/".into(),
-    });
+    let collector = Collector::new(&CollectorConfig { interval: args.interval, host: host.clone(), root: "/".into() });
     let mut state = api::ApiState::new(Arc::clone(&store));
     state.collector = Some(collector.stats());
     state.interval = Some(args.interval);
@@ -115,9 +100,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let (tx, rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
     let collector_thread = {
         let stop = Arc::clone(&stop);
-        std::thread::Builder::new()
-            .name("collector".into())
-            .spawn(move || collector.run(tx, stop))?
+        std::thread::Builder::new().name("collector".into()).spawn(move || collector.run(tx, stop))?
     };
     let writer_thread = {
         let store = Arc::clone(&store);
@@ -150,15 +133,10 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         args.interval,
         args.data.display()
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        axum::serve(listener, api::router(state))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
+        axum::serve(listener, api::router(state)).with_graceful_shutdown(shutdown_signal()).await
     });
     tracing::info!("stopping: draining the queue and flushing the store");
     stop.store(true, Ordering::Relaxed);

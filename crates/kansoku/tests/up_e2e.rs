@@ -28,26 +28,14 @@ impl Drop for Up {
 /// Starts `kansoku up` on an ephemeral port and returns once it says where it listens.
 fn up(data: &Path) -> Up {
     let mut child = Command::new(BIN)
-        .args([
-            "up",
-            "--listen",
-            "127.0.0.1:0",
-            "--interval",
-            "100ms",
-            "--host",
-            "e2e",
-            "--data",
-        ])
+        .args(["up", "--listen", "127.0.0.1:0", "--interval", "100ms", "--host", "e2e", "--data"])
         .arg(data)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
-        let line = lines
-            .next()
-            .expect("kansoku up exited before listening")
-            .unwrap();
+        let line = lines.next().expect("kansoku up exited before listening").unwrap();
         if let Some(rest) = line.split("listening on http://").nth(1) {
             break rest.split([',', ' ']).next().unwrap().to_owned();
         }
@@ -84,12 +72,7 @@ fn enc(s: &str) -> String {
 fn live_times(addr: &str, selector: &str, n: usize) -> Vec<i64> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    write!(
-        s,
-        "GET /api/v1/live?match={} HTTP/1.1\r\nHost: {addr}\r\n\r\n",
-        enc(selector)
-    )
-    .unwrap();
+    write!(s, "GET /api/v1/live?match={} HTTP/1.1\r\nHost: {addr}\r\n\r\n", enc(selector)).unwrap();
     let mut times = Vec::new();
     let mut event = String::new();
     for line in BufReader::new(s).lines() {
@@ -136,71 +119,30 @@ fn samples_every_core_at_100ms_and_survives_sigkill() {
     let mut first = up(&data);
     let seen = live_times(&first.addr, sel, 25);
     assert!(seen.windows(2).all(|w| w[1] > w[0]));
-    assert!(
-        seen.iter().all(|t| t % 100_000_000 == 0),
-        "samples on absolute 100 ms boundaries: {seen:?}"
-    );
+    assert!(seen.iter().all(|t| t % 100_000_000 == 0), "samples on absolute 100 ms boundaries: {seen:?}");
 
     let frame = query(&first.addr, sel, seen[0], seen[seen.len() - 1]);
     let series = frame["series"].as_array().unwrap();
     assert_eq!(series.len(), cores, "one user-mode series per core");
-    let times: Vec<i64> = frame["times"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_i64().unwrap())
-        .collect();
+    let times: Vec<i64> = frame["times"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
     for t in &seen {
-        assert!(
-            times.contains(t),
-            "live sample {t} missing from range query"
-        );
+        assert!(times.contains(t), "live sample {t} missing from range query");
     }
     // Mostly 100 ms apart; a rare overrun skips a boundary (counted), never drifts.
-    let regular = times
-        .windows(2)
-        .filter(|w| w[1] - w[0] == 100_000_000)
-        .count();
+    let regular = times.windows(2).filter(|w| w[1] - w[0] == 100_000_000).count();
     assert!(regular * 10 >= (times.len() - 1) * 9, "spacing: {times:?}");
     for s in series {
-        assert_eq!(
-            s["values"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|v| v.is_null())
-                .count(),
-            0,
-            "gap in {s}"
-        );
+        assert_eq!(s["values"].as_array().unwrap().iter().filter(|v| v.is_null()).count(), 0, "gap in {s}");
     }
 
     // While it runs, read-only CLI reads of its data directory work.
-    let out = run(&[
-        "series",
-        "node_cpu_seconds_total{mode=\"idle\"}",
-        "--data",
-        data.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run(&["series", "node_cpu_seconds_total{mode=\"idle\"}", "--data", data.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), cores);
     // And a second writer is refused with the pid of the first.
-    let out = run(&[
-        "up",
-        "--listen",
-        "127.0.0.1:0",
-        "--data",
-        data.to_str().unwrap(),
-    ]);
+    let out = run(&["up", "--listen", "127.0.0.1:0", "--data", data.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("in use by another kansoku"),
-        "{err}"
-    );
+    assert!(!out.status.success() && err.contains("in use by another kansoku"), "{err}");
 
     // kill -9: every sample pushed on the live tail was acknowledged (durable).
     first.child.kill().unwrap();
@@ -209,17 +151,9 @@ fn samples_every_core_at_100ms_and_survives_sigkill() {
 
     let second = up(&data);
     let frame = query(&second.addr, sel, seen[0], seen[seen.len() - 1]);
-    let times: Vec<i64> = frame["times"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_i64().unwrap())
-        .collect();
+    let times: Vec<i64> = frame["times"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
     for t in &seen {
-        assert!(
-            times.contains(t),
-            "acknowledged sample {t} lost across SIGKILL"
-        );
+        assert!(times.contains(t), "acknowledged sample {t} lost across SIGKILL");
     }
     assert_eq!(frame["series"].as_array().unwrap().len(), cores);
     // New samples keep arriving after the restart.
@@ -229,11 +163,7 @@ fn samples_every_core_at_100ms_and_survives_sigkill() {
     // CSV from the CLI, against the server.
     let server = format!("http://{}", second.addr);
     let out = run(&["query", sel, "--since", "2s", "--server", &server]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = String::from_utf8(out.stdout).unwrap();
     assert_eq!(csv.lines().next(), Some("series,time_ns,value"));
     assert!(csv.lines().count() > cores, "{csv}");
@@ -253,39 +183,18 @@ fn bad_input_gets_one_line_errors_and_nonzero_exit() {
     let data = dir.path().join("d");
     let d = data.to_str().unwrap();
     check(&["query", "node_load1{", "--data", d], "invalid selector");
-    check(
-        &["query", "node_load1", "--since", "5 parsecs", "--data", d],
-        "invalid duration",
-    );
+    check(&["query", "node_load1", "--since", "5 parsecs", "--data", d], "invalid duration");
     check(&["query", "node_load1", "--data", d], "does not exist");
     check(&["up", "--interval", "5ms", "--data", d], "out of range");
-    check(
-        &["up", "--listen", "nonsense", "--data", d],
-        "expected IP:PORT",
-    );
+    check(&["up", "--listen", "nonsense", "--data", d], "expected IP:PORT");
     std::fs::create_dir(&data).unwrap();
     std::fs::write(data.join("precious.txt"), "keep me").unwrap();
-    check(
-        &["up", "--listen", "127.0.0.1:0", "--data", d],
-        "not a kansoku data directory",
-    );
-    assert_eq!(
-        std::fs::read_to_string(data.join("precious.txt")).unwrap(),
-        "keep me"
-    );
+    check(&["up", "--listen", "127.0.0.1:0", "--data", d], "not a kansoku data directory");
+    assert_eq!(std::fs::read_to_string(data.join("precious.txt")).unwrap(), "keep me");
 
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = held.local_addr().unwrap().to_string();
-    check(
-        &[
-            "up",
-            "--listen",
-            &port,
-            "--data",
-            dir.path().join("e").to_str().unwrap(),
-        ],
-        "address in use",
-    );
+    check(&["up", "--listen", &port, "--data", dir.path().join("e").to_str().unwrap()], "address in use");
 
     // A real store, then selectors and durations that are wrong.
     let fresh = dir.path().join("fresh");
@@ -303,8 +212,5 @@ fn bad_input_gets_one_line_errors_and_nonzero_exit() {
     u.child.kill().unwrap();
     u.child.wait().unwrap();
     let f = fresh.to_str().unwrap();
-    check(
-        &["query", "no_such_metric", "--data", f],
-        "no series matches",
-    );
+    check(&["query", "no_such_metric", "--data", f], "no series matches");
 }

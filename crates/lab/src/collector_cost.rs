@@ -68,14 +68,7 @@ pub struct Report {
     pub lateness_us_max: f64,
 }
 
-fn side(
-    name: &str,
-    rounds: u64,
-    missed: u64,
-    cpu_s: f64,
-    samples: u64,
-    interval: Duration,
-) -> Side {
+fn side(name: &str, rounds: u64, missed: u64, cpu_s: f64, samples: u64, interval: Duration) -> Side {
     let r = rounds.max(1) as f64;
     let per_round = cpu_s / r;
     Side {
@@ -86,11 +79,7 @@ fn side(
         samples_per_round: samples as f64 / r,
         cpu_us_per_round: per_round * 1e6,
         core_percent: per_round / interval.as_secs_f64() * 100.0,
-        ns_per_sample: if samples > 0 {
-            cpu_s * 1e9 / samples as f64
-        } else {
-            0.0
-        },
+        ns_per_sample: if samples > 0 { cpu_s * 1e9 / samples as f64 } else { 0.0 },
     }
 }
 
@@ -98,9 +87,7 @@ pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+            c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
         })
         .unwrap_or_else(|| "unknown cpu".into());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -119,13 +106,16 @@ impl Drop for Peer {
     }
 }
 
-fn proc_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+/// (user, system) CPU seconds of a process or thread from its `stat` file
+/// (`/proc/PID/stat`); 10 ms ticks, so only meaningful over many rounds, and
+/// the split between the two is sampled at ticks: only their sum is exact.
+fn stat_cpu_seconds(path: &str) -> anyhow::Result<(f64, f64)> {
+    let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
     // Fields after the parenthesised comm; utime and stime are 14 and 15.
-    let rest = stat.rsplit_once(')').context("malformed /proc/PID/stat")?.1;
+    let rest = stat.rsplit_once(')').context("malformed stat file")?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
-    Ok(ticks / rustix::param::clock_ticks_per_second() as f64)
+    let hz = rustix::param::clock_ticks_per_second() as f64;
+    Ok((f[11].parse::<f64>()? / hz, f[12].parse::<f64>()? / hz))
 }
 
 /// One HTTP/1.0 GET; returns the body.
@@ -135,25 +125,27 @@ fn scrape(addr: &str) -> std::io::Result<String> {
     write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
     let mut resp = String::new();
     s.read_to_string(&mut resp)?;
-    Ok(resp
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default())
+    Ok(resp.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
 }
 
 fn start_peer(bin: &str, listen: &str) -> anyhow::Result<Peer> {
+    // An occupied port would have us scrape someone else's exporter.
+    drop(std::net::TcpListener::bind(listen).with_context(|| {
+        format!("peer address {listen} is in use (a node_exporter left running?); stop it or pass --peer-listen")
+    })?);
     let child = Command::new(bin)
         .arg(format!("--web.listen-address={listen}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .with_context(|| {
-            format!("start {bin} (install prometheus-node-exporter, or pass --peer none)")
-        })?;
-    let peer = Peer { child };
+        .with_context(|| format!("start {bin} (install prometheus-node-exporter, or pass --peer none)"))?;
+    let mut peer = Peer { child };
     // Readiness: bounded wait for its first answer.
     let deadline = Instant::now() + Duration::from_secs(10);
     while scrape(listen).map(|b| b.is_empty()).unwrap_or(true) {
+        if let Some(status) = peer.child.try_wait()? {
+            bail!("{bin} exited ({status}) before answering on {listen}");
+        }
         if Instant::now() > deadline {
             bail!("{bin} did not answer on {listen} within 10 s");
         }
@@ -166,17 +158,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let interval = model::parse_duration(&args.interval)?;
     let duration = model::parse_duration(&args.duration)?;
     if interval < collect::INTERVAL_MIN {
-        bail!(
-            "--interval {:?} is below the collector's minimum {:?}",
-            interval,
-            collect::INTERVAL_MIN
-        );
+        bail!("--interval {:?} is below the collector's minimum {:?}", interval, collect::INTERVAL_MIN);
     }
-    let report = measure(
-        interval,
-        duration,
-        (args.peer != "none").then_some((args.peer.as_str(), args.peer_listen.as_str())),
-    )?;
+    let report =
+        measure(interval, duration, (args.peer != "none").then_some((args.peer.as_str(), args.peer_listen.as_str())))?;
     print(&report);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -185,22 +170,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn measure(
-    interval: Duration,
-    duration: Duration,
-    peer: Option<(&str, &str)>,
-) -> anyhow::Result<Report> {
+pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)>) -> anyhow::Result<Report> {
     let iv = interval.as_nanos() as i64;
-    let peer = peer
-        .map(|(bin, listen)| start_peer(bin, listen).map(|p| (p, listen.to_owned())))
-        .transpose()?;
+    let peer = peer.map(|(bin, listen)| start_peer(bin, listen).map(|p| (p, listen.to_owned()))).transpose()?;
     let data = std::env::temp_dir().join(format!("kansoku-lab-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let store = store::Store::open(&data, store::Options::default())?;
-    eprintln!(
-        "measuring {duration:?} at {interval:?} on {} ...",
-        machine()
-    );
+    eprintln!("measuring {duration:?} at {interval:?} on {} ...", machine());
 
     let start = next_boundary(realtime_ns(), 1_000_000_000) + 1_000_000_000;
     let end = start + duration.as_nanos() as i64;
@@ -210,11 +186,7 @@ pub fn measure(
 
     let (collector_side, lateness, store_side, peer_side) = std::thread::scope(|s| {
         let collector = s.spawn(|| {
-            let mut c = Collector::new(&CollectorConfig {
-                interval,
-                host: "lab".into(),
-                root: "/".into(),
-            });
+            let mut c = Collector::new(&CollectorConfig { interval, host: "lab".into(), root: "/".into() });
             sleep_until(start - iv, never);
             c.collect_round(Timestamp(start - iv), 0); // declare series outside the measurement
             let (mut rounds, mut missed, mut samples) = (0u64, 0u64, 0u64);
@@ -235,10 +207,7 @@ pub fn measure(
             }
             drop(tx);
             let cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
-            (
-                side("kansoku collector", rounds, missed, cpu, samples, interval),
-                lateness,
-            )
+            (side("kansoku collector", rounds, missed, cpu, samples, interval), lateness)
         });
         let writer = s.spawn(|| {
             let mut app = store::Appender::default();
@@ -254,39 +223,31 @@ pub fn measure(
                 }
                 first = false;
             }
-            side(
-                "kansoku store append (fsync always)",
-                rounds,
-                0,
-                cpu as f64 / 1e9,
-                samples,
-                interval,
-            )
+            side("kansoku store append (fsync always)", rounds, 0, cpu as f64 / 1e9, samples, interval)
         });
         let scraper = peer.as_ref().map(|(p, listen)| {
             let pid = p.child.id();
             s.spawn(move || -> anyhow::Result<(Side, f64)> {
                 sleep_until(start - iv, never);
-                let peer_cpu0 = proc_cpu_seconds(pid)?;
+                let stat = format!("/proc/{pid}/stat");
+                let peer0 = stat_cpu_seconds(&stat)?;
                 let cpu0 = thread_cpu_ns();
                 let (mut rounds, mut missed, mut samples) = (0u64, 0u64, 0u64);
                 let mut next = start;
                 while next < end {
                     sleep_until(next, never);
                     let body = scrape(listen)?;
-                    samples += body
-                        .lines()
-                        .filter(|l| !l.starts_with('#') && !l.is_empty())
-                        .count() as u64;
+                    samples += body.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count() as u64;
                     rounds += 1;
                     let (n, m) = after_round(next, realtime_ns(), iv);
                     missed += m;
                     next = n;
                 }
                 let scraper_cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
-                let peer_cpu = proc_cpu_seconds(pid)? - peer_cpu0;
+                let peer1 = stat_cpu_seconds(&stat)?;
+                let us = (peer1.0 - peer0.0, peer1.1 - peer0.1);
                 Ok((
-                    side("node_exporter", rounds, missed, peer_cpu, samples, interval),
+                    side("node_exporter", rounds, missed, us.0 + us.1, samples, interval),
                     scraper_cpu / rounds.max(1) as f64 * 1e6,
                 ))
             })
@@ -301,12 +262,7 @@ pub fn measure(
     let peer_side = peer_side.transpose()?;
     let mut lat = lateness;
     lat.sort_unstable();
-    let pct = |p: f64| {
-        lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)
-            .copied()
-            .unwrap_or(0) as f64
-            / 1e3
-    };
+    let pct = |p: f64| lat.get(((lat.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0) as f64 / 1e3;
     Ok(Report {
         interval_ms: interval.as_secs_f64() * 1e3,
         duration_s: duration.as_secs_f64(),
@@ -323,24 +279,15 @@ pub fn measure(
 
 #[allow(clippy::print_stdout)]
 fn print(r: &Report) {
+    println!("collector cost at {} ms for {} s on {}", r.interval_ms, r.duration_s, r.machine);
     println!(
-        "collector cost at {} ms for {} s on {}",
-        r.interval_ms, r.duration_s, r.machine
-    );
-    println!(
-        "{:<40} {:>8} {:>7} {:>12} {:>9} {:>10} {:>10}",
+        "{:<38} {:>7} {:>6} {:>12} {:>8} {:>8} {:>9}",
         "", "rounds", "missed", "CPU us/round", "% core", "samples", "ns/sample"
     );
     let row = |s: &Side| {
         println!(
-            "{:<40} {:>8} {:>7} {:>12.1} {:>9.3} {:>10.0} {:>10.1}",
-            s.name,
-            s.rounds,
-            s.missed_rounds,
-            s.cpu_us_per_round,
-            s.core_percent,
-            s.samples_per_round,
-            s.ns_per_sample
+            "{:<38} {:>7} {:>6} {:>12.1} {:>8.3} {:>8.0} {:>9.1}",
+            s.name, s.rounds, s.missed_rounds, s.cpu_us_per_round, s.core_percent, s.samples_per_round, s.ns_per_sample
         );
     };
     row(&r.kansoku_collector);
@@ -348,9 +295,7 @@ fn print(r: &Report) {
     if let Some(p) = &r.peer {
         row(p);
         if let Some(s) = r.peer_scraper_cpu_us_per_round {
-            println!(
-                "  (scraping node_exporter cost a further {s:.1} us/round in our scraper, not counted above)"
-            );
+            println!("  (scraping node_exporter cost a further {s:.1} us/round in our scraper, not counted above)");
         }
         let k = r.kansoku_collector.cpu_us_per_round.max(1e-9);
         println!(
@@ -363,4 +308,22 @@ fn print(r: &Report) {
         "round lateness (jitter): p50 {:.0} us, p99 {:.0} us, max {:.0} us",
         r.lateness_us_p50, r.lateness_us_p99, r.lateness_us_max
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_cpu_seconds_sees_our_own_work() {
+        let before = stat_cpu_seconds("/proc/thread-self/stat").unwrap();
+        let c0 = thread_cpu_ns();
+        let mut x = 0u64;
+        while thread_cpu_ns() - c0 < 50_000_000 {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        let after = stat_cpu_seconds("/proc/thread-self/stat").unwrap();
+        let spent = (after.0 + after.1) - (before.0 + before.1);
+        assert!(spent >= 0.03, "{before:?} -> {after:?} ({x})");
+    }
 }

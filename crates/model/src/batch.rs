@@ -21,10 +21,6 @@ pub struct Batch {
 
 impl Batch {
     pub fn new(time: Timestamp) -> Batch {
-        Batch {
-            time,
-            defs: Vec::new(),
-            points: Vec::new(),
-        }
+        Batch { time, defs: Vec::new(), points: Vec::new() }
     }
 }

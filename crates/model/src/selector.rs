@@ -27,22 +27,13 @@ pub struct Matcher {
 }
 
 impl Matcher {
-    pub fn new(
-        label: impl Into<String>,
-        op: MatchOp,
-        value: impl Into<String>,
-    ) -> Result<Matcher, regex::Error> {
+    pub fn new(label: impl Into<String>, op: MatchOp, value: impl Into<String>) -> Result<Matcher, regex::Error> {
         let value = value.into();
         let regex = match op {
             MatchOp::Regex | MatchOp::NotRegex => Some(Regex::new(&format!("^(?:{value})$"))?),
             MatchOp::Equal | MatchOp::NotEqual => None,
         };
-        Ok(Matcher {
-            label: label.into(),
-            op,
-            value,
-            regex,
-        })
+        Ok(Matcher { label: label.into(), op, value, regex })
     }
 
     /// Whether a label value (`""` when the label is absent) satisfies this.
@@ -75,18 +66,13 @@ impl Selector {
     }
 
     pub fn matches(&self, key: &SeriesKey) -> bool {
-        self.matchers
-            .iter()
-            .all(|m| m.matches(key.get(&m.label).unwrap_or("")))
+        self.matchers.iter().all(|m| m.matches(key.get(&m.label).unwrap_or("")))
     }
 
     /// The metric name when the selector pins one with `=`: lets a store skip
     /// series of other names without evaluating every matcher.
     pub fn exact_name(&self) -> Option<&str> {
-        self.matchers
-            .iter()
-            .find(|m| m.label == METRIC_NAME_LABEL && m.op == MatchOp::Equal)
-            .map(|m| m.value.as_str())
+        self.matchers.iter().find(|m| m.label == METRIC_NAME_LABEL && m.op == MatchOp::Equal).map(|m| m.value.as_str())
     }
 
     pub fn parse(input: &str) -> Result<Selector, SelectorError> {
@@ -104,9 +90,7 @@ impl std::str::FromStr for Selector {
 /// Whether `s` can stand bare before the braces: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
 fn is_metric_name(s: &str) -> bool {
     let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
@@ -156,11 +140,7 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err<T>(&self, what: impl Into<String>) -> Result<T, SelectorError> {
-        Err(SelectorError {
-            input: self.s.to_owned(),
-            offset: self.pos,
-            what: what.into(),
-        })
+        Err(SelectorError { input: self.s.to_owned(), offset: self.pos, what: what.into() })
     }
 
     fn peek(&self) -> Option<char> {
@@ -185,10 +165,7 @@ impl Parser<'_> {
     fn ident(&mut self, allow_colon: bool) -> Option<&str> {
         let start = self.pos;
         for (i, c) in self.s[start..].char_indices() {
-            let ok = c == '_'
-                || c.is_ascii_alphabetic()
-                || (i > 0 && c.is_ascii_digit())
-                || (allow_colon && c == ':');
+            let ok = c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()) || (allow_colon && c == ':');
             if !ok {
                 break;
             }
@@ -313,10 +290,7 @@ mod tests {
             " node_cpu_seconds_total { cpu = \"0\" , mode=~'user|system', } ",
             expect![[r#"node_cpu_seconds_total{cpu="0",mode=~"user|system"}"#]],
         );
-        check(
-            r#"{__name__=~"node_.*",device!~"lo"}"#,
-            expect![[r#"{__name__=~"node_.*",device!~"lo"}"#]],
-        );
+        check(r#"{__name__=~"node_.*",device!~"lo"}"#, expect![[r#"{__name__=~"node_.*",device!~"lo"}"#]]);
         check(r#"m{path="a\"b"}"#, expect![[r#"m{path="a\"b"}"#]]);
         check("", expect![[r#"{}"#]]);
         check("job:rate5m", expect![[r#"job:rate5m"#]]);
@@ -326,32 +300,15 @@ mod tests {
 
     #[test]
     fn errors_point_at_the_problem() {
-        check(
-            "m{",
-            expect![[r#"error: invalid selector "m{" at byte 2: expected a label name"#]],
-        );
-        check(
-            r#"m{a="b"#,
-            expect![[r#"error: invalid selector "m{a=\"b" at byte 4: unterminated string"#]],
-        );
+        check("m{", expect![[r#"error: invalid selector "m{" at byte 2: expected a label name"#]]);
+        check(r#"m{a="b"#, expect![[r#"error: invalid selector "m{a=\"b" at byte 4: unterminated string"#]]);
         check(
             r#"m{a=~"("}"#,
-            expect![[
-                r#"error: invalid selector "m{a=~\"(\"}" at byte 5: bad regex: unclosed group"#
-            ]],
+            expect![[r#"error: invalid selector "m{a=~\"(\"}" at byte 5: bad regex: unclosed group"#]],
         );
-        check(
-            "m{a}",
-            expect![[r#"error: invalid selector "m{a}" at byte 3: expected one of = != =~ !~"#]],
-        );
-        check(
-            "m x",
-            expect![[r#"error: invalid selector "m x" at byte 2: unexpected trailing input"#]],
-        );
-        check(
-            "9m",
-            expect![[r#"error: invalid selector "9m" at byte 0: unexpected trailing input"#]],
-        );
+        check("m{a}", expect![[r#"error: invalid selector "m{a}" at byte 3: expected one of = != =~ !~"#]]);
+        check("m x", expect![[r#"error: invalid selector "m x" at byte 2: unexpected trailing input"#]]);
+        check("9m", expect![[r#"error: invalid selector "9m" at byte 0: unexpected trailing input"#]]);
     }
 
     #[test]
@@ -365,13 +322,7 @@ mod tests {
             r#"{mode!~"idle"}"#,
             "",
         ];
-        let no = [
-            "node_load1",
-            r#"{mode=~"us"}"#,
-            r#"{cpu="1"}"#,
-            r#"{missing!=""}"#,
-            r#"{mode!~"user"}"#,
-        ];
+        let no = ["node_load1", r#"{mode=~"us"}"#, r#"{cpu="1"}"#, r#"{missing!=""}"#, r#"{mode!~"user"}"#];
         for s in yes {
             assert!(Selector::parse(s).unwrap().matches(&key), "{s}");
         }

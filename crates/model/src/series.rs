@@ -24,10 +24,7 @@ impl SeriesKey {
         K: Into<String>,
         V: Into<String>,
     {
-        let mut labels: Vec<(String, String)> = labels
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
+        let mut labels: Vec<(String, String)> = labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
         labels.retain(|(k, _)| k != METRIC_NAME_LABEL);
         // Stable sort keeps insertion order among equal names; keep the last.
         labels.sort_by(|a, b| a.0.cmp(&b.0));
@@ -38,10 +35,7 @@ impl SeriesKey {
                 _ => deduped.push((k, v)),
             }
         }
-        SeriesKey {
-            name: name.into(),
-            labels: deduped,
-        }
+        SeriesKey { name: name.into(), labels: deduped }
     }
 
     pub fn name(&self) -> &str {
@@ -57,10 +51,7 @@ impl SeriesKey {
         if label == METRIC_NAME_LABEL {
             return Some(&self.name);
         }
-        self.labels
-            .binary_search_by(|(k, _)| k.as_str().cmp(label))
-            .ok()
-            .map(|i| self.labels[i].1.as_str())
+        self.labels.binary_search_by(|(k, _)| k.as_str().cmp(label)).ok().map(|i| self.labels[i].1.as_str())
     }
 }
 
@@ -115,9 +106,6 @@ mod tests {
     fn display_escapes() {
         let k = SeriesKey::new("m", [("path", "a\"b\\c\nd")]);
         assert_eq!(k.to_string(), r#"m{path="a\"b\\c\nd"}"#);
-        assert_eq!(
-            SeriesKey::new("up", Vec::<(String, String)>::new()).to_string(),
-            "up"
-        );
+        assert_eq!(SeriesKey::new("up", Vec::<(String, String)>::new()).to_string(), "up");
     }
 }

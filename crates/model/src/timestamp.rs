@@ -14,9 +14,7 @@ impl Timestamp {
     pub const MAX: Timestamp = Timestamp(i64::MAX);
 
     pub fn now() -> Timestamp {
-        let since = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         Timestamp(since.as_nanos() as i64)
     }
 
@@ -80,9 +78,7 @@ fn humantime_rfc3339(t: SystemTime) -> String {
 pub enum DurationError {
     #[error("invalid duration {input:?}: expected a number with a unit, like 100ms, 10s, 5m, 1h")]
     Duration { input: String },
-    #[error(
-        "invalid time {input:?}: expected RFC 3339 (2026-11-22T10:00:00Z), Unix seconds, or a duration ago (-5m)"
-    )]
+    #[error("invalid time {input:?}: expected RFC 3339 (2026-11-22T10:00:00Z), Unix seconds, or a duration ago (-5m)")]
     Time { input: String },
     #[error("give either `since` or `from`, not both")]
     Conflict,
@@ -90,9 +86,7 @@ pub enum DurationError {
 
 /// Parses `100ms`, `1.5s`, `5m`, `1h30m`, `2d`. Units: ns, us, µs, ms, s, m, h, d.
 pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
-    let err = || DurationError::Duration {
-        input: input.to_owned(),
-    };
+    let err = || DurationError::Duration { input: input.to_owned() };
     let s = input.trim();
     if s.is_empty() {
         return Err(err());
@@ -100,17 +94,13 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     let mut total_ns: f64 = 0.0;
     let mut rest = s;
     while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(err)?;
         if num_len == 0 {
             return Err(err());
         }
         let value: f64 = rest[..num_len].parse().map_err(|_| err())?;
         rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ns" => 1.0,
             "us" | "µs" => 1e3,
@@ -134,9 +124,7 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
 /// offsets allowed), Unix seconds (`1795000000.5`), `now`, or a duration before
 /// `now` (`-5m`, `5m ago`).
 pub fn parse_time(input: &str, now: Timestamp) -> Result<Timestamp, DurationError> {
-    let err = || DurationError::Time {
-        input: input.to_owned(),
-    };
+    let err = || DurationError::Time { input: input.to_owned() };
     let s = input.trim();
     if s == "now" {
         return Ok(now);
@@ -228,9 +216,7 @@ fn parse_rfc3339(s: &str) -> Option<Timestamp> {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
     let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
-    Some(Timestamp(
-        secs.checked_mul(1_000_000_000)?.checked_add(nanos)?,
-    ))
+    Some(Timestamp(secs.checked_mul(1_000_000_000)?.checked_add(nanos)?))
 }
 
 #[cfg(test)]
@@ -254,26 +240,11 @@ mod tests {
     fn times() {
         let now = Timestamp(1_800_000_000_000_000_000);
         assert_eq!(parse_time("now", now), Ok(now));
-        assert_eq!(
-            parse_time("-5m", now),
-            Ok(Timestamp(now.0 - 300_000_000_000))
-        );
-        assert_eq!(
-            parse_time("5m ago", now),
-            Ok(Timestamp(now.0 - 300_000_000_000))
-        );
-        assert_eq!(
-            parse_time("1700000000.5", now),
-            Ok(Timestamp(1_700_000_000_500_000_000))
-        );
-        assert_eq!(
-            parse_time("2023-11-14T22:13:20Z", now),
-            Ok(Timestamp(1_700_000_000_000_000_000))
-        );
-        assert_eq!(
-            parse_time("2023-11-15T00:13:20.25+02:00", now),
-            Ok(Timestamp(1_700_000_000_250_000_000))
-        );
+        assert_eq!(parse_time("-5m", now), Ok(Timestamp(now.0 - 300_000_000_000)));
+        assert_eq!(parse_time("5m ago", now), Ok(Timestamp(now.0 - 300_000_000_000)));
+        assert_eq!(parse_time("1700000000.5", now), Ok(Timestamp(1_700_000_000_500_000_000)));
+        assert_eq!(parse_time("2023-11-14T22:13:20Z", now), Ok(Timestamp(1_700_000_000_000_000_000)));
+        assert_eq!(parse_time("2023-11-15T00:13:20.25+02:00", now), Ok(Timestamp(1_700_000_000_250_000_000)));
         assert!(parse_time("yesterday", now).is_err());
         assert!(parse_time("2023-13-01T00:00:00Z", now).is_err());
     }
@@ -281,25 +252,13 @@ mod tests {
     #[test]
     fn ranges() {
         let now = Timestamp(10_000_000_000_000);
-        assert_eq!(
-            resolve_range(None, None, None, now),
-            Ok((Timestamp(now.0 - 300_000_000_000), now))
-        );
-        assert_eq!(
-            resolve_range(None, None, Some("1s"), now),
-            Ok((Timestamp(now.0 - 1_000_000_000), now))
-        );
+        assert_eq!(resolve_range(None, None, None, now), Ok((Timestamp(now.0 - 300_000_000_000), now)));
+        assert_eq!(resolve_range(None, None, Some("1s"), now), Ok((Timestamp(now.0 - 1_000_000_000), now)));
         assert_eq!(
             resolve_range(Some("-2s"), Some("-1s"), None, now),
-            Ok((
-                Timestamp(now.0 - 2_000_000_000),
-                Timestamp(now.0 - 1_000_000_000)
-            ))
+            Ok((Timestamp(now.0 - 2_000_000_000), Timestamp(now.0 - 1_000_000_000)))
         );
-        assert_eq!(
-            resolve_range(Some("-2s"), None, Some("1s"), now),
-            Err(DurationError::Conflict)
-        );
+        assert_eq!(resolve_range(Some("-2s"), None, Some("1s"), now), Err(DurationError::Conflict));
     }
 
     #[test]

@@ -56,11 +56,7 @@ pub enum BlockError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("{path}: corrupt at byte {offset}: {what}")]
-    Corrupt {
-        path: PathBuf,
-        offset: u64,
-        what: String,
-    },
+    Corrupt { path: PathBuf, offset: u64, what: String },
 }
 
 pub fn block_path(dir: &Path, wal_seq_covered: u64) -> PathBuf {
@@ -87,10 +83,7 @@ pub fn write_block<'a>(
 ) -> Result<BlockMeta, BlockError> {
     let path = block_path(dir, wal_seq_covered);
     let tmp = path.with_extension("kblk.tmp");
-    let io_err = |source| BlockError::Io {
-        path: tmp.clone(),
-        source,
-    };
+    let io_err = |source| BlockError::Io { path: tmp.clone(), source };
     let mut buf = Vec::with_capacity(1 << 16);
     buf.extend_from_slice(BLOCK_MAGIC);
     let mut entries = Vec::new();
@@ -129,12 +122,7 @@ pub fn write_block<'a>(
     buf.extend_from_slice(&index_crc.to_le_bytes());
     buf.extend_from_slice(FOOTER_MAGIC);
 
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(io_err)?;
+    let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).map_err(io_err)?;
     let written = f.write_all(&buf).and_then(|()| f.sync_all());
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
@@ -142,35 +130,17 @@ pub fn write_block<'a>(
     }
     fs::rename(&tmp, &path).map_err(io_err)?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(io_err)?;
-    let meta = BlockMeta {
-        path,
-        wal_seq_covered,
-        entries,
-        file_bytes: buf.len() as u64,
-    };
+    let meta = BlockMeta { path, wal_seq_covered, entries, file_bytes: buf.len() as u64 };
     // Paired assertion: what we wrote reads back as the same index.
-    debug_assert_eq!(
-        read_block_meta(&meta.path).map(|m| m.entries).ok().as_ref(),
-        Some(&meta.entries)
-    );
+    debug_assert_eq!(read_block_meta(&meta.path).map(|m| m.entries).ok().as_ref(), Some(&meta.entries));
     Ok(meta)
 }
 
 /// Reads and verifies a block's footer and index (not its chunks).
 pub fn read_block_meta(path: &Path) -> Result<BlockMeta, BlockError> {
-    let corrupt = |offset, what: &str| BlockError::Corrupt {
-        path: path.to_path_buf(),
-        offset,
-        what: what.to_owned(),
-    };
-    let file = File::open(path).map_err(|source| BlockError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let io = |source| BlockError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let corrupt = |offset, what: &str| BlockError::Corrupt { path: path.to_path_buf(), offset, what: what.to_owned() };
+    let file = File::open(path).map_err(|source| BlockError::Io { path: path.to_path_buf(), source })?;
+    let io = |source| BlockError::Io { path: path.to_path_buf(), source };
     let file_bytes = file.metadata().map_err(io)?.len();
     if file_bytes < BLOCK_MAGIC.len() as u64 + FOOTER_LEN {
         return Err(corrupt(0, "shorter than header and footer"));
@@ -189,9 +159,7 @@ pub fn read_block_meta(path: &Path) -> Result<BlockMeta, BlockError> {
     let index_offset = u64::from_le_bytes(footer[..8].try_into().expect("8"));
     let index_len = u32::from_le_bytes(footer[8..12].try_into().expect("4"));
     let index_crc = u32::from_le_bytes(footer[12..16].try_into().expect("4"));
-    if index_offset < BLOCK_MAGIC.len() as u64
-        || index_offset.checked_add(u64::from(index_len)) != Some(footer_at)
-    {
+    if index_offset < BLOCK_MAGIC.len() as u64 || index_offset.checked_add(u64::from(index_len)) != Some(footer_at) {
         return Err(corrupt(footer_at, "index bounds outside the file"));
     }
     let mut index = vec![0u8; index_len as usize];
@@ -217,20 +185,12 @@ pub fn read_block_meta(path: &Path) -> Result<BlockMeta, BlockError> {
             })
         };
         let e = entry().ok_or_else(bad_index)?;
-        if e.offset < BLOCK_MAGIC.len() as u64
-            || e.offset + u64::from(e.len) > index_offset
-            || e.min_t > e.max_t
-        {
+        if e.offset < BLOCK_MAGIC.len() as u64 || e.offset + u64::from(e.len) > index_offset || e.min_t > e.max_t {
             return Err(bad_index());
         }
         entries.push(e);
     }
-    Ok(BlockMeta {
-        path: path.to_path_buf(),
-        wal_seq_covered,
-        entries,
-        file_bytes,
-    })
+    Ok(BlockMeta { path: path.to_path_buf(), wal_seq_covered, entries, file_bytes })
 }
 
 /// Reads, verifies and decodes one chunk, appending samples in `[from, to]`.
@@ -244,29 +204,15 @@ pub fn read_chunk(
     vals: &mut Vec<f64>,
 ) -> Result<(), BlockError> {
     let mut data = vec![0u8; e.len as usize];
-    file.read_exact_at(&mut data, e.offset)
-        .map_err(|source| BlockError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let corrupt = |what: String| BlockError::Corrupt {
-        path: path.to_path_buf(),
-        offset: e.offset,
-        what,
-    };
+    file.read_exact_at(&mut data, e.offset).map_err(|source| BlockError::Io { path: path.to_path_buf(), source })?;
+    let corrupt = |what: String| BlockError::Corrupt { path: path.to_path_buf(), offset: e.offset, what };
     if crc32fast::hash(&data) != e.crc {
         return Err(corrupt(format!("chunk of {} checksum mismatch", e.key)));
     }
     let (mut t, mut v) = (Vec::new(), Vec::new());
-    decode_chunk(&data, &mut t, &mut v)
-        .map_err(|err: ChunkError| corrupt(format!("chunk of {}: {err}", e.key)))?;
+    decode_chunk(&data, &mut t, &mut v).map_err(|err: ChunkError| corrupt(format!("chunk of {}: {err}", e.key)))?;
     if t.len() != e.n_samples as usize {
-        return Err(corrupt(format!(
-            "chunk of {}: {} samples, index says {}",
-            e.key,
-            t.len(),
-            e.n_samples
-        )));
+        return Err(corrupt(format!("chunk of {}: {} samples, index says {}", e.key, t.len(), e.n_samples)));
     }
     let lo = t.partition_point(|&x| x < from);
     let hi = t.partition_point(|&x| x <= to);
@@ -285,12 +231,7 @@ mod tests {
         let ts: Vec<i64> = (0..100).map(|i| i * 10).collect();
         let va: Vec<f64> = (0..100).map(|i| i as f64).collect();
         let vb: Vec<f64> = (0..100).map(|i| i as f64 * 0.25).collect();
-        write_block(
-            dir,
-            7,
-            [(&a, &ts[..], &va[..]), (&b, &ts[..], &vb[..])].into_iter(),
-        )
-        .unwrap()
+        write_block(dir, 7, [(&a, &ts[..], &va[..]), (&b, &ts[..], &vb[..])].into_iter()).unwrap()
     }
 
     #[test]
@@ -303,22 +244,10 @@ mod tests {
         assert_eq!(back.entries, meta.entries);
         let f = File::open(&meta.path).unwrap();
         let (mut ts, mut vals) = (Vec::new(), Vec::new());
-        read_chunk(
-            &f,
-            &meta.path,
-            &back.entries[1],
-            500,
-            520,
-            &mut ts,
-            &mut vals,
-        )
-        .unwrap();
+        read_chunk(&f, &meta.path, &back.entries[1], 500, 520, &mut ts, &mut vals).unwrap();
         assert_eq!(ts, [500, 510, 520]);
         assert_eq!(vals, [12.5, 12.75, 13.0]);
-        assert_eq!(
-            list_blocks(dir.path()).unwrap(),
-            std::slice::from_ref(&meta.path)
-        );
+        assert_eq!(list_blocks(dir.path()).unwrap(), std::slice::from_ref(&meta.path));
     }
 
     #[test]
@@ -329,10 +258,7 @@ mod tests {
         let bad_path = dir.path().join("bad.kblk");
         for cut in 0..good.len() {
             fs::write(&bad_path, &good[..cut]).unwrap();
-            assert!(
-                read_block_meta(&bad_path).is_err(),
-                "truncated at {cut} accepted"
-            );
+            assert!(read_block_meta(&bad_path).is_err(), "truncated at {cut} accepted");
         }
         for i in 0..good.len() {
             let mut bad = good.clone();
@@ -346,18 +272,7 @@ mod tests {
             let failures = m
                 .entries
                 .iter()
-                .filter(|e| {
-                    read_chunk(
-                        &f,
-                        &bad_path,
-                        e,
-                        i64::MIN,
-                        i64::MAX,
-                        &mut vec![],
-                        &mut vec![],
-                    )
-                    .is_err()
-                })
+                .filter(|e| read_chunk(&f, &bad_path, e, i64::MIN, i64::MAX, &mut vec![], &mut vec![]).is_err())
                 .count();
             assert_eq!(failures, 1, "flip at {i} not detected in exactly one chunk");
         }

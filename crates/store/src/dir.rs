@@ -20,11 +20,7 @@ pub fn blocks_dir(root: &Path) -> PathBuf {
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + use<'a> {
-    move |source| StoreError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| StoreError::Io { op, path: path.to_path_buf(), source }
 }
 
 /// Checks the marker, creating the layout in a new or empty directory when `create`.
@@ -34,20 +30,13 @@ pub fn prepare(root: &Path, create: bool) -> Result<(), StoreError> {
         Ok(text) if text == MARKER_TEXT => {}
         Ok(text) => {
             let found = text.lines().nth(1).unwrap_or("unknown").to_owned();
-            return Err(StoreError::Format {
-                path: root.to_path_buf(),
-                found,
-            });
+            return Err(StoreError::Format { path: root.to_path_buf(), found });
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if !create {
                 return Err(match fs::metadata(root) {
-                    Ok(_) => StoreError::NotOurs {
-                        path: root.to_path_buf(),
-                    },
-                    Err(_) => StoreError::Missing {
-                        path: root.to_path_buf(),
-                    },
+                    Ok(_) => StoreError::NotOurs { path: root.to_path_buf() },
+                    Err(_) => StoreError::Missing { path: root.to_path_buf() },
                 });
             }
             let empty = match fs::read_dir(root) {
@@ -56,15 +45,11 @@ pub fn prepare(root: &Path, create: bool) -> Result<(), StoreError> {
                 Err(e) => return Err(io("read data directory", root)(e)),
             };
             if !empty {
-                return Err(StoreError::NotOurs {
-                    path: root.to_path_buf(),
-                });
+                return Err(StoreError::NotOurs { path: root.to_path_buf() });
             }
             fs::create_dir_all(root).map_err(io("create data directory", root))?;
             let mut f = File::create(&marker).map_err(io("write marker", &marker))?;
-            f.write_all(MARKER_TEXT.as_bytes())
-                .and_then(|()| f.sync_all())
-                .map_err(io("write marker", &marker))?;
+            f.write_all(MARKER_TEXT.as_bytes()).and_then(|()| f.sync_all()).map_err(io("write marker", &marker))?;
         }
         Err(e) => return Err(io("read marker", &marker)(e)),
     }
@@ -72,9 +57,7 @@ pub fn prepare(root: &Path, create: bool) -> Result<(), StoreError> {
         for d in [wal_dir(root), blocks_dir(root)] {
             fs::create_dir_all(&d).map_err(io("create directory", &d))?;
         }
-        File::open(root)
-            .and_then(|d| d.sync_all())
-            .map_err(io("sync data directory", root))?;
+        File::open(root).and_then(|d| d.sync_all()).map_err(io("sync data directory", root))?;
     }
     Ok(())
 }
@@ -95,15 +78,10 @@ pub fn lock(root: &Path) -> Result<File, StoreError> {
         Err(fs::TryLockError::WouldBlock) => {
             let mut pid = String::new();
             let _ = f.read_to_string(&mut pid);
-            return Err(StoreError::Locked {
-                path: root.to_path_buf(),
-                pid: pid.trim().to_owned(),
-            });
+            return Err(StoreError::Locked { path: root.to_path_buf(), pid: pid.trim().to_owned() });
         }
         Err(fs::TryLockError::Error(e)) => return Err(io("lock data directory", &path)(e)),
     }
-    f.set_len(0)
-        .and_then(|()| writeln!(f, "{}", std::process::id()))
-        .map_err(io("write lock", &path))?;
+    f.set_len(0).and_then(|()| writeln!(f, "{}", std::process::id())).map_err(io("write lock", &path))?;
     Ok(f)
 }

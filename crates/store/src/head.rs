@@ -50,11 +50,7 @@ impl Head {
 
     /// (series id, column) for every non-empty column.
     pub fn columns(&self) -> impl Iterator<Item = (u32, &Column)> {
-        self.columns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !c.ts.is_empty())
-            .map(|(i, c)| (i as u32, c))
+        self.columns.iter().enumerate().filter(|(_, c)| !c.ts.is_empty()).map(|(i, c)| (i as u32, c))
     }
 
     /// Appends the column's samples in `[from, to]`.

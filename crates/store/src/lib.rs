@@ -23,17 +23,11 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error(
-        "{path} is not a kansoku data directory (no KANSOKU file, not empty); choose a new or empty directory"
-    )]
+    #[error("{path} is not a kansoku data directory (no KANSOKU file, not empty); choose a new or empty directory")]
     NotOurs { path: PathBuf },
-    #[error(
-        "{path} does not exist; run `kansoku up --data {path}` to create it, or pass the right --data"
-    )]
+    #[error("{path} does not exist; run `kansoku up --data {path}` to create it, or pass the right --data")]
     Missing { path: PathBuf },
-    #[error(
-        "{path} has data format {found:?}, this kansoku reads format 1; use the kansoku that wrote it"
-    )]
+    #[error("{path} has data format {found:?}, this kansoku reads format 1; use the kansoku that wrote it")]
     Format { path: PathBuf, found: String },
     #[error(
         "{path} is in use by another kansoku (pid {pid}); stop it, or use read-only commands (`kansoku query --data`) which work while it runs"
@@ -42,11 +36,7 @@ pub enum StoreError {
     #[error("store opened read-only")]
     ReadOnly,
     #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { op: &'static str, path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Block(#[from] BlockError),
 }

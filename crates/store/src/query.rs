@@ -56,9 +56,7 @@ pub enum QueryError {
     EmptyRange { from: Timestamp, to: Timestamp },
     #[error("selector matches {0} series (limit {QUERY_SERIES_MAX}); narrow it with more labels")]
     TooManySeries(usize),
-    #[error(
-        "result would hold {0} cells (limit {QUERY_CELLS_MAX}); ask for fewer points with step or points"
-    )]
+    #[error("result would hold {0} cells (limit {QUERY_CELLS_MAX}); ask for fewer points with step or points")]
     TooManyCells(usize),
     #[error("step must be positive")]
     BadStep,
@@ -99,10 +97,7 @@ pub struct FrameSeries {
 
 pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
     if q.from > q.to {
-        return Err(QueryError::EmptyRange {
-            from: q.from,
-            to: q.to,
-        });
+        return Err(QueryError::EmptyRange { from: q.from, to: q.to });
     }
     let matched = store.series(&q.selector);
     if matched.len() > QUERY_SERIES_MAX {
@@ -115,11 +110,7 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
         (None, None) => None,
     };
     // Rates need the sample before `from` to start; read one step earlier.
-    let read_from = if q.rate {
-        q.from.saturating_sub(std::time::Duration::from_secs(60))
-    } else {
-        q.from
-    };
+    let read_from = if q.rate { q.from.saturating_sub(std::time::Duration::from_secs(60)) } else { q.from };
     let mut columns = Vec::with_capacity(matched.len());
     for (id, key) in matched {
         let (mut ts, mut vals) = store.read(id, read_from, q.to);
@@ -139,26 +130,14 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
             let series = columns
                 .into_iter()
                 .zip(values)
-                .map(|((key, _, _), values)| FrameSeries {
-                    key,
-                    agg: None,
-                    values,
-                })
+                .map(|((key, _, _), values)| FrameSeries { key, agg: None, values })
                 .collect();
-            Ok(Frame {
-                times,
-                series,
-                step_ns: None,
-            })
+            Ok(Frame { times, series, step_ns: None })
         }
         Some(step) => {
             let start = q.from.0 - q.from.0.rem_euclid(step);
             let n = ((q.to.0 - start) / step).saturating_add(1) as usize;
-            let aggs = if q.aggs.is_empty() {
-                vec![Agg::Avg]
-            } else {
-                q.aggs.clone()
-            };
+            let aggs = if q.aggs.is_empty() { vec![Agg::Avg] } else { q.aggs.clone() };
             // The time column alone counts: a tiny step over no series must not allocate.
             let cells = n.saturating_mul((columns.len() * aggs.len()).max(1));
             if cells > QUERY_CELLS_MAX {
@@ -175,11 +154,7 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
                     });
                 }
             }
-            Ok(Frame {
-                times,
-                series,
-                step_ns: Some(step),
-            })
+            Ok(Frame { times, series, step_ns: Some(step) })
         }
     }
 }
@@ -192,11 +167,7 @@ pub fn rate(ts: &[i64], vals: &[f64]) -> (Vec<i64>, Vec<f64>) {
     let mut out_v = Vec::with_capacity(ts.len().saturating_sub(1));
     for i in 1..ts.len() {
         let dt = (ts[i] - ts[i - 1]) as f64 / 1e9;
-        let dv = if vals[i] >= vals[i - 1] {
-            vals[i] - vals[i - 1]
-        } else {
-            vals[i]
-        };
+        let dv = if vals[i] >= vals[i - 1] { vals[i] - vals[i - 1] } else { vals[i] };
         out_t.push(ts[i]);
         out_v.push(dv / dt);
     }
@@ -205,14 +176,7 @@ pub fn rate(ts: &[i64], vals: &[f64]) -> (Vec<i64>, Vec<f64>) {
 
 /// Aggregates samples into `n` buckets of `step` ns from `start`; empty
 /// buckets are `None` (gaps stay gaps).
-pub fn downsample(
-    ts: &[i64],
-    vals: &[f64],
-    start: i64,
-    step: i64,
-    n: usize,
-    agg: Agg,
-) -> Vec<Option<f64>> {
+pub fn downsample(ts: &[i64], vals: &[f64], start: i64, step: i64, n: usize, agg: Agg) -> Vec<Option<f64>> {
     let mut out = vec![None; n];
     let mut i = 0;
     while i < ts.len() {
@@ -237,13 +201,8 @@ pub fn downsample(
 }
 
 /// Puts several series on the union of their timestamps.
-pub fn align<'a>(
-    columns: impl Iterator<Item = (&'a [i64], &'a [f64])> + Clone,
-) -> (Vec<i64>, Vec<Vec<Option<f64>>>) {
-    let mut times: Vec<i64> = columns
-        .clone()
-        .flat_map(|(t, _)| t.iter().copied())
-        .collect();
+pub fn align<'a>(columns: impl Iterator<Item = (&'a [i64], &'a [f64])> + Clone) -> (Vec<i64>, Vec<Vec<Option<f64>>>) {
+    let mut times: Vec<i64> = columns.clone().flat_map(|(t, _)| t.iter().copied()).collect();
     times.sort_unstable();
     times.dedup();
     let values = columns
@@ -268,10 +227,7 @@ mod tests {
 
     #[test]
     fn rate_handles_resets() {
-        let (t, v) = rate(
-            &[0, 1_000_000_000, 2_000_000_000, 3_000_000_000],
-            &[10.0, 30.0, 5.0, 6.0],
-        );
+        let (t, v) = rate(&[0, 1_000_000_000, 2_000_000_000, 3_000_000_000], &[10.0, 30.0, 5.0, 6.0]);
         assert_eq!(t, [1_000_000_000, 2_000_000_000, 3_000_000_000]);
         assert_eq!(v, [20.0, 5.0, 1.0]);
         assert_eq!(rate(&[5], &[1.0]), (vec![], vec![]));

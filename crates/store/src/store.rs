@@ -19,9 +19,7 @@ use crate::StoreError;
 use crate::block::{BlockMeta, list_blocks, read_block_meta, read_chunk, write_block};
 use crate::dir;
 use crate::head::Head;
-use crate::wal::{
-    self, Record, WalWriter, decode_records, encode_samples, encode_series, list_segments,
-};
+use crate::wal::{self, Record, WalWriter, decode_records, encode_samples, encode_series, list_segments};
 
 /// When the WAL is fsynced relative to acknowledging an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,11 +46,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options {
-            fsync: FsyncPolicy::Always,
-            block_duration: Duration::from_secs(300),
-            head_samples_max: 4 << 20,
-        }
+        Options { fsync: FsyncPolicy::Always, block_duration: Duration::from_secs(300), head_samples_max: 4 << 20 }
     }
 }
 
@@ -176,19 +170,13 @@ impl Store {
             stats: StoreStats::default(),
         };
         let next_seq = store.load(false)?;
-        let wal =
-            WalWriter::create(&dir::wal_dir(root), next_seq).map_err(|source| StoreError::Io {
-                op: "create WAL segment",
-                path: dir::wal_dir(root),
-                source,
-            })?;
-        *lock(&store.writer) = Some(Writer {
-            wal,
-            declared: Vec::new(),
-            buf: Vec::new(),
-            last_sync: Instant::now(),
-            unsynced: false,
-        });
+        let wal = WalWriter::create(&dir::wal_dir(root), next_seq).map_err(|source| StoreError::Io {
+            op: "create WAL segment",
+            path: dir::wal_dir(root),
+            source,
+        })?;
+        *lock(&store.writer) =
+            Some(Writer { wal, declared: Vec::new(), buf: Vec::new(), last_sync: Instant::now(), unsynced: false });
         Ok(store)
     }
 
@@ -258,15 +246,11 @@ impl Store {
                 st.last_t[id as usize] = st.last_t[id as usize].max(e.max_t);
                 by_id.insert(id, i);
             }
-            covered =
-                Some(covered.map_or(meta.wal_seq_covered, |c: u64| c.max(meta.wal_seq_covered)));
+            covered = Some(covered.map_or(meta.wal_seq_covered, |c: u64| c.max(meta.wal_seq_covered)));
             st.blocks.push(Arc::new(Block { meta, file, by_id }));
         }
         if !read_only {
-            for entry in fs::read_dir(&blocks_dir)
-                .map_err(io("list blocks", &blocks_dir))?
-                .flatten()
-            {
+            for entry in fs::read_dir(&blocks_dir).map_err(io("list blocks", &blocks_dir))?.flatten() {
                 if entry.path().extension().is_some_and(|x| x == "tmp") {
                     let _ = fs::remove_file(entry.path());
                 }
@@ -301,13 +285,8 @@ impl Store {
             if read_only {
                 return Ok(()); // a writer may be creating it right now
             }
-            self.stats
-                .wal_damaged_segments
-                .fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                "WAL segment {} has no valid header; ignoring it",
-                path.display()
-            );
+            self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("WAL segment {} has no valid header; ignoring it", path.display());
             return Ok(());
         }
         // This segment's ids -> store ids.
@@ -327,17 +306,13 @@ impl Store {
                 }
             }
         });
-        self.stats
-            .wal_replayed_samples
-            .fetch_add(replayed, Ordering::Relaxed);
+        self.stats.wal_replayed_samples.fetch_add(replayed, Ordering::Relaxed);
         let Some(damage) = damage else { return Ok(()) };
         if read_only {
             // A writer may be mid-append; what it has not finished is not yet acknowledged.
             return Ok(());
         }
-        self.stats
-            .wal_damaged_segments
-            .fetch_add(1, Ordering::Relaxed);
+        self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
         let valid_len = (magic + valid) as u64;
         if is_last {
             tracing::warn!(
@@ -357,12 +332,11 @@ impl Store {
             );
         }
         let f = fs::OpenOptions::new().write(true).open(path);
-        f.and_then(|f| f.set_len(valid_len).and_then(|()| f.sync_all()))
-            .map_err(|source| StoreError::Io {
-                op: "truncate WAL segment",
-                path: path.to_path_buf(),
-                source,
-            })
+        f.and_then(|f| f.set_len(valid_len).and_then(|()| f.sync_all())).map_err(|source| StoreError::Io {
+            op: "truncate WAL segment",
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// Appends one batch: WAL write (and fsync per policy), then head. When
@@ -391,9 +365,7 @@ impl Store {
             }
         }
         if unknown > 0 {
-            self.stats
-                .unknown_series_dropped
-                .fetch_add(unknown, Ordering::Relaxed);
+            self.stats.unknown_series_dropped.fetch_add(unknown, Ordering::Relaxed);
         }
 
         w.buf.clear();
@@ -401,9 +373,7 @@ impl Store {
         {
             let st = read_lock(&self.state);
             for &(id, _) in &points {
-                if !w.declared.get(id as usize).copied().unwrap_or(false)
-                    && !newly_declared.contains(&id)
-                {
+                if !w.declared.get(id as usize).copied().unwrap_or(false) && !newly_declared.contains(&id) {
                     encode_series(&mut w.buf, id, &st.keys[id as usize]);
                     newly_declared.push(id);
                 }
@@ -412,11 +382,7 @@ impl Store {
         encode_samples(&mut w.buf, time, points.iter().copied());
         if let Err(source) = w.wal.append(&w.buf) {
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io {
-                op: "append to WAL",
-                path: dir::wal_dir(&self.root),
-                source,
-            });
+            return Err(StoreError::Io { op: "append to WAL", path: dir::wal_dir(&self.root), source });
         }
         for id in newly_declared {
             if w.declared.len() <= id as usize {
@@ -452,32 +418,21 @@ impl Store {
             (stored, ooo, due)
         };
         if ooo > 0 {
-            self.stats
-                .out_of_order_dropped
-                .fetch_add(ooo, Ordering::Relaxed);
+            self.stats.out_of_order_dropped.fetch_add(ooo, Ordering::Relaxed);
         }
-        self.stats
-            .samples_appended
-            .fetch_add(stored.len() as u64, Ordering::Relaxed);
+        self.stats.samples_appended.fetch_add(stored.len() as u64, Ordering::Relaxed);
         self.stats.batches_appended.fetch_add(1, Ordering::Relaxed);
         if flush_due {
             // A failed flush keeps the data in head and WAL; appends go on.
             let _ = self.flush_locked(w);
         }
-        Ok(Appended {
-            time: batch.time,
-            points: stored,
-        })
+        Ok(Appended { time: batch.time, points: stored })
     }
 
     fn sync_writer(&self, w: &mut Writer) -> Result<(), StoreError> {
         if let Err(source) = w.wal.sync() {
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io {
-                op: "fsync WAL",
-                path: dir::wal_dir(&self.root),
-                source,
-            });
+            return Err(StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source });
         }
         w.last_sync = Instant::now();
         w.unsynced = false;
@@ -499,11 +454,7 @@ impl Store {
         let wal_dir = dir::wal_dir(&self.root);
         if let Err(source) = w.wal.rotate() {
             self.stats.flush_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io {
-                op: "rotate WAL",
-                path: wal_dir,
-                source,
-            });
+            return Err(StoreError::Io { op: "rotate WAL", path: wal_dir, source });
         }
         w.declared.clear();
         w.unsynced = false;
@@ -517,27 +468,17 @@ impl Store {
         let written = write_block(
             &blocks_dir,
             covered,
-            frozen
-                .columns()
-                .map(|(id, c)| (&keys[id as usize], &c.ts[..], &c.vals[..])),
+            frozen.columns().map(|(id, c)| (&keys[id as usize], &c.ts[..], &c.vals[..])),
         );
         let opened = written.and_then(|meta| match File::open(&meta.path) {
             Ok(file) => Ok((meta, file)),
-            Err(source) => Err(crate::block::BlockError::Io {
-                path: meta.path.clone(),
-                source,
-            }),
+            Err(source) => Err(crate::block::BlockError::Io { path: meta.path.clone(), source }),
         });
         let mut st = write_lock(&self.state);
         st.frozen = None;
         match opened {
             Ok((meta, file)) => {
-                let by_id = meta
-                    .entries
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| (st.by_key[&e.key], i))
-                    .collect();
+                let by_id = meta.entries.iter().enumerate().map(|(i, e)| (st.by_key[&e.key], i)).collect();
                 st.blocks.push(Arc::new(Block { meta, file, by_id }));
                 drop(st);
                 self.stats.flushes.fetch_add(1, Ordering::Relaxed);
@@ -603,9 +544,7 @@ impl Store {
                 .blocks
                 .iter()
                 .filter(|b| {
-                    b.by_id.get(&id).is_some_and(|&i| {
-                        b.meta.entries[i].max_t >= from && b.meta.entries[i].min_t <= to
-                    })
+                    b.by_id.get(&id).is_some_and(|&i| b.meta.entries[i].max_t >= from && b.meta.entries[i].min_t <= to)
                 })
                 .cloned()
                 .collect();
@@ -628,10 +567,7 @@ impl Store {
         }
         ts.extend_from_slice(&head_ts);
         vals.extend_from_slice(&head_vals);
-        debug_assert!(
-            ts.windows(2).all(|w| w[0] < w[1]),
-            "BUG: read returned unordered samples"
-        );
+        debug_assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: read returned unordered samples");
         (ts, vals)
     }
 

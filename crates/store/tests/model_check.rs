@@ -13,11 +13,7 @@ use store::{Appender, FsyncPolicy, Options, Store};
 type Model = BTreeMap<SeriesKey, BTreeMap<i64, f64>>;
 
 fn opts() -> Options {
-    Options {
-        fsync: FsyncPolicy::Never,
-        block_duration: Duration::from_secs(3600),
-        head_samples_max: 1 << 20,
-    }
+    Options { fsync: FsyncPolicy::Never, block_duration: Duration::from_secs(3600), head_samples_max: 1 << 20 }
 }
 
 fn check(store: &Store, model: &Model, ctx: &str) {
@@ -29,9 +25,7 @@ fn check(store: &Store, model: &Model, ctx: &str) {
         let got: Vec<(i64, f64)> = ts.into_iter().zip(vals).collect();
         assert_eq!(got, want, "{ctx}: {key}");
         // A sub-range read agrees with the model too.
-        if let (Some(&(a, _)), Some(&(b, _))) =
-            (want.get(want.len() / 3), want.get(2 * want.len() / 3))
-        {
+        if let (Some(&(a, _)), Some(&(b, _))) = (want.get(want.len() / 3), want.get(2 * want.len() / 3)) {
             let (ts, _) = store.read(id, Timestamp(a), Timestamp(b));
             let n = want.iter().filter(|(t, _)| (a..=b).contains(t)).count();
             assert_eq!(ts.len(), n, "{ctx}: {key} sub-range");
@@ -42,12 +36,7 @@ fn check(store: &Store, model: &Model, ctx: &str) {
 fn run(seed: u64, dir: &Path) {
     let mut rng = fastrand::Rng::with_seed(seed);
     let keys: Vec<SeriesKey> = (0..rng.usize(1..12))
-        .map(|i| {
-            SeriesKey::new(
-                format!("m{}", i % 3),
-                [("host", "h".to_string()), ("i", i.to_string())],
-            )
-        })
+        .map(|i| SeriesKey::new(format!("m{}", i % 3), [("host", "h".to_string()), ("i", i.to_string())]))
         .collect();
     let mut model = Model::new();
     let mut store = Store::open(dir, opts()).unwrap();
@@ -67,11 +56,7 @@ fn run(seed: u64, dir: &Path) {
                         b.defs.push((i as u32, key.clone()));
                         declared[i] = true;
                     }
-                    let v = if rng.bool() {
-                        rng.u32(..) as f64 / 100.0
-                    } else {
-                        f64::from_bits(rng.u64(..))
-                    };
+                    let v = if rng.bool() { rng.u32(..) as f64 / 100.0 } else { f64::from_bits(rng.u64(..)) };
                     let v = if v.is_nan() { 0.5 } else { v };
                     b.points.push((i as u32, v));
                     model.entry(key.clone()).or_default().insert(t, v);
@@ -103,11 +88,7 @@ fn run(seed: u64, dir: &Path) {
     }
     check(&store, &model, &format!("seed {seed} end"));
     drop(store);
-    check(
-        &Store::open(dir, opts()).unwrap(),
-        &model,
-        &format!("seed {seed} reopened"),
-    );
+    check(&Store::open(dir, opts()).unwrap(), &model, &format!("seed {seed} reopened"));
 }
 
 #[test]
@@ -134,12 +115,7 @@ fn torn_wal_tail_keeps_every_whole_record() {
             store.append(&mut app, &b).unwrap();
         }
     }
-    let seg = fs::read_dir(dir.path().join("wal"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let seg = fs::read_dir(dir.path().join("wal")).unwrap().next().unwrap().unwrap().path();
     let full = fs::read(&seg).unwrap();
     let mut last_n = 0;
     for cut in (0..=full.len()).rev() {
@@ -152,24 +128,12 @@ fn torn_wal_tail_keeps_every_whole_record() {
                 fs::copy(&from, copy.path().join(entry)).unwrap();
             }
         }
-        fs::write(
-            copy.path().join("wal").join(seg.file_name().unwrap()),
-            &full[..cut],
-        )
-        .unwrap();
+        fs::write(copy.path().join("wal").join(seg.file_name().unwrap()), &full[..cut]).unwrap();
         let store = Store::open(copy.path(), opts()).unwrap();
         let ids = store.series(&Selector::all());
-        let n = ids.first().map_or(0, |(id, _)| {
-            store.read(*id, Timestamp::MIN, Timestamp::MAX).0.len()
-        });
-        let (_, vals) = ids.first().map_or((vec![], vec![]), |(id, _)| {
-            store.read(*id, Timestamp::MIN, Timestamp::MAX)
-        });
-        assert_eq!(
-            vals,
-            (0..n).map(|i| i as f64).collect::<Vec<_>>(),
-            "cut {cut}: not a clean prefix"
-        );
+        let n = ids.first().map_or(0, |(id, _)| store.read(*id, Timestamp::MIN, Timestamp::MAX).0.len());
+        let (_, vals) = ids.first().map_or((vec![], vec![]), |(id, _)| store.read(*id, Timestamp::MIN, Timestamp::MAX));
+        assert_eq!(vals, (0..n).map(|i| i as f64).collect::<Vec<_>>(), "cut {cut}: not a clean prefix");
         if cut == full.len() {
             assert_eq!(n, 30);
         }
@@ -185,11 +149,7 @@ fn torn_wal_tail_keeps_every_whole_record() {
         let store = Store::open(copy.path(), opts()).unwrap();
         let (id, _) = store.series(&Selector::all())[0].clone();
         let (ts, _) = store.read(id, Timestamp::MIN, Timestamp::MAX);
-        assert_eq!(
-            ts.len(),
-            n + 1,
-            "cut {cut}: sample appended after recovery lost"
-        );
+        assert_eq!(ts.len(), n + 1, "cut {cut}: sample appended after recovery lost");
     }
 }
 
@@ -199,26 +159,15 @@ fn directory_errors_are_clear() {
     fs::write(dir.path().join("someone-elses-file"), "x").unwrap();
     let e = Store::open(dir.path(), opts()).unwrap_err().to_string();
     assert!(e.contains("is not a kansoku data directory"), "{e}");
-    assert!(
-        fs::read_dir(dir.path()).unwrap().count() == 1,
-        "nothing written into a foreign directory"
-    );
+    assert!(fs::read_dir(dir.path()).unwrap().count() == 1, "nothing written into a foreign directory");
 
     let ours = tempfile::tempdir().unwrap();
     let _held = Store::open(ours.path(), opts()).unwrap();
     let e = Store::open(ours.path(), opts()).unwrap_err().to_string();
-    assert!(
-        e.contains("in use by another kansoku") && e.contains(&std::process::id().to_string()),
-        "{e}"
-    );
-    assert!(
-        Store::open_read_only(ours.path()).is_ok(),
-        "read-only works while a writer runs"
-    );
+    assert!(e.contains("in use by another kansoku") && e.contains(&std::process::id().to_string()), "{e}");
+    assert!(Store::open_read_only(ours.path()).is_ok(), "read-only works while a writer runs");
 
-    let e = Store::open_read_only(&dir.path().join("nope"))
-        .unwrap_err()
-        .to_string();
+    let e = Store::open_read_only(&dir.path().join("nope")).unwrap_err().to_string();
     assert!(e.contains("does not exist"), "{e}");
 }
 
@@ -239,10 +188,7 @@ fn corrupt_block_is_skipped_and_counted() {
         store.append(&mut app, &b).unwrap();
         store.flush().unwrap();
     }
-    let blocks: Vec<_> = fs::read_dir(dir.path().join("blocks"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let blocks: Vec<_> = fs::read_dir(dir.path().join("blocks")).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(blocks.len(), 2);
     let first = blocks.iter().min().unwrap();
     let mut data = fs::read(first).unwrap();
@@ -250,16 +196,7 @@ fn corrupt_block_is_skipped_and_counted() {
     data[last] ^= 0xff; // footer magic
     fs::write(first, data).unwrap();
     let store = Store::open(dir.path(), opts()).unwrap();
-    assert_eq!(
-        store
-            .stats()
-            .corrupt_blocks
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1
-    );
+    assert_eq!(store.stats().corrupt_blocks.load(std::sync::atomic::Ordering::Relaxed), 1);
     let (id, _) = store.series(&Selector::all())[0].clone();
-    assert_eq!(
-        store.read(id, Timestamp::MIN, Timestamp::MAX),
-        (vec![2], vec![2.0])
-    );
+    assert_eq!(store.read(id, Timestamp::MIN, Timestamp::MAX), (vec![2], vec![2.0]));
 }

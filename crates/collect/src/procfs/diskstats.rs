@@ -5,6 +5,8 @@
 //! always 512 bytes here regardless of the device's sector size; times are ms.
 //! Resolution: counters updated at request completion; `io_now` instantaneous.
 //! Partitions, loop and RAM disks are skipped, as node_exporter does by default.
+//! This is the fallback source: where `/sys/block` exists, `sysfs::block`
+//! reads the same fields for the wanted devices only, which is cheaper.
 
 use std::path::Path;
 
@@ -41,8 +43,16 @@ const FIELDS: [(&str, f64); 17] = [
 #[derive(Debug, PartialEq, Eq)]
 pub struct DiskLine<'a> {
     pub device: &'a str,
-    /// Raw fields in file order (sectors and ms, not yet scaled); 11 to 17.
-    pub fields: Vec<u64>,
+    /// Raw fields in file order (sectors and ms, not yet scaled); the first
+    /// `n_fields` (11 to 17) are present.
+    pub fields: [u64; 17],
+    pub n_fields: usize,
+}
+
+impl DiskLine<'_> {
+    pub fn fields(&self) -> &[u64] {
+        &self.fields[..self.n_fields]
+    }
 }
 
 pub fn parse_diskstats(text: &str) -> Result<Vec<DiskLine<'_>>, ParseError> {
@@ -53,23 +63,10 @@ pub fn parse_diskstats(text: &str) -> Result<Vec<DiskLine<'_>>, ParseError> {
         if it.next().is_none() {
             continue;
         }
-        it.next()
-            .ok_or_else(|| ParseError::new(n, "missing minor number"))?;
-        let device = it
-            .next()
-            .ok_or_else(|| ParseError::new(n, "missing device name"))?;
-        let fields = it
-            .take(FIELDS.len())
-            .enumerate()
-            .map(|(j, f)| field_u64(Some(f), n, FIELDS[j].0))
-            .collect::<Result<Vec<u64>, _>>()?;
-        if fields.len() < 11 {
-            return Err(ParseError::new(
-                n,
-                format!("{device}: {} fields, expected at least 11", fields.len()),
-            ));
-        }
-        out.push(DiskLine { device, fields });
+        it.next().ok_or_else(|| ParseError::new(n, "missing minor number"))?;
+        let device = it.next().ok_or_else(|| ParseError::new(n, "missing device name"))?;
+        let (fields, n_fields) = parse_fields(it, n, device)?;
+        out.push(DiskLine { device, fields, n_fields });
     }
     Ok(out)
 }
@@ -88,16 +85,31 @@ impl DiskstatsSource {
     }
 }
 
+/// Parses the numeric fields of one device (a `/proc/diskstats` line after
+/// the name, or all of `/sys/block/<dev>/stat`).
+pub fn parse_fields<'a>(
+    it: impl Iterator<Item = &'a str>,
+    line: usize,
+    device: &str,
+) -> Result<([u64; 17], usize), ParseError> {
+    let mut fields = [0u64; 17];
+    let mut n_fields = 0;
+    for (slot, f) in fields.iter_mut().zip(it) {
+        *slot = field_u64(Some(f), line, FIELDS[n_fields].0)?;
+        n_fields += 1;
+    }
+    if n_fields < 11 {
+        return Err(ParseError::new(line, format!("{device}: {n_fields} fields, expected at least 11")));
+    }
+    Ok((fields, n_fields))
+}
+
 /// Emits one device's fields with node_exporter names and base units.
-pub fn emit_disk(out: &mut Emitter, line: &DiskLine<'_>) {
-    for (&raw, (name, scale)) in line.fields.iter().zip(FIELDS) {
+pub fn emit_disk(out: &mut Emitter, device: &str, fields: &[u64]) {
+    for (&raw, (name, scale)) in fields.iter().zip(FIELDS) {
         // Scale by division for ms so values are exact decimals (x / 1000).
-        let v = if scale < 1.0 {
-            raw as f64 / (1.0 / scale).round()
-        } else {
-            raw as f64 * scale
-        };
-        out.emit(name, &[("device", line.device)], v);
+        let v = if scale < 1.0 { raw as f64 / (1.0 / scale).round() } else { raw as f64 * scale };
+        out.emit(name, &[("device", device)], v);
     }
 }
 
@@ -111,7 +123,7 @@ impl Source for DiskstatsSource {
         let (path, text) = self.file.read_with_path()?;
         let lines = super::parsed(path, parse_diskstats(text))?;
         for line in lines.iter().filter(|l| !exclude.is_match(l.device)) {
-            emit_disk(out, line);
+            emit_disk(out, line.device, line.fields());
         }
         Ok(())
     }
@@ -123,11 +135,10 @@ mod tests {
 
     #[test]
     fn parses_captured_file() {
-        let lines =
-            parse_diskstats(include_str!("../../tests/fixtures/debian12-vm/diskstats")).unwrap();
+        let lines = parse_diskstats(include_str!("../../tests/fixtures/debian12-vm/diskstats")).unwrap();
         let vda = lines.iter().find(|l| l.device == "vda").unwrap();
-        assert_eq!(vda.fields.len(), 17);
-        assert!(vda.fields[0] > 0, "reads completed");
+        assert_eq!(vda.fields().len(), 17);
+        assert!(vda.fields()[0] > 0, "reads completed");
     }
 
     #[test]
@@ -135,13 +146,9 @@ mod tests {
         let text = include_str!("../../tests/fixtures/synthetic/diskstats_4_18");
         let lines = parse_diskstats(text).unwrap();
         assert_eq!(lines.len(), 4);
-        assert!(lines.iter().all(|l| l.fields.len() == 15));
+        assert!(lines.iter().all(|l| l.fields().len() == 15));
         let exclude = Regex::new(DEVICE_EXCLUDE).unwrap();
-        let kept: Vec<&str> = lines
-            .iter()
-            .map(|l| l.device)
-            .filter(|d| !exclude.is_match(d))
-            .collect();
+        let kept: Vec<&str> = lines.iter().map(|l| l.device).filter(|d| !exclude.is_match(d)).collect();
         assert_eq!(kept, ["sda", "nvme0n1"]);
     }
 
@@ -150,7 +157,7 @@ mod tests {
         let mut e = Emitter::new("h");
         e.begin(model::Timestamp(0));
         let lines = parse_diskstats("8 0 sda 1 2 3 4 5 6 7 8 9 1500 11").unwrap();
-        emit_disk(&mut e, &lines[0]);
+        emit_disk(&mut e, lines[0].device, lines[0].fields());
         let b = e.finish();
         let get = |name: &str| {
             let id = b.defs.iter().find(|(_, k)| k.name() == name).unwrap().0;

@@ -11,12 +11,8 @@ pub fn parse_loadavg(text: &str) -> Result<[f64; 3], ParseError> {
     let mut fields = text.split_ascii_whitespace();
     let mut out = [0.0; 3];
     for (slot, name) in out.iter_mut().zip(["load1", "load5", "load15"]) {
-        let f = fields
-            .next()
-            .ok_or_else(|| ParseError::new(1, format!("missing field {name}")))?;
-        *slot = f
-            .parse()
-            .map_err(|_| ParseError::new(1, format!("field {name}: {f:?} is not a number")))?;
+        let f = fields.next().ok_or_else(|| ParseError::new(1, format!("missing field {name}")))?;
+        *slot = f.parse().map_err(|_| ParseError::new(1, format!("field {name}: {f:?} is not a number")))?;
     }
     Ok(out)
 }
@@ -28,9 +24,7 @@ pub struct LoadavgSource {
 
 impl LoadavgSource {
     pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
-        Ok(Box::new(LoadavgSource {
-            file: super::open(root, "proc/loadavg", "loadavg")?,
-        }))
+        Ok(Box::new(LoadavgSource { file: super::open(root, "proc/loadavg", "loadavg")? }))
     }
 }
 
@@ -55,14 +49,8 @@ mod tests {
 
     #[test]
     fn parses() {
-        assert_eq!(
-            parse_loadavg("0.03 0.08 0.04 1/77 2120\n"),
-            Ok([0.03, 0.08, 0.04])
-        );
+        assert_eq!(parse_loadavg("0.03 0.08 0.04 1/77 2120\n"), Ok([0.03, 0.08, 0.04]));
         assert!(parse_loadavg(include_str!("../../tests/fixtures/debian12-vm/loadavg")).is_ok());
-        assert_eq!(
-            parse_loadavg("0.1 x"),
-            Err(ParseError::new(1, r#"field load5: "x" is not a number"#))
-        );
+        assert_eq!(parse_loadavg("0.1 x"), Err(ParseError::new(1, r#"field load5: "x" is not a number"#)));
     }
 }

@@ -24,9 +24,7 @@ pub fn parse_meminfo(text: &str) -> Result<Vec<MeminfoField<'_>>, ParseError> {
             continue;
         }
         let n = i + 1;
-        let (name, rest) = line
-            .split_once(':')
-            .ok_or_else(|| ParseError::new(n, "expected `Name: value`"))?;
+        let (name, rest) = line.split_once(':').ok_or_else(|| ParseError::new(n, "expected `Name: value`"))?;
         let mut fields = rest.split_ascii_whitespace();
         let value = field_u64(fields.next(), n, name)?;
         let bytes = match fields.next() {
@@ -34,11 +32,7 @@ pub fn parse_meminfo(text: &str) -> Result<Vec<MeminfoField<'_>>, ParseError> {
             None => false,
             Some(u) => return Err(ParseError::new(n, format!("unknown unit {u:?}"))),
         };
-        out.push(MeminfoField {
-            name,
-            value: if bytes { value * 1024 } else { value },
-            bytes,
-        });
+        out.push(MeminfoField { name, value: if bytes { value * 1024 } else { value }, bytes });
     }
     Ok(out)
 }
@@ -70,10 +64,7 @@ pub struct MeminfoSource {
 impl MeminfoSource {
     pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
         let file = super::open(root, "proc/meminfo", "meminfo")?;
-        Ok(Box::new(MeminfoSource {
-            file,
-            names: Vec::new(),
-        }))
+        Ok(Box::new(MeminfoSource { file, names: Vec::new() }))
     }
 }
 
@@ -104,8 +95,7 @@ mod tests {
 
     #[test]
     fn parses_captured_file() {
-        let fields =
-            parse_meminfo(include_str!("../../tests/fixtures/debian12-vm/meminfo")).unwrap();
+        let fields = parse_meminfo(include_str!("../../tests/fixtures/debian12-vm/meminfo")).unwrap();
         let names: Vec<String> = fields.iter().take(8).map(metric_name).collect();
         expect![[r#"["node_memory_MemTotal_bytes", "node_memory_MemFree_bytes", "node_memory_MemAvailable_bytes", "node_memory_Buffers_bytes", "node_memory_Cached_bytes", "node_memory_SwapCached_bytes", "node_memory_Active_bytes", "node_memory_Inactive_bytes"]"#]]
             .assert_eq(&format!("{names:?}"));
@@ -120,13 +110,7 @@ mod tests {
         assert_eq!(f[0].value, 12 * 1024);
         assert_eq!(metric_name(&f[1]), "node_memory_HugePages_Total");
         assert_eq!(f[1].value, 3);
-        assert_eq!(
-            parse_meminfo("MemTotal 12 kB").unwrap_err(),
-            ParseError::new(1, "expected `Name: value`")
-        );
-        assert_eq!(
-            parse_meminfo("MemTotal: 12 MB").unwrap_err(),
-            ParseError::new(1, r#"unknown unit "MB""#)
-        );
+        assert_eq!(parse_meminfo("MemTotal 12 kB").unwrap_err(), ParseError::new(1, "expected `Name: value`"));
+        assert_eq!(parse_meminfo("MemTotal: 12 MB").unwrap_err(), ParseError::new(1, r#"unknown unit "MB""#));
     }
 }

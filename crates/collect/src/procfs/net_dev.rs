@@ -63,18 +63,13 @@ pub fn parse_net_dev(text: &str) -> Result<Vec<Interface<'_>>, ParseError> {
         if line.trim().is_empty() {
             continue;
         }
-        let (device, rest) = line
-            .split_once(':')
-            .ok_or_else(|| ParseError::new(n, "expected `name: counters`"))?;
+        let (device, rest) = line.split_once(':').ok_or_else(|| ParseError::new(n, "expected `name: counters`"))?;
         let mut fields = rest.split_ascii_whitespace();
         let mut counters = [0u64; 16];
         for (slot, col) in counters.iter_mut().zip(COLUMNS) {
             *slot = field_u64(fields.next(), n, col)?;
         }
-        out.push(Interface {
-            device: device.trim(),
-            counters,
-        });
+        out.push(Interface { device: device.trim(), counters });
     }
     Ok(out)
 }
@@ -86,9 +81,7 @@ pub struct NetDevSource {
 
 impl NetDevSource {
     pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
-        Ok(Box::new(NetDevSource {
-            file: super::open(root, "proc/net/dev", "net_dev")?,
-        }))
+        Ok(Box::new(NetDevSource { file: super::open(root, "proc/net/dev", "net_dev")? }))
     }
 }
 
@@ -114,24 +107,17 @@ mod tests {
 
     #[test]
     fn parses_captured_file() {
-        let ifaces =
-            parse_net_dev(include_str!("../../tests/fixtures/debian12-vm/net_dev")).unwrap();
+        let ifaces = parse_net_dev(include_str!("../../tests/fixtures/debian12-vm/net_dev")).unwrap();
         let names: Vec<&str> = ifaces.iter().map(|i| i.device).collect();
         assert_eq!(names, ["lo", "ifb0", "ifb1", "eth0"]);
-        assert_eq!(
-            ifaces[0].counters[0], ifaces[0].counters[8],
-            "loopback rx bytes = tx bytes"
-        );
+        assert_eq!(ifaces[0].counters[0], ifaces[0].counters[8], "loopback rx bytes = tx bytes");
         assert!(ifaces[3].counters[0] > 0);
     }
 
     #[test]
     fn rejects_short_lines() {
         let text = "h1\nh2\n  lo: 1 2 3\n";
-        assert_eq!(
-            parse_net_dev(text).unwrap_err(),
-            ParseError::new(3, "missing field receive_drop")
-        );
+        assert_eq!(parse_net_dev(text).unwrap_err(), ParseError::new(3, "missing field receive_drop"));
     }
 
     #[test]

@@ -15,26 +15,10 @@ use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
 /// Resources in the order we read them; `irq` exists since 6.1 with
 /// IRQ_TIME_ACCOUNTING.
 const RESOURCES: [(&str, &str, &str); 4] = [
-    (
-        "cpu",
-        "node_pressure_cpu_waiting_seconds_total",
-        "node_pressure_cpu_stalled_seconds_total",
-    ),
-    (
-        "memory",
-        "node_pressure_memory_waiting_seconds_total",
-        "node_pressure_memory_stalled_seconds_total",
-    ),
-    (
-        "io",
-        "node_pressure_io_waiting_seconds_total",
-        "node_pressure_io_stalled_seconds_total",
-    ),
-    (
-        "irq",
-        "node_pressure_irq_waiting_seconds_total",
-        "node_pressure_irq_stalled_seconds_total",
-    ),
+    ("cpu", "node_pressure_cpu_waiting_seconds_total", "node_pressure_cpu_stalled_seconds_total"),
+    ("memory", "node_pressure_memory_waiting_seconds_total", "node_pressure_memory_stalled_seconds_total"),
+    ("io", "node_pressure_io_waiting_seconds_total", "node_pressure_io_stalled_seconds_total"),
+    ("irq", "node_pressure_irq_waiting_seconds_total", "node_pressure_irq_stalled_seconds_total"),
 ];
 
 /// `total=` of the `some` and `full` lines, µs; `None` where a line is absent.
@@ -55,9 +39,8 @@ pub fn parse_pressure(text: &str) -> Result<Pressure, ParseError> {
             Some(other) => return Err(ParseError::new(n, format!("unknown line kind {other:?}"))),
             None => continue,
         };
-        let total = fields
-            .find_map(|f| f.strip_prefix("total="))
-            .ok_or_else(|| ParseError::new(n, "missing total="))?;
+        let total =
+            fields.find_map(|f| f.strip_prefix("total=")).ok_or_else(|| ParseError::new(n, "missing total="))?;
         *slot = Some(field_u64(Some(total), n, "total")?);
     }
     Ok(p)
@@ -79,10 +62,7 @@ impl PressureSource {
             }
         }
         if files.is_empty() {
-            return Err(Missing::new(
-                "pressure",
-                format!("{last_err} (kernel without CONFIG_PSI, or psi=0)"),
-            ));
+            return Err(Missing::new("pressure", format!("{last_err} (kernel without CONFIG_PSI, or psi=0)")));
         }
         Ok(Box::new(PressureSource { files }))
     }
@@ -115,26 +95,11 @@ mod tests {
 
     #[test]
     fn parses_captured_files() {
-        let cpu = parse_pressure(include_str!(
-            "../../tests/fixtures/debian12-vm/pressure_cpu"
-        ))
-        .unwrap();
+        let cpu = parse_pressure(include_str!("../../tests/fixtures/debian12-vm/pressure_cpu")).unwrap();
         assert!(cpu.some_us.is_some() && cpu.full_us.is_some());
         let old = parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=42\n").unwrap();
-        assert_eq!(
-            old,
-            Pressure {
-                some_us: Some(42),
-                full_us: None
-            }
-        );
-        assert_eq!(
-            parse_pressure("most total=1").unwrap_err(),
-            ParseError::new(1, r#"unknown line kind "most""#)
-        );
-        assert_eq!(
-            parse_pressure("some avg10=1").unwrap_err(),
-            ParseError::new(1, "missing total=")
-        );
+        assert_eq!(old, Pressure { some_us: Some(42), full_us: None });
+        assert_eq!(parse_pressure("most total=1").unwrap_err(), ParseError::new(1, r#"unknown line kind "most""#));
+        assert_eq!(parse_pressure("some avg10=1").unwrap_err(), ParseError::new(1, "missing total="));
     }
 }

@@ -13,9 +13,7 @@ use crate::proc_file::ProcFile;
 use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
 
 /// Mode names in `/proc/stat` column order, as node_exporter labels them.
-pub const MODES: [&str; 8] = [
-    "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
-];
+pub const MODES: [&str; 8] = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"];
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Stat {
@@ -54,21 +52,14 @@ pub fn parse_stat(text: &str) -> Result<Stat, ParseError> {
             "procs_blocked" => stat.procs_blocked = field_u64(fields.next(), n, "procs_blocked")?,
             "btime" => stat.boot_time_seconds = field_u64(fields.next(), n, "btime")?,
             k if k.starts_with("cpu") => {
-                let cpu = k[3..]
-                    .parse()
-                    .map_err(|_| ParseError::new(n, format!("bad cpu name {k:?}")))?;
-                let mut ticks = CpuTicks {
-                    cpu,
-                    ..CpuTicks::default()
-                };
+                let cpu = k[3..].parse().map_err(|_| ParseError::new(n, format!("bad cpu name {k:?}")))?;
+                let mut ticks = CpuTicks { cpu, ..CpuTicks::default() };
                 for (slot, mode) in ticks.modes.iter_mut().zip(MODES) {
                     *slot = field_u64(fields.next(), n, mode)?;
                 }
                 // guest columns appeared in 2.6.24 / 2.6.33; absent means 0.
                 for slot in &mut ticks.guest {
-                    *slot = fields
-                        .next()
-                        .map_or(Ok(0), |f| field_u64(Some(f), n, "guest"))?;
+                    *slot = fields.next().map_or(Ok(0), |f| field_u64(Some(f), n, "guest"))?;
                 }
                 stat.cpus.push(ticks);
             }
@@ -92,11 +83,7 @@ impl StatSource {
     pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
         let file = super::open(root, "proc/stat", "stat")?;
         let hz = rustix::param::clock_ticks_per_second() as f64;
-        Ok(Box::new(StatSource {
-            file,
-            ticks_per_second: hz,
-            cpu_labels: Vec::new(),
-        }))
+        Ok(Box::new(StatSource { file, ticks_per_second: hz, cpu_labels: Vec::new() }))
     }
 }
 
@@ -130,11 +117,7 @@ impl Source for StatSource {
                 );
             }
         }
-        out.emit(
-            "node_context_switches_total",
-            &[],
-            stat.context_switches as f64,
-        );
+        out.emit("node_context_switches_total", &[], stat.context_switches as f64);
         out.emit("node_intr_total", &[], stat.interrupts as f64);
         out.emit("node_forks_total", &[], stat.forks as f64);
         out.emit("node_procs_running", &[], stat.procs_running as f64);
@@ -172,17 +155,8 @@ mod tests {
             parse_stat("cpu0 1 2 x").unwrap_err(),
             ParseError::new(1, r#"field system: "x" is not an unsigned integer"#)
         );
-        assert_eq!(
-            parse_stat("cpuX 1").unwrap_err(),
-            ParseError::new(1, r#"bad cpu name "cpuX""#)
-        );
-        assert_eq!(
-            parse_stat("ctxt 1\n").unwrap_err(),
-            ParseError::new(1, "no cpuN lines")
-        );
-        assert_eq!(
-            parse_stat("cpu0 1 2").unwrap_err(),
-            ParseError::new(1, "missing field system")
-        );
+        assert_eq!(parse_stat("cpuX 1").unwrap_err(), ParseError::new(1, r#"bad cpu name "cpuX""#));
+        assert_eq!(parse_stat("ctxt 1\n").unwrap_err(), ParseError::new(1, "no cpuN lines"));
+        assert_eq!(parse_stat("cpu0 1 2").unwrap_err(), ParseError::new(1, "missing field system"));
     }
 }

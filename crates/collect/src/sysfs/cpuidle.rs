@@ -26,8 +26,7 @@ pub struct CpuidleSource {
 
 pub fn parse_counter(text: &str) -> Result<u64, ParseError> {
     let t = text.trim();
-    t.parse()
-        .map_err(|_| ParseError::new(1, format!("{t:?} is not an unsigned integer")))
+    t.parse().map_err(|_| ParseError::new(1, format!("{t:?} is not an unsigned integer")))
 }
 
 impl CpuidleSource {
@@ -50,10 +49,8 @@ impl CpuidleSource {
                 let Ok(name) = std::fs::read_to_string(state_dir.join("name")) else {
                     break;
                 };
-                let open = |f: &str| {
-                    ProcFile::open(state_dir.join(f))
-                        .map_err(|e| Missing::new("cpuidle", e.to_string()))
-                };
+                let open =
+                    |f: &str| ProcFile::open(state_dir.join(f)).map_err(|e| Missing::new("cpuidle", e.to_string()));
                 states.push(State {
                     cpu: cpu.to_string(),
                     name: name.trim().to_owned(),
@@ -65,10 +62,7 @@ impl CpuidleSource {
         if states.is_empty() {
             return Err(Missing::new(
                 "cpuidle",
-                format!(
-                    "no {}/cpu*/cpuidle/state* (no cpuidle driver)",
-                    cpu_dir.display()
-                ),
+                format!("no {}/cpu*/cpuidle/state* (no cpuidle driver)", cpu_dir.display()),
             ));
         }
         Ok(Box::new(CpuidleSource { states }))
@@ -85,11 +79,7 @@ impl Source for CpuidleSource {
             let labels = [("cpu", s.cpu.as_str()), ("state", s.name.as_str())];
             let (path, text) = s.time.read_with_path()?;
             let us = crate::procfs::parsed(path, parse_counter(text))?;
-            out.emit(
-                "kansoku_cpuidle_state_time_seconds_total",
-                &labels,
-                us as f64 / 1e6,
-            );
+            out.emit("kansoku_cpuidle_state_time_seconds_total", &labels, us as f64 / 1e6);
             let (path, text) = s.usage.read_with_path()?;
             let n = crate::procfs::parsed(path, parse_counter(text))?;
             out.emit("kansoku_cpuidle_state_entries_total", &labels, n as f64);
@@ -114,11 +104,7 @@ mod tests {
         let c1_state2 = b
             .defs
             .iter()
-            .find(|(_, k)| {
-                k.get("cpu") == Some("1")
-                    && k.get("state") == Some("C6")
-                    && k.name().contains("time")
-            })
+            .find(|(_, k)| k.get("cpu") == Some("1") && k.get("state") == Some("C6") && k.name().contains("time"))
             .unwrap();
         let v = b.points.iter().find(|(i, _)| *i == c1_state2.0).unwrap().1;
         assert_eq!(v, 0.006007, "(1+1)*1000*3+7 µs");

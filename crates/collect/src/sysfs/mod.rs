@@ -1,3 +1,4 @@
 //! Sources under `/sys`.
 
+pub mod block;
 pub mod cpuidle;

@@ -16,11 +16,7 @@ impl BitWriter {
     /// Appends the low `bits` bits of `v`, most significant first.
     pub fn write(&mut self, v: u64, bits: u32) {
         debug_assert!((1..=64).contains(&bits));
-        let v = if bits == 64 {
-            v
-        } else {
-            v & ((1u64 << bits) - 1)
-        };
+        let v = if bits == 64 { v } else { v & ((1u64 << bits) - 1) };
         let free = 64 - self.n;
         if bits < free {
             self.acc = (self.acc << bits) | v;
@@ -28,17 +24,9 @@ impl BitWriter {
         } else {
             let spill = bits - free;
             let head = if free == 0 { 0 } else { v >> spill };
-            let acc = if free == 64 {
-                head
-            } else {
-                (self.acc << free) | head
-            };
+            let acc = if free == 64 { head } else { (self.acc << free) | head };
             self.out.extend_from_slice(&acc.to_be_bytes());
-            self.acc = if spill == 0 {
-                0
-            } else {
-                v & ((1u64 << spill) - 1)
-            };
+            self.acc = if spill == 0 { 0 } else { v & ((1u64 << spill) - 1) };
             self.n = spill;
         }
     }
@@ -52,8 +40,7 @@ impl BitWriter {
         let bytes = self.n.div_ceil(8);
         if bytes > 0 {
             let acc = self.acc << (64 - self.n);
-            self.out
-                .extend_from_slice(&acc.to_be_bytes()[..bytes as usize]);
+            self.out.extend_from_slice(&acc.to_be_bytes()[..bytes as usize]);
         }
         self.out
     }
@@ -85,11 +72,7 @@ impl<'a> BitReader<'a> {
             let offset = (self.pos % 8) as u32;
             let take = (8 - offset).min(left);
             let chunk = (u64::from(byte) >> (8 - offset - take)) & ((1u64 << take) - 1);
-            v = if take == 64 {
-                chunk
-            } else {
-                (v << take) | chunk
-            };
+            v = if take == 64 { chunk } else { (v << take) | chunk };
             self.pos += take as usize;
             left -= take;
         }

@@ -41,18 +41,11 @@ pub enum ChunkError {
 /// Encodes samples; `ts` strictly increasing, same length as `vals`.
 pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
     assert_eq!(ts.len(), vals.len(), "BUG: columns differ in length");
-    assert!(
-        ts.windows(2).all(|w| w[0] < w[1]),
-        "BUG: chunk timestamps must strictly increase"
-    );
+    assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: chunk timestamps must strictly increase");
     let mut out = Vec::with_capacity(16 + ts.len());
     put_u64(&mut out, ts.len() as u64);
     let scale = decimal_scale(vals);
-    out.push(if scale.is_some() {
-        CODEC_DECIMAL
-    } else {
-        CODEC_XOR
-    });
+    out.push(if scale.is_some() { CODEC_DECIMAL } else { CODEC_XOR });
     out.push(scale.unwrap_or(0));
     let Some(&t0) = ts.first() else { return out };
     out.extend_from_slice(&t0.to_le_bytes());
@@ -73,8 +66,7 @@ pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
 /// Decodes a chunk, appending to `ts` and `vals`.
 pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Result<(), ChunkError> {
     let mut r = Reader::new(data);
-    let n = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?)
-        .map_err(|_| ChunkError::Header("count"))?;
+    let n = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Header("count"))?;
     if n > CHUNK_SAMPLES_MAX {
         return Err(ChunkError::Header("sample count too large"));
     }
@@ -133,12 +125,7 @@ fn exact_decimal(v: f64, p: f64) -> bool {
 }
 
 fn put_dod(w: &mut BitWriter, x: i64) {
-    const BUCKETS: [(u64, u32, u32); 4] = [
-        (0b10, 2, 7),
-        (0b110, 3, 9),
-        (0b1110, 4, 12),
-        (0b11110, 5, 32),
-    ];
+    const BUCKETS: [(u64, u32, u32); 4] = [(0b10, 2, 7), (0b110, 3, 9), (0b1110, 4, 12), (0b11110, 5, 32)];
     if x == 0 {
         w.bit(false);
         return;
@@ -185,17 +172,9 @@ impl ValueEncoder {
         match scale {
             Some(k) => {
                 let p = POW10[k as usize];
-                ValueEncoder::Decimal {
-                    p,
-                    prev: (v0 * p).round() as i64,
-                    prev_d: 0,
-                }
+                ValueEncoder::Decimal { p, prev: (v0 * p).round() as i64, prev_d: 0 }
             }
-            None => ValueEncoder::Xor {
-                prev: v0.to_bits(),
-                lead: u32::MAX,
-                trail: 0,
-            },
+            None => ValueEncoder::Xor { prev: v0.to_bits(), lead: u32::MAX, trail: 0 },
         }
     }
 
@@ -236,17 +215,8 @@ impl ValueEncoder {
 }
 
 enum ValueDecoder {
-    Decimal {
-        p: f64,
-        prev: i64,
-        prev_d: i64,
-        cur: f64,
-    },
-    Xor {
-        prev: u64,
-        lead: u32,
-        trail: u32,
-    },
+    Decimal { p: f64, prev: i64, prev_d: i64, cur: f64 },
+    Xor { prev: u64, lead: u32, trail: u32 },
 }
 
 impl ValueDecoder {
@@ -255,18 +225,9 @@ impl ValueDecoder {
         Some(match scale {
             Some(k) => {
                 let p = POW10[k as usize];
-                ValueDecoder::Decimal {
-                    p,
-                    prev: (v0 * p).round() as i64,
-                    prev_d: 0,
-                    cur: v0,
-                }
+                ValueDecoder::Decimal { p, prev: (v0 * p).round() as i64, prev_d: 0, cur: v0 }
             }
-            None => ValueDecoder::Xor {
-                prev: v0.to_bits(),
-                lead: u32::MAX,
-                trail: 0,
-            },
+            None => ValueDecoder::Xor { prev: v0.to_bits(), lead: u32::MAX, trail: 0 },
         })
     }
 
@@ -279,12 +240,7 @@ impl ValueDecoder {
 
     fn next(&mut self, r: &mut BitReader<'_>) -> Option<f64> {
         match self {
-            ValueDecoder::Decimal {
-                p,
-                prev,
-                prev_d,
-                cur,
-            } => {
+            ValueDecoder::Decimal { p, prev, prev_d, cur } => {
                 let dod = get_dod(r)?;
                 *prev_d = prev_d.wrapping_add(dod);
                 *prev = prev.wrapping_add(*prev_d);
@@ -329,13 +285,9 @@ mod tests {
     #[test]
     fn regular_counter_costs_about_two_bits_per_sample() {
         let n = 3000;
-        let ts: Vec<i64> = (0..n)
-            .map(|i| 1_700_000_000_000_000_000 + i * 100_000_000)
-            .collect();
+        let ts: Vec<i64> = (0..n).map(|i| 1_700_000_000_000_000_000 + i * 100_000_000).collect();
         // CPU seconds in ticks/100, growing 3..5 ticks per interval.
-        let vals: Vec<f64> = (0..n)
-            .map(|i| (123_456 + i * 4 + (i % 3)) as f64 / 100.0)
-            .collect();
+        let vals: Vec<f64> = (0..n).map(|i| (123_456 + i * 4 + (i % 3)) as f64 / 100.0).collect();
         let bytes = round_trip(&ts, &vals);
         assert!(bytes * 8 < n as usize * 8, "{bytes} bytes for {n} samples");
     }
@@ -344,10 +296,7 @@ mod tests {
     fn edge_values() {
         round_trip(&[], &[]);
         round_trip(&[5], &[f64::NAN]);
-        round_trip(
-            &[1, 2, 3, 4],
-            &[0.0, -0.0, f64::INFINITY, f64::MIN_POSITIVE],
-        );
+        round_trip(&[1, 2, 3, 4], &[0.0, -0.0, f64::INFINITY, f64::MIN_POSITIVE]);
         round_trip(&[i64::MIN, 0, i64::MAX], &[1.0, 2.0, 3.0]);
         round_trip(&[1, 2, 3], &[1e300, -1e300, 0.1]);
         round_trip(&[1, 2, 3], &[9.007e15, -9.007e15, 0.0]);
@@ -358,20 +307,11 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        assert_eq!(
-            decode_chunk(&[], &mut vec![], &mut vec![]),
-            Err(ChunkError::Truncated)
-        );
-        assert_eq!(
-            decode_chunk(&[3, 7, 0], &mut vec![], &mut vec![]),
-            Err(ChunkError::Header("unknown value codec"))
-        );
+        assert_eq!(decode_chunk(&[], &mut vec![], &mut vec![]), Err(ChunkError::Truncated));
+        assert_eq!(decode_chunk(&[3, 7, 0], &mut vec![], &mut vec![]), Err(ChunkError::Header("unknown value codec")));
         let enc = encode_chunk(&[1, 2, 30], &[1.5, 2.25, 3.0]);
         for cut in 0..enc.len() {
-            assert!(
-                decode_chunk(&enc[..cut], &mut vec![], &mut vec![]).is_err(),
-                "cut {cut}"
-            );
+            assert!(decode_chunk(&enc[..cut], &mut vec![], &mut vec![]).is_err(), "cut {cut}");
         }
     }
 

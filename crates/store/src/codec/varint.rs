@@ -149,10 +149,7 @@ mod tests {
     #[test]
     fn overlong_varint_is_rejected() {
         assert_eq!(Reader::new(&[0xff; 11]).u64(), None);
-        assert_eq!(
-            Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]).u64(),
-            None
-        );
+        assert_eq!(Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]).u64(), None);
         assert_eq!(Reader::new(&[0x80]).u64(), None);
     }
 }

@@ -47,11 +47,7 @@ pub fn encode_series(out: &mut Vec<u8>, id: u32, key: &SeriesKey) {
     frame(out, start);
 }
 
-pub fn encode_samples(
-    out: &mut Vec<u8>,
-    time: i64,
-    points: impl ExactSizeIterator<Item = (u32, f64)>,
-) {
+pub fn encode_samples(out: &mut Vec<u8>, time: i64, points: impl ExactSizeIterator<Item = (u32, f64)>) {
     out.extend_from_slice(&[0; 8]);
     let start = out.len();
     out.push(KIND_SAMPLES);
@@ -67,19 +63,10 @@ pub fn encode_samples(
 /// Decodes records from `data` (which starts at byte `base` of its file),
 /// calling `f` for each. Returns the length of the valid prefix and, if it
 /// stopped early, why.
-pub fn decode_records(
-    data: &[u8],
-    base: u64,
-    mut f: impl FnMut(Record),
-) -> (usize, Option<Damage>) {
+pub fn decode_records(data: &[u8], base: u64, mut f: impl FnMut(Record)) -> (usize, Option<Damage>) {
     let mut pos = 0;
     while pos < data.len() {
-        let damage = |what| {
-            Some(Damage {
-                offset: base + pos as u64,
-                what,
-            })
-        };
+        let damage = |what| Some(Damage { offset: base + pos as u64, what });
         let Some(head) = data.get(pos..pos + 8) else {
             return (pos, damage("truncated record header"));
         };
@@ -107,10 +94,7 @@ fn decode_payload(payload: &[u8]) -> Option<Record> {
     let mut r = Reader::new(payload);
     let kind = r.fixed::<1>()?[0];
     let rec = match kind {
-        KIND_SERIES => Record::Series {
-            id: r.u32()?,
-            key: get_key(&mut r)?,
-        },
+        KIND_SERIES => Record::Series { id: r.u32()?, key: get_key(&mut r)? },
         KIND_SAMPLES => {
             let time = r.i64()?;
             let n = usize::try_from(r.u64()?).ok()?;
@@ -142,10 +126,7 @@ mod tests {
         for t in 0..20 {
             let points = vec![(0, t as f64 * 0.5), (0, -1.0)];
             encode_samples(&mut out, t * 100, points.iter().copied());
-            recs.push(Record::Samples {
-                time: t * 100,
-                points,
-            });
+            recs.push(Record::Samples { time: t * 100, points });
         }
         (out, recs)
     }
@@ -183,16 +164,9 @@ mod tests {
                 let mut got = Vec::new();
                 let (valid, damage) = decode_records(&bad, 1000, |r| got.push(r));
                 let damage = damage.unwrap_or_else(|| panic!("flip at {i} undetected"));
-                assert!(
-                    damage.offset >= 1000 && damage.offset as usize - 1000 <= i,
-                    "damage reported after the flip"
-                );
+                assert!(damage.offset >= 1000 && damage.offset as usize - 1000 <= i, "damage reported after the flip");
                 assert_eq!(valid as u64, damage.offset - 1000);
-                assert_eq!(
-                    got[..],
-                    recs[..got.len()],
-                    "prefix before the flip is intact"
-                );
+                assert_eq!(got[..], recs[..got.len()], "prefix before the flip is intact");
             }
         }
     }

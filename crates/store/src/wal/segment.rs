@@ -19,11 +19,7 @@ pub fn list_segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
-        let Some(seq) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".wal"))
-            .and_then(|n| n.parse().ok())
-        else {
+        let Some(seq) = name.to_str().and_then(|n| n.strip_suffix(".wal")).and_then(|n| n.parse().ok()) else {
             continue;
         };
         out.push((seq, entry.path()));
@@ -46,19 +42,16 @@ impl WalWriter {
     /// entry durable.
     pub fn create(dir: &Path, seq: u64) -> io::Result<WalWriter> {
         let path = segment_path(dir, seq);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
-        file.write_all(SEGMENT_MAGIC)?;
-        file.sync_all()?;
-        File::open(dir)?.sync_all()?;
-        Ok(WalWriter {
-            dir: dir.to_path_buf(),
-            seq,
-            file,
-            len: SEGMENT_MAGIC.len() as u64,
-        })
+        let mut file = OpenOptions::new().write(true).create_new(true).open(&path)?;
+        let init =
+            file.write_all(SEGMENT_MAGIC).and_then(|()| file.sync_all()).and_then(|()| File::open(dir)?.sync_all());
+        if let Err(e) = init {
+            // Leave no half-made segment behind (disk full): the next attempt
+            // must be able to create it.
+            let _ = fs::remove_file(&path);
+            return Err(e);
+        }
+        Ok(WalWriter { dir: dir.to_path_buf(), seq, file, len: SEGMENT_MAGIC.len() as u64 })
     }
 
     pub fn seq(&self) -> u64 {
