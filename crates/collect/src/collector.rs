@@ -113,7 +113,7 @@ impl Collector {
             let now = thread_cpu_ns();
             slot.cpu_ns += now - cpu_mark;
             cpu_mark = now;
-            e.emit("kansoku_collector_source_cpu_seconds_total", &[("source", name)], slot.cpu_ns as f64 / 1e9);
+            e.emit("kansoku_collector_source_cpu_seconds_total", &[("source", name)], micros(slot.cpu_ns));
             if let Err(err) = result {
                 slot.errors += 1;
                 self.stats.source_errors.fetch_add(1, Ordering::Relaxed);
@@ -133,12 +133,12 @@ impl Collector {
         }
         let round_cpu_ns = cpu_mark - cpu_start;
         e.emit("kansoku_collector_interval_seconds", &[], self.interval_ns as f64 / 1e9);
-        e.emit("kansoku_collector_lateness_seconds", &[], lateness_ns as f64 / 1e9);
-        e.emit("kansoku_collector_round_cpu_seconds", &[], round_cpu_ns as f64 / 1e9);
-        e.emit("kansoku_collector_cpu_seconds_total", &[], thread_cpu_ns() as f64 / 1e9);
+        e.emit("kansoku_collector_lateness_seconds", &[], micros(lateness_ns));
+        e.emit("kansoku_collector_round_cpu_seconds", &[], micros(round_cpu_ns));
+        e.emit("kansoku_collector_cpu_seconds_total", &[], micros(cpu_mark));
         e.emit("kansoku_collector_missed_rounds_total", &[], self.missed_total as f64);
         e.emit("kansoku_collector_dropped_batches_total", &[], self.dropped_total as f64);
-        e.emit("process_cpu_seconds_total", &[], process_cpu_ns() as f64 / 1e9);
+        e.emit("process_cpu_seconds_total", &[], micros(process_cpu_ns()));
         if let Some(rss) = self.rss.bytes() {
             e.emit("process_resident_memory_bytes", &[], rss as f64);
         }
@@ -189,6 +189,13 @@ impl Collector {
             scheduled = next;
         }
     }
+}
+
+/// Nanoseconds as seconds rounded to whole microseconds: ample for CPU time
+/// and lateness, and an exact 6-place decimal the store encodes in ~10 bits
+/// per sample instead of ~37 for nanosecond noise.
+fn micros(ns: i64) -> f64 {
+    ns.div_euclid(1000) as f64 / 1e6
 }
 
 #[cfg(test)]

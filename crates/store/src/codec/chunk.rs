@@ -8,12 +8,14 @@
 //! Timestamps are interval boundaries, so their delta-of-delta is 0: one bit.
 //!
 //! ```text
-//! chunk   = varint n | u8 codec | u8 scale | i64 t0 (LE) | bits
+//! chunk   = varint n | u8 codec | u8 scale | [varint g] | i64 t0 (LE) | bits
+//!           (g only for the decimal codec)
 //! bits    = per sample i >= 1: dod(t_i) ; value_i     (sample 0's value
 //!           leads the bit stream: 64 raw bits)
 //! dod(x)  = '0' (x = 0) | '10' 7b | '110' 9b | '1110' 12b | '11110' 32b | '11111' 64b
 //!           (two's complement in that many bits)
-//! decimal = dod of round(v * 10^scale)
+//! decimal = dod of q_i = (m_i - m_0) / g, m_i = round(v_i * 10^scale),
+//!           g = gcd of all m_i - m_0 (memory in 4 KiB pages: g = 4096)
 //! xor     = '0' (same) | '10' meaningful bits in the previous window
 //!         | '11' 6b leading zeros, 6b (length - 1), bits
 //! ```
@@ -47,10 +49,14 @@ pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
     let scale = decimal_scale(vals);
     out.push(if scale.is_some() { CODEC_DECIMAL } else { CODEC_XOR });
     out.push(scale.unwrap_or(0));
+    let step = scale.map(|k| decimal_step(vals, POW10[k as usize]));
+    if let Some(g) = step {
+        put_u64(&mut out, g);
+    }
     let Some(&t0) = ts.first() else { return out };
     out.extend_from_slice(&t0.to_le_bytes());
     let mut w = BitWriter::new(out);
-    let mut values = ValueEncoder::new(scale, vals[0], &mut w);
+    let mut values = ValueEncoder::new(scale.zip(step), vals[0], &mut w);
     let mut prev_t = t0;
     let mut prev_dt: i64 = 0;
     for i in 1..ts.len() {
@@ -71,8 +77,14 @@ pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Resu
         return Err(ChunkError::Header("sample count too large"));
     }
     let [codec, scale] = r.fixed::<2>().ok_or(ChunkError::Truncated)?;
-    let scale = match codec {
-        CODEC_DECIMAL if scale <= SCALE_MAX => Some(scale),
+    let decimal = match codec {
+        CODEC_DECIMAL if scale <= SCALE_MAX => {
+            let g = r.u64().ok_or(ChunkError::Truncated)?;
+            if g == 0 || g > EXACT_INT_MAX as u64 {
+                return Err(ChunkError::Header("decimal step out of range"));
+            }
+            Some((scale, g))
+        }
         CODEC_XOR if scale == 0 => None,
         _ => return Err(ChunkError::Header("unknown value codec")),
     };
@@ -83,7 +95,7 @@ pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Resu
     let mut bits = BitReader::new(&data[r.pos..]);
     ts.reserve(n);
     vals.reserve(n);
-    let mut values = ValueDecoder::new(scale, &mut bits).ok_or(ChunkError::Truncated)?;
+    let mut values = ValueDecoder::new(decimal, &mut bits).ok_or(ChunkError::Truncated)?;
     ts.push(t0);
     vals.push(values.current());
     let mut prev_t = t0;
@@ -111,6 +123,27 @@ fn decimal_scale(vals: &[f64]) -> Option<u8> {
         return Some(k);
     }
     None
+}
+
+/// The largest g dividing every `round(v * p) - round(v0 * p)`; 1 if all are equal.
+fn decimal_step(vals: &[f64], p: f64) -> u64 {
+    let Some(&v0) = vals.first() else { return 1 };
+    let m0 = (v0 * p).round() as i64;
+    let mut g: u64 = 0;
+    for &v in &vals[1..] {
+        g = gcd(g, ((v * p).round() as i64).abs_diff(m0));
+        if g == 1 {
+            break;
+        }
+    }
+    g.max(1)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
@@ -162,17 +195,28 @@ fn get_dod(r: &mut BitReader<'_>) -> Option<i64> {
 }
 
 enum ValueEncoder {
-    Decimal { p: f64, prev: i64, prev_d: i64 },
-    Xor { prev: u64, lead: u32, trail: u32 },
+    /// Encodes q = (m - m0) / g.
+    Decimal {
+        p: f64,
+        m0: i64,
+        g: i64,
+        prev: i64,
+        prev_d: i64,
+    },
+    Xor {
+        prev: u64,
+        lead: u32,
+        trail: u32,
+    },
 }
 
 impl ValueEncoder {
-    fn new(scale: Option<u8>, v0: f64, w: &mut BitWriter) -> ValueEncoder {
+    fn new(decimal: Option<(u8, u64)>, v0: f64, w: &mut BitWriter) -> ValueEncoder {
         w.write(v0.to_bits(), 64);
-        match scale {
-            Some(k) => {
+        match decimal {
+            Some((k, g)) => {
                 let p = POW10[k as usize];
-                ValueEncoder::Decimal { p, prev: (v0 * p).round() as i64, prev_d: 0 }
+                ValueEncoder::Decimal { p, m0: (v0 * p).round() as i64, g: g as i64, prev: 0, prev_d: 0 }
             }
             None => ValueEncoder::Xor { prev: v0.to_bits(), lead: u32::MAX, trail: 0 },
         }
@@ -180,8 +224,10 @@ impl ValueEncoder {
 
     fn push(&mut self, v: f64, w: &mut BitWriter) {
         match self {
-            ValueEncoder::Decimal { p, prev, prev_d } => {
-                let m = (v * *p).round() as i64;
+            ValueEncoder::Decimal { p, m0, g, prev, prev_d } => {
+                let diff = ((v * *p).round() as i64).wrapping_sub(*m0);
+                debug_assert_eq!(diff % *g, 0, "BUG: step does not divide a value");
+                let m = diff / *g;
                 let d = m.wrapping_sub(*prev);
                 put_dod(w, d.wrapping_sub(*prev_d));
                 *prev = m;
@@ -215,17 +261,18 @@ impl ValueEncoder {
 }
 
 enum ValueDecoder {
-    Decimal { p: f64, prev: i64, prev_d: i64, cur: f64 },
+    Decimal { p: f64, m0: i64, g: i64, prev: i64, prev_d: i64, cur: f64 },
     Xor { prev: u64, lead: u32, trail: u32 },
 }
 
 impl ValueDecoder {
-    fn new(scale: Option<u8>, r: &mut BitReader<'_>) -> Option<ValueDecoder> {
+    fn new(decimal: Option<(u8, u64)>, r: &mut BitReader<'_>) -> Option<ValueDecoder> {
         let v0 = f64::from_bits(r.read(64)?);
-        Some(match scale {
-            Some(k) => {
+        Some(match decimal {
+            Some((k, g)) => {
                 let p = POW10[k as usize];
-                ValueDecoder::Decimal { p, prev: (v0 * p).round() as i64, prev_d: 0, cur: v0 }
+                // Saturating: a corrupt v0 (NaN, huge) must not panic the cast.
+                ValueDecoder::Decimal { p, m0: (v0 * p).round() as i64, g: g as i64, prev: 0, prev_d: 0, cur: v0 }
             }
             None => ValueDecoder::Xor { prev: v0.to_bits(), lead: u32::MAX, trail: 0 },
         })
@@ -240,11 +287,11 @@ impl ValueDecoder {
 
     fn next(&mut self, r: &mut BitReader<'_>) -> Option<f64> {
         match self {
-            ValueDecoder::Decimal { p, prev, prev_d, cur } => {
+            ValueDecoder::Decimal { p, m0, g, prev, prev_d, cur } => {
                 let dod = get_dod(r)?;
                 *prev_d = prev_d.wrapping_add(dod);
                 *prev = prev.wrapping_add(*prev_d);
-                *cur = *prev as f64 / *p;
+                *cur = m0.wrapping_add(prev.wrapping_mul(*g)) as f64 / *p;
             }
             ValueDecoder::Xor { prev, lead, trail } => {
                 if r.bit()? {
@@ -290,6 +337,16 @@ mod tests {
         let vals: Vec<f64> = (0..n).map(|i| (123_456 + i * 4 + (i % 3)) as f64 / 100.0).collect();
         let bytes = round_trip(&ts, &vals);
         assert!(bytes * 8 < n as usize * 8, "{bytes} bytes for {n} samples");
+    }
+
+    #[test]
+    fn page_sized_steps_cost_few_bits() {
+        let n = 3000;
+        let ts: Vec<i64> = (0..n).map(|i| i * 100_000_000).collect();
+        // Free memory moving by whole 4 KiB pages, irregularly.
+        let vals: Vec<f64> = (0..n).map(|i| (1_000_000 + (i * 7919) % 13 - 6) as f64 * 4096.0).collect();
+        let bytes = round_trip(&ts, &vals);
+        assert!(bytes * 8 < n as usize * 14, "{} bits/sample", bytes * 8 / n as usize);
     }
 
     #[test]
