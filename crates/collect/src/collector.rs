@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use model::{Batch, SeriesKey, Timestamp};
 
@@ -47,8 +47,10 @@ struct SourceSlot {
     source: Box<dyn Source>,
     errors: u64,
     logged: bool,
-    /// CPU time spent in this source, cumulative (thread CPU clock).
-    cpu_ns: i64,
+    /// Time spent in this source, cumulative, by the monotonic clock (a vDSO
+    /// call, not a syscall like the thread CPU clock): equal to its CPU time
+    /// unless the thread was preempted mid-source.
+    busy_ns: i64,
 }
 
 #[derive(Debug)]
@@ -81,7 +83,7 @@ impl Collector {
             interval_ns: cfg.interval.as_nanos() as i64,
             sources: sources
                 .into_iter()
-                .map(|source| SourceSlot { source, errors: 0, logged: false, cpu_ns: 0 })
+                .map(|source| SourceSlot { source, errors: 0, logged: false, busy_ns: 0 })
                 .collect(),
             missing: missing.into_iter().map(|m| m.source).collect(),
             emitter: Emitter::new(cfg.host.clone()),
@@ -104,16 +106,16 @@ impl Collector {
     /// Runs one round for the boundary `scheduled`, `lateness_ns` after it.
     pub fn collect_round(&mut self, scheduled: Timestamp, lateness_ns: i64) -> Batch {
         let cpu_start = thread_cpu_ns();
-        let mut cpu_mark = cpu_start;
+        let mut mark = Instant::now();
         let e = &mut self.emitter;
         e.begin(scheduled);
         for slot in &mut self.sources {
             let name = slot.source.name();
             let result = slot.source.collect(e);
-            let now = thread_cpu_ns();
-            slot.cpu_ns += now - cpu_mark;
-            cpu_mark = now;
-            e.emit("kansoku_collector_source_cpu_seconds_total", &[("source", name)], micros(slot.cpu_ns));
+            let now = Instant::now();
+            slot.busy_ns += (now - mark).as_nanos() as i64;
+            mark = now;
+            e.emit("kansoku_collector_source_seconds_total", &[("source", name)], micros(slot.busy_ns));
             if let Err(err) = result {
                 slot.errors += 1;
                 self.stats.source_errors.fetch_add(1, Ordering::Relaxed);
@@ -131,11 +133,12 @@ impl Collector {
         for name in &self.missing {
             e.emit("kansoku_collector_source_up", &[("source", name)], 0.0);
         }
-        let round_cpu_ns = cpu_mark - cpu_start;
+        let cpu_end = thread_cpu_ns();
+        let round_cpu_ns = cpu_end - cpu_start;
         e.emit("kansoku_collector_interval_seconds", &[], self.interval_ns as f64 / 1e9);
         e.emit("kansoku_collector_lateness_seconds", &[], micros(lateness_ns));
         e.emit("kansoku_collector_round_cpu_seconds", &[], micros(round_cpu_ns));
-        e.emit("kansoku_collector_cpu_seconds_total", &[], micros(cpu_mark));
+        e.emit("kansoku_collector_cpu_seconds_total", &[], micros(cpu_end));
         e.emit("kansoku_collector_missed_rounds_total", &[], self.missed_total as f64);
         e.emit("kansoku_collector_dropped_batches_total", &[], self.dropped_total as f64);
         e.emit("process_cpu_seconds_total", &[], micros(process_cpu_ns()));

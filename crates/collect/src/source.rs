@@ -39,7 +39,25 @@ impl ParseError {
 /// Parses one unsigned decimal field, naming the field when it is not one.
 pub(crate) fn field_u64(s: Option<&str>, line: usize, field: &str) -> Result<u64, ParseError> {
     let s = s.ok_or_else(|| ParseError::new(line, format!("missing field {field}")))?;
-    s.parse().map_err(|_| ParseError::new(line, format!("field {field}: {s:?} is not an unsigned integer")))
+    parse_u64(s).ok_or_else(|| ParseError::new(line, format!("field {field}: {s:?} is not an unsigned integer")))
+}
+
+/// Decimal digits to `u64`, `None` on anything else or overflow. A plain
+/// loop: `str::parse` handles signs and radixes we never see and showed in
+/// the collector's profile.
+pub(crate) fn parse_u64(s: &str) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s.as_bytes() {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d))?;
+    }
+    Some(v)
 }
 
 /// A source this host does not offer, and why (logged once at start-up).
@@ -73,4 +91,17 @@ pub fn default_sources(root: &Path) -> (Vec<Box<dyn Source>>, Vec<Missing>) {
     add(procfs::pressure::PressureSource::open(root));
     add(sysfs::cpuidle::CpuidleSource::open(root));
     (sources, missing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_u64;
+
+    #[test]
+    fn parses_u64_like_std() {
+        for s in ["0", "7", "18446744073709551615", "18446744073709551616", "", "-1", "1 ", "12a", "007"] {
+            assert_eq!(parse_u64(s), s.parse::<u64>().ok(), "{s:?}");
+        }
+        assert_eq!(parse_u64("+1"), None, "procfs never writes a sign; std would accept it");
+    }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
+use crate::source::{Missing, ParseError, Source, SourceError, parse_u64};
 
 /// One `Name: value [kB]` line; `bytes` is false for unit-less counts.
 #[derive(Debug, PartialEq, Eq)]
@@ -17,20 +17,24 @@ pub struct MeminfoField<'a> {
     pub bytes: bool,
 }
 
+/// Byte-level: each line is `Name:`, spaces, digits, and an optional ` kB`.
 pub fn parse_meminfo(text: &str) -> Result<Vec<MeminfoField<'_>>, ParseError> {
     let mut out = Vec::with_capacity(64);
     for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+        let n = i + 1;
+        if line.trim_ascii().is_empty() {
             continue;
         }
-        let n = i + 1;
-        let (name, rest) = line.split_once(':').ok_or_else(|| ParseError::new(n, "expected `Name: value`"))?;
-        let mut fields = rest.split_ascii_whitespace();
-        let value = field_u64(fields.next(), n, name)?;
-        let bytes = match fields.next() {
-            Some("kB") => true,
-            None => false,
-            Some(u) => return Err(ParseError::new(n, format!("unknown unit {u:?}"))),
+        let colon = line.bytes().position(|c| c == b':').ok_or_else(|| ParseError::new(n, "expected `Name: value`"))?;
+        let name = &line[..colon];
+        let rest = line[colon + 1..].trim_ascii();
+        let (digits, unit) = rest.split_at(rest.bytes().position(|c| !c.is_ascii_digit()).unwrap_or(rest.len()));
+        let value = parse_u64(digits)
+            .ok_or_else(|| ParseError::new(n, format!("field {name}: {rest:?} is not an unsigned integer")))?;
+        let bytes = match unit.trim_ascii_start() {
+            "kB" => true,
+            "" => false,
+            u => return Err(ParseError::new(n, format!("unknown unit {u:?}"))),
         };
         out.push(MeminfoField { name, value: if bytes { value * 1024 } else { value }, bytes });
     }
