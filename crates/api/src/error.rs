@@ -12,6 +12,8 @@ pub enum ApiError {
     NotFound,
     /// The query is valid but too large.
     TooLarge(String),
+    /// A bug or an environment failure on our side.
+    Internal(String),
 }
 
 impl IntoResponse for ApiError {
@@ -20,6 +22,7 @@ impl IntoResponse for ApiError {
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "no such endpoint; see /".to_owned()),
             ApiError::TooLarge(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
+            ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
         };
         (status, Json(serde_json::json!({ "error": msg }))).into_response()
     }

@@ -106,7 +106,7 @@ pub async fn query_range(
     let store = st.store.clone();
     let frame = tokio::task::spawn_blocking(move || range(&store, &q))
         .await
-        .map_err(|e| ApiError::BadRequest(format!("query failed: {e}")))??;
+        .map_err(|e| ApiError::Internal(format!("query task failed: {e}")))??;
     Ok(Json(frame_json(&frame, nanos)))
 }
 

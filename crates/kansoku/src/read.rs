@@ -166,7 +166,7 @@ fn api_query(params: &HashMap<String, String>) -> anyhow::Result<store::query::R
 
 fn api_error_text(e: api::ApiError) -> String {
     match e {
-        api::ApiError::BadRequest(m) | api::ApiError::TooLarge(m) => m,
+        api::ApiError::BadRequest(m) | api::ApiError::TooLarge(m) | api::ApiError::Internal(m) => m,
         api::ApiError::NotFound => "not found".into(),
     }
 }

@@ -372,23 +372,25 @@ impl Store {
         let mut newly_declared = Vec::new();
         {
             let st = read_lock(&self.state);
+            if w.declared.len() < st.keys.len() {
+                w.declared.resize(st.keys.len(), false);
+            }
             for &(id, _) in &points {
-                if !w.declared.get(id as usize).copied().unwrap_or(false) && !newly_declared.contains(&id) {
+                if !w.declared[id as usize] {
                     encode_series(&mut w.buf, id, &st.keys[id as usize]);
+                    w.declared[id as usize] = true;
                     newly_declared.push(id);
                 }
             }
         }
         encode_samples(&mut w.buf, time, points.iter().copied());
         if let Err(source) = w.wal.append(&w.buf) {
+            // Not written: those definitions must be written with the next append.
+            for id in newly_declared {
+                w.declared[id as usize] = false;
+            }
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::Io { op: "append to WAL", path: dir::wal_dir(&self.root), source });
-        }
-        for id in newly_declared {
-            if w.declared.len() <= id as usize {
-                w.declared.resize(id as usize + 1, false);
-            }
-            w.declared[id as usize] = true;
         }
         w.unsynced = true;
         let sync_now = match self.opts.fsync {
