@@ -95,17 +95,18 @@ fn is_metric_name(s: &str) -> bool {
 }
 
 impl fmt::Display for Selector {
+    /// Prints a selector that parses back to the same matchers in the same
+    /// order: the name stands bare only when it is the first matcher.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = self.exact_name().filter(|n| is_metric_name(n));
-        if let Some(n) = name {
-            f.write_str(n)?;
-        }
-        let rest: Vec<&Matcher> = self
+        let bare = self
             .matchers
-            .iter()
-            .filter(|m| !(name.is_some() && m.label == METRIC_NAME_LABEL && m.op == MatchOp::Equal))
-            .collect();
-        if rest.is_empty() && name.is_some() {
+            .first()
+            .filter(|m| m.label == METRIC_NAME_LABEL && m.op == MatchOp::Equal && is_metric_name(&m.value));
+        if let Some(m) = bare {
+            f.write_str(&m.value)?;
+        }
+        let rest = &self.matchers[usize::from(bare.is_some())..];
+        if rest.is_empty() && bare.is_some() {
             return Ok(());
         }
         f.write_str("{")?;
@@ -296,6 +297,9 @@ mod tests {
         check("job:rate5m", expect![[r#"job:rate5m"#]]);
         // Found by the selector fuzz target: a name that cannot stand bare.
         check(r#"{__name__="~x y"}"#, expect![[r#"{__name__="~x y"}"#]]);
+        // Found by the selector fuzz target in CI: a second name matcher.
+        check(r#"m_{__name__="n"}"#, expect![[r#"m_{__name__="n"}"#]]);
+        check(r#"{a="b",__name__="m"}"#, expect![[r#"{a="b",__name__="m"}"#]]);
     }
 
     #[test]
