@@ -9,13 +9,13 @@
 //! `/proc/PID/stat` (utime + stime), with the scraper's own cost reported
 //! apart. Wall-clock lateness of each round is reported as jitter.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::sync_channel;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use collect::own_cost::{realtime_ns, thread_cpu_ns};
@@ -133,23 +133,31 @@ fn start_peer(bin: &str, listen: &str) -> anyhow::Result<Peer> {
     drop(std::net::TcpListener::bind(listen).with_context(|| {
         format!("peer address {listen} is in use (a node_exporter left running?); stop it or pass --peer-listen")
     })?);
-    let child = Command::new(bin)
+    let mut child = Command::new(bin)
         .arg(format!("--web.listen-address={listen}"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("start {bin} (install prometheus-node-exporter, or pass --peer none)"))?;
+    // Ready when it logs that it listens (read on a thread, so the wait is bounded).
+    let stderr = child.stderr.take().expect("piped");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("Listening on") {
+                let _ = ready_tx.send(());
+            }
+        }
+    });
     let mut peer = Peer { child };
-    // Readiness: bounded wait for its first answer.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while scrape(listen).map(|b| b.is_empty()).unwrap_or(true) {
+    if ready_rx.recv_timeout(Duration::from_secs(10)).is_err() {
         if let Some(status) = peer.child.try_wait()? {
-            bail!("{bin} exited ({status}) before answering on {listen}");
+            bail!("{bin} exited ({status}) before listening on {listen}");
         }
-        if Instant::now() > deadline {
-            bail!("{bin} did not answer on {listen} within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        bail!("{bin} did not report listening on {listen} within 10 s");
+    }
+    if scrape(listen).map(|b| b.is_empty()).unwrap_or(true) {
+        bail!("{bin} listens on {listen} but its /metrics answered nothing");
     }
     Ok(peer)
 }
