@@ -38,6 +38,7 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
             "rounds": c.rounds.load(Relaxed),
             "missed_rounds": c.missed_rounds.load(Relaxed),
             "dropped_batches": c.dropped_batches.load(Relaxed),
+            "clock_steps": c.clock_steps.load(Relaxed),
             "source_errors": c.source_errors.load(Relaxed),
             "last_lateness_seconds": c.last_lateness_ns.load(Relaxed) as f64 / 1e9,
             "last_round_cpu_seconds": c.last_round_cpu_ns.load(Relaxed) as f64 / 1e9,

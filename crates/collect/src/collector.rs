@@ -12,7 +12,7 @@ use model::{Batch, SeriesKey, Timestamp};
 
 use crate::emitter::Emitter;
 use crate::own_cost::{Rss, process_cpu_ns, realtime_ns, thread_cpu_ns};
-use crate::schedule::{after_round, next_boundary, sleep_until};
+use crate::schedule::{Wake, after_round, next_boundary, sleep_until};
 use crate::source::{Source, default_sources};
 
 /// Shortest interval we schedule: below this, wake-up lateness (tens of µs)
@@ -39,6 +39,7 @@ pub struct CollectorStats {
     pub source_errors: AtomicU64,
     pub last_lateness_ns: AtomicI64,
     pub last_round_cpu_ns: AtomicI64,
+    pub clock_steps: AtomicU64,
     pub series: AtomicU64,
 }
 
@@ -64,6 +65,7 @@ pub struct Collector {
     stats: Arc<CollectorStats>,
     missed_total: u64,
     dropped_total: u64,
+    clock_steps: u64,
 }
 
 impl std::fmt::Debug for dyn Source {
@@ -91,6 +93,7 @@ impl Collector {
             stats: Arc::new(CollectorStats::default()),
             missed_total: 0,
             dropped_total: 0,
+            clock_steps: 0,
         }
     }
 
@@ -141,6 +144,7 @@ impl Collector {
         e.emit("kansoku_collector_cpu_seconds_total", &[], micros(cpu_end));
         e.emit("kansoku_collector_missed_rounds_total", &[], self.missed_total as f64);
         e.emit("kansoku_collector_dropped_batches_total", &[], self.dropped_total as f64);
+        e.emit("kansoku_collector_clock_steps_total", &[], self.clock_steps as f64);
         e.emit("process_cpu_seconds_total", &[], micros(process_cpu_ns()));
         if let Some(rss) = self.rss.bytes() {
             e.emit("process_resident_memory_bytes", &[], rss as f64);
@@ -161,8 +165,19 @@ impl Collector {
         let mut scheduled = next_boundary(realtime_ns(), interval);
         let mut carried_defs: Vec<(u32, SeriesKey)> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            if !sleep_until(scheduled, &stop) {
-                break;
+            match sleep_until(scheduled, interval, &stop) {
+                Wake::Reached => {}
+                Wake::Stopped => break,
+                Wake::ClockSteppedBack => {
+                    self.clock_steps += 1;
+                    self.stats.clock_steps.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        "wall clock stepped back: resampling from the next boundary (samples until the clock \
+                         passes the newest stored one are refused as out of order and counted)"
+                    );
+                    scheduled = next_boundary(realtime_ns(), interval);
+                    continue;
+                }
             }
             let lateness = realtime_ns() - scheduled;
             let mut batch = self.collect_round(Timestamp(scheduled), lateness);

@@ -15,6 +15,11 @@ pub fn process_cpu_ns() -> i64 {
     t.tv_sec * 1_000_000_000 + t.tv_nsec
 }
 
+pub fn monotonic_ns() -> i64 {
+    let t = clock_gettime(ClockId::Monotonic);
+    t.tv_sec * 1_000_000_000 + t.tv_nsec
+}
+
 pub fn realtime_ns() -> i64 {
     let t = clock_gettime(ClockId::Realtime);
     t.tv_sec * 1_000_000_000 + t.tv_nsec

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::time::{ClockId, Timespec};
 
-use crate::own_cost::realtime_ns;
+use crate::own_cost::{monotonic_ns, realtime_ns};
 
 /// The first boundary strictly after `now_ns`.
 pub fn next_boundary(now_ns: i64, interval_ns: i64) -> i64 {
@@ -32,22 +32,44 @@ pub fn after_round(scheduled_ns: i64, now_ns: i64, interval_ns: i64) -> (i64, u6
 /// at a 60 s interval.
 const SLEEP_SLICE_NS: i64 = 100_000_000;
 
-/// Sleeps until wall-clock `deadline_ns` on CLOCK_REALTIME with an absolute
-/// deadline (no drift from computing relative sleeps). Returns false if `stop`
-/// was set meanwhile.
-pub fn sleep_until(deadline_ns: i64, stop: &AtomicBool) -> bool {
+/// How a sleep to a boundary ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    Reached,
+    Stopped,
+    /// The wall clock stepped back (NTP, an operator): the boundary is now
+    /// further away than any sleep to it could have been. Reschedule.
+    ClockSteppedBack,
+}
+
+/// Whether a boundary `deadline_ns` can only be this far ahead of `now_ns`
+/// because the wall clock stepped back: a sleep never starts more than one
+/// interval before its boundary, so beyond two the clock moved.
+pub fn clock_stepped_back(deadline_ns: i64, now_ns: i64, interval_ns: i64) -> bool {
+    deadline_ns - now_ns > 2 * interval_ns
+}
+
+/// Sleeps until wall-clock `deadline_ns`. Sleeps in slices of at most
+/// [`SLEEP_SLICE_NS`] on CLOCK_MONOTONIC, each recomputed from the wall
+/// clock: an absolute CLOCK_REALTIME sleep would follow a clock stepped back
+/// by an hour and stall sampling for that hour. Returns early if `stop` is
+/// set or the clock stepped back.
+pub fn sleep_until(deadline_ns: i64, interval_ns: i64, stop: &AtomicBool) -> Wake {
     loop {
         if stop.load(Ordering::Relaxed) {
-            return false;
+            return Wake::Stopped;
         }
         let now = realtime_ns();
         if now >= deadline_ns {
-            return true;
+            return Wake::Reached;
         }
-        let until = deadline_ns.min(now + SLEEP_SLICE_NS);
+        if clock_stepped_back(deadline_ns, now, interval_ns) {
+            return Wake::ClockSteppedBack;
+        }
+        let until = monotonic_ns() + (deadline_ns - now).min(SLEEP_SLICE_NS);
         let ts = Timespec { tv_sec: until.div_euclid(1_000_000_000), tv_nsec: until.rem_euclid(1_000_000_000) };
-        // EINTR just loops; the deadline is absolute.
-        let _ = rustix::thread::clock_nanosleep_absolute(ClockId::Realtime, &ts);
+        // EINTR just loops; the target is absolute.
+        let _ = rustix::thread::clock_nanosleep_absolute(ClockId::Monotonic, &ts);
     }
 }
 
@@ -73,6 +95,27 @@ mod tests {
         assert_eq!(after_round(1_000 * MS, 1_100 * MS, 100 * MS), (1_200 * MS, 1));
         // Finished at 1350: 1100, 1200, 1300 are missed; next is 1400.
         assert_eq!(after_round(1_000 * MS, 1_350 * MS, 100 * MS), (1_400 * MS, 3));
+    }
+
+    #[test]
+    fn a_clock_stepped_back_is_noticed() {
+        assert!(!clock_stepped_back(1_100 * MS, 1_000 * MS, 100 * MS), "one interval ahead: normal");
+        assert!(!clock_stepped_back(1_100 * MS, 900 * MS, 100 * MS), "two: still possible after a fast round");
+        assert!(clock_stepped_back(1_100 * MS, 899 * MS, 100 * MS));
+        assert!(clock_stepped_back(3_600_000 * MS, 0, 100 * MS), "an hour back");
+    }
+
+    #[test]
+    fn sleep_returns_at_the_boundary_or_on_a_stepped_clock() {
+        let never = AtomicBool::new(false);
+        let iv = 10 * MS;
+        let deadline = next_boundary(realtime_ns(), iv);
+        assert_eq!(sleep_until(deadline, iv, &never), Wake::Reached);
+        assert!(realtime_ns() >= deadline);
+        // What a boundary looks like right after the clock stepped back an hour.
+        assert_eq!(sleep_until(realtime_ns() + 3_600_000 * MS, iv, &never), Wake::ClockSteppedBack);
+        let stop = AtomicBool::new(true);
+        assert_eq!(sleep_until(realtime_ns() + iv, iv, &stop), Wake::Stopped);
     }
 
     #[test]

@@ -109,6 +109,12 @@ impl Drop for Peer {
 /// (user, system) CPU seconds of a process or thread from its `stat` file
 /// (`/proc/PID/stat`); 10 ms ticks, so only meaningful over many rounds, and
 /// the split between the two is sampled at ticks: only their sum is exact.
+/// Sleeps to a wall-clock instant, however far ahead (the lab starts a
+/// couple of seconds out, which the collector's clock-step check would flag).
+fn sleep_to(deadline_ns: i64, stop: &AtomicBool) {
+    let _ = sleep_until(deadline_ns, i64::MAX / 4, stop);
+}
+
 fn stat_cpu_seconds(path: &str) -> anyhow::Result<(f64, f64)> {
     let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
     // Fields after the parenthesised comm; utime and stime are 14 and 15.
@@ -195,14 +201,14 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
     let (collector_side, lateness, store_side, peer_side) = std::thread::scope(|s| {
         let collector = s.spawn(|| {
             let mut c = Collector::new(&CollectorConfig { interval, host: "lab".into(), root: "/".into() });
-            sleep_until(start - iv, never);
+            sleep_to(start - iv, never);
             c.collect_round(Timestamp(start - iv), 0); // declare series outside the measurement
             let (mut rounds, mut missed, mut samples) = (0u64, 0u64, 0u64);
             let mut lateness = Vec::new();
             let cpu0 = thread_cpu_ns();
             let mut next = start;
             while next < end {
-                sleep_until(next, never);
+                sleep_to(next, never);
                 let late = realtime_ns() - next;
                 let b = c.collect_round(Timestamp(next), late);
                 samples += b.points.len() as u64;
@@ -236,14 +242,14 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
         let scraper = peer.as_ref().map(|(p, listen)| {
             let pid = p.child.id();
             s.spawn(move || -> anyhow::Result<(Side, f64)> {
-                sleep_until(start - iv, never);
+                sleep_to(start - iv, never);
                 let stat = format!("/proc/{pid}/stat");
                 let peer0 = stat_cpu_seconds(&stat)?;
                 let cpu0 = thread_cpu_ns();
                 let (mut rounds, mut missed, mut samples) = (0u64, 0u64, 0u64);
                 let mut next = start;
                 while next < end {
-                    sleep_until(next, never);
+                    sleep_to(next, never);
                     let body = scrape(listen)?;
                     samples += body.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count() as u64;
                     rounds += 1;
