@@ -16,15 +16,26 @@ pub enum ApiError {
     Internal(String),
 }
 
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiError::BadRequest(m) | ApiError::TooLarge(m) | ApiError::Internal(m) => f.write_str(m),
+            ApiError::NotFound => f.write_str("no such endpoint; see /"),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, msg) = match self {
-            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
-            ApiError::NotFound => (StatusCode::NOT_FOUND, "no such endpoint; see /".to_owned()),
-            ApiError::TooLarge(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
-            ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
+        let status = match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::TooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        (status, Json(serde_json::json!({ "error": msg }))).into_response()
+        (status, Json(serde_json::json!({ "error": self.to_string() }))).into_response()
     }
 }
 

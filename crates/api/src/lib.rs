@@ -5,7 +5,7 @@
 
 mod error;
 mod live;
-pub mod query;
+mod query;
 mod status;
 
 use std::sync::Arc;

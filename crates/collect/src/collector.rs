@@ -101,11 +101,6 @@ impl Collector {
         Arc::clone(&self.stats)
     }
 
-    /// Every series declared so far.
-    pub fn series(&self) -> &[SeriesKey] {
-        self.emitter.series()
-    }
-
     /// Runs one round for the boundary `scheduled`, `lateness_ns` after it.
     pub fn collect_round(&mut self, scheduled: Timestamp, lateness_ns: i64) -> Batch {
         let cpu_start = thread_cpu_ns();

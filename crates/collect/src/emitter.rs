@@ -43,10 +43,6 @@ impl Emitter {
         }
     }
 
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
     /// Starts a round stamped `time`; points emitted until [`Emitter::finish`]
     /// belong to it.
     pub fn begin(&mut self, time: Timestamp) {

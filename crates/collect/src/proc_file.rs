@@ -45,21 +45,26 @@ impl ProcFile {
     /// The file's current content. Reopens once if the handle went stale
     /// (e.g. a sysfs device re-registered).
     pub fn read(&mut self) -> io::Result<&str> {
-        if self.read_into_buf().is_err() {
-            self.file = Some(File::open(&self.path)?);
-            self.read_into_buf()?;
-        }
-        std::str::from_utf8(&self.buf[..self.len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        self.read_with_path().map(|(_, text)| text).map_err(|e| match e {
+            SourceError::Read { source, .. } => source,
+            SourceError::Parse { .. } => unreachable!("reading does not parse"),
+        })
     }
 
     /// Like [`ProcFile::read`], with the path in the error and lent beside the
     /// text so parse errors can name it too.
     pub fn read_with_path(&mut self) -> Result<(&Path, &str), SourceError> {
-        if let Err(source) = self.read().map(|_| ()) {
-            return Err(SourceError::Read { path: self.path.display().to_string(), source });
+        let filled = self.read_into_buf().or_else(|_| {
+            self.file = Some(File::open(&self.path)?);
+            self.read_into_buf()
+        });
+        let text = filled.and_then(|()| {
+            std::str::from_utf8(&self.buf[..self.len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        });
+        match text {
+            Ok(text) => Ok((&self.path, text)),
+            Err(source) => Err(SourceError::Read { path: self.path.display().to_string(), source }),
         }
-        let text = std::str::from_utf8(&self.buf[..self.len]).expect("checked by read");
-        Ok((&self.path, text))
     }
 
     /// Reads the file into `buf[..len]`. The buffer stays at its full

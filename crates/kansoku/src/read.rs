@@ -161,14 +161,7 @@ pub fn query(args: QueryArgs) -> anyhow::Result<()> {
 }
 
 fn api_query(params: &HashMap<String, String>) -> anyhow::Result<store::query::RangeQuery> {
-    api::parse_range_query(params, Timestamp::now()).map_err(|e| anyhow::anyhow!("{}", api_error_text(e)))
-}
-
-fn api_error_text(e: api::ApiError) -> String {
-    match e {
-        api::ApiError::BadRequest(m) | api::ApiError::TooLarge(m) | api::ApiError::Internal(m) => m,
-        api::ApiError::NotFound => "not found".into(),
-    }
+    Ok(api::parse_range_query(params, Timestamp::now())?)
 }
 
 /// `series,time_ns,value` (plus `agg` after `series` when aggregations were

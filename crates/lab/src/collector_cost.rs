@@ -106,22 +106,22 @@ impl Drop for Peer {
     }
 }
 
-/// (user, system) CPU seconds of a process or thread from its `stat` file
-/// (`/proc/PID/stat`); 10 ms ticks, so only meaningful over many rounds, and
-/// the split between the two is sampled at ticks: only their sum is exact.
 /// Sleeps to a wall-clock instant, however far ahead (the lab starts a
 /// couple of seconds out, which the collector's clock-step check would flag).
 fn sleep_to(deadline_ns: i64, stop: &AtomicBool) {
     let _ = sleep_until(deadline_ns, i64::MAX / 4, stop);
 }
 
-fn stat_cpu_seconds(path: &str) -> anyhow::Result<(f64, f64)> {
+/// CPU seconds (utime + stime) of a process or thread from its `stat` file
+/// (`/proc/PID/stat`); 10 ms ticks, so only meaningful over many rounds. The
+/// sum is exact; the split between the two is sampled at ticks, so unused.
+fn stat_cpu_seconds(path: &str) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
     // Fields after the parenthesised comm; utime and stime are 14 and 15.
     let rest = stat.rsplit_once(')').context("malformed stat file")?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
     let hz = rustix::param::clock_ticks_per_second() as f64;
-    Ok((f[11].parse::<f64>()? / hz, f[12].parse::<f64>()? / hz))
+    Ok((f[11].parse::<f64>()? + f[12].parse::<f64>()?) / hz)
 }
 
 /// One HTTP/1.0 GET; returns the body.
@@ -259,9 +259,8 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
                 }
                 let scraper_cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
                 let peer1 = stat_cpu_seconds(&stat)?;
-                let us = (peer1.0 - peer0.0, peer1.1 - peer0.1);
                 Ok((
-                    side("node_exporter", rounds, missed, us.0 + us.1, samples, interval),
+                    side("node_exporter", rounds, missed, peer1 - peer0, samples, interval),
                     scraper_cpu / rounds.max(1) as f64 * 1e6,
                 ))
             })
@@ -337,7 +336,7 @@ mod tests {
             x = x.wrapping_add(std::hint::black_box(1));
         }
         let after = stat_cpu_seconds("/proc/thread-self/stat").unwrap();
-        let spent = (after.0 + after.1) - (before.0 + before.1);
+        let spent = after - before;
         assert!(spent >= 0.03, "{before:?} -> {after:?} ({x})");
     }
 }

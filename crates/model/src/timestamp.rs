@@ -29,10 +29,6 @@ impl Timestamp {
     pub fn saturating_sub(self, d: Duration) -> Timestamp {
         Timestamp(self.0.saturating_sub(duration_nanos(d)))
     }
-
-    pub fn saturating_add(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(duration_nanos(d)))
-    }
 }
 
 fn duration_nanos(d: Duration) -> i64 {

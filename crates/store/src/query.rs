@@ -109,7 +109,8 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
         (None, Some(n)) => Some(((q.to.0 - q.from.0) / n.max(1) as i64).max(1)),
         (None, None) => None,
     };
-    // Rates need the sample before `from` to start; read one step earlier.
+    // A rate at the first sample in range needs the sample before it: look
+    // back 60 s, the longest collection interval.
     let read_from = if q.rate { q.from.saturating_sub(std::time::Duration::from_secs(60)) } else { q.from };
     let mut columns = Vec::with_capacity(matched.len());
     for (id, key) in matched {

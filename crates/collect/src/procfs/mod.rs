@@ -21,6 +21,6 @@ pub(crate) fn open(root: &Path, rel: &str, name: &'static str) -> Result<ProcFil
 }
 
 /// Names the file in a parser's error.
-pub fn parsed<T>(path: &Path, r: Result<T, ParseError>) -> Result<T, SourceError> {
+pub(crate) fn parsed<T>(path: &Path, r: Result<T, ParseError>) -> Result<T, SourceError> {
     r.map_err(|source| SourceError::Parse { path: path.display().to_string(), source })
 }

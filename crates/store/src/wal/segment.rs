@@ -58,14 +58,6 @@ impl WalWriter {
         self.seq
     }
 
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len <= SEGMENT_MAGIC.len() as u64
-    }
-
     /// Appends encoded records. On failure the file is cut back to its prior
     /// length, so the segment stays a clean sequence of records.
     pub fn append(&mut self, records: &[u8]) -> io::Result<()> {
