@@ -1,0 +1,731 @@
+//! The glogger cycle (`seeds/002_931bea2baf348364.txt`, section 3), for
+//! thousands of targets:
+//!
+//! 1. At each interval boundary, send one GET per target — all its OIDs in one
+//!    PDU, pre-encoded at start-up with only the request id patched — through
+//!    a few shared UDP sockets, `sendmmsg` in batches, without waiting.
+//! 2. Collect responses with `recvmmsg` until every target answered or the
+//!    interval's time slice ends. A response counts only if it comes from the
+//!    target's address *and* carries the request id of this interval, and its
+//!    OIDs are the ones asked. Values are recorded as they arrive, stamped
+//!    with the boundary (the round-trip time is its own series).
+//! 3. A target silent at the end of the slice gets `kansoku_snmp_up 0` for
+//!    the interval. No retries inside a slice.
+//! 4. A reply that arrives after its slice is read at the start of the next
+//!    interval and counted as late, never recorded as a value.
+//!
+//! Every reply not recorded is counted by reason (late, duplicate, wrong
+//! request id, unknown source, malformed), the kernel's receive-buffer drops
+//! are read from `SO_RXQ_OVFL`, and per-target faults are stored as sparse
+//! `kansoku_snmp_fault{target,kind}` samples.
+
+use std::collections::HashMap;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::Duration;
+
+use collect::own_cost::{monotonic_ns, realtime_ns, thread_cpu_ns};
+use collect::schedule::{Wake, after_round, next_boundary, sleep_until};
+use model::{Batch, SeriesKey, Timestamp};
+use nix::errno::Errno;
+use nix::sys::socket::{
+    ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg, setsockopt,
+    sockopt,
+};
+use rustix::event::{PollFd, PollFlags};
+
+use crate::message::{self, PduKind, PreEncoded, REQUEST_ID_MIN, REQUEST_ID_SPAN, Value, Version, error_status_name};
+use crate::mib;
+use crate::plan::PlannedTarget;
+use crate::series::Series;
+use crate::track::{self, OidTrack, Raw};
+
+/// Datagrams per `sendmmsg`/`recvmmsg` call.
+const MMSG: usize = 64;
+/// Largest response we accept (net-snmp's default maximum message size).
+const DATAGRAM_MAX: usize = 65_507;
+/// Receive buffer per socket: a burst of 10,000 answers must fit while the
+/// poller is still sending.
+const RECV_BUFFER_BYTES: usize = 16 << 20;
+/// Update periods are written when they change and at least this often.
+const PERIOD_REPEAT_NS: i64 = 60_000_000_000;
+
+#[derive(Debug, Clone)]
+pub struct PollerConfig {
+    pub interval: Duration,
+    /// Time slice after the boundary in which answers count.
+    pub timeout: Duration,
+    /// Shared UDP sockets per address family.
+    pub sockets: usize,
+}
+
+impl PollerConfig {
+    pub fn new(interval: Duration) -> PollerConfig {
+        PollerConfig { interval, timeout: interval * 9 / 10, sockets: 4 }
+    }
+}
+
+/// Live counters, shared with the HTTP status endpoint.
+#[derive(Debug, Default)]
+pub struct PollerStats {
+    pub targets: AtomicU64,
+    pub intervals: AtomicU64,
+    pub answers: AtomicU64,
+    pub silences: AtomicU64,
+    pub late: AtomicU64,
+    pub duplicates: AtomicU64,
+    pub wrong_request_id: AtomicU64,
+    pub unknown_source: AtomicU64,
+    pub malformed: AtomicU64,
+    pub pdu_errors: AtomicU64,
+    pub kernel_drops: AtomicU64,
+    pub send_errors: AtomicU64,
+    pub restarts: AtomicU64,
+    pub stale_values: AtomicU64,
+    pub missed_intervals: AtomicU64,
+    pub dropped_batches: AtomicU64,
+    pub last_answered: AtomicU64,
+    pub last_send_ns: AtomicI64,
+    pub last_complete_ns: AtomicI64,
+    pub last_cpu_ns: AtomicI64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    Late,
+    Duplicate,
+    WrongRequestId,
+    Malformed,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Late => "late",
+            Fault::Duplicate => "duplicate",
+            Fault::WrongRequestId => "wrong_request_id",
+            Fault::Malformed => "malformed",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct TargetOid {
+    bytes: Vec<u8>,
+    /// `ifHCInOctets.2`: the `oid` label of its error and period series.
+    display: String,
+    key: SeriesKey,
+    id_value: u32,
+    id_increase: Option<u32>,
+    id_period: Option<u32>,
+    period_written_ns: i64,
+    track: OidTrack,
+    /// Why it was dropped from the request (v1 noSuchName fails the whole PDU).
+    removed: Option<&'static str>,
+}
+
+#[derive(Debug)]
+struct Target {
+    addr: SocketAddr,
+    sockaddr: SockaddrStorage,
+    version: Version,
+    community: Vec<u8>,
+    labels: Vec<(String, String)>,
+    request: PreEncoded,
+    oids: Vec<TargetOid>,
+    /// Indexes into `oids` in the request, in request order.
+    active: Vec<usize>,
+    rid: i32,
+    prev_rid: i32,
+    answered: bool,
+    prev_answered: bool,
+    sent_mono_ns: i64,
+    uptime: Option<u32>,
+    id_up: u32,
+    id_rtt: u32,
+    id_stale: u32,
+}
+
+impl Target {
+    fn reencode(&mut self) {
+        let oids: Vec<Vec<u8>> = self.active.iter().map(|&i| self.oids[i].bytes.clone()).collect();
+        self.request = PreEncoded::new(self.version, &self.community, PduKind::Get, &oids, (0, 0));
+    }
+
+    fn key(&self, name: &str, extra: &[(&str, &str)]) -> SeriesKey {
+        let labels = self.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(extra.iter().copied());
+        SeriesKey::new(name, labels)
+    }
+}
+
+/// Picks one counter out of [`PollerStats`].
+type StatField = fn(&PollerStats) -> &AtomicU64;
+
+#[derive(Debug)]
+struct SelfIds {
+    targets: u32,
+    answered: u32,
+    send: u32,
+    complete: u32,
+    cpu: u32,
+    counters: Vec<(u32, StatField)>,
+}
+
+#[derive(Debug)]
+pub struct Poller {
+    cfg: PollerConfig,
+    interval_ns: i64,
+    targets: Vec<Target>,
+    by_addr: HashMap<SocketAddr, usize>,
+    socks: Vec<UdpSocket>,
+    /// Target indexes per socket.
+    sock_targets: Vec<Vec<usize>>,
+    series: Series,
+    ids: SelfIds,
+    stats: Arc<PollerStats>,
+    seq: u64,
+    rid_base: u64,
+    drops_seen: Vec<u32>,
+    bufs: Vec<Vec<u8>>,
+    received: Vec<(usize, Option<SocketAddr>)>,
+    /// Answers this interval and the wall time of the last one.
+    n_answered: usize,
+    last_answer_ns: i64,
+}
+
+impl Poller {
+    pub fn new(cfg: PollerConfig, plan: Vec<PlannedTarget>) -> io::Result<Poller> {
+        let n_socks = cfg.sockets.max(1);
+        let any_v6 = plan.iter().any(|t| t.spec.address.is_ipv6());
+        let mut socks = Vec::new();
+        for family in [Some("0.0.0.0:0"), any_v6.then_some("[::]:0")].into_iter().flatten() {
+            for _ in 0..n_socks {
+                let s = UdpSocket::bind(family)?;
+                s.set_nonblocking(true)?;
+                // Beyond net.core.rmem_max needs CAP_NET_ADMIN; else take the max.
+                if setsockopt(&s, sockopt::RcvBufForce, &RECV_BUFFER_BYTES).is_err() {
+                    setsockopt(&s, sockopt::RcvBuf, &RECV_BUFFER_BYTES).map_err(io::Error::from)?;
+                }
+                setsockopt(&s, sockopt::RxqOvfl, &1).map_err(io::Error::from)?;
+                socks.push(s);
+            }
+        }
+        let mut series = Series::default();
+        let mut targets = Vec::with_capacity(plan.len());
+        let mut by_addr = HashMap::with_capacity(plan.len());
+        let mut sock_targets = vec![Vec::new(); socks.len()];
+        for (i, p) in plan.into_iter().enumerate() {
+            let spec = p.spec;
+            let mut labels = vec![("target".to_owned(), spec.name.clone())];
+            labels.extend(spec.labels.iter().cloned());
+            let family_base = if spec.address.is_ipv6() { n_socks } else { 0 };
+            let sock = family_base + i % n_socks;
+            sock_targets[sock].push(i);
+            if by_addr.insert(spec.address, i).is_some() {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is a target twice", spec.address)));
+            }
+            let oids: Vec<TargetOid> = p
+                .oids
+                .iter()
+                .map(|o| {
+                    let lab = labels.iter().chain(&o.labels).map(|(k, v)| (k.as_str(), v.as_str()));
+                    let key = SeriesKey::new(o.metric.as_str(), lab);
+                    TargetOid {
+                        bytes: o.oid.to_bytes(),
+                        display: mib::display(&o.oid),
+                        id_value: series.add(key.clone()),
+                        key,
+                        id_increase: None,
+                        id_period: None,
+                        period_written_ns: i64::MIN,
+                        track: OidTrack::default(),
+                        removed: None,
+                    }
+                })
+                .collect();
+            let mut t = Target {
+                addr: spec.address,
+                sockaddr: SockaddrStorage::from(spec.address),
+                version: spec.version,
+                community: spec.community.into_bytes(),
+                labels,
+                request: PreEncoded::new(Version::V1, b"", PduKind::Get, &[], (0, 0)),
+                active: (0..oids.len()).collect(),
+                oids,
+                rid: 0,
+                prev_rid: 0,
+                answered: false,
+                prev_answered: false,
+                sent_mono_ns: 0,
+                uptime: None,
+                id_up: 0,
+                id_rtt: 0,
+                id_stale: 0,
+            };
+            t.reencode();
+            t.id_up = series.add(t.key("kansoku_snmp_up", &[]));
+            t.id_rtt = series.add(t.key("kansoku_snmp_rtt_seconds", &[]));
+            t.id_stale = series.add(t.key("kansoku_snmp_stale_values", &[]));
+            targets.push(t);
+        }
+        let mut add = |name: &str, labels: &[(&str, &str)]| series.add(SeriesKey::new(name, labels.iter().copied()));
+        let counters: Vec<(u32, StatField)> = vec![
+            (add("kansoku_snmp_late_total", &[]), |s| &s.late),
+            (add("kansoku_snmp_duplicates_total", &[]), |s| &s.duplicates),
+            (add("kansoku_snmp_unmatched_total", &[("reason", "wrong_request_id")]), |s| &s.wrong_request_id),
+            (add("kansoku_snmp_unmatched_total", &[("reason", "unknown_source")]), |s| &s.unknown_source),
+            (add("kansoku_snmp_malformed_total", &[]), |s| &s.malformed),
+            (add("kansoku_snmp_pdu_errors_total", &[]), |s| &s.pdu_errors),
+            (add("kansoku_snmp_kernel_drops_total", &[]), |s| &s.kernel_drops),
+            (add("kansoku_snmp_send_errors_total", &[]), |s| &s.send_errors),
+            (add("kansoku_snmp_restarts_total", &[]), |s| &s.restarts),
+            (add("kansoku_snmp_silences_total", &[]), |s| &s.silences),
+            (add("kansoku_snmp_missed_intervals_total", &[]), |s| &s.missed_intervals),
+            (add("kansoku_snmp_dropped_batches_total", &[]), |s| &s.dropped_batches),
+        ];
+        let ids = SelfIds {
+            targets: add("kansoku_snmp_targets", &[]),
+            answered: add("kansoku_snmp_answered", &[]),
+            send: add("kansoku_snmp_send_seconds", &[]),
+            complete: add("kansoku_snmp_complete_seconds", &[]),
+            cpu: add("kansoku_snmp_round_cpu_seconds", &[]),
+            counters,
+        };
+        let stats = Arc::new(PollerStats::default());
+        stats.targets.store(targets.len() as u64, Ordering::Relaxed);
+        let drops_seen = vec![0; socks.len()];
+        Ok(Poller {
+            interval_ns: cfg.interval.as_nanos() as i64,
+            cfg,
+            targets,
+            by_addr,
+            socks,
+            sock_targets,
+            series,
+            ids,
+            stats,
+            seq: 0,
+            rid_base: (realtime_ns() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % REQUEST_ID_SPAN as u64,
+            drops_seen,
+            bufs: vec![vec![0; DATAGRAM_MAX]; MMSG],
+            received: Vec::with_capacity(MMSG),
+            n_answered: 0,
+            last_answer_ns: 0,
+        })
+    }
+
+    pub fn stats(&self) -> Arc<PollerStats> {
+        Arc::clone(&self.stats)
+    }
+
+    pub fn n_targets(&self) -> usize {
+        self.targets.len()
+    }
+
+    pub fn n_series(&self) -> usize {
+        self.series.len()
+    }
+
+    /// One interval: send, collect until all answered or the slice ends,
+    /// record. Returns the interval's batch, stamped with `boundary_ns`.
+    pub fn poll_once(&mut self, boundary_ns: i64) -> Batch {
+        let cpu0 = thread_cpu_ns();
+        let mono0 = monotonic_ns();
+        let deadline_mono = mono0 + (boundary_ns + self.cfg.timeout.as_nanos() as i64 - realtime_ns());
+        let mut batch = Batch::new(Timestamp(boundary_ns));
+        batch.points.reserve(self.series.len());
+        // Whatever arrived since the last slice ended is late (or worse).
+        self.receive(&mut batch, boundary_ns, true);
+
+        self.seq += 1;
+        let n = self.targets.len() as u64;
+        for (i, t) in self.targets.iter_mut().enumerate() {
+            t.prev_rid = t.rid;
+            t.prev_answered = t.answered;
+            t.answered = false;
+            let k = (self.rid_base + self.seq * n + i as u64) % REQUEST_ID_SPAN as u64;
+            t.rid = REQUEST_ID_MIN + k as i32;
+            t.request.set_request_id(t.rid);
+        }
+        self.n_answered = 0;
+        self.last_answer_ns = boundary_ns;
+        self.send_all(deadline_mono);
+        let send_ns = monotonic_ns() - mono0;
+
+        while self.n_answered < self.targets.len() {
+            let left = deadline_mono - monotonic_ns();
+            if left <= 0 {
+                break;
+            }
+            let mut fds: Vec<PollFd<'_>> = self.socks.iter().map(|s| PollFd::new(s, PollFlags::IN)).collect();
+            let ts = rustix::time::Timespec { tv_sec: left / 1_000_000_000, tv_nsec: left % 1_000_000_000 };
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    tracing::error!("poll on SNMP sockets: {e}");
+                    break;
+                }
+            }
+            self.receive(&mut batch, boundary_ns, false);
+        }
+
+        let mut silent = 0u64;
+        for t in &self.targets {
+            if !t.answered {
+                silent += 1;
+                self.series.push(&mut batch, t.id_up, 0.0);
+            }
+        }
+        let st = &self.stats;
+        st.silences.fetch_add(silent, Ordering::Relaxed);
+        st.answers.fetch_add(self.n_answered as u64, Ordering::Relaxed);
+        st.intervals.fetch_add(1, Ordering::Relaxed);
+        st.last_answered.store(self.n_answered as u64, Ordering::Relaxed);
+        let complete_ns =
+            if silent > 0 { self.cfg.timeout.as_nanos() as i64 } else { self.last_answer_ns - boundary_ns };
+        st.last_send_ns.store(send_ns, Ordering::Relaxed);
+        st.last_complete_ns.store(complete_ns, Ordering::Relaxed);
+        let secs = |ns: i64| (ns / 1000) as f64 / 1e6;
+        let ids = &self.ids;
+        self.series.push(&mut batch, ids.targets, self.targets.len() as f64);
+        self.series.push(&mut batch, ids.answered, self.n_answered as f64);
+        self.series.push(&mut batch, ids.send, secs(send_ns));
+        self.series.push(&mut batch, ids.complete, secs(complete_ns));
+        for (id, counter) in &ids.counters {
+            self.series.push(&mut batch, *id, counter(st).load(Ordering::Relaxed) as f64);
+        }
+        // CPU last, so it covers everything above; it is the round's own cost.
+        let cpu_ns = thread_cpu_ns() - cpu0;
+        st.last_cpu_ns.store(cpu_ns, Ordering::Relaxed);
+        self.series.push(&mut batch, ids.cpu, secs(cpu_ns));
+        batch
+    }
+
+    fn send_all(&mut self, deadline_mono: i64) {
+        let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(MMSG, None);
+        let no_cmsgs: [ControlMessage<'_>; 0] = [];
+        for (s, members) in self.sock_targets.iter().enumerate() {
+            let fd = self.socks[s].as_raw_fd();
+            let mut at = 0;
+            while at < members.len() {
+                let chunk = &members[at..(at + MMSG).min(members.len())];
+                let slices: Vec<[IoSlice<'_>; 1]> =
+                    chunk.iter().map(|&i| [IoSlice::new(self.targets[i].request.bytes())]).collect();
+                let addrs: Vec<Option<SockaddrStorage>> =
+                    chunk.iter().map(|&i| Some(self.targets[i].sockaddr)).collect();
+                let now = monotonic_ns();
+                match sendmmsg(fd, &mut hdrs, slices.iter(), &addrs, no_cmsgs, MsgFlags::MSG_DONTWAIT) {
+                    Ok(results) => {
+                        let sent = results.count().max(1).min(chunk.len());
+                        for &i in &chunk[..sent] {
+                            self.targets[i].sent_mono_ns = now;
+                        }
+                        at += sent;
+                    }
+                    Err(Errno::EAGAIN) => {
+                        // Send buffer full: wait for room, within the slice.
+                        let left = deadline_mono - monotonic_ns();
+                        if left <= 0 {
+                            let rest = (members.len() - at) as u64;
+                            self.stats.send_errors.fetch_add(rest, Ordering::Relaxed);
+                            break;
+                        }
+                        let mut fds = [PollFd::new(&self.socks[s], PollFlags::OUT)];
+                        let ts = rustix::time::Timespec { tv_sec: 0, tv_nsec: left.min(10_000_000) };
+                        let _ = rustix::event::poll(&mut fds, Some(&ts));
+                    }
+                    Err(Errno::EINTR) => {}
+                    Err(e) => {
+                        // The first datagram of the chunk failed (unreachable
+                        // network, ...): count it, go on with the rest.
+                        let t = &self.targets[chunk[0]];
+                        if self.stats.send_errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                            tracing::warn!(
+                                "SNMP send to {} failed: {e} (counted in kansoku_snmp_send_errors_total)",
+                                t.addr
+                            );
+                        }
+                        at += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads every datagram waiting on every socket and handles it.
+    fn receive(&mut self, batch: &mut Batch, boundary_ns: i64, draining: bool) {
+        let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(MMSG, Some(nix::cmsg_space!(u32)));
+        for s in 0..self.socks.len() {
+            loop {
+                let got =
+                    recv_some(&self.socks[s], &mut hdrs, &mut self.bufs, &mut self.received, &mut self.drops_seen[s]);
+                let n = match got {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::warn!("SNMP receive: {e}");
+                        0
+                    }
+                };
+                for k in 0..self.received.len() {
+                    let (len, from) = self.received[k];
+                    self.handle(k, len, from, batch, boundary_ns, draining);
+                }
+                if n < MMSG {
+                    break;
+                }
+            }
+        }
+        let drops: u64 = self.drops_seen.iter().map(|&d| d as u64).sum();
+        self.stats.kernel_drops.store(drops, Ordering::Relaxed);
+    }
+
+    fn handle(
+        &mut self,
+        buf: usize,
+        len: usize,
+        from: Option<SocketAddr>,
+        batch: &mut Batch,
+        t_ns: i64,
+        draining: bool,
+    ) {
+        let Some(&ti) = from.as_ref().and_then(|a| self.by_addr.get(a)) else {
+            self.stats.unknown_source.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let datagram = &self.bufs[buf][..len];
+        let t = &mut self.targets[ti];
+        let fault = |series: &mut Series, batch: &mut Batch, stats: &PollerStats, t: &Target, f: Fault| {
+            let counter = match f {
+                Fault::Late => &stats.late,
+                Fault::Duplicate => &stats.duplicates,
+                Fault::WrongRequestId => &stats.wrong_request_id,
+                Fault::Malformed => &stats.malformed,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            let id = series.get_or_add(t.key("kansoku_snmp_fault", &[("kind", f.name())]));
+            series.push(batch, id, 1.0);
+        };
+        let Ok((h, vbs)) = message::decode(datagram) else {
+            return fault(&mut self.series, batch, &self.stats, t, Fault::Malformed);
+        };
+        if h.kind != PduKind::Response {
+            return fault(&mut self.series, batch, &self.stats, t, Fault::Malformed);
+        }
+        let current = h.request_id == t.rid;
+        if draining || !current {
+            let f = if current && t.answered || h.request_id == t.prev_rid && t.prev_answered && !draining {
+                Fault::Duplicate
+            } else if current || h.request_id == t.prev_rid {
+                Fault::Late
+            } else {
+                Fault::WrongRequestId
+            };
+            return fault(&mut self.series, batch, &self.stats, t, f);
+        }
+        if t.answered {
+            return fault(&mut self.series, batch, &self.stats, t, Fault::Duplicate);
+        }
+        // Check the whole answer before recording any of it.
+        if h.error_status == 0 {
+            let mut n = 0;
+            for (k, vb) in vbs.clone().enumerate() {
+                let ok = vb.is_ok_and(|vb| t.active.get(k).is_some_and(|&o| t.oids[o].bytes == vb.oid.0));
+                if !ok {
+                    return fault(&mut self.series, batch, &self.stats, t, Fault::Malformed);
+                }
+                n += 1;
+            }
+            if n != t.active.len() {
+                return fault(&mut self.series, batch, &self.stats, t, Fault::Malformed);
+            }
+        }
+        t.answered = true;
+        self.n_answered += 1;
+        let now = realtime_ns();
+        self.last_answer_ns = now;
+        let series = &mut self.series;
+        series.push(batch, t.id_up, 1.0);
+        series.push(batch, t.id_rtt, ((monotonic_ns() - t.sent_mono_ns) / 1000) as f64 / 1e6);
+        for o in t.oids.iter().filter(|o| o.removed.is_some()) {
+            let key = t.key("kansoku_snmp_error", &[("oid", &o.display), ("error", o.removed.unwrap_or(""))]);
+            let id = series.get_or_add(key);
+            series.push(batch, id, 1.0);
+        }
+        if h.error_status != 0 {
+            self.stats.pdu_errors.fetch_add(1, Ordering::Relaxed);
+            pdu_error(series, batch, t, h.error_status, h.error_index);
+            return;
+        }
+
+        // sysUpTime going backwards: the agent restarted, counters with it.
+        let mut restarted = false;
+        if let Some(Ok(first)) = vbs.clone().next()
+            && let (Value::TimeTicks(now), true) = (first.value, first.oid.0 == SYS_UPTIME_BYTES)
+        {
+            restarted = t.uptime.is_some_and(|prev| track::restarted(prev, now));
+            t.uptime = Some(now);
+        }
+        if restarted {
+            self.stats.restarts.fetch_add(1, Ordering::Relaxed);
+            let id = series.get_or_add(t.key("kansoku_snmp_restart", &[]));
+            series.push(batch, id, 1.0);
+        }
+        let mut stale = 0u32;
+        for (k, vb) in vbs.enumerate() {
+            let Ok(vb) = vb else { break };
+            let labels = &t.labels;
+            let o = &mut t.oids[t.active[k]];
+            let raw = match vb.value {
+                Value::Counter32(v) => Raw::Counter32(v),
+                Value::Counter64(v) => Raw::Counter64(v),
+                v => match v.as_f64() {
+                    Some(f) => Raw::Other(f.to_bits()),
+                    None => {
+                        let error = v.exception().unwrap_or("notNumeric");
+                        let key = error_key(labels, &o.display, error);
+                        let id = series.get_or_add(key);
+                        series.push(batch, id, 1.0);
+                        continue;
+                    }
+                },
+            };
+            series.push(batch, o.id_value, vb.value.as_f64().unwrap_or(f64::NAN));
+            let obs = o.track.observe(raw, t_ns, restarted, self.interval_ns);
+            if let Some(inc) = obs.increase {
+                let id = *o.id_increase.get_or_insert_with(|| {
+                    let name = format!("{}_increase", o.key.name());
+                    series.add(SeriesKey::new(name, o.key.labels().iter().map(|(k, v)| (k.as_str(), v.as_str()))))
+                });
+                series.push(batch, id, inc as f64);
+            }
+            stale += obs.stale as u32;
+            if let Some(p) = o.track.period_ns()
+                && (obs.period_changed || t_ns - o.period_written_ns >= PERIOD_REPEAT_NS)
+            {
+                let id = *o.id_period.get_or_insert_with(|| {
+                    let mut lab: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                    lab.push(("oid", &o.display));
+                    series.add(SeriesKey::new("kansoku_snmp_update_period_seconds", lab))
+                });
+                series.push(batch, id, (p / 1000) as f64 / 1e6);
+                o.period_written_ns = t_ns;
+            }
+        }
+        series.push(batch, t.id_stale, stale as f64);
+        self.stats.stale_values.fetch_add(stale as u64, Ordering::Relaxed);
+    }
+
+    /// Runs the cycle on every boundary until `stop`, handing each interval's
+    /// batch to `sink` without blocking (a full queue drops and counts it).
+    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
+        let interval = self.interval_ns;
+        let mut scheduled = next_boundary(realtime_ns(), interval);
+        while !stop.load(Ordering::Relaxed) {
+            match sleep_until(scheduled, interval, &stop) {
+                Wake::Reached => {}
+                Wake::Stopped => break,
+                Wake::ClockSteppedBack => {
+                    scheduled = next_boundary(realtime_ns(), interval);
+                    continue;
+                }
+            }
+            let batch = self.poll_once(scheduled);
+            match sink.try_send(batch) {
+                Ok(()) => {}
+                Err(TrySendError::Full(b)) => {
+                    self.series.undeclare(&b.defs);
+                    if self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed) == 0 {
+                        tracing::warn!(
+                            "store queue full: dropping SNMP intervals (kansoku_snmp_dropped_batches_total)"
+                        );
+                    }
+                }
+                Err(TrySendError::Disconnected(_)) => break,
+            }
+            let (next, missed) = after_round(scheduled, realtime_ns(), interval);
+            if missed > 0 {
+                self.stats.missed_intervals.fetch_add(missed, Ordering::Relaxed);
+            }
+            scheduled = next;
+        }
+    }
+}
+
+const SYS_UPTIME_BYTES: &[u8] = &[0x2b, 6, 1, 2, 1, 1, 3, 0];
+
+fn error_key(labels: &[(String, String)], oid: &str, error: &str) -> SeriesKey {
+    let lab = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain([("oid", oid), ("error", error)]);
+    SeriesKey::new("kansoku_snmp_error", lab)
+}
+
+/// An error status fails the whole PDU. noSuchName (v1's answer to an
+/// object the agent lacks) names the culprit by index: drop it from the
+/// request so the others are polled from the next interval on, and keep
+/// recording the error for it. Anything else is recorded as is.
+fn pdu_error(series: &mut Series, batch: &mut Batch, t: &mut Target, status: i64, index: i64) {
+    let name = error_status_name(status);
+    let culprit = usize::try_from(index).ok().filter(|&i| i >= 1 && i <= t.active.len()).map(|i| i - 1);
+    match (status, culprit) {
+        (2, Some(k)) => {
+            let o = t.active.remove(k);
+            let oid = &mut t.oids[o];
+            oid.removed = Some("noSuchName");
+            tracing::warn!(
+                "{}: noSuchName for {}: polling the target's other OIDs without it (kansoku_snmp_error)",
+                t.addr,
+                oid.display
+            );
+            let key = error_key(&t.labels, &oid.display, "noSuchName");
+            let id = series.get_or_add(key);
+            series.push(batch, id, 1.0);
+            t.reencode();
+            t.request.set_request_id(t.rid);
+        }
+        _ => {
+            let id = series.get_or_add(t.key("kansoku_snmp_pdu_error", &[("error", name)]));
+            series.push(batch, id, 1.0);
+        }
+    }
+}
+
+/// One `recvmmsg` on `sock` into `bufs`; fills `received` with (length,
+/// source) and updates the socket's kernel drop counter. Returns the count.
+fn recv_some(
+    sock: &UdpSocket,
+    hdrs: &mut MultiHeaders<SockaddrStorage>,
+    bufs: &mut [Vec<u8>],
+    received: &mut Vec<(usize, Option<SocketAddr>)>,
+    drops: &mut u32,
+) -> io::Result<usize> {
+    received.clear();
+    let mut slices: Vec<[IoSliceMut<'_>; 1]> = bufs.iter_mut().map(|b| [IoSliceMut::new(&mut b[..])]).collect();
+    let results = match recvmmsg(sock.as_fd().as_raw_fd(), hdrs, slices.iter_mut(), MsgFlags::MSG_DONTWAIT, None) {
+        Ok(r) => r,
+        Err(Errno::EAGAIN | Errno::EINTR) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    for m in results {
+        if let Ok(cmsgs) = m.cmsgs() {
+            for c in cmsgs {
+                if let ControlMessageOwned::RxqOvfl(n) = c {
+                    *drops = n;
+                }
+            }
+        }
+        received.push((m.bytes, m.address.and_then(to_std)));
+    }
+    Ok(received.len())
+}
+
+fn to_std(a: SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = a.as_sockaddr_in() {
+        return Some(SocketAddr::V4((*v4).into()));
+    }
+    a.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into()))
+}

@@ -1,0 +1,184 @@
+//! The poller against the fake agent farm: every fault a real agent shows on
+//! a bad day is recorded as what it is, and never as a value.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::time::Duration;
+
+use model::{Batch, SeriesKey};
+use snmp::farm::{self, Fault, STEP};
+use snmp::message::Version;
+use snmp::mib;
+use snmp::targets::{OidSet, TargetSpec};
+use snmp::{Poller, PollerConfig};
+
+const INTERVALS: usize = 25;
+
+/// Stored samples by series text (`name{labels}`), in time order.
+struct Recorded {
+    by_key: HashMap<String, Vec<(i64, f64)>>,
+}
+
+impl Recorded {
+    fn new(batches: &[Batch]) -> Recorded {
+        let mut keys: HashMap<u32, SeriesKey> = HashMap::new();
+        let mut by_key: HashMap<String, Vec<(i64, f64)>> = HashMap::new();
+        for b in batches {
+            for (id, k) in &b.defs {
+                keys.insert(*id, k.clone());
+            }
+            for (id, v) in &b.points {
+                let k = keys.get(id).unwrap_or_else(|| panic!("point for undeclared id {id}"));
+                by_key.entry(k.to_string()).or_default().push((b.time.as_nanos(), *v));
+            }
+        }
+        Recorded { by_key }
+    }
+
+    fn get(&self, key: &str) -> &[(i64, f64)] {
+        self.by_key.get(key).map_or(&[], Vec::as_slice)
+    }
+
+    fn values(&self, key: &str) -> Vec<f64> {
+        self.get(key).iter().map(|(_, v)| *v).collect()
+    }
+
+    fn count(&self, key: &str, v: f64) -> usize {
+        self.get(key).iter().filter(|(_, x)| *x == v).count()
+    }
+}
+
+fn spec(addr: SocketAddr, version: Version, oids: OidSet) -> TargetSpec {
+    TargetSpec { address: addr, name: addr.to_string(), version, community: "public".into(), oids, labels: vec![] }
+}
+
+fn list(names: &[&str]) -> OidSet {
+    OidSet::List(names.iter().map(|n| mib::parse_instance(n).unwrap()).collect())
+}
+
+#[test]
+fn every_fault_is_recorded_as_what_it_is() {
+    let faults = [
+        Fault::None,
+        Fault::Silent,
+        Fault::DropEvery(3),
+        Fault::Late(Duration::from_millis(150)),
+        Fault::Duplicate,
+        Fault::WrongRequestId,
+        Fault::WrongSource,
+        Fault::Counter32Wrap,
+        Fault::Counter64Huge,
+        Fault::RestartEvery(5),
+        Fault::Stale(5),
+        Fault::Truncated,
+        Fault::NoSuchInstance,
+        Fault::None,
+        Fault::None,
+        Fault::None,
+    ];
+    let addrs = farm::addresses(Ipv4Addr::new(127, 2, 0, 1), 0, faults.len());
+    let farm = farm::Farm::start(addrs.into_iter().zip(faults).collect(), 1).unwrap();
+    let a = &farm.addrs;
+    let oids = ["sysUpTime.0", "ifHCInOctets.2", "ifInOctets.2", "dskUsed.1", "laLoad.1"];
+    let mut specs: Vec<TargetSpec> = a[..13].iter().map(|&x| spec(x, Version::V2c, list(&oids))).collect();
+    specs.push(spec(a[13], Version::V1, list(&["sysUpTime.0", "1.3.6.1.4.1.99999.1.0", "ifInOctets.2"])));
+    specs.push(spec(a[14], Version::V1, OidSet::Default));
+    specs.push(spec(a[15], Version::V2c, OidSet::Default));
+
+    let (plan, failures) = snmp::plan(specs, Duration::from_secs(1), 2);
+    assert!(failures.is_empty(), "{failures:?}");
+    let poller = Poller::new(PollerConfig::new(Duration::from_millis(100)), plan).unwrap();
+    let stats = poller.stats();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = sync_channel(INTERVALS * 2);
+    let thread = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || poller.run(tx, stop))
+    };
+    let batches: Vec<Batch> = rx.iter().take(INTERVALS).collect();
+    stop.store(true, Ordering::Relaxed);
+    thread.join().unwrap();
+    let r = Recorded::new(&batches);
+    let n = INTERVALS;
+    let t = |i: usize| format!("target=\"{}\"", a[i]);
+    let up = |i: usize| format!("kansoku_snmp_up{{{}}}", t(i));
+    let fault = |i: usize, kind: &str| format!("kansoku_snmp_fault{{kind=\"{kind}\",{}}}", t(i));
+    let value = |name: &str, i: usize, labels: &str| format!("{name}{{{labels}{}}}", t(i));
+
+    for i in 0..a.len() {
+        assert_eq!(r.get(&up(i)).len(), n, "one up sample per interval for target {i}");
+    }
+    // Healthy: answered (a loaded machine may miss a slice or two).
+    assert!(r.count(&up(0), 1.0) >= n - 3, "{:?}", r.values(&up(0)));
+    let hc = |i| value("ifHCInOctets", i, "ifIndex=\"2\",");
+    let hc_inc = |i| value("ifHCInOctets_increase", i, "ifIndex=\"2\",");
+    let raw = r.values(&hc(0));
+    let inc = r.values(&hc_inc(0));
+    assert!(inc.iter().all(|d| *d > 0.0 && d % (2 * STEP) as f64 == 0.0), "{inc:?}");
+    assert_eq!(inc.iter().sum::<f64>(), raw[raw.len() - 1] - raw[0]);
+    assert_eq!(r.values(&value("laLoad", 0, "laIndex=\"1\",")).len(), raw.len());
+
+    // Silent: an error sample every interval, no values.
+    assert_eq!(r.count(&up(1), 0.0), n);
+    assert!(r.get(&hc(1)).is_empty());
+    // Every third request dropped.
+    let dropped = r.count(&up(2), 0.0);
+    assert!((n / 3 - 1..=n / 3 + 3).contains(&dropped), "{dropped} silences of {n}");
+    // Late: never a value, counted as late.
+    assert_eq!(r.count(&up(3), 0.0), n);
+    assert!(r.get(&hc(3)).is_empty());
+    assert!(r.get(&fault(3, "late")).len() >= n - 3);
+    // Duplicate: the first is used, the second counted.
+    assert!(r.count(&up(4), 1.0) >= n - 3);
+    assert!(r.get(&fault(4, "duplicate")).len() >= n - 4);
+    // Wrong request id: silent as far as values go, counted.
+    assert_eq!(r.count(&up(5), 0.0), n);
+    assert!(r.get(&fault(5, "wrong_request_id")).len() >= n - 2);
+    // Wrong source: the reply comes from target 7's address with target 6's
+    // request id; neither accepts it.
+    assert_eq!(r.count(&up(6), 0.0), n);
+    assert!(r.get(&fault(7, "wrong_request_id")).len() >= n - 3);
+    // Counter32 wrap: increases stay small and exact.
+    let c32_raw = r.values(&value("ifInOctets", 7, "ifIndex=\"2\","));
+    assert!(c32_raw.windows(2).any(|w| w[1] < w[0]), "the farm's counter wraps: {c32_raw:?}");
+    let c32 = r.values(&value("ifInOctets_increase", 7, "ifIndex=\"2\","));
+    assert!(c32.iter().all(|d| *d > 0.0 && d % (2 * STEP) as f64 == 0.0 && *d <= (8 * STEP) as f64), "{c32:?}");
+    // Counter64 above 2^53: raw values lose precision as f64, increases do not.
+    assert!(r.values(&hc(8)).iter().all(|v| *v > 2f64.powi(53)));
+    let c64 = r.values(&hc_inc(8));
+    assert!(!c64.is_empty() && c64.iter().all(|d| *d > 0.0 && d % (2 * STEP) as f64 == 0.0), "{c64:?}");
+    // Restart every 5 requests: detected, no spike.
+    let restarts = r.get(&format!("kansoku_snmp_restart{{{}}}", t(9))).len();
+    assert!(restarts >= n / 5 - 2, "{restarts} restarts");
+    let after = r.values(&hc_inc(9));
+    assert!(after.iter().all(|d| *d > 0.0 && *d <= (8 * STEP) as f64), "no spike after a restart: {after:?}");
+    // Stale: values refresh every 5 requests: period found, repeats flagged.
+    let period = r.values(&format!("kansoku_snmp_update_period_seconds{{oid=\"ifHCInOctets.2\",{}}}", t(10)));
+    let p = *period.last().expect("update period written");
+    assert!((0.35..=0.65).contains(&p), "period {p} s, expected ~0.5");
+    assert!(r.values(&format!("kansoku_snmp_stale_values{{{}}}", t(10))).iter().sum::<f64>() > 0.0);
+    assert!(r.values(&format!("kansoku_snmp_stale_values{{{}}}", t(0))).iter().all(|v| *v == 0.0));
+    // Truncated: malformed, never a value.
+    assert_eq!(r.count(&up(11), 0.0), n);
+    assert!(r.get(&fault(11, "malformed")).len() >= n - 2);
+    // noSuchInstance for one OID: recorded per OID, the others stored.
+    let nsi = format!("kansoku_snmp_error{{error=\"noSuchInstance\",oid=\"dskUsed.1\",{}}}", t(12));
+    assert!(r.get(&nsi).len() >= n - 3);
+    assert!(r.get(&hc(12)).len() >= n - 3);
+    // v1: noSuchName fails the whole PDU; the poller drops the OID and goes on.
+    let nsn = format!("kansoku_snmp_error{{error=\"noSuchName\",oid=\"1.3.6.1.4.1.99999.1.0\",{}}}", t(13));
+    assert!(r.get(&nsn).len() >= n - 3, "{:?}", r.get(&nsn));
+    assert!(r.get(&value("ifInOctets", 13, "ifIndex=\"2\",")).len() >= n - 4);
+    // Discovery: v1 walks with GetNext, v2c with GetBulk; loopback skipped.
+    assert!(r.get(&value("ifInOctets", 14, "ifDescr=\"eth0\",ifIndex=\"2\",")).len() >= n - 3);
+    assert!(r.get(&value("ifInOctets", 14, "ifDescr=\"lo\",ifIndex=\"1\",")).is_empty());
+    assert!(r.get(&value("ifHCOutOctets", 15, "ifDescr=\"eth0\",ifIndex=\"2\",")).len() >= n - 3);
+    assert!(r.get(&value("dskAvail", 15, "dskIndex=\"1\",dskPath=\"/\",")).len() >= n - 3);
+    assert!(r.get(&value("laLoad", 15, "laIndex=\"1\",")).len() >= n - 3);
+
+    assert_eq!(stats.kernel_drops.load(Ordering::Relaxed), 0);
+    assert!(stats.late.load(Ordering::Relaxed) >= (n - 3) as u64);
+}
