@@ -31,11 +31,12 @@ pub struct ApiState {
     pub live: broadcast::Sender<Arc<Appended>>,
     pub collector: Option<Arc<CollectorStats>>,
     pub interval: Option<std::time::Duration>,
+    pub snmp: Option<Arc<snmp::PollerStats>>,
 }
 
 impl ApiState {
     pub fn new(store: Arc<Store>) -> ApiState {
-        ApiState { store, live: broadcast::channel(LIVE_BUFFER).0, collector: None, interval: None }
+        ApiState { store, live: broadcast::channel(LIVE_BUFFER).0, collector: None, interval: None, snmp: None }
     }
 }
 

@@ -1,4 +1,4 @@
-//! `GET /api/v1/status`: what the collector and store are doing, including
+//! `GET /api/v1/status`: what the collector, SNMP poller and store are doing, including
 //! every drop they counted.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -45,7 +45,32 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
             "series": c.series.load(Relaxed),
         })
     });
+    let snmp = st.snmp.as_ref().map(|p| {
+        serde_json::json!({
+            "targets": p.targets.load(Relaxed),
+            "intervals": p.intervals.load(Relaxed),
+            "last_answered": p.last_answered.load(Relaxed),
+            "last_send_seconds": p.last_send_ns.load(Relaxed) as f64 / 1e9,
+            "last_complete_seconds": p.last_complete_ns.load(Relaxed) as f64 / 1e9,
+            "last_round_cpu_seconds": p.last_cpu_ns.load(Relaxed) as f64 / 1e9,
+            "answers": p.answers.load(Relaxed),
+            "silences": p.silences.load(Relaxed),
+            "late": p.late.load(Relaxed),
+            "duplicates": p.duplicates.load(Relaxed),
+            "wrong_request_id": p.wrong_request_id.load(Relaxed),
+            "unknown_source": p.unknown_source.load(Relaxed),
+            "malformed": p.malformed.load(Relaxed),
+            "pdu_errors": p.pdu_errors.load(Relaxed),
+            "kernel_drops": p.kernel_drops.load(Relaxed),
+            "send_errors": p.send_errors.load(Relaxed),
+            "restarts": p.restarts.load(Relaxed),
+            "stale_values": p.stale_values.load(Relaxed),
+            "missed_intervals": p.missed_intervals.load(Relaxed),
+            "dropped_batches": p.dropped_batches.load(Relaxed),
+        })
+    });
     Json(serde_json::json!({
+        "snmp": snmp,
         "version": env!("CARGO_PKG_VERSION"),
         "data_dir": st.store.root().display().to_string(),
         "store": store,

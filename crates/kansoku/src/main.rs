@@ -20,6 +20,9 @@ struct Cli {
 enum Cmd {
     /// Observe this host: collect, store under --data, serve the API on --listen.
     Up(up::UpArgs),
+    /// Poll SNMP targets on interval boundaries (the glogger cycle), store
+    /// every answer and every silence under --data, serve the API on --listen.
+    Snmp(up::SnmpArgs),
     /// List series, one per line: name{label="value",...}.
     Series(read::SeriesArgs),
     /// Read samples of the series a selector matches (CSV: series,time_ns,value).
@@ -34,6 +37,11 @@ enum LabCmd {
     /// CPU cost of the host collector per interval and per sample, beside
     /// node_exporter scraped at the same interval in the same run.
     CollectorCost(lab::collector_cost::Args),
+    /// The glogger experiment: K SNMP targets every interval, beside a
+    /// snmpget shell loop and snmp_exporter in the same run.
+    Snmp(lab::snmp_bench::Args),
+    /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
+    SnmpFarm(lab::snmp_bench::FarmArgs),
 }
 
 /// Where read commands find data: a data directory (read-only; works while
@@ -53,9 +61,12 @@ fn main() -> ExitCode {
     init_logging();
     let result = match cli.cmd {
         Cmd::Up(args) => up::run(args),
+        Cmd::Snmp(args) => up::run_snmp(args),
         Cmd::Series(args) => read::series(args),
         Cmd::Query(args) => read::query(args),
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
+        Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
+        Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
-//! `kansoku up`: collector thread -> bounded queue -> store writer thread ->
+//! `kansoku up` and `kansoku snmp`: each producer (host collector, SNMP
+//! poller) on its own thread -> its bounded queue -> its store writer thread ->
 //! live broadcast; HTTP API on a small tokio runtime. Ctrl-C or SIGTERM stops
-//! sampling, drains the queue, and flushes the store.
+//! sampling, drains the queues, and flushes the store.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +21,32 @@ const QUEUE_ROUNDS: usize = 256;
 
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Value of the host label (default: this machine's hostname).
+    #[arg(long)]
+    host: Option<String>,
+    /// Also poll the SNMP targets in this file (see `kansoku snmp --help`),
+    /// at --interval.
+    #[arg(long, value_name = "FILE")]
+    snmp_targets: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SnmpArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Targets file: one `address[:port] [v1|v2c] [community=C] [oids=A,B] [name=N] [label=value]`
+    /// per line, or TOML (`*.toml`, `[[target]]` tables). See docs/snmp.md.
+    #[arg(long, value_name = "FILE")]
+    targets: PathBuf,
+    /// Time slice after each boundary in which answers count (default: 90 % of --interval).
+    #[arg(long, value_parser = parse_dur)]
+    timeout: Option<Duration>,
+}
+
+#[derive(clap::Args, Debug)]
+struct CommonArgs {
     /// Data directory (created if new).
     #[arg(long, default_value = "kansoku-data")]
     data: PathBuf,
@@ -29,9 +56,6 @@ pub struct UpArgs {
     /// Sampling interval, 10ms to 60s; samples are taken on its wall-clock boundaries.
     #[arg(long, default_value = "100ms", value_parser = parse_interval)]
     interval: Duration,
-    /// Value of the host label (default: this machine's hostname).
-    #[arg(long)]
-    host: Option<String>,
     /// WAL fsync policy: always (nothing acknowledged is lost, even on power
     /// loss), never, or a duration (power loss may lose up to that window).
     #[arg(long, default_value = "always", value_parser = parse_fsync)]
@@ -72,11 +96,37 @@ pub fn hostname() -> String {
 }
 
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
+    let host = args.host.clone().unwrap_or_else(hostname);
+    let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
+    serve(&args.common, Some(host), snmp)
+}
+
+pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
+    serve(&args.common, None, Some((&args.targets, args.timeout)))
+}
+
+/// A producer's thread and the store writer thread draining its queue.
+struct Job {
+    name: &'static str,
+    producer: std::thread::JoinHandle<()>,
+    writer: std::thread::JoinHandle<()>,
+}
+
+fn serve(
+    args: &CommonArgs,
+    host: Option<String>,
+    snmp: Option<(&std::path::Path, Option<Duration>)>,
+) -> anyhow::Result<()> {
     let addr: SocketAddr = args
         .listen
         .parse()
         .with_context(|| format!("--listen {:?}: expected IP:PORT, e.g. 127.0.0.1:7070", args.listen))?;
-    // Bind before touching the data directory: a port in use changes nothing.
+    // Read the targets and bind before touching the data directory: a bad
+    // file or a port in use changes nothing.
+    let targets = match snmp {
+        Some((path, _)) => Some(snmp::targets::load(path)?),
+        None => None,
+    };
     let listener = std::net::TcpListener::bind(addr).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             anyhow::anyhow!("listen {addr}: address in use; is another kansoku running? choose another with --listen")
@@ -87,49 +137,61 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     listener.set_nonblocking(true).context("listen socket")?;
     let local = listener.local_addr().context("listen socket")?;
 
+    let poller = match (targets, snmp) {
+        (Some(targets), Some((_, timeout))) => {
+            let n = targets.len();
+            tracing::info!("snmp: discovering {n} targets");
+            let (plan, failures) = snmp::plan(targets, Duration::from_secs(1), 2);
+            for f in &failures {
+                tracing::warn!(
+                    "snmp: {}: discovery failed ({}); polling sysUpTime.0 and laLoad.1 only",
+                    f.target,
+                    f.reason
+                );
+            }
+            let mut cfg = snmp::PollerConfig::new(args.interval);
+            if let Some(t) = timeout {
+                if t > args.interval {
+                    bail!(
+                        "--timeout {t:?} exceeds --interval {:?}: answers must count within their interval",
+                        args.interval
+                    );
+                }
+                cfg.timeout = t;
+            }
+            let poller = snmp::Poller::new(cfg, plan).context("snmp: open UDP sockets")?;
+            tracing::info!("snmp: polling {n} targets ({} series) every {:?}", poller.n_series(), args.interval);
+            Some(poller)
+        }
+        _ => None,
+    };
+
     let opts = Options { fsync: args.fsync, block_duration: args.block_duration, ..Options::default() };
     let store = Arc::new(Store::open(&args.data, opts).with_context(|| format!("open store {}", args.data.display()))?);
-    let host = args.host.clone().unwrap_or_else(hostname);
-    let collector = Collector::new(&CollectorConfig { interval: args.interval, host: host.clone(), root: "/".into() });
     let mut state = api::ApiState::new(Arc::clone(&store));
-    state.collector = Some(collector.stats());
     state.interval = Some(args.interval);
-    let live = state.live.clone();
-
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
-    let collector_thread = {
+    let mut jobs = Vec::new();
+    if let Some(host) = &host {
+        let collector =
+            Collector::new(&CollectorConfig { interval: args.interval, host: host.clone(), root: "/".into() });
+        state.collector = Some(collector.stats());
         let stop = Arc::clone(&stop);
-        std::thread::Builder::new().name("collector".into()).spawn(move || collector.run(tx, stop))?
-    };
-    let writer_thread = {
-        let store = Arc::clone(&store);
-        std::thread::Builder::new().name("store-writer".into()).spawn(move || {
-            let mut appender = Appender::default();
-            let mut failures = 0u64;
-            for batch in rx {
-                match store.append(&mut appender, &batch) {
-                    Ok(appended) => {
-                        if failures > 0 {
-                            tracing::info!("store writes resumed after {failures} failed rounds");
-                            failures = 0;
-                        }
-                        let _ = live.send(Arc::new(appended));
-                    }
-                    Err(e) => {
-                        // Counted in the store's write_errors; log the first of a run.
-                        if failures == 0 {
-                            tracing::error!("store write failed, round not stored (will retry with the next): {e}");
-                        }
-                        failures += 1;
-                    }
-                }
-            }
-        })?
-    };
+        jobs.push(spawn_job("collector", &store, &state.live, move |tx| collector.run(tx, stop))?);
+    }
+    if let Some(poller) = poller {
+        state.snmp = Some(poller.stats());
+        let stop = Arc::clone(&stop);
+        jobs.push(spawn_job("snmp-poller", &store, &state.live, move |tx| poller.run(tx, stop))?);
+    }
 
+    let what = match (&host, state.snmp.is_some()) {
+        (Some(h), true) => format!("host {h:?} and SNMP targets"),
+        (Some(h), false) => format!("host {h:?}"),
+        (None, _) => "SNMP targets".to_owned(),
+    };
     tracing::info!(
-        "kansoku up: listening on http://{local}, host {host:?}, interval {:?}, data in {}",
+        "kansoku up: listening on http://{local}, {what}, interval {:?}, data in {}",
         args.interval,
         args.data.display()
     );
@@ -138,17 +200,57 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         axum::serve(listener, api::router(state)).with_graceful_shutdown(shutdown_signal()).await
     });
-    tracing::info!("stopping: draining the queue and flushing the store");
+    tracing::info!("stopping: draining the queues and flushing the store");
     stop.store(true, Ordering::Relaxed);
-    if collector_thread.join().is_err() {
-        bail!("collector thread panicked");
-    }
-    if writer_thread.join().is_err() {
-        bail!("store writer thread panicked");
+    for job in jobs {
+        if job.producer.join().is_err() {
+            bail!("{} thread panicked", job.name);
+        }
+        if job.writer.join().is_err() {
+            bail!("store writer of {} panicked", job.name);
+        }
     }
     store.close().context("flush store")?;
     served.context("HTTP server")?;
     Ok(())
+}
+
+/// Starts `produce` on its own thread with a bounded queue to a store writer
+/// thread of its own (the store serialises appends; each writer keeps its
+/// producer's series ids).
+fn spawn_job(
+    name: &'static str,
+    store: &Arc<Store>,
+    live: &tokio::sync::broadcast::Sender<Arc<store::Appended>>,
+    produce: impl FnOnce(std::sync::mpsc::SyncSender<Batch>) + Send + 'static,
+) -> anyhow::Result<Job> {
+    let (tx, rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
+    let producer = std::thread::Builder::new().name(name.into()).spawn(move || produce(tx))?;
+    let store = Arc::clone(store);
+    let live = live.clone();
+    let writer = std::thread::Builder::new().name(format!("{name}-writer")).spawn(move || {
+        let mut appender = Appender::default();
+        let mut failures = 0u64;
+        for batch in rx {
+            match store.append(&mut appender, &batch) {
+                Ok(appended) => {
+                    if failures > 0 {
+                        tracing::info!("{name}: store writes resumed after {failures} failed rounds");
+                        failures = 0;
+                    }
+                    let _ = live.send(Arc::new(appended));
+                }
+                Err(e) => {
+                    // Counted in the store's write_errors; log the first of a run.
+                    if failures == 0 {
+                        tracing::error!("{name}: store write failed, round not stored (will retry with the next): {e}");
+                    }
+                    failures += 1;
+                }
+            }
+        }
+    })?;
+    Ok(Job { name, producer, writer })
 }
 
 async fn shutdown_signal() {

@@ -95,8 +95,8 @@ pub fn machine() -> String {
     format!("{cores} x {cpu}, Linux {}", kernel.trim())
 }
 
-struct Peer {
-    child: Child,
+pub(crate) struct Peer {
+    pub(crate) child: Child,
 }
 
 impl Drop for Peer {
@@ -108,14 +108,14 @@ impl Drop for Peer {
 
 /// Sleeps to a wall-clock instant, however far ahead (the lab starts a
 /// couple of seconds out, which the collector's clock-step check would flag).
-fn sleep_to(deadline_ns: i64, stop: &AtomicBool) {
+pub(crate) fn sleep_to(deadline_ns: i64, stop: &AtomicBool) {
     let _ = sleep_until(deadline_ns, i64::MAX / 4, stop);
 }
 
 /// CPU seconds (utime + stime) of a process or thread from its `stat` file
 /// (`/proc/PID/stat`); 10 ms ticks, so only meaningful over many rounds. The
 /// sum is exact; the split between the two is sampled at ticks, so unused.
-fn stat_cpu_seconds(path: &str) -> anyhow::Result<f64> {
+pub(crate) fn stat_cpu_seconds(path: &str) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
     // Fields after the parenthesised comm; utime and stime are 14 and 15.
     let rest = stat.rsplit_once(')').context("malformed stat file")?.1;
@@ -134,23 +134,16 @@ fn scrape(addr: &str) -> std::io::Result<String> {
     Ok(resp.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
 }
 
-fn start_peer(bin: &str, listen: &str) -> anyhow::Result<Peer> {
-    // An occupied port would have us scrape someone else's exporter.
-    drop(std::net::TcpListener::bind(listen).with_context(|| {
-        format!("peer address {listen} is in use (a node_exporter left running?); stop it or pass --peer-listen")
-    })?);
-    let mut child = Command::new(bin)
-        .arg(format!("--web.listen-address={listen}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("start {bin} (install prometheus-node-exporter, or pass --peer none)"))?;
-    // Ready when it logs that it listens (read on a thread, so the wait is bounded).
+/// Spawns `cmd` and waits (10 s at most) for a line containing `ready` on
+/// its stderr, read on a thread so the wait is bounded.
+pub(crate) fn spawn_ready(mut cmd: Command, ready: &'static str, what: &str) -> anyhow::Result<Peer> {
+    let mut child =
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().with_context(|| format!("start {what}"))?;
     let stderr = child.stderr.take().expect("piped");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("Listening on") {
+            if line.contains(ready) {
                 let _ = ready_tx.send(());
             }
         }
@@ -158,10 +151,22 @@ fn start_peer(bin: &str, listen: &str) -> anyhow::Result<Peer> {
     let mut peer = Peer { child };
     if ready_rx.recv_timeout(Duration::from_secs(10)).is_err() {
         if let Some(status) = peer.child.try_wait()? {
-            bail!("{bin} exited ({status}) before listening on {listen}");
+            bail!("{what} exited ({status}) before it was ready");
         }
-        bail!("{bin} did not report listening on {listen} within 10 s");
+        bail!("{what} did not report {ready:?} within 10 s");
     }
+    Ok(peer)
+}
+
+fn start_peer(bin: &str, listen: &str) -> anyhow::Result<Peer> {
+    // An occupied port would have us scrape someone else's exporter.
+    drop(std::net::TcpListener::bind(listen).with_context(|| {
+        format!("peer address {listen} is in use (a node_exporter left running?); stop it or pass --peer-listen")
+    })?);
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--web.listen-address={listen}"));
+    let what = format!("{bin} (install prometheus-node-exporter, or pass --peer none)");
+    let peer = spawn_ready(cmd, "Listening on", &what)?;
     if scrape(listen).map(|b| b.is_empty()).unwrap_or(true) {
         bail!("{bin} listens on {listen} but its /metrics answered nothing");
     }

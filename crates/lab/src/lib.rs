@@ -2,3 +2,4 @@
 //! its figures beside the peer measured in the same run.
 
 pub mod collector_cost;
+pub mod snmp_bench;

@@ -7,12 +7,18 @@
 //! Values are functions of the number of requests an endpoint has seen, not
 //! of time, so a test knows exactly what each answer must contain.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::collections::HashMap;
+use std::io::{IoSlice, IoSliceMut};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use tokio::net::UdpSocket;
+use nix::sys::socket::{
+    ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmsg, setsockopt,
+    sockopt,
+};
 
 use crate::message::{self, Header, OidRef, PduKind, Value, VarBind, Version};
 use crate::mib;
@@ -57,154 +63,272 @@ pub enum Fault {
 
 #[derive(Debug)]
 pub struct Farm {
+    /// Every endpoint's address, in the order given.
     pub addrs: Vec<SocketAddr>,
     /// Requests seen, per endpoint.
     pub requests: Arc<Vec<AtomicU64>>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// `count` addresses from `first` upwards (skipping .0 and .255 last octets).
-pub fn addresses(first: Ipv4Addr, port: u16, count: usize) -> Vec<SocketAddr> {
+pub fn ips(first: Ipv4Addr, count: usize) -> Vec<Ipv4Addr> {
     let mut ip = u32::from(first);
     let mut out = Vec::with_capacity(count);
     while out.len() < count {
         if !matches!(ip & 0xff, 0 | 255) {
-            out.push(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), port));
+            out.push(Ipv4Addr::from(ip));
         }
         ip += 1;
     }
     out
 }
 
+/// How the farm serves thousands of addresses without thousands of sockets:
+/// `threads` sockets share one port on the wildcard address
+/// (`SO_REUSEPORT`); every 127.0.0.0/8 address is local, so each socket
+/// receives requests for all of them, learns the address a request was sent
+/// to from `IP_PKTINFO`, and answers from that address with the same option.
+/// Requests are read with `recvmmsg`.
 impl Farm {
-    /// Binds every endpoint (port 0: any free port, see `addrs`), then serves
-    /// on `threads` threads until dropped.
-    pub fn start(endpoints: Vec<(SocketAddr, Fault)>, threads: usize) -> std::io::Result<Farm> {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads.max(1)).enable_all().build()?;
-        let sockets: Vec<Arc<UdpSocket>> = rt.block_on(async {
-            let mut v = Vec::with_capacity(endpoints.len());
-            for (addr, _) in &endpoints {
-                let s = UdpSocket::bind(addr)
-                    .await
-                    .map_err(|e| std::io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
-                v.push(Arc::new(s));
-            }
-            Ok::<_, std::io::Error>(v)
-        })?;
-        let addrs = sockets.iter().map(|s| s.local_addr()).collect::<std::io::Result<_>>()?;
-        let requests: Arc<Vec<AtomicU64>> = Arc::new(endpoints.iter().map(|_| AtomicU64::new(0)).collect());
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let reqs = Arc::clone(&requests);
-        let thread = std::thread::Builder::new().name("snmp-farm".into()).spawn(move || {
-            rt.block_on(async move {
-                let n = sockets.len();
-                for (i, (_, fault)) in endpoints.into_iter().enumerate() {
-                    let me = Arc::clone(&sockets[i]);
-                    let neighbour = Arc::clone(&sockets[(i + 1) % n]);
-                    let reqs = Arc::clone(&reqs);
-                    tokio::spawn(async move { serve(me, neighbour, fault, reqs, i).await });
-                }
-                let _ = stop_rx.await;
-            });
-        })?;
-        Ok(Farm { addrs, requests, stop: Some(stop_tx), thread: Some(thread) })
+    /// Serves `endpoints` (IPv4 addresses) on `port` (0: a free port, see
+    /// `addrs`) until dropped.
+    pub fn start(port: u16, endpoints: Vec<(Ipv4Addr, Fault)>, threads: usize) -> std::io::Result<Farm> {
+        let mut socks: Vec<UdpSocket> = Vec::new();
+        let mut port = port;
+        for _ in 0..threads.max(1) {
+            let s = reuseport_socket(port)?;
+            port = s.local_addr()?.port();
+            socks.push(s);
+        }
+        let addrs: Vec<SocketAddr> = endpoints.iter().map(|(ip, _)| SocketAddr::new(IpAddr::V4(*ip), port)).collect();
+        let by_ip: Arc<HashMap<Ipv4Addr, usize>> =
+            Arc::new(endpoints.iter().enumerate().map(|(i, (ip, _))| (*ip, i)).collect());
+        if by_ip.len() != endpoints.len() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "duplicate farm address"));
+        }
+        let faults: Arc<Vec<(Ipv4Addr, Fault)>> = Arc::new(endpoints);
+        let requests: Arc<Vec<AtomicU64>> = Arc::new(faults.iter().map(|_| AtomicU64::new(0)).collect());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::new();
+        for (t, sock) in socks.into_iter().enumerate() {
+            let (by_ip, faults, requests, stop) = (by_ip.clone(), faults.clone(), requests.clone(), stop.clone());
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("snmp-farm-{t}"))
+                    .spawn(move || serve(sock, &by_ip, &faults, &requests, &stop))?,
+            );
+        }
+        Ok(Farm { addrs, requests, stop, threads: handles })
     }
 }
 
 impl Drop for Farm {
     fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
 }
 
-async fn serve(me: Arc<UdpSocket>, neighbour: Arc<UdpSocket>, fault: Fault, reqs: Arc<Vec<AtomicU64>>, idx: usize) {
-    let mut buf = vec![0u8; 65536];
+fn reuseport_socket(port: u16) -> std::io::Result<UdpSocket> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, socket};
+    let fd = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)?;
+    setsockopt(&fd, sockopt::ReusePort, &true)?;
+    setsockopt(&fd, sockopt::Ipv4PacketInfo, &true)?;
+    let _ = setsockopt(&fd, sockopt::RcvBufForce, &(16usize << 20));
+    bind(fd.as_raw_fd(), &SockaddrIn::new(0, 0, 0, 0, port))?;
+    let s = UdpSocket::from(fd);
+    s.set_read_timeout(Some(Duration::from_millis(20)))?;
+    Ok(s)
+}
+
+/// A reply held back by a [`Fault::Late`] endpoint.
+struct Held {
+    due: Instant,
+    reply: Vec<u8>,
+    to: SocketAddr,
+    from: Ipv4Addr,
+}
+
+fn serve(
+    sock: UdpSocket,
+    by_ip: &HashMap<Ipv4Addr, usize>,
+    endpoints: &[(Ipv4Addr, Fault)],
+    requests: &[AtomicU64],
+    stop: &AtomicBool,
+) {
+    const BATCH: usize = 64;
+    let mut bufs = vec![vec![0u8; 4096]; BATCH];
+    let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, Some(nix::cmsg_space!(nix::libc::in_pktinfo)));
+    let mut got: Vec<(usize, SocketAddr, Ipv4Addr)> = Vec::with_capacity(BATCH);
+    let mut held: Vec<Held> = Vec::new();
     let mut out = Vec::with_capacity(1500);
-    loop {
-        let Ok((len, from)) = me.recv_from(&mut buf).await else { continue };
-        let n = reqs[idx].fetch_add(1, Ordering::Relaxed) + 1;
-        out.clear();
-        if !answer(&buf[..len], n, fault, &mut out) {
-            continue;
+    let mut rows = Rows::default();
+    while !stop.load(Ordering::Relaxed) {
+        got.clear();
+        {
+            let mut slices: Vec<[IoSliceMut<'_>; 1]> = bufs.iter_mut().map(|b| [IoSliceMut::new(&mut b[..])]).collect();
+            // Blocks for the first datagram (up to the socket's read timeout,
+            // or sooner if a held reply is due), then takes what is queued.
+            let flags = if held.is_empty() { MsgFlags::MSG_WAITFORONE } else { MsgFlags::MSG_DONTWAIT };
+            if let Ok(results) = recvmmsg(sock.as_raw_fd(), &mut hdrs, slices.iter_mut(), flags, None) {
+                for m in results {
+                    let dst = m.cmsgs().ok().and_then(|mut c| {
+                        c.find_map(|c| match c {
+                            ControlMessageOwned::Ipv4PacketInfo(i) => {
+                                Some(Ipv4Addr::from(u32::from_be(i.ipi_addr.s_addr)))
+                            }
+                            _ => None,
+                        })
+                    });
+                    if let (Some(from), Some(dst)) =
+                        (m.address.and_then(|a| a.as_sockaddr_in().map(|a| SocketAddr::V4((*a).into()))), dst)
+                    {
+                        got.push((m.bytes, from, dst));
+                    }
+                }
+            }
         }
-        match fault {
-            Fault::Silent => {}
-            Fault::DropEvery(k) if n.is_multiple_of(k as u64) => {}
-            Fault::Late(d) => {
-                let me = Arc::clone(&me);
-                let reply = out.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(d).await;
-                    let _ = me.send_to(&reply, from).await;
-                });
+        for (k, &(len, from, dst)) in got.iter().enumerate() {
+            let Some(&idx) = by_ip.get(&dst) else { continue };
+            let fault = endpoints[idx].1;
+            let n = requests[idx].fetch_add(1, Ordering::Relaxed) + 1;
+            out.clear();
+            if !answer(&bufs[k][..len], n, fault, &mut rows, &mut out) {
+                continue;
             }
-            Fault::Duplicate => {
-                let _ = me.send_to(&out, from).await;
-                let _ = me.send_to(&out, from).await;
+            match fault {
+                Fault::Silent => {}
+                Fault::DropEvery(d) if n.is_multiple_of(d as u64) => {}
+                Fault::Late(d) => held.push(Held { due: Instant::now() + d, reply: out.clone(), to: from, from: dst }),
+                Fault::Duplicate => {
+                    send_from(&sock, &out, from, dst);
+                    send_from(&sock, &out, from, dst);
+                }
+                Fault::WrongSource => send_from(&sock, &out, from, endpoints[(idx + 1) % endpoints.len()].0),
+                Fault::Truncated => send_from(&sock, &out[..out.len() / 2], from, dst),
+                _ => send_from(&sock, &out, from, dst),
             }
-            Fault::WrongSource => {
-                let _ = neighbour.send_to(&out, from).await;
-            }
-            Fault::Truncated => {
-                let _ = me.send_to(&out[..out.len() / 2], from).await;
-            }
-            _ => {
-                let _ = me.send_to(&out, from).await;
+        }
+        if !held.is_empty() {
+            let now = Instant::now();
+            held.retain(|h| {
+                if h.due <= now {
+                    send_from(&sock, &h.reply, h.to, h.from);
+                    false
+                } else {
+                    true
+                }
+            });
+            if got.is_empty() {
+                // Nothing to read: sleep a little rather than spin on a held reply.
+                std::thread::sleep(Duration::from_micros(500));
             }
         }
     }
 }
 
-/// The endpoint's MIB after `n` requests, as (OID, value) in OID order.
-fn mib_rows(n: u64, fault: Fault) -> Vec<(Oid, Owned)> {
+/// Sends `reply` to `to` from local address `from` (`IP_PKTINFO`).
+fn send_from(sock: &UdpSocket, reply: &[u8], to: SocketAddr, from: Ipv4Addr) {
+    let SocketAddr::V4(to) = to else { return };
+    let info = nix::libc::in_pktinfo {
+        ipi_ifindex: 0,
+        ipi_spec_dst: nix::libc::in_addr { s_addr: u32::from(from).to_be() },
+        ipi_addr: nix::libc::in_addr { s_addr: 0 },
+    };
+    let _ = sendmsg(
+        sock.as_raw_fd(),
+        &[IoSlice::new(reply)],
+        &[ControlMessage::Ipv4PacketInfo(&info)],
+        MsgFlags::empty(),
+        Some(&nix::sys::socket::SockaddrIn::from(to)),
+    );
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Uptime,
+    Descr(&'static str),
+    Type(i64),
+    /// Counter32 growing by k * STEP per request.
+    C32(u64),
+    C64(u64),
+    Path,
+    Avail,
+    Used,
+    Load,
+}
+
+/// The farm's MIB: OIDs sorted once, values computed per request.
+#[derive(Debug, Default)]
+struct Rows {
+    oids: Vec<Oid>,
+    bytes: Vec<Vec<u8>>,
+    kinds: Vec<Kind>,
+}
+
+impl Rows {
+    fn init(&mut self) {
+        if !self.oids.is_empty() {
+            return;
+        }
+        let obj = |name: &str, idx: u32| mib::oid_of(mib::by_name(name).expect("BUG: known")).child(idx);
+        let mut rows = vec![
+            (mib::sys_uptime(), Kind::Uptime),
+            (obj("ifDescr", 1), Kind::Descr("lo")),
+            (obj("ifDescr", 2), Kind::Descr("eth0")),
+            (obj("ifType", 1), Kind::Type(24)),
+            (obj("ifType", 2), Kind::Type(6)),
+            (obj("ifInOctets", 1), Kind::C32(1)),
+            (obj("ifInOctets", 2), Kind::C32(2)),
+            (obj("ifOutOctets", 1), Kind::C32(1)),
+            (obj("ifOutOctets", 2), Kind::C32(3)),
+            (obj("ifHCInOctets", 1), Kind::C64(1)),
+            (obj("ifHCInOctets", 2), Kind::C64(2)),
+            (obj("ifHCOutOctets", 1), Kind::C64(1)),
+            (obj("ifHCOutOctets", 2), Kind::C64(3)),
+            (obj("dskPath", 1), Kind::Path),
+            (obj("dskAvail", 1), Kind::Avail),
+            (obj("dskUsed", 1), Kind::Used),
+            (obj("laLoad", 1), Kind::Load),
+        ];
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        self.bytes = rows.iter().map(|r| r.0.to_bytes()).collect();
+        self.kinds = rows.iter().map(|r| r.1).collect();
+        self.oids = rows.into_iter().map(|r| r.0).collect();
+    }
+}
+
+/// Row `kind`'s value after `n` requests.
+fn value(kind: Kind, n: u64, fault: Fault) -> Owned {
     let epoch = match fault {
         Fault::Stale(k) => n / k as u64,
         Fault::RestartEvery(k) => n % k as u64,
         _ => n,
     };
-    let uptime = match fault {
-        Fault::RestartEvery(k) => (n % k as u64) * 10 + 1,
-        _ => 100 + n * 10,
-    };
-    let c32_base = if fault == Fault::Counter32Wrap { WRAP_START } else { 0 };
-    let c64_base = if fault == Fault::Counter64Huge { HUGE_START } else { 0 };
-    let c32 = |k: u64| Owned::Counter32(((c32_base + k * epoch * STEP) % (1 << 32)) as u32);
-    let c64 = |k: u64| Owned::Counter64(c64_base.wrapping_add(k * epoch * STEP));
-    let obj = |name: &str, idx: u32| mib::oid_of(mib::by_name(name).expect("BUG: known")).child(idx);
-    let mut rows = vec![
-        (mib::sys_uptime(), Owned::TimeTicks(uptime as u32)),
-        (obj("ifDescr", 1), Owned::Text("lo".into())),
-        (obj("ifDescr", 2), Owned::Text("eth0".into())),
-        (obj("ifType", 1), Owned::Integer(24)),
-        (obj("ifType", 2), Owned::Integer(6)),
-        (obj("ifInOctets", 1), c32(1)),
-        (obj("ifInOctets", 2), c32(2)),
-        (obj("ifOutOctets", 1), c32(1)),
-        (obj("ifOutOctets", 2), c32(3)),
-        (obj("ifHCInOctets", 1), c64(1)),
-        (obj("ifHCInOctets", 2), c64(2)),
-        (obj("ifHCOutOctets", 1), c64(1)),
-        (obj("ifHCOutOctets", 2), c64(3)),
-        (obj("dskPath", 1), Owned::Text("/".into())),
-        (obj("dskAvail", 1), Owned::Integer(50_000_000 - epoch as i64)),
-        (
-            obj("dskUsed", 1),
-            if fault == Fault::NoSuchInstance {
-                Owned::NoSuchInstance
-            } else {
-                Owned::Integer(1_000_000 + epoch as i64)
-            },
-        ),
-        (obj("laLoad", 1), Owned::Text(format!("{:.2}", (epoch % 400) as f64 / 100.0))),
-    ];
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
-    rows
+    match kind {
+        Kind::Uptime => Owned::TimeTicks(match fault {
+            Fault::RestartEvery(k) => (n % k as u64) * 10 + 1,
+            _ => 100 + n * 10,
+        } as u32),
+        Kind::Descr(d) => Owned::Text(d.into()),
+        Kind::Type(t) => Owned::Integer(t),
+        Kind::C32(k) => {
+            let base = if fault == Fault::Counter32Wrap { WRAP_START } else { 0 };
+            Owned::Counter32(((base + k * epoch * STEP) % (1 << 32)) as u32)
+        }
+        Kind::C64(k) => {
+            let base = if fault == Fault::Counter64Huge { HUGE_START } else { 0 };
+            Owned::Counter64(base.wrapping_add(k * epoch * STEP))
+        }
+        Kind::Path => Owned::Text("/".into()),
+        Kind::Avail => Owned::Integer(50_000_000 - epoch as i64),
+        Kind::Used if fault == Fault::NoSuchInstance => Owned::NoSuchInstance,
+        Kind::Used => Owned::Integer(1_000_000 + epoch as i64),
+        Kind::Load => Owned::Text(format!("{:.2}", (epoch % 400) as f64 / 100.0)),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -233,30 +357,34 @@ impl Owned {
 /// Builds the response to `request` into `out`; false if it is not a request
 /// we answer. v1 semantics: the first unknown OID fails the PDU with
 /// noSuchName; v2c: an exception in its varbind.
-fn answer(request: &[u8], n: u64, fault: Fault, out: &mut Vec<u8>) -> bool {
+fn answer(request: &[u8], n: u64, fault: Fault, rows: &mut Rows, out: &mut Vec<u8>) -> bool {
+    rows.init();
     let Ok((h, vbs)) = message::decode(request) else { return false };
-    let Ok(asked) = vbs.map(|v| v.and_then(|v| v.oid.to_oid())).collect::<Result<Vec<Oid>, _>>() else { return false };
-    let rows = mib_rows(n, fault);
-    let mut values: Vec<(Vec<u8>, Owned)> = Vec::new();
+    let Ok(asked) = vbs.collect::<Result<Vec<VarBind<'_>>, _>>() else { return false };
+    // (row index or None for "asked but unknown", echoing the asked OID)
+    let mut picked: Vec<(Option<usize>, usize)> = Vec::with_capacity(asked.len());
     let mut error = (0i64, 0i64);
-    let find_next = |oid: &Oid| rows.iter().find(|(o, _)| o > oid);
+    let next_after = |oid: &[u8]| -> Option<usize> {
+        let o = Oid::decode(oid).ok()?;
+        rows.oids.iter().position(|r| *r > o)
+    };
     match h.kind {
         PduKind::Get => {
-            for (i, oid) in asked.iter().enumerate() {
-                match rows.iter().find(|(o, _)| o == oid) {
-                    Some((o, v)) => values.push((o.to_bytes(), v.clone())),
+            for (i, vb) in asked.iter().enumerate() {
+                match rows.bytes.iter().position(|b| b == vb.oid.0) {
+                    Some(r) => picked.push((Some(r), i)),
                     None if h.version == Version::V1 => {
                         error = (2, i as i64 + 1);
                         break;
                     }
-                    None => values.push((oid.to_bytes(), Owned::NoSuchInstance)),
+                    None => picked.push((None, i)),
                 }
             }
         }
         PduKind::GetNext => {
-            for (i, oid) in asked.iter().enumerate() {
-                match find_next(oid) {
-                    Some((o, v)) => values.push((o.to_bytes(), v.clone())),
+            for (i, vb) in asked.iter().enumerate() {
+                match next_after(vb.oid.0) {
+                    Some(r) => picked.push((Some(r), i)),
                     None => {
                         error = (2, i as i64 + 1);
                         break;
@@ -266,28 +394,32 @@ fn answer(request: &[u8], n: u64, fault: Fault, out: &mut Vec<u8>) -> bool {
         }
         PduKind::GetBulk => {
             let reps = h.error_index.clamp(0, 64) as usize;
-            for oid in &asked {
-                let mut cur = oid.clone();
+            for (i, vb) in asked.iter().enumerate() {
+                let Some(mut r) = next_after(vb.oid.0) else { continue };
                 for _ in 0..reps {
-                    match find_next(&cur) {
-                        Some((o, v)) => {
-                            values.push((o.to_bytes(), v.clone()));
-                            cur = o.clone();
-                        }
-                        None => break,
+                    picked.push((Some(r), i));
+                    r += 1;
+                    if r >= rows.oids.len() {
+                        break;
                     }
                 }
             }
         }
         _ => return false,
     }
-    let owned: Vec<(Vec<u8>, Value<'_>)> = values.iter().map(|(o, v)| (o.clone(), v.value())).collect();
-    let request_echo: Vec<Vec<u8>> = asked.iter().map(Oid::to_bytes).collect();
+    let values: Vec<Option<Owned>> = picked.iter().map(|(r, _)| r.map(|r| value(rows.kinds[r], n, fault))).collect();
     let varbinds: Vec<VarBind<'_>> = if error.0 != 0 {
         // An error response echoes the request's varbinds.
-        request_echo.iter().map(|o| VarBind { oid: OidRef(o), value: Value::Null }).collect()
+        asked.iter().map(|vb| VarBind { oid: vb.oid, value: Value::Null }).collect()
     } else {
-        owned.iter().map(|(o, v)| VarBind { oid: OidRef(o), value: *v }).collect()
+        picked
+            .iter()
+            .zip(&values)
+            .map(|(&(r, i), v)| match (r, v) {
+                (Some(r), Some(v)) => VarBind { oid: OidRef(&rows.bytes[r]), value: v.value() },
+                _ => VarBind { oid: asked[i].oid, value: Value::NoSuchInstance },
+            })
+            .collect()
     };
     let rid = if fault == Fault::WrongRequestId { h.request_id.wrapping_add(1) } else { h.request_id };
     let header = Header { kind: PduKind::Response, request_id: rid, error_status: error.0, error_index: error.1, ..h };

@@ -79,8 +79,8 @@ fn every_fault_is_recorded_as_what_it_is() {
         Fault::None,
         Fault::None,
     ];
-    let addrs = farm::addresses(Ipv4Addr::new(127, 2, 0, 1), 0, faults.len());
-    let farm = farm::Farm::start(addrs.into_iter().zip(faults).collect(), 1).unwrap();
+    let ips = farm::ips(Ipv4Addr::new(127, 2, 0, 1), faults.len());
+    let farm = farm::Farm::start(0, ips.into_iter().zip(faults).collect(), 1).unwrap();
     let a = &farm.addrs;
     let oids = ["sysUpTime.0", "ifHCInOctets.2", "ifInOctets.2", "dskUsed.1", "laLoad.1"];
     let mut specs: Vec<TargetSpec> = a[..13].iter().map(|&x| spec(x, Version::V2c, list(&oids))).collect();

@@ -101,7 +101,9 @@ fn snmpwalk(addr: SocketAddr, oid: &str) -> Vec<(String, String)> {
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .filter_map(|l| l.split_once(' ').map(|(o, v)| (o.trim_start_matches('.').to_owned(), v.trim_matches('"').to_owned())))
+        .filter_map(|l| {
+            l.split_once(' ').map(|(o, v)| (o.trim_start_matches('.').to_owned(), v.trim_matches('"').to_owned()))
+        })
         .collect()
 }
 
@@ -175,7 +177,9 @@ fn polls_real_snmpd_and_matches_snmpget() {
     let want: BTreeSet<String> = snmpwalk(a.addr, "1.3.6.1.2.1.2.2.1.2")
         .into_iter()
         .filter(|(o, _)| types.get(o.rsplit('.').next().unwrap()).is_some_and(|t| t != "24"))
-        .map(|(o, descr)| format!("ifHCInOctets{{ifDescr=\"{descr}\",ifIndex=\"{}\",{ta}}}", o.rsplit('.').next().unwrap()))
+        .map(|(o, descr)| {
+            format!("ifHCInOctets{{ifDescr=\"{descr}\",ifIndex=\"{}\",{ta}}}", o.rsplit('.').next().unwrap())
+        })
         .collect();
     let got: BTreeSet<String> = r.keys().filter(|k| k.starts_with("ifHCInOctets{")).cloned().collect();
     assert_eq!(got, want);
