@@ -185,7 +185,7 @@ impl Value<'_> {
             TAG_OCTET_STRING => Value::OctetString(v),
             TAG_NULL => Value::Null,
             TAG_OID => {
-                Oid::decode(v).map_err(|_| Error::BadOid(at))?;
+                Oid::check(v).map_err(|_| Error::BadOid(at))?;
                 Value::ObjectId(OidRef(v))
             }
             TAG_IP_ADDRESS => Value::IpAddress(v.try_into().map_err(|_| Error::BadLength(at))?),
@@ -240,7 +240,7 @@ impl<'a> Iterator for VarBinds<'a> {
             let mut vb = self.list.enter(TAG_SEQUENCE)?;
             let oid_at = vb.offset();
             let oid = vb.expect(TAG_OID)?;
-            Oid::decode(oid).map_err(|_| Error::BadOid(oid_at))?;
+            Oid::check(oid).map_err(|_| Error::BadOid(oid_at))?;
             let at = vb.offset();
             let (tag, v) = vb.tlv()?;
             let value = Value::decode(at, tag, v)?;

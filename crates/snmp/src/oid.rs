@@ -64,6 +64,33 @@ impl Oid {
         out
     }
 
+    /// Whether `content` is a well-formed encoding, without allocating: the
+    /// same rules as [`Oid::decode`].
+    pub fn check(content: &[u8]) -> Result<(), Error> {
+        let mut fresh = true;
+        let mut acc: u64 = 0;
+        let mut first = true;
+        for (i, &b) in content.iter().enumerate() {
+            if fresh && b == 0x80 {
+                return Err(Error::BadOid(i));
+            }
+            acc = (acc << 7) | (b & 0x7f) as u64;
+            fresh = b & 0x80 == 0;
+            let limit = if first { u32::MAX as u64 + 80 } else { u32::MAX as u64 };
+            if acc > limit {
+                return Err(Error::BadOid(i));
+            }
+            if fresh {
+                acc = 0;
+                first = false;
+            }
+        }
+        if !fresh || content.is_empty() {
+            return Err(Error::BadOid(content.len()));
+        }
+        Ok(())
+    }
+
     /// Decodes BER content octets. Rejects non-minimal arcs (a leading 0x80)
     /// and arcs beyond 32 bits, as net-snmp does.
     pub fn decode(content: &[u8]) -> Result<Oid, Error> {
@@ -145,5 +172,9 @@ mod tests {
         assert!(Oid::decode(&[0x2b, 0x86]).is_err(), "unterminated arc");
         assert!(Oid::decode(&[0x2b, 0x80, 0x01]).is_err(), "non-minimal arc");
         assert!(Oid::decode(&[0x2b, 0x90, 0x80, 0x80, 0x80, 0x00]).is_err(), "arc over 32 bits");
+        for bad in [&[][..], &[0x2b, 0x86], &[0x2b, 0x80, 0x01], &[0x2b, 0x90, 0x80, 0x80, 0x80, 0x00]] {
+            assert!(Oid::check(bad).is_err(), "{bad:02x?}");
+        }
+        assert!(Oid::check(&Oid::parse("2.999.4294967295").unwrap().to_bytes()).is_ok());
     }
 }

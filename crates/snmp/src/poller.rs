@@ -61,11 +61,21 @@ pub struct PollerConfig {
     pub timeout: Duration,
     /// Shared UDP sockets per address family.
     pub sockets: usize,
+    /// After a wake-up, let answers accumulate this long before reading
+    /// again: fewer wake-ups and larger `recvmmsg` batches. Arrival times
+    /// come from kernel timestamps, so round-trip and completion times stay
+    /// exact.
+    pub coalesce: Duration,
 }
 
 impl PollerConfig {
     pub fn new(interval: Duration) -> PollerConfig {
-        PollerConfig { interval, timeout: interval * 9 / 10, sockets: 4 }
+        PollerConfig {
+            interval,
+            timeout: interval * 9 / 10,
+            sockets: 4,
+            coalesce: (interval / 50).min(Duration::from_millis(1)),
+        }
     }
 }
 
@@ -96,7 +106,7 @@ pub struct PollerStats {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
-    Late,
+    Late = 0,
     Duplicate,
     WrongRequestId,
     Malformed,
@@ -126,6 +136,19 @@ struct TargetOid {
     track: OidTrack,
     /// Why it was dropped from the request (v1 noSuchName fails the whole PDU).
     removed: Option<&'static str>,
+    /// `kansoku_snmp_error` series made so far, by error.
+    error_ids: Vec<(&'static str, u32)>,
+}
+
+impl TargetOid {
+    fn error_id(&mut self, series: &mut Series, labels: &[(String, String)], error: &'static str) -> u32 {
+        if let Some(&(_, id)) = self.error_ids.iter().find(|(e, _)| *e == error) {
+            return id;
+        }
+        let id = series.get_or_add(error_key(labels, &self.display, error));
+        self.error_ids.push((error, id));
+        id
+    }
 }
 
 #[derive(Debug)]
@@ -139,12 +162,20 @@ struct Target {
     oids: Vec<TargetOid>,
     /// Indexes into `oids` in the request, in request order.
     active: Vec<usize>,
+    /// The active OIDs' encodings, back to back, and each one's range: what
+    /// a response must echo, in one allocation.
+    expect: Vec<u8>,
+    expect_at: Vec<(u32, u32)>,
+    /// The first active OID is sysUpTime.0.
+    uptime_first: bool,
     rid: i32,
     prev_rid: i32,
     answered: bool,
     prev_answered: bool,
-    sent_mono_ns: i64,
+    sent_ns: i64,
     uptime: Option<u32>,
+    /// `kansoku_snmp_fault` series made so far, by [`Fault`].
+    fault_ids: [Option<u32>; 4],
     id_up: u32,
     id_rtt: u32,
     id_stale: u32,
@@ -154,6 +185,14 @@ impl Target {
     fn reencode(&mut self) {
         let oids: Vec<Vec<u8>> = self.active.iter().map(|&i| self.oids[i].bytes.clone()).collect();
         self.request = PreEncoded::new(self.version, &self.community, PduKind::Get, &oids, (0, 0));
+        self.expect.clear();
+        self.expect_at.clear();
+        for o in &oids {
+            let start = self.expect.len() as u32;
+            self.expect.extend_from_slice(o);
+            self.expect_at.push((start, self.expect.len() as u32));
+        }
+        self.uptime_first = oids.first().is_some_and(|o| o == SYS_UPTIME_BYTES);
     }
 
     fn key(&self, name: &str, extra: &[(&str, &str)]) -> SeriesKey {
@@ -191,7 +230,10 @@ pub struct Poller {
     rid_base: u64,
     drops_seen: Vec<u32>,
     bufs: Vec<Vec<u8>>,
-    received: Vec<(usize, Option<SocketAddr>)>,
+    /// The answer being recorded, parsed.
+    parsed: Vec<Parsed>,
+    /// (length, source, kernel arrival time) of the datagrams just read.
+    received: Vec<(usize, Option<SocketAddr>, i64)>,
     /// Answers this interval and the wall time of the last one.
     n_answered: usize,
     last_answer_ns: i64,
@@ -211,6 +253,7 @@ impl Poller {
                     setsockopt(&s, sockopt::RcvBuf, &RECV_BUFFER_BYTES).map_err(io::Error::from)?;
                 }
                 setsockopt(&s, sockopt::RxqOvfl, &1).map_err(io::Error::from)?;
+                setsockopt(&s, sockopt::ReceiveTimestampns, &true).map_err(io::Error::from)?;
                 socks.push(s);
             }
         }
@@ -244,6 +287,7 @@ impl Poller {
                         period_written_ns: i64::MIN,
                         track: OidTrack::default(),
                         removed: None,
+                        error_ids: Vec::new(),
                     }
                 })
                 .collect();
@@ -255,13 +299,17 @@ impl Poller {
                 labels,
                 request: PreEncoded::new(Version::V1, b"", PduKind::Get, &[], (0, 0)),
                 active: (0..oids.len()).collect(),
+                expect: Vec::new(),
+                expect_at: Vec::new(),
+                uptime_first: false,
                 oids,
                 rid: 0,
                 prev_rid: 0,
                 answered: false,
                 prev_answered: false,
-                sent_mono_ns: 0,
+                sent_ns: 0,
                 uptime: None,
+                fault_ids: [None; 4],
                 id_up: 0,
                 id_rtt: 0,
                 id_stale: 0,
@@ -313,6 +361,7 @@ impl Poller {
             drops_seen,
             bufs: vec![vec![0; DATAGRAM_MAX]; MMSG],
             received: Vec::with_capacity(MMSG),
+            parsed: Vec::new(),
             n_answered: 0,
             last_answer_ns: 0,
         })
@@ -338,8 +387,11 @@ impl Poller {
         let deadline_mono = mono0 + (boundary_ns + self.cfg.timeout.as_nanos() as i64 - realtime_ns());
         let mut batch = Batch::new(Timestamp(boundary_ns));
         batch.points.reserve(self.series.len());
+        let cmsg = nix::cmsg_space!(u32, nix::libc::timespec);
+        let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(MMSG, Some(cmsg));
         // Whatever arrived since the last slice ended is late (or worse).
-        self.receive(&mut batch, boundary_ns, true);
+        let all: Vec<usize> = (0..self.socks.len()).collect();
+        self.receive(&mut hdrs, &all, &mut batch, boundary_ns, true);
 
         self.seq += 1;
         let n = self.targets.len() as u64;
@@ -356,23 +408,36 @@ impl Poller {
         self.send_all(deadline_mono);
         let send_ns = monotonic_ns() - mono0;
 
+        let coalesce_ns = self.cfg.coalesce.as_nanos() as i64;
+        let mut ready = Vec::with_capacity(self.socks.len());
         while self.n_answered < self.targets.len() {
             let left = deadline_mono - monotonic_ns();
             if left <= 0 {
                 break;
             }
-            let mut fds: Vec<PollFd<'_>> = self.socks.iter().map(|s| PollFd::new(s, PollFlags::IN)).collect();
-            let ts = rustix::time::Timespec { tv_sec: left / 1_000_000_000, tv_nsec: left % 1_000_000_000 };
-            match rustix::event::poll(&mut fds, Some(&ts)) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => {
-                    tracing::error!("poll on SNMP sockets: {e}");
-                    break;
+            ready.clear();
+            {
+                let mut fds: Vec<PollFd<'_>> = self.socks.iter().map(|s| PollFd::new(s, PollFlags::IN)).collect();
+                let ts = rustix::time::Timespec { tv_sec: left / 1_000_000_000, tv_nsec: left % 1_000_000_000 };
+                match rustix::event::poll(&mut fds, Some(&ts)) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(e) => {
+                        tracing::error!("poll on SNMP sockets: {e}");
+                        break;
+                    }
                 }
+                ready.extend(fds.iter().enumerate().filter(|(_, f)| !f.revents().is_empty()).map(|(i, _)| i));
             }
-            self.receive(&mut batch, boundary_ns, false);
+            // Let more answers queue up, unless that would cross the deadline.
+            let pause = coalesce_ns.min(deadline_mono - monotonic_ns());
+            if pause > 0 {
+                std::thread::sleep(Duration::from_nanos(pause as u64));
+                ready.clear();
+                ready.extend(0..self.socks.len());
+            }
+            self.receive(&mut hdrs, &ready, &mut batch, boundary_ns, false);
         }
 
         let mut silent = 0u64;
@@ -408,6 +473,7 @@ impl Poller {
     }
 
     fn send_all(&mut self, deadline_mono: i64) {
+        self.last_answer_ns = realtime_ns();
         let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(MMSG, None);
         let no_cmsgs: [ControlMessage<'_>; 0] = [];
         for (s, members) in self.sock_targets.iter().enumerate() {
@@ -419,12 +485,12 @@ impl Poller {
                     chunk.iter().map(|&i| [IoSlice::new(self.targets[i].request.bytes())]).collect();
                 let addrs: Vec<Option<SockaddrStorage>> =
                     chunk.iter().map(|&i| Some(self.targets[i].sockaddr)).collect();
-                let now = monotonic_ns();
+                let now = realtime_ns();
                 match sendmmsg(fd, &mut hdrs, slices.iter(), &addrs, no_cmsgs, MsgFlags::MSG_DONTWAIT) {
                     Ok(results) => {
                         let sent = results.count().max(1).min(chunk.len());
                         for &i in &chunk[..sent] {
-                            self.targets[i].sent_mono_ns = now;
+                            self.targets[i].sent_ns = now;
                         }
                         at += sent;
                     }
@@ -459,12 +525,17 @@ impl Poller {
     }
 
     /// Reads every datagram waiting on every socket and handles it.
-    fn receive(&mut self, batch: &mut Batch, boundary_ns: i64, draining: bool) {
-        let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(MMSG, Some(nix::cmsg_space!(u32)));
-        for s in 0..self.socks.len() {
+    fn receive(
+        &mut self,
+        hdrs: &mut MultiHeaders<SockaddrStorage>,
+        socks: &[usize],
+        batch: &mut Batch,
+        boundary_ns: i64,
+        draining: bool,
+    ) {
+        for &s in socks {
             loop {
-                let got =
-                    recv_some(&self.socks[s], &mut hdrs, &mut self.bufs, &mut self.received, &mut self.drops_seen[s]);
+                let got = recv_some(&self.socks[s], hdrs, &mut self.bufs, &mut self.received, &mut self.drops_seen[s]);
                 let n = match got {
                     Ok(n) => n,
                     Err(e) => {
@@ -473,8 +544,8 @@ impl Poller {
                     }
                 };
                 for k in 0..self.received.len() {
-                    let (len, from) = self.received[k];
-                    self.handle(k, len, from, batch, boundary_ns, draining);
+                    let (len, from, arrived_ns) = self.received[k];
+                    self.handle(k, len, from, arrived_ns, batch, boundary_ns, draining);
                 }
                 if n < MMSG {
                     break;
@@ -485,11 +556,13 @@ impl Poller {
         self.stats.kernel_drops.store(drops, Ordering::Relaxed);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn handle(
         &mut self,
         buf: usize,
         len: usize,
         from: Option<SocketAddr>,
+        arrived_ns: i64,
         batch: &mut Batch,
         t_ns: i64,
         draining: bool,
@@ -500,7 +573,7 @@ impl Poller {
         };
         let datagram = &self.bufs[buf][..len];
         let t = &mut self.targets[ti];
-        let fault = |series: &mut Series, batch: &mut Batch, stats: &PollerStats, t: &Target, f: Fault| {
+        let fault = |series: &mut Series, batch: &mut Batch, stats: &PollerStats, t: &mut Target, f: Fault| {
             let counter = match f {
                 Fault::Late => &stats.late,
                 Fault::Duplicate => &stats.duplicates,
@@ -508,7 +581,15 @@ impl Poller {
                 Fault::Malformed => &stats.malformed,
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            let id = series.get_or_add(t.key("kansoku_snmp_fault", &[("kind", f.name())]));
+            let slot = &mut t.fault_ids[f as usize];
+            let id = match *slot {
+                Some(id) => id,
+                None => {
+                    let id = series.get_or_add(t.key("kansoku_snmp_fault", &[("kind", f.name())]));
+                    t.fault_ids[f as usize] = Some(id);
+                    id
+                }
+            };
             series.push(batch, id, 1.0);
         };
         let Ok((h, vbs)) = message::decode(datagram) else {
@@ -531,31 +612,35 @@ impl Poller {
         if t.answered {
             return fault(&mut self.series, batch, &self.stats, t, Fault::Duplicate);
         }
-        // Check the whole answer before recording any of it.
+        // Check and parse the whole answer before recording any of it: one
+        // pass, OIDs compared with the request's, values made 'static.
+        let parsed = &mut self.parsed;
+        parsed.clear();
         if h.error_status == 0 {
-            let mut n = 0;
-            for (k, vb) in vbs.clone().enumerate() {
-                let ok = vb.is_ok_and(|vb| t.active.get(k).is_some_and(|&o| t.oids[o].bytes == vb.oid.0));
-                if !ok {
+            for (k, vb) in vbs.enumerate() {
+                let Some(expect) = t.expect_at.get(k).map(|&(a, b)| &t.expect[a as usize..b as usize]) else {
                     return fault(&mut self.series, batch, &self.stats, t, Fault::Malformed);
+                };
+                match vb {
+                    Ok(vb) if same_bytes(expect, vb.oid.0) => parsed.push(Parsed::of(&vb.value)),
+                    _ => return fault(&mut self.series, batch, &self.stats, t, Fault::Malformed),
                 }
-                n += 1;
             }
-            if n != t.active.len() {
+            if parsed.len() != t.active.len() {
                 return fault(&mut self.series, batch, &self.stats, t, Fault::Malformed);
             }
         }
         t.answered = true;
         self.n_answered += 1;
-        let now = realtime_ns();
-        self.last_answer_ns = now;
+        self.last_answer_ns = self.last_answer_ns.max(arrived_ns);
         let series = &mut self.series;
         series.push(batch, t.id_up, 1.0);
-        series.push(batch, t.id_rtt, ((monotonic_ns() - t.sent_mono_ns) / 1000) as f64 / 1e6);
-        for o in t.oids.iter().filter(|o| o.removed.is_some()) {
-            let key = t.key("kansoku_snmp_error", &[("oid", &o.display), ("error", o.removed.unwrap_or(""))]);
-            let id = series.get_or_add(key);
-            series.push(batch, id, 1.0);
+        series.push(batch, t.id_rtt, ((arrived_ns - t.sent_ns).max(0) / 1000) as f64 / 1e6);
+        for o in t.oids.iter_mut() {
+            if let Some(error) = o.removed {
+                let id = o.error_id(series, &t.labels, error);
+                series.push(batch, id, 1.0);
+            }
         }
         if h.error_status != 0 {
             self.stats.pdu_errors.fetch_add(1, Ordering::Relaxed);
@@ -565,9 +650,8 @@ impl Poller {
 
         // sysUpTime going backwards: the agent restarted, counters with it.
         let mut restarted = false;
-        if let Some(Ok(first)) = vbs.clone().next()
-            && let (Value::TimeTicks(now), true) = (first.value, first.oid.0 == SYS_UPTIME_BYTES)
-        {
+        if let (Some(Parsed::Number(Raw::Other(bits), _)), true) = (parsed.first(), t.uptime_first) {
+            let now = f64::from_bits(*bits) as u32;
             restarted = t.uptime.is_some_and(|prev| track::restarted(prev, now));
             t.uptime = Some(now);
         }
@@ -577,25 +661,18 @@ impl Poller {
             series.push(batch, id, 1.0);
         }
         let mut stale = 0u32;
-        for (k, vb) in vbs.enumerate() {
-            let Ok(vb) = vb else { break };
+        for (k, p) in parsed.iter().enumerate() {
             let labels = &t.labels;
             let o = &mut t.oids[t.active[k]];
-            let raw = match vb.value {
-                Value::Counter32(v) => Raw::Counter32(v),
-                Value::Counter64(v) => Raw::Counter64(v),
-                v => match v.as_f64() {
-                    Some(f) => Raw::Other(f.to_bits()),
-                    None => {
-                        let error = v.exception().unwrap_or("notNumeric");
-                        let key = error_key(labels, &o.display, error);
-                        let id = series.get_or_add(key);
-                        series.push(batch, id, 1.0);
-                        continue;
-                    }
-                },
+            let (raw, value) = match *p {
+                Parsed::Number(raw, value) => (raw, value),
+                Parsed::Missing(error) => {
+                    let id = o.error_id(series, labels, error);
+                    series.push(batch, id, 1.0);
+                    continue;
+                }
             };
-            series.push(batch, o.id_value, vb.value.as_f64().unwrap_or(f64::NAN));
+            series.push(batch, o.id_value, value);
             let obs = o.track.observe(raw, t_ns, restarted, self.interval_ns);
             if let Some(inc) = obs.increase {
                 let id = *o.id_increase.get_or_insert_with(|| {
@@ -659,6 +736,33 @@ impl Poller {
 
 const SYS_UPTIME_BYTES: &[u8] = &[0x2b, 6, 1, 2, 1, 1, 3, 0];
 
+/// A varbind's value, checked and detached from the datagram.
+#[derive(Debug, Clone, Copy)]
+enum Parsed {
+    /// The exact value, and as a sample.
+    Number(Raw, f64),
+    /// An exception (noSuchInstance, ...) or a value that is no number.
+    Missing(&'static str),
+}
+
+impl Parsed {
+    fn of(v: &Value<'_>) -> Parsed {
+        match *v {
+            Value::Counter32(c) => Parsed::Number(Raw::Counter32(c), c as f64),
+            Value::Counter64(c) => Parsed::Number(Raw::Counter64(c), c as f64),
+            _ => match v.as_f64() {
+                Some(f) => Parsed::Number(Raw::Other(f.to_bits()), f),
+                None => Parsed::Missing(v.exception().unwrap_or("notNumeric")),
+            },
+        }
+    }
+}
+
+/// Short slices compared in a loop, not a `memcmp` call per OID.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 fn error_key(labels: &[(String, String)], oid: &str, error: &str) -> SeriesKey {
     let lab = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain([("oid", oid), ("error", error)]);
     SeriesKey::new("kansoku_snmp_error", lab)
@@ -681,8 +785,7 @@ fn pdu_error(series: &mut Series, batch: &mut Batch, t: &mut Target, status: i64
                 t.addr,
                 oid.display
             );
-            let key = error_key(&t.labels, &oid.display, "noSuchName");
-            let id = series.get_or_add(key);
+            let id = oid.error_id(series, &t.labels, "noSuchName");
             series.push(batch, id, 1.0);
             t.reencode();
             t.request.set_request_id(t.rid);
@@ -700,7 +803,7 @@ fn recv_some(
     sock: &UdpSocket,
     hdrs: &mut MultiHeaders<SockaddrStorage>,
     bufs: &mut [Vec<u8>],
-    received: &mut Vec<(usize, Option<SocketAddr>)>,
+    received: &mut Vec<(usize, Option<SocketAddr>, i64)>,
     drops: &mut u32,
 ) -> io::Result<usize> {
     received.clear();
@@ -711,14 +814,19 @@ fn recv_some(
         Err(e) => return Err(e.into()),
     };
     for m in results {
+        let mut arrived_ns = None;
         if let Ok(cmsgs) = m.cmsgs() {
             for c in cmsgs {
-                if let ControlMessageOwned::RxqOvfl(n) = c {
-                    *drops = n;
+                match c {
+                    ControlMessageOwned::RxqOvfl(n) => *drops = n,
+                    ControlMessageOwned::ScmTimestampns(ts) => {
+                        arrived_ns = Some(ts.tv_sec() * 1_000_000_000 + ts.tv_nsec());
+                    }
+                    _ => {}
                 }
             }
         }
-        received.push((m.bytes, m.address.and_then(to_std)));
+        received.push((m.bytes, m.address.and_then(to_std), arrived_ns.unwrap_or_else(realtime_ns)));
     }
     Ok(received.len())
 }
