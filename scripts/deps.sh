@@ -9,9 +9,13 @@ want() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok ins
 case "${1:-test}" in
   test)
     want build-essential   # cc/c++ for libFuzzer (fuzz targets)
+    want snmpd             # real agents in the SNMP poller's tests
+    want snmp              # snmpget/snmpwalk: the tests' oracle
     ;;
   bench)
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`
+    want prometheus-snmp-exporter   # a peer in `kansoku lab snmp`
+    want snmp                       # snmpget: the glogger paper's baseline in `kansoku lab snmp`
     ;;
   *) echo "usage: $0 test|bench" >&2; exit 2 ;;
 esac

@@ -191,7 +191,8 @@ fn serve(
         (None, _) => "SNMP targets".to_owned(),
     };
     tracing::info!(
-        "kansoku up: listening on http://{local}, {what}, interval {:?}, data in {}",
+        "kansoku {}: listening on http://{local}, {what}, interval {:?}, data in {}",
+        if host.is_some() { "up" } else { "snmp" },
         args.interval,
         args.data.display()
     );

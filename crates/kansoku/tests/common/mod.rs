@@ -1,0 +1,109 @@
+//! Helpers shared by the end-to-end tests: start the real binary, talk HTTP
+//! to it, read its live tail.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_kansoku");
+/// Upper bound on any single wait; a hung test fails instead of hanging CI.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub struct Up {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `kansoku up` on an ephemeral port and returns once it says where it listens.
+pub fn up(data: &Path) -> Up {
+    start(&["up", "--listen", "127.0.0.1:0", "--interval", "100ms", "--host", "e2e"], data)
+}
+
+/// Starts `kansoku ARGS --data DATA` and returns once it says where it listens.
+pub fn start(args: &[&str], data: &Path) -> Up {
+    let mut child = Command::new(BIN).args(args).arg("--data").arg(data).stderr(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("kansoku exited before listening").unwrap();
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split([',', ' ']).next().unwrap().to_owned();
+        }
+    };
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Up { child, addr }
+}
+
+pub fn http_get(addr: &str, path_and_query: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
+}
+
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Reads `n` `points` events from the live tail; returns their times (ns).
+pub fn live_times(addr: &str, selector: &str, n: usize) -> Vec<i64> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "GET /api/v1/live?match={} HTTP/1.1\r\nHost: {addr}\r\n\r\n", enc(selector)).unwrap();
+    let mut times = Vec::new();
+    let mut event = String::new();
+    for line in BufReader::new(s).lines() {
+        let line = line.expect("live tail stalled");
+        if let Some(e) = line.strip_prefix("event: ") {
+            event = e.to_owned();
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            assert_ne!(event, "lagged", "test client lagged: {data}");
+            if event == "points" {
+                let v: serde_json::Value = serde_json::from_str(data).unwrap();
+                times.push(v["t_ns"].as_i64().unwrap());
+                if times.len() == n {
+                    break;
+                }
+            }
+        }
+    }
+    times
+}
+
+pub fn query(addr: &str, selector: &str, from: i64, to: i64) -> serde_json::Value {
+    let path = format!(
+        "/api/v1/query?query={}&from={}&to={}&time_unit=ns",
+        enc(selector),
+        from as f64 / 1e9,
+        to as f64 / 1e9 + 0.05
+    );
+    let (status, body) = http_get(addr, &path);
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
