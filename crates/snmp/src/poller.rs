@@ -20,6 +20,7 @@
 //! `kansoku_snmp_fault{target,kind}` samples.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
@@ -219,7 +220,7 @@ pub struct Poller {
     cfg: PollerConfig,
     interval_ns: i64,
     targets: Vec<Target>,
-    by_addr: HashMap<SocketAddr, usize>,
+    by_addr: HashMap<SocketAddr, usize, BuildHasherDefault<AddrHasher>>,
     socks: Vec<UdpSocket>,
     /// Target indexes per socket.
     sock_targets: Vec<Vec<usize>>,
@@ -259,7 +260,7 @@ impl Poller {
         }
         let mut series = Series::default();
         let mut targets = Vec::with_capacity(plan.len());
-        let mut by_addr = HashMap::with_capacity(plan.len());
+        let mut by_addr = HashMap::with_capacity_and_hasher(plan.len(), BuildHasherDefault::default());
         let mut sock_targets = vec![Vec::new(); socks.len()];
         for (i, p) in plan.into_iter().enumerate() {
             let spec = p.spec;
@@ -735,6 +736,52 @@ impl Poller {
 }
 
 const SYS_UPTIME_BYTES: &[u8] = &[0x2b, 6, 1, 2, 1, 1, 3, 0];
+
+/// Hashes source addresses for the per-answer lookup: a multiply-xor over
+/// the words written (FxHash's scheme). Not DoS-resistant, and need not be:
+/// the keys are the configured targets; a forged source only misses.
+#[derive(Debug, Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.add(n as u64);
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.add(n as u64);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.add(n as u64);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl AddrHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
 
 /// A varbind's value, checked and detached from the datagram.
 #[derive(Debug, Clone, Copy)]
