@@ -67,62 +67,55 @@ impl Oid {
     /// Whether `content` is a well-formed encoding, without allocating: the
     /// same rules as [`Oid::decode`].
     pub fn check(content: &[u8]) -> Result<(), Error> {
-        let mut fresh = true;
-        let mut acc: u64 = 0;
-        let mut first = true;
-        for (i, &b) in content.iter().enumerate() {
-            if fresh && b == 0x80 {
-                return Err(Error::BadOid(i));
-            }
-            acc = (acc << 7) | (b & 0x7f) as u64;
-            fresh = b & 0x80 == 0;
-            let limit = if first { u32::MAX as u64 + 80 } else { u32::MAX as u64 };
-            if acc > limit {
-                return Err(Error::BadOid(i));
-            }
-            if fresh {
-                acc = 0;
-                first = false;
-            }
-        }
-        if !fresh || content.is_empty() {
-            return Err(Error::BadOid(content.len()));
-        }
-        Ok(())
+        subidentifiers(content, |_, _| Ok(()))
     }
 
     /// Decodes BER content octets. Rejects non-minimal arcs (a leading 0x80)
     /// and arcs beyond 32 bits, as net-snmp does.
     pub fn decode(content: &[u8]) -> Result<Oid, Error> {
         let mut arcs = Vec::with_capacity(content.len() + 1);
-        let mut acc: u64 = 0;
-        let mut fresh = true;
-        for (i, &b) in content.iter().enumerate() {
-            if fresh && b == 0x80 {
-                return Err(Error::BadOid(i));
+        subidentifiers(content, |i, v| {
+            if arcs.is_empty() {
+                // The first subidentifier packs two arcs: 40 * a + b.
+                let first = (v / 40).min(2);
+                arcs.push(first as u32);
+                arcs.push(u32::try_from(v - first * 40).map_err(|_| Error::BadOid(i))?);
+            } else {
+                arcs.push(v as u32);
             }
-            acc = (acc << 7) | (b & 0x7f) as u64;
-            fresh = b & 0x80 == 0;
-            if acc > u32::MAX as u64 + 80 {
-                return Err(Error::BadOid(i));
-            }
-            if fresh {
-                if arcs.is_empty() {
-                    let first = (acc / 40).min(2);
-                    let second = acc - first * 40;
-                    arcs.push(first as u32);
-                    arcs.push(u32::try_from(second).map_err(|_| Error::BadOid(i))?);
-                } else {
-                    arcs.push(u32::try_from(acc).map_err(|_| Error::BadOid(i))?);
-                }
-                acc = 0;
-            }
-        }
-        if !fresh || arcs.is_empty() {
-            return Err(Error::BadOid(content.len()));
-        }
+            Ok(())
+        })?;
         Ok(Oid(arcs))
     }
+}
+
+/// Calls `f(offset, value)` for each base-128 subidentifier of an encoded
+/// OID: minimal (no leading 0x80), within 32 bits (the first, which packs two
+/// arcs, within 2^32 + 80), terminated, and at least one.
+fn subidentifiers(content: &[u8], mut f: impl FnMut(usize, u64) -> Result<(), Error>) -> Result<(), Error> {
+    let mut acc: u64 = 0;
+    let mut fresh = true;
+    let mut first = true;
+    for (i, &b) in content.iter().enumerate() {
+        if fresh && b == 0x80 {
+            return Err(Error::BadOid(i));
+        }
+        acc = (acc << 7) | (b & 0x7f) as u64;
+        fresh = b & 0x80 == 0;
+        let limit = if first { u32::MAX as u64 + 80 } else { u32::MAX as u64 };
+        if acc > limit {
+            return Err(Error::BadOid(i));
+        }
+        if fresh {
+            f(i, acc)?;
+            acc = 0;
+            first = false;
+        }
+    }
+    if !fresh || content.is_empty() {
+        return Err(Error::BadOid(content.len()));
+    }
+    Ok(())
 }
 
 fn put_arc(out: &mut Vec<u8>, v: u64) {

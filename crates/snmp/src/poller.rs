@@ -699,6 +699,21 @@ impl Poller {
         self.stats.stale_values.fetch_add(stale as u64, Ordering::Relaxed);
     }
 
+    /// Runs the cycle for `n` intervals on a thread of its own and returns
+    /// their batches: for tests and tools that want the answers, not a store.
+    pub fn run_intervals(self, n: usize) -> Vec<Batch> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::sync_channel(n + 1);
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || self.run(tx, stop))
+        };
+        let batches: Vec<Batch> = rx.iter().take(n).collect();
+        stop.store(true, Ordering::Relaxed);
+        thread.join().expect("the poller thread panicked");
+        batches
+    }
+
     /// Runs the cycle on every boundary until `stop`, handing each interval's
     /// batch to `sink` without blocking (a full queue drops and counts it).
     pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {

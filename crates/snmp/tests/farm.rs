@@ -3,9 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::sync_channel;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use model::{Batch, SeriesKey};
@@ -92,15 +90,7 @@ fn every_fault_is_recorded_as_what_it_is() {
     assert!(failures.is_empty(), "{failures:?}");
     let poller = Poller::new(PollerConfig::new(Duration::from_millis(100)), plan).unwrap();
     let stats = poller.stats();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = sync_channel(INTERVALS * 2);
-    let thread = {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || poller.run(tx, stop))
-    };
-    let batches: Vec<Batch> = rx.iter().take(INTERVALS).collect();
-    stop.store(true, Ordering::Relaxed);
-    thread.join().unwrap();
+    let batches = poller.run_intervals(INTERVALS);
     let r = Recorded::new(&batches);
     let n = INTERVALS;
     let t = |i: usize| format!("target=\"{}\"", a[i]);

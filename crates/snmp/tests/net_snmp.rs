@@ -7,9 +7,6 @@ use std::io::Read;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::sync_channel;
 use std::time::{Duration, Instant};
 
 use model::{Batch, SeriesKey};
@@ -149,15 +146,7 @@ fn polls_real_snmpd_and_matches_snmpget() {
     // refresh three times.
     let intervals = 105;
     let poller = Poller::new(PollerConfig::new(Duration::from_millis(100)), plan).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = sync_channel(intervals * 2);
-    let thread = {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || poller.run(tx, stop))
-    };
-    let batches: Vec<Batch> = rx.iter().take(intervals).collect();
-    stop.store(true, Ordering::Relaxed);
-    thread.join().unwrap();
+    let batches = poller.run_intervals(intervals);
     let r = recorded(&batches);
     let ta = format!("target=\"{}\"", a.addr);
     let tb = format!("target=\"{}\"", b.addr);
