@@ -74,6 +74,7 @@ fn up_polls_snmp_targets_beside_the_host() {
     assert_eq!(st["snmp"]["targets"], 4);
     assert!(st["snmp"]["silences"].as_u64().unwrap() >= 20, "{}", st["snmp"]);
     assert_eq!(st["snmp"]["kernel_drops"], 0);
+    assert_eq!(st["store"]["out_of_order_dropped"], 0, "one sample per series and interval");
 
     // Stop it; the data directory reads back offline.
     let pid = k.child.id().to_string();

@@ -41,7 +41,7 @@ pub enum Fault {
     DropEvery(u32),
     /// Answers after this delay.
     Late(Duration),
-    /// Answers twice.
+    /// Answers three times.
     Duplicate,
     /// Answers with the request id plus one.
     WrongRequestId,
@@ -204,8 +204,9 @@ fn serve(
                 Fault::DropEvery(d) if n.is_multiple_of(d as u64) => {}
                 Fault::Late(d) => held.push(Held { due: Instant::now() + d, reply: out.clone(), to: from, from: dst }),
                 Fault::Duplicate => {
-                    send_from(&sock, &out, from, dst);
-                    send_from(&sock, &out, from, dst);
+                    for _ in 0..3 {
+                        send_from(&sock, &out, from, dst);
+                    }
                 }
                 Fault::WrongSource => send_from(&sock, &out, from, endpoints[(idx + 1) % endpoints.len()].0),
                 Fault::Truncated => send_from(&sock, &out[..out.len() / 2], from, dst),

@@ -108,7 +108,7 @@ pub struct PollerStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
     Late = 0,
-    Duplicate,
+    Duplicate = 1,
     WrongRequestId,
     Malformed,
 }
@@ -175,8 +175,10 @@ struct Target {
     prev_answered: bool,
     sent_ns: i64,
     uptime: Option<u32>,
-    /// `kansoku_snmp_fault` series made so far, by [`Fault`].
+    /// `kansoku_snmp_fault` series made so far, and replies seen this
+    /// interval, by [`Fault`].
     fault_ids: [Option<u32>; 4],
+    faults: [u32; 4],
     id_up: u32,
     id_rtt: u32,
     id_stale: u32,
@@ -311,6 +313,7 @@ impl Poller {
                 sent_ns: 0,
                 uptime: None,
                 fault_ids: [None; 4],
+                faults: [0; 4],
                 id_up: 0,
                 id_rtt: 0,
                 id_stale: 0,
@@ -407,7 +410,7 @@ impl Poller {
         self.n_answered = 0;
         self.last_answer_ns = boundary_ns;
         self.send_all(deadline_mono);
-        let send_ns = monotonic_ns() - mono0;
+        let send_ns = realtime_ns() - boundary_ns;
 
         let coalesce_ns = self.cfg.coalesce.as_nanos() as i64;
         let mut ready = Vec::with_capacity(self.socks.len());
@@ -442,10 +445,13 @@ impl Poller {
         }
 
         let mut silent = 0u64;
-        for t in &self.targets {
+        for t in &mut self.targets {
             if !t.answered {
                 silent += 1;
                 self.series.push(&mut batch, t.id_up, 0.0);
+            }
+            if t.faults != [0; 4] {
+                write_faults(&mut self.series, &mut batch, t);
             }
         }
         let st = &self.stats;
@@ -474,7 +480,6 @@ impl Poller {
     }
 
     fn send_all(&mut self, deadline_mono: i64) {
-        self.last_answer_ns = realtime_ns();
         let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(MMSG, None);
         let no_cmsgs: [ControlMessage<'_>; 0] = [];
         for (s, members) in self.sock_targets.iter().enumerate() {
@@ -574,7 +579,8 @@ impl Poller {
         };
         let datagram = &self.bufs[buf][..len];
         let t = &mut self.targets[ti];
-        let fault = |series: &mut Series, batch: &mut Batch, stats: &PollerStats, t: &mut Target, f: Fault| {
+        // Counted now, written once per interval with the count (see `poll_once`).
+        let fault = |_: &mut Series, _: &mut Batch, stats: &PollerStats, t: &mut Target, f: Fault| {
             let counter = match f {
                 Fault::Late => &stats.late,
                 Fault::Duplicate => &stats.duplicates,
@@ -582,16 +588,7 @@ impl Poller {
                 Fault::Malformed => &stats.malformed,
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            let slot = &mut t.fault_ids[f as usize];
-            let id = match *slot {
-                Some(id) => id,
-                None => {
-                    let id = series.get_or_add(t.key("kansoku_snmp_fault", &[("kind", f.name())]));
-                    t.fault_ids[f as usize] = Some(id);
-                    id
-                }
-            };
-            series.push(batch, id, 1.0);
+            t.faults[f as usize] += 1;
         };
         let Ok((h, vbs)) = message::decode(datagram) else {
             return fault(&mut self.series, batch, &self.stats, t, Fault::Malformed);
@@ -823,6 +820,28 @@ impl Parsed {
 /// Short slices compared in a loop, not a `memcmp` call per OID.
 fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+const FAULTS: [Fault; 4] = [Fault::Late, Fault::Duplicate, Fault::WrongRequestId, Fault::Malformed];
+
+/// One `kansoku_snmp_fault{kind}` sample per kind seen this interval, valued
+/// with the number of such replies (one sample per series and interval).
+fn write_faults(series: &mut Series, batch: &mut Batch, t: &mut Target) {
+    for f in FAULTS {
+        let n = std::mem::take(&mut t.faults[f as usize]);
+        if n == 0 {
+            continue;
+        }
+        let id = match t.fault_ids[f as usize] {
+            Some(id) => id,
+            None => {
+                let id = series.get_or_add(t.key("kansoku_snmp_fault", &[("kind", f.name())]));
+                t.fault_ids[f as usize] = Some(id);
+                id
+            }
+        };
+        series.push(batch, id, n as f64);
+    }
 }
 
 fn error_key(labels: &[(String, String)], oid: &str, error: &str) -> SeriesKey {

@@ -33,6 +33,9 @@ impl Recorded {
                 by_key.entry(k.to_string()).or_default().push((b.time.as_nanos(), *v));
             }
         }
+        for (k, points) in &by_key {
+            assert!(points.windows(2).all(|w| w[0].0 < w[1].0), "{k}: one sample per interval, in order");
+        }
         Recorded { by_key }
     }
 
@@ -121,9 +124,10 @@ fn every_fault_is_recorded_as_what_it_is() {
     assert_eq!(r.count(&up(3), 0.0), n);
     assert!(r.get(&hc(3)).is_empty());
     assert!(r.get(&fault(3, "late")).len() >= n - 3);
-    // Duplicate: the first is used, the second counted.
+    // Duplicates: the first copy is used, the two others counted, in one
+    // sample per interval.
     assert!(r.count(&up(4), 1.0) >= n - 3);
-    assert!(r.get(&fault(4, "duplicate")).len() >= n - 4);
+    assert!(r.count(&fault(4, "duplicate"), 2.0) >= n - 4, "{:?}", r.get(&fault(4, "duplicate")));
     // Wrong request id: silent as far as values go, counted.
     assert_eq!(r.count(&up(5), 0.0), n);
     assert!(r.get(&fault(5, "wrong_request_id")).len() >= n - 2);
@@ -171,4 +175,41 @@ fn every_fault_is_recorded_as_what_it_is() {
 
     assert_eq!(stats.kernel_drops.load(Ordering::Relaxed), 0);
     assert!(stats.late.load(Ordering::Relaxed) >= (n - 3) as u64);
+}
+
+/// Thousands of agents in one farm process, one poller: every target gets
+/// exactly one up sample per interval, the healthy ones answer, the faulty
+/// ones are counted, and the kernel drops nothing.
+#[test]
+fn two_thousand_targets_one_socket_farm() {
+    const N: usize = 2000;
+    let faults = [Fault::Silent, Fault::Duplicate, Fault::WrongRequestId, Fault::Truncated, Fault::RestartEvery(3)];
+    let fault_of = |i: usize| if i % 20 == 19 { faults[(i / 20) % faults.len()] } else { Fault::None };
+    let ips = farm::ips(Ipv4Addr::new(127, 4, 0, 1), N);
+    let farm = farm::Farm::start(0, ips.iter().enumerate().map(|(i, ip)| (*ip, fault_of(i))).collect(), 1).unwrap();
+    let oids = ["sysUpTime.0", "ifHCInOctets.2", "ifHCOutOctets.2", "dskUsed.1", "dskAvail.1", "laLoad.1"];
+    let specs: Vec<TargetSpec> = farm.addrs.iter().map(|&a| spec(a, Version::V2c, list(&oids))).collect();
+    let (plan, _) = snmp::plan(specs, Duration::from_secs(1), 0);
+    let poller = Poller::new(PollerConfig::new(Duration::from_millis(100)), plan).unwrap();
+    let stats = poller.stats();
+    let n = 10;
+    let r = Recorded::new(&poller.run_intervals(n));
+    let mut healthy_up = 0;
+    let mut healthy = 0;
+    for (i, a) in farm.addrs.iter().enumerate() {
+        let up = r.values(&format!("kansoku_snmp_up{{target=\"{a}\"}}"));
+        assert_eq!(up.len(), n, "{a}");
+        match fault_of(i) {
+            Fault::None | Fault::Duplicate | Fault::RestartEvery(_) => {
+                healthy += n;
+                healthy_up += up.iter().filter(|v| **v == 1.0).count();
+            }
+            _ => assert!(up.iter().all(|v| *v == 0.0), "{a} ({:?}) never counts as answered", fault_of(i)),
+        }
+    }
+    // Lenient: a loaded CI machine may miss slices; the benchmark measures.
+    assert!(healthy_up * 10 >= healthy * 8, "{healthy_up} of {healthy} answers recorded");
+    assert_eq!(stats.kernel_drops.load(Ordering::Relaxed), 0);
+    assert!(stats.duplicates.load(Ordering::Relaxed) > 0 && stats.malformed.load(Ordering::Relaxed) > 0);
+    assert!(stats.wrong_request_id.load(Ordering::Relaxed) > 0 && stats.restarts.load(Ordering::Relaxed) > 0);
 }
