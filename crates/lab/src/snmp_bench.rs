@@ -59,6 +59,9 @@ pub struct Args {
     first: Ipv4Addr,
     #[arg(long, default_value_t = 1161)]
     port: u16,
+    /// Threads answering in the farm process.
+    #[arg(long, default_value_t = 1)]
+    farm_threads: usize,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -195,7 +198,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let exe = std::env::current_exe().context("find our own executable")?;
         let mut cmd = Command::new(exe);
         cmd.args(["lab", "snmp-farm", "--count", &k.to_string(), "--first", &args.first.to_string()])
-            .args(["--port", &args.port.to_string()])
+            .args(["--port", &args.port.to_string(), "--threads", &args.farm_threads.to_string()])
             .stdin(Stdio::piped());
         let farm_proc = spawn_ready(cmd, "snmp-farm: serving", "the SNMP farm")?;
         let farm_stat = format!("/proc/{}/stat", farm_proc.child.id());
