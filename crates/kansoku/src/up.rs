@@ -144,7 +144,7 @@ fn serve(
             let (plan, failures) = snmp::plan(targets, Duration::from_secs(1), 2);
             for f in &failures {
                 tracing::warn!(
-                    "snmp: {}: discovery failed ({}); polling sysUpTime.0 and laLoad.1 only",
+                    "snmp: {}: discovery failed ({}); polling sysUpTime.0 and laLoad.1 until a retry (every 60 s) succeeds",
                     f.target,
                     f.reason
                 );

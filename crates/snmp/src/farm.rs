@@ -37,6 +37,8 @@ pub enum Fault {
     None,
     /// Never answers.
     Silent,
+    /// Ignores its first n requests (down when the poller starts).
+    SilentFor(u32),
     /// Ignores every n-th request.
     DropEvery(u32),
     /// Answers after this delay.
@@ -201,6 +203,7 @@ fn serve(
             }
             match fault {
                 Fault::Silent => {}
+                Fault::SilentFor(k) if n <= k as u64 => {}
                 Fault::DropEvery(d) if n.is_multiple_of(d as u64) => {}
                 Fault::Late(d) => held.push(Held { due: Instant::now() + d, reply: out.clone(), to: from, from: dst }),
                 Fault::Duplicate => {

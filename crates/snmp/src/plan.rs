@@ -32,6 +32,8 @@ pub struct PlannedTarget {
     pub spec: TargetSpec,
     /// sysUpTime.0 first.
     pub oids: Vec<PlannedOid>,
+    /// Discovery failed: polled for a minimal set, rediscovered while running.
+    pub undiscovered: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -43,7 +45,8 @@ pub struct Discovered {
 }
 
 /// A target whose discovery failed; it is polled for sysUpTime.0 and
-/// laLoad.1 only, and the reason is logged.
+/// laLoad.1 until a later discovery succeeds (see
+/// [`crate::PollerConfig::rediscover_every`]), and the reason is logged.
 #[derive(Debug, Clone)]
 pub struct DiscoveryFailure {
     pub target: String,
@@ -102,6 +105,17 @@ pub fn default_oids(version: Version, found: &Discovered) -> Vec<Oid> {
     oids
 }
 
+/// The default set for what discovery found, labelled with the names it found.
+pub fn discovered_oids(version: Version, found: &Discovered) -> Vec<PlannedOid> {
+    let names = names_of(found);
+    default_oids(version, found).iter().map(|o| planned_oid(o, &names)).collect()
+}
+
+/// What an undiscovered target is polled for meanwhile.
+fn fallback_oids() -> Vec<Oid> {
+    vec![mib::sys_uptime(), mib::oid_of(mib::by_name("laLoad").expect("BUG: known")).child(1)]
+}
+
 fn names_of(found: &Discovered) -> HashMap<(&'static str, u32), String> {
     let mut names = HashMap::new();
     for (idx, descr, _) in &found.interfaces {
@@ -128,19 +142,18 @@ pub fn plan(specs: Vec<TargetSpec>, timeout: Duration, retries: u32) -> (Vec<Pla
         .into_iter()
         .enumerate()
         .map(|(i, spec)| {
-            let (oids, names) = match &spec.oids {
-                OidSet::List(list) => (list.clone(), HashMap::new()),
+            let none = HashMap::new();
+            let (oids, undiscovered) = match &spec.oids {
+                OidSet::List(list) => (list.iter().map(|o| planned_oid(o, &none)).collect(), false),
                 OidSet::Default => match by_spec.remove(&i).expect("BUG: discovered") {
-                    Ok(found) => (default_oids(spec.version, &found), names_of(&found)),
+                    Ok(found) => (discovered_oids(spec.version, &found), false),
                     Err(reason) => {
                         failures.push(DiscoveryFailure { target: spec.name.clone(), reason });
-                        let la = mib::oid_of(mib::by_name("laLoad").expect("BUG: known")).child(1);
-                        (vec![mib::sys_uptime(), la], HashMap::new())
+                        (fallback_oids().iter().map(|o| planned_oid(o, &none)).collect(), true)
                     }
                 },
             };
-            let oids = oids.iter().map(|o| planned_oid(o, &names)).collect();
-            PlannedTarget { spec, oids }
+            PlannedTarget { spec, oids, undiscovered }
         })
         .collect();
     (planned, failures)

@@ -26,7 +26,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::Duration;
 
 use collect::own_cost::{monotonic_ns, realtime_ns, thread_cpu_ns};
@@ -41,8 +41,9 @@ use rustix::event::{PollFd, PollFlags};
 
 use crate::message::{self, PduKind, PreEncoded, REQUEST_ID_MIN, REQUEST_ID_SPAN, Value, Version, error_status_name};
 use crate::mib;
-use crate::plan::PlannedTarget;
+use crate::plan::{Discovered, PlannedOid, PlannedTarget, discover, discovered_oids};
 use crate::series::Series;
+use crate::targets::TargetSpec;
 use crate::track::{self, OidTrack, Raw};
 
 /// Datagrams per `sendmmsg`/`recvmmsg` call.
@@ -67,6 +68,9 @@ pub struct PollerConfig {
     /// come from kernel timestamps, so round-trip and completion times stay
     /// exact.
     pub coalesce: Duration,
+    /// How often targets whose discovery failed are tried again (in the
+    /// background; the cycle adopts the result at its next interval).
+    pub rediscover_every: Duration,
 }
 
 impl PollerConfig {
@@ -76,6 +80,7 @@ impl PollerConfig {
             timeout: interval * 9 / 10,
             sockets: 4,
             coalesce: (interval / 50).min(Duration::from_millis(1)),
+            rediscover_every: Duration::from_secs(60),
         }
     }
 }
@@ -142,6 +147,23 @@ struct TargetOid {
 }
 
 impl TargetOid {
+    fn new(o: &PlannedOid, target_labels: &[(String, String)], series: &mut Series) -> TargetOid {
+        let lab = target_labels.iter().chain(&o.labels).map(|(k, v)| (k.as_str(), v.as_str()));
+        let key = SeriesKey::new(o.metric.as_str(), lab);
+        TargetOid {
+            bytes: o.oid.to_bytes(),
+            display: mib::display(&o.oid),
+            id_value: series.add(key.clone()),
+            key,
+            id_increase: None,
+            id_period: None,
+            period_written_ns: i64::MIN,
+            track: OidTrack::default(),
+            removed: None,
+            error_ids: Vec::new(),
+        }
+    }
+
     fn error_id(&mut self, series: &mut Series, labels: &[(String, String)], error: &'static str) -> u32 {
         if let Some(&(_, id)) = self.error_ids.iter().find(|(e, _)| *e == error) {
             return id;
@@ -240,6 +262,15 @@ pub struct Poller {
     /// Answers this interval and the wall time of the last one.
     n_answered: usize,
     last_answer_ns: i64,
+    /// Discoveries that succeeded late: (target index, what was found).
+    rediscovered: Option<Receiver<(usize, Discovered)>>,
+    rediscover_stop: Arc<AtomicBool>,
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.rediscover_stop.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Poller {
@@ -262,9 +293,13 @@ impl Poller {
         }
         let mut series = Series::default();
         let mut targets = Vec::with_capacity(plan.len());
+        let mut undiscovered = Vec::new();
         let mut by_addr = HashMap::with_capacity_and_hasher(plan.len(), BuildHasherDefault::default());
         let mut sock_targets = vec![Vec::new(); socks.len()];
         for (i, p) in plan.into_iter().enumerate() {
+            if p.undiscovered {
+                undiscovered.push((i, p.spec.clone()));
+            }
             let spec = p.spec;
             let mut labels = vec![("target".to_owned(), spec.name.clone())];
             labels.extend(spec.labels.iter().cloned());
@@ -274,26 +309,7 @@ impl Poller {
             if by_addr.insert(spec.address, i).is_some() {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is a target twice", spec.address)));
             }
-            let oids: Vec<TargetOid> = p
-                .oids
-                .iter()
-                .map(|o| {
-                    let lab = labels.iter().chain(&o.labels).map(|(k, v)| (k.as_str(), v.as_str()));
-                    let key = SeriesKey::new(o.metric.as_str(), lab);
-                    TargetOid {
-                        bytes: o.oid.to_bytes(),
-                        display: mib::display(&o.oid),
-                        id_value: series.add(key.clone()),
-                        key,
-                        id_increase: None,
-                        id_period: None,
-                        period_written_ns: i64::MIN,
-                        track: OidTrack::default(),
-                        removed: None,
-                        error_ids: Vec::new(),
-                    }
-                })
-                .collect();
+            let oids: Vec<TargetOid> = p.oids.iter().map(|o| TargetOid::new(o, &labels, &mut series)).collect();
             let mut t = Target {
                 addr: spec.address,
                 sockaddr: SockaddrStorage::from(spec.address),
@@ -350,6 +366,10 @@ impl Poller {
         let stats = Arc::new(PollerStats::default());
         stats.targets.store(targets.len() as u64, Ordering::Relaxed);
         let drops_seen = vec![0; socks.len()];
+        let rediscover_stop = Arc::new(AtomicBool::new(false));
+        let rediscovered = (!undiscovered.is_empty())
+            .then(|| spawn_rediscovery(undiscovered, cfg.rediscover_every, Arc::clone(&rediscover_stop)))
+            .transpose()?;
         Ok(Poller {
             interval_ns: cfg.interval.as_nanos() as i64,
             cfg,
@@ -368,7 +388,34 @@ impl Poller {
             parsed: Vec::new(),
             n_answered: 0,
             last_answer_ns: 0,
+            rediscovered,
+            rediscover_stop,
         })
+    }
+
+    /// Adopts a late discovery: the target's default set replaces its
+    /// minimal one; OIDs it already polled keep their series and state.
+    fn adopt(&mut self, ti: usize, found: &Discovered) {
+        let t = &mut self.targets[ti];
+        let planned = discovered_oids(t.version, found);
+        let mut old: Vec<Option<TargetOid>> = std::mem::take(&mut t.oids).into_iter().map(Some).collect();
+        let mut oids = Vec::with_capacity(planned.len());
+        for p in &planned {
+            let bytes = p.oid.to_bytes();
+            let kept = old.iter_mut().find(|o| o.as_ref().is_some_and(|o| o.bytes == bytes)).and_then(Option::take);
+            oids.push(kept.unwrap_or_else(|| TargetOid::new(p, &t.labels, &mut self.series)));
+        }
+        t.oids = oids;
+        t.active = (0..t.oids.len()).collect();
+        t.reencode();
+        t.request.set_request_id(t.rid);
+        tracing::info!(
+            "snmp: {}: discovered {} interfaces and {} disks; polling {} OIDs",
+            t.addr,
+            found.interfaces.len(),
+            found.disks.len(),
+            t.oids.len()
+        );
     }
 
     pub fn stats(&self) -> Arc<PollerStats> {
@@ -393,6 +440,10 @@ impl Poller {
         batch.points.reserve(self.series.len());
         let cmsg = nix::cmsg_space!(u32, nix::libc::timespec);
         let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(MMSG, Some(cmsg));
+        let late_discoveries: Vec<_> = self.rediscovered.as_ref().map(|rx| rx.try_iter().collect()).unwrap_or_default();
+        for (ti, found) in late_discoveries {
+            self.adopt(ti, &found);
+        }
         // Whatever arrived since the last slice ended is late (or worse).
         let all: Vec<usize> = (0..self.socks.len()).collect();
         self.receive(&mut hdrs, &all, &mut batch, boundary_ns, true);
@@ -745,6 +796,42 @@ impl Poller {
             scheduled = next;
         }
     }
+}
+
+/// Retries discovery of `pending` targets every `every` on a thread of its
+/// own, sending each success; ends when all are found or `stop` is set.
+fn spawn_rediscovery(
+    mut pending: Vec<(usize, TargetSpec)>,
+    every: Duration,
+    stop: Arc<AtomicBool>,
+) -> io::Result<Receiver<(usize, Discovered)>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new().name("snmp-rediscover".into()).spawn(move || {
+        while !pending.is_empty() {
+            let wake = std::time::Instant::now() + every;
+            while std::time::Instant::now() < wake {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50).min(every));
+            }
+            let specs: Vec<&TargetSpec> = pending.iter().map(|(_, s)| s).collect();
+            let results = discover(&specs, Duration::from_secs(1), 0);
+            let mut still = Vec::new();
+            for ((i, spec), r) in pending.into_iter().zip(results) {
+                match r {
+                    Ok(found) => {
+                        if tx.send((i, found)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => still.push((i, spec)),
+                }
+            }
+            pending = still;
+        }
+    })?;
+    Ok(rx)
 }
 
 const SYS_UPTIME_BYTES: &[u8] = &[0x2b, 6, 1, 2, 1, 1, 3, 0];

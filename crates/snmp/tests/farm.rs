@@ -213,3 +213,35 @@ fn two_thousand_targets_one_socket_farm() {
     assert!(stats.duplicates.load(Ordering::Relaxed) > 0 && stats.malformed.load(Ordering::Relaxed) > 0);
     assert!(stats.wrong_request_id.load(Ordering::Relaxed) > 0 && stats.restarts.load(Ordering::Relaxed) > 0);
 }
+
+/// An agent down when the poller starts: polled for the minimal set,
+/// rediscovered in the background, then polled for its interfaces and
+/// disks — with the series it already had kept.
+#[test]
+fn a_target_down_at_start_is_discovered_later() {
+    let ips = farm::ips(Ipv4Addr::new(127, 5, 0, 1), 1);
+    // Discovery sends 3 requests (1 + 2 retries); then 5 intervals of silence.
+    let farm = farm::Farm::start(0, vec![(ips[0], Fault::SilentFor(8))], 1).unwrap();
+    let a = farm.addrs[0];
+    let (plan, failures) = snmp::plan(vec![spec(a, Version::V2c, OidSet::Default)], Duration::from_millis(200), 2);
+    assert_eq!(failures.len(), 1, "discovery fails while the agent is down");
+    let mut cfg = PollerConfig::new(Duration::from_millis(100));
+    cfg.rediscover_every = Duration::from_millis(300);
+    let poller = Poller::new(cfg, plan).unwrap();
+    let batches = poller.run_intervals(30);
+    let r = Recorded::new(&batches);
+    let t = format!("target=\"{a}\"");
+    let up = r.values(&format!("kansoku_snmp_up{{{t}}}"));
+    assert_eq!(up.len(), 30);
+    assert_eq!(up[0], 0.0, "down at first");
+    assert_eq!(*up.last().unwrap(), 1.0, "answers later");
+    let hc = r.get(&format!("ifHCInOctets{{ifDescr=\"eth0\",ifIndex=\"2\",{t}}}"));
+    assert!(!hc.is_empty(), "interfaces discovered while running");
+    let disk = r.get(&format!("dskAvail{{dskIndex=\"1\",dskPath=\"/\",{t}}}"));
+    assert!(!disk.is_empty());
+    // sysUpTime kept its series across the change: one series, no gap after the first answer.
+    let uptime = r.get(&format!("sysUpTime{{{t}}}"));
+    let first = uptime[0].0;
+    let expected = batches.iter().filter(|b| b.time.as_nanos() >= first).count();
+    assert!(uptime.len() + 2 >= expected, "{} of {expected}", uptime.len());
+}
