@@ -14,12 +14,16 @@ pub enum ApiError {
     TooLarge(String),
     /// A bug or an environment failure on our side.
     Internal(String),
+    /// What was asked for does not run here, or did not answer in time.
+    Unavailable(String),
 }
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ApiError::BadRequest(m) | ApiError::TooLarge(m) | ApiError::Internal(m) => f.write_str(m),
+            ApiError::BadRequest(m) | ApiError::TooLarge(m) | ApiError::Internal(m) | ApiError::Unavailable(m) => {
+                f.write_str(m)
+            }
             ApiError::NotFound => f.write_str("no such endpoint; see /"),
         }
     }
@@ -34,6 +38,7 @@ impl IntoResponse for ApiError {
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         (status, Json(serde_json::json!({ "error": self.to_string() }))).into_response()
     }

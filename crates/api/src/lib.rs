@@ -32,11 +32,19 @@ pub struct ApiState {
     pub collector: Option<Arc<CollectorStats>>,
     pub interval: Option<std::time::Duration>,
     pub snmp: Option<Arc<snmp::PollerStats>>,
+    pub snmp_views: Option<snmp::poller::Views>,
 }
 
 impl ApiState {
     pub fn new(store: Arc<Store>) -> ApiState {
-        ApiState { store, live: broadcast::channel(LIVE_BUFFER).0, collector: None, interval: None, snmp: None }
+        ApiState {
+            store,
+            live: broadcast::channel(LIVE_BUFFER).0,
+            collector: None,
+            interval: None,
+            snmp: None,
+            snmp_views: None,
+        }
     }
 }
 
@@ -47,8 +55,27 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/query", get(query::query_range))
         .route("/api/v1/live", get(live::live))
         .route("/api/v1/status", get(status::status))
+        .route("/api/v1/snmp/targets", get(snmp_targets))
         .fallback(|| async { ApiError::NotFound })
         .with_state(state)
+}
+
+/// `GET /api/v1/snmp/targets`: every SNMP target as of the poller's last
+/// interval (answered, round trip, each OID's value, error, update period and
+/// staleness). Built by the poller when asked, at the end of its interval.
+async fn snmp_targets(
+    axum::extract::State(st): axum::extract::State<ApiState>,
+) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    let views = st.snmp_views.clone().ok_or_else(|| {
+        ApiError::Unavailable("no SNMP poller runs here: start kansoku snmp, or kansoku up --snmp-targets".into())
+    })?;
+    let limit = st.interval.unwrap_or(std::time::Duration::from_secs(1)) * 2 + std::time::Duration::from_secs(1);
+    let got = tokio::task::spawn_blocking(move || views.get(limit))
+        .await
+        .map_err(|e| ApiError::Internal(format!("SNMP view task: {e}")))?;
+    let targets =
+        got.ok_or_else(|| ApiError::Unavailable(format!("the SNMP poller did not answer within {limit:?}")))?;
+    Ok(axum::Json(serde_json::json!({ "targets": *targets })))
 }
 
 async fn index() -> Html<&'static str> {

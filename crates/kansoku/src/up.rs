@@ -181,6 +181,7 @@ fn serve(
     }
     if let Some(poller) = poller {
         state.snmp = Some(poller.stats());
+        state.snmp_views = Some(poller.views());
         let stop = Arc::clone(&stop);
         jobs.push(spawn_job("snmp-poller", &store, &state.live, move |tx| poller.run(tx, stop))?);
     }

@@ -76,6 +76,21 @@ fn up_polls_snmp_targets_beside_the_host() {
     assert_eq!(st["snmp"]["kernel_drops"], 0);
     assert_eq!(st["store"]["out_of_order_dropped"], 0, "one sample per series and interval");
 
+    // The per-target view: state as of the last interval.
+    let (status, body) = http_get(&k.addr, "/api/v1/snmp/targets");
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let targets = v["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 4);
+    let by_name = |n: &str| targets.iter().find(|t| t["target"] == n).unwrap_or_else(|| panic!("{n} in {v}"));
+    assert_eq!(by_name("silent")["up"], false);
+    let t0 = by_name(&target0);
+    assert_eq!(t0["up"], true, "{t0}");
+    assert_eq!(t0["labels"][0], serde_json::json!(["rack", "r1"]));
+    let hc = t0["oids"].as_array().unwrap().iter().find(|o| o["oid"] == "ifHCInOctets.2").expect("discovered OID");
+    assert!(hc["value"].as_f64().unwrap() > 0.0 && hc["error"].is_null(), "{hc}");
+    assert!(hc["series"].as_str().unwrap().starts_with("ifHCInOctets{"), "{hc}");
+
     // Stop it; the data directory reads back offline.
     let pid = k.child.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());

@@ -144,6 +144,10 @@ struct TargetOid {
     removed: Option<&'static str>,
     /// `kansoku_snmp_error` series made so far, by error.
     error_ids: Vec<(&'static str, u32)>,
+    /// The last answer for it: value, or the error in its place; and whether
+    /// the value was an old reading.
+    last: Option<Result<f64, &'static str>>,
+    last_stale: bool,
 }
 
 impl TargetOid {
@@ -161,6 +165,8 @@ impl TargetOid {
             track: OidTrack::default(),
             removed: None,
             error_ids: Vec::new(),
+            last: None,
+            last_stale: false,
         }
     }
 
@@ -196,6 +202,7 @@ struct Target {
     answered: bool,
     prev_answered: bool,
     sent_ns: i64,
+    last_rtt_ns: Option<i64>,
     uptime: Option<u32>,
     /// `kansoku_snmp_fault` series made so far, and replies seen this
     /// interval, by [`Fault`].
@@ -265,6 +272,49 @@ pub struct Poller {
     /// Discoveries that succeeded late: (target index, what was found).
     rediscovered: Option<Receiver<(usize, Discovered)>>,
     rediscover_stop: Arc<AtomicBool>,
+    views: Receiver<SyncSender<Arc<Vec<TargetView>>>>,
+    views_tx: std::sync::mpsc::Sender<SyncSender<Arc<Vec<TargetView>>>>,
+}
+
+/// One target as of its last interval, for `/api/v1/snmp/targets`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TargetView {
+    pub target: String,
+    pub address: String,
+    pub labels: Vec<(String, String)>,
+    /// Answered in the last interval.
+    pub up: bool,
+    pub rtt_seconds: Option<f64>,
+    pub oids: Vec<OidView>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OidView {
+    /// `ifHCInOctets.2`, or the dotted number.
+    pub oid: String,
+    pub series: String,
+    /// The last value answered (as stored), if the last answer had one.
+    pub value: Option<f64>,
+    /// What came instead of a value (`noSuchInstance`, v1 `noSuchName`, ...).
+    pub error: Option<&'static str>,
+    /// The agent's effective update period, once two changes were seen.
+    pub update_period_seconds: Option<f64>,
+    /// The last value repeated an old reading (see docs/snmp.md, Staleness).
+    pub stale: bool,
+}
+
+/// Asks a running poller for its targets' state; answered at the end of the
+/// poller's current interval.
+#[derive(Debug, Clone)]
+pub struct Views(std::sync::mpsc::Sender<SyncSender<Arc<Vec<TargetView>>>>);
+
+impl Views {
+    /// Waits up to `limit` for the poller's answer; None if it stopped.
+    pub fn get(&self, limit: Duration) -> Option<Arc<Vec<TargetView>>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.0.send(tx).ok()?;
+        rx.recv_timeout(limit).ok()
+    }
 }
 
 impl Drop for Poller {
@@ -327,6 +377,7 @@ impl Poller {
                 answered: false,
                 prev_answered: false,
                 sent_ns: 0,
+                last_rtt_ns: None,
                 uptime: None,
                 fault_ids: [None; 4],
                 faults: [0; 4],
@@ -366,6 +417,7 @@ impl Poller {
         let stats = Arc::new(PollerStats::default());
         stats.targets.store(targets.len() as u64, Ordering::Relaxed);
         let drops_seen = vec![0; socks.len()];
+        let (views_tx, views_rx) = std::sync::mpsc::channel();
         let rediscover_stop = Arc::new(AtomicBool::new(false));
         let rediscovered = (!undiscovered.is_empty())
             .then(|| spawn_rediscovery(undiscovered, cfg.rediscover_every, Arc::clone(&rediscover_stop)))
@@ -390,7 +442,48 @@ impl Poller {
             last_answer_ns: 0,
             rediscovered,
             rediscover_stop,
+            views: views_rx,
+            views_tx,
         })
+    }
+
+    /// A handle to ask the running poller for [`TargetView`]s.
+    pub fn views(&self) -> Views {
+        Views(self.views_tx.clone())
+    }
+
+    fn answer_views(&mut self) {
+        let asks: Vec<_> = self.views.try_iter().collect();
+        if asks.is_empty() {
+            return;
+        }
+        let views: Arc<Vec<TargetView>> = Arc::new(
+            self.targets
+                .iter()
+                .map(|t| TargetView {
+                    target: t.labels[0].1.clone(),
+                    address: t.addr.to_string(),
+                    labels: t.labels[1..].to_vec(),
+                    up: t.answered,
+                    rtt_seconds: t.last_rtt_ns.map(|n| n as f64 / 1e9),
+                    oids: t
+                        .oids
+                        .iter()
+                        .map(|o| OidView {
+                            oid: o.display.clone(),
+                            series: o.key.to_string(),
+                            value: o.last.and_then(Result::ok),
+                            error: o.removed.or(o.last.and_then(Result::err)),
+                            update_period_seconds: o.track.period_ns().map(|p| p as f64 / 1e9),
+                            stale: o.last_stale,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        );
+        for ask in asks {
+            let _ = ask.try_send(Arc::clone(&views));
+        }
     }
 
     /// Adopts a late discovery: the target's default set replaces its
@@ -527,6 +620,8 @@ impl Poller {
         let cpu_ns = thread_cpu_ns() - cpu0;
         st.last_cpu_ns.store(cpu_ns, Ordering::Relaxed);
         self.series.push(&mut batch, ids.cpu, secs(cpu_ns));
+        // Outside the round's CPU figure: only when someone asks.
+        self.answer_views();
         batch
     }
 
@@ -684,7 +779,9 @@ impl Poller {
         self.last_answer_ns = self.last_answer_ns.max(arrived_ns);
         let series = &mut self.series;
         series.push(batch, t.id_up, 1.0);
-        series.push(batch, t.id_rtt, ((arrived_ns - t.sent_ns).max(0) / 1000) as f64 / 1e6);
+        let rtt_ns = (arrived_ns - t.sent_ns).max(0);
+        t.last_rtt_ns = Some(rtt_ns);
+        series.push(batch, t.id_rtt, (rtt_ns / 1000) as f64 / 1e6);
         for o in t.oids.iter_mut() {
             if let Some(error) = o.removed {
                 let id = o.error_id(series, &t.labels, error);
@@ -716,6 +813,7 @@ impl Poller {
             let (raw, value) = match *p {
                 Parsed::Number(raw, value) => (raw, value),
                 Parsed::Missing(error) => {
+                    o.last = Some(Err(error));
                     let id = o.error_id(series, labels, error);
                     series.push(batch, id, 1.0);
                     continue;
@@ -731,6 +829,8 @@ impl Poller {
                 series.push(batch, id, inc as f64);
             }
             stale += obs.stale as u32;
+            o.last = Some(Ok(value));
+            o.last_stale = obs.stale;
             if let Some(p) = o.track.period_ns()
                 && (obs.period_changed || t_ns - o.period_written_ns >= PERIOD_REPEAT_NS)
             {
