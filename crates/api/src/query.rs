@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Query, State};
 use model::{Selector, SeriesKey, Timestamp, resolve_range};
 use serde::Serialize;
-use store::query::{Agg, Frame, RangeQuery, range};
+use store::query::{Agg, Frame, Group, GroupOp, RangeQuery, range};
 
 use crate::{ApiError, ApiState};
 
@@ -88,7 +88,18 @@ pub fn parse_range_query(params: &HashMap<String, String>, now: Timestamp) -> Re
     if !aggs.is_empty() && step_ns.is_none() && points.is_none() {
         return Err(ApiError::BadRequest("agg needs step or points (aggregation is per bucket)".into()));
     }
-    Ok(RangeQuery { selector: sel, from, to, step_ns, points, rate, aggs })
+    let group = match (get("by"), get("group")) {
+        (None, None) => None,
+        (by, op) => {
+            let op = op.map_or(Ok(GroupOp::Sum), str::parse).map_err(|e: String| ApiError::BadRequest(e))?;
+            let by = by.unwrap_or("").split(',').map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned);
+            if step_ns.is_none() && points.is_none() {
+                return Err(ApiError::BadRequest("by/group need step or points (series are combined per bucket)".into()));
+            }
+            Some(Group { by: by.collect(), op })
+        }
+    };
+    Ok(RangeQuery { selector: sel, from, to, step_ns, points, rate, aggs, group })
 }
 
 pub async fn query_range(

@@ -109,6 +109,23 @@ async fn rate_and_downsampling() {
 }
 
 #[tokio::test]
+async fn grouping_by_host_combines_cores() {
+    let (_d, st) = fixture();
+    let base = format!("/api/v1/query?query=node_cpu_seconds_total&{}&rate=true&step=1s", range(10, 39));
+    for (extra, want) in [("by=host", 0.5), ("by=host&group=avg", 0.25), ("by=host&group=max", 0.5), ("group=count", 2.0)] {
+        let (s, body) = get(&st, &format!("{base}&{extra}")).await;
+        assert_eq!(s, StatusCode::OK, "{extra}: {body}");
+        let series = body["series"].as_array().unwrap();
+        assert_eq!(series.len(), 1, "{extra}: one group");
+        let labels = if extra.contains("host") { serde_json::json!({"host": "h"}) } else { serde_json::json!({}) };
+        assert_eq!(series[0]["labels"], labels, "{extra}: only the by labels stay");
+        for v in series[0]["values"].as_array().unwrap() {
+            assert!((v.as_f64().unwrap() - want).abs() < 1e-9, "{extra}: {v}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn errors_are_json_with_a_reason() {
     let (_d, st) = fixture();
     for (uri, status, needle) in [
@@ -119,6 +136,8 @@ async fn errors_are_json_with_a_reason() {
         ("/api/v1/query?query=m&step=1s&agg=median", StatusCode::BAD_REQUEST, "unknown aggregation"),
         ("/api/v1/query?query=m&agg=max", StatusCode::BAD_REQUEST, "needs step or points"),
         ("/api/v1/query?query=m&points=0", StatusCode::BAD_REQUEST, "positive integer"),
+        ("/api/v1/query?query=m&by=host", StatusCode::BAD_REQUEST, "need step or points"),
+        ("/api/v1/query?query=m&step=1s&group=median", StatusCode::BAD_REQUEST, "unknown group operation"),
         ("/api/v1/query?query=m&from=-1m&to=-2m", StatusCode::BAD_REQUEST, "empty time range"),
         ("/api/v1/query?query=m&step=1ns&since=1h", StatusCode::UNPROCESSABLE_ENTITY, "cells"),
         ("/api/v1/series?match=%7Ba%3D~%22(%22%7D", StatusCode::BAD_REQUEST, "bad regex"),

@@ -60,6 +60,8 @@ pub enum QueryError {
     TooManyCells(usize),
     #[error("step must be positive")]
     BadStep,
+    #[error("grouping (by) needs step or points: series are combined per bucket")]
+    GroupNeedsBuckets,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +77,42 @@ pub struct RangeQuery {
     pub rate: bool,
     /// Aggregations per bucket; one output column per (series, agg).
     pub aggs: Vec<Agg>,
+    /// Combine the bucketed columns of series that share these labels
+    /// (`sum by (host)`); `None` keeps every series.
+    pub group: Option<Group>,
+}
+
+/// Combines several series' columns bucket by bucket, as PromQL's
+/// `sum by (host) (...)`: the output key holds the name and only the `by`
+/// labels; a bucket where no member has a value stays a gap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub by: Vec<String>,
+    pub op: GroupOp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupOp {
+    Sum,
+    Avg,
+    Min,
+    Max,
+    /// Members with a value in the bucket.
+    Count,
+}
+
+impl FromStr for GroupOp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<GroupOp, String> {
+        Ok(match s {
+            "sum" => GroupOp::Sum,
+            "avg" => GroupOp::Avg,
+            "min" => GroupOp::Min,
+            "max" => GroupOp::Max,
+            "count" => GroupOp::Count,
+            other => return Err(format!("unknown group operation {other:?}: use sum, avg, min, max or count")),
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +140,9 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
     let matched = store.series(&q.selector);
     if matched.len() > QUERY_SERIES_MAX {
         return Err(QueryError::TooManySeries(matched.len()));
+    }
+    if q.group.is_some() && q.step_ns.is_none() && q.points.is_none() {
+        return Err(QueryError::GroupNeedsBuckets);
     }
     let step = match (q.step_ns, q.points) {
         (Some(s), _) if s <= 0 => return Err(QueryError::BadStep),
@@ -155,9 +196,57 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
                     });
                 }
             }
+            if let Some(group) = &q.group {
+                series = combine(series, group);
+            }
             Ok(Frame { times, series, step_ns: Some(step) })
         }
     }
+}
+
+/// Groups bucketed columns by (name, `by` labels, agg) and combines each
+/// group bucket by bucket; output sorted by key.
+pub fn combine(series: Vec<FrameSeries>, group: &Group) -> Vec<FrameSeries> {
+    struct Acc {
+        values: Vec<Option<f64>>,
+        members: Vec<u32>,
+    }
+    let mut groups: std::collections::BTreeMap<(SeriesKey, Option<&'static str>), (Option<Agg>, Acc)> =
+        std::collections::BTreeMap::new();
+    for s in series {
+        let labels = s.key.labels().iter().filter(|(k, _)| group.by.iter().any(|b| b == k)).cloned();
+        let key = SeriesKey::new(s.key.name(), labels);
+        let n = s.values.len();
+        let (_, acc) = groups
+            .entry((key, s.agg.map(Agg::name)))
+            .or_insert_with(|| (s.agg, Acc { values: vec![None; n], members: vec![0; n] }));
+        for (i, v) in s.values.into_iter().enumerate() {
+            let Some(v) = v else { continue };
+            acc.members[i] += 1;
+            let slot = &mut acc.values[i];
+            *slot = Some(match (*slot, group.op) {
+                (None, GroupOp::Count) => 1.0,
+                (None, _) => v,
+                (Some(a), GroupOp::Sum | GroupOp::Avg) => a + v,
+                (Some(a), GroupOp::Min) => a.min(v),
+                (Some(a), GroupOp::Max) => a.max(v),
+                (Some(a), GroupOp::Count) => a + 1.0,
+            });
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((key, _), (agg, mut acc))| {
+            if group.op == GroupOp::Avg {
+                for (v, &m) in acc.values.iter_mut().zip(&acc.members) {
+                    if let Some(v) = v {
+                        *v /= f64::from(m);
+                    }
+                }
+            }
+            FrameSeries { key, agg, values: acc.values }
+        })
+        .collect()
 }
 
 /// Per-second rate between consecutive samples of a counter, stamped at the
@@ -244,6 +333,35 @@ mod tests {
         assert_eq!(got(Agg::Avg), [Some(3.0), Some(8.0), None, Some(2.0)]);
         assert_eq!(got(Agg::Last), [Some(3.0), Some(9.0), None, Some(2.0)]);
         assert_eq!(got(Agg::Count), [Some(3.0), Some(2.0), None, Some(1.0)]);
+    }
+
+    #[test]
+    fn combine_groups_by_labels_and_keeps_gaps() {
+        let key = |cpu: &str, host: &str| {
+            SeriesKey::new("idle", [("cpu", cpu), ("host", host)])
+        };
+        let col = |cpu, host, values: &[Option<f64>]| FrameSeries {
+            key: key(cpu, host),
+            agg: Some(Agg::Avg),
+            values: values.to_vec(),
+        };
+        let input = vec![
+            col("0", "a", &[Some(1.0), None, Some(3.0)]),
+            col("1", "a", &[Some(3.0), None, None]),
+            col("0", "b", &[Some(5.0), Some(6.0), None]),
+        ];
+        let by = |op| combine(input.clone(), &Group { by: vec!["host".into()], op });
+        let host = |h: &str| SeriesKey::new("idle", [("host", h)]);
+        let sum = by(GroupOp::Sum);
+        assert_eq!(sum.len(), 2);
+        assert_eq!(sum[0].key, host("a"));
+        assert_eq!(sum[0].values, [Some(4.0), None, Some(3.0)]);
+        assert_eq!(sum[1].values, [Some(5.0), Some(6.0), None]);
+        assert_eq!(by(GroupOp::Avg)[0].values, [Some(2.0), None, Some(3.0)]);
+        assert_eq!(by(GroupOp::Min)[0].values, [Some(1.0), None, Some(3.0)]);
+        assert_eq!(by(GroupOp::Max)[0].values, [Some(3.0), None, Some(3.0)]);
+        assert_eq!(by(GroupOp::Count)[0].values, [Some(2.0), None, Some(1.0)]);
+        assert_eq!(by(GroupOp::Sum)[0].agg, Some(Agg::Avg));
     }
 
     #[test]
