@@ -42,6 +42,10 @@ enum LabCmd {
     Snmp(lab::snmp_bench::Args),
     /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
     SnmpFarm(lab::snmp_bench::FarmArgs),
+    /// Synthetic hosts (every core, network, disk, memory, load) written
+    /// through the same store path as real data and served like `up`: for
+    /// the dashboard's cluster-scale benchmark.
+    Synth(up::SynthArgs),
 }
 
 /// Where read commands find data: a data directory (read-only; works while
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
+        Cmd::Lab(LabCmd::Synth(args)) => up::run_synth(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -46,6 +46,14 @@ pub struct SnmpArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct SynthArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    synth: lab::synth::Args,
+}
+
+#[derive(clap::Args, Debug)]
 struct CommonArgs {
     /// Data directory (created if new).
     #[arg(long, default_value = "kansoku-data")]
@@ -98,11 +106,27 @@ pub fn hostname() -> String {
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    serve(&args.common, Some(host), snmp)
+    serve(&args.common, Some(host), snmp, None)
 }
 
 pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
-    serve(&args.common, None, Some((&args.targets, args.timeout)))
+    serve(&args.common, None, Some((&args.targets, args.timeout)), None)
+}
+
+/// `kansoku lab synth`: synthetic hosts through the same store path as `up`.
+pub fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
+    if args.synth.hosts == 0 || args.synth.cores == 0 {
+        bail!("--hosts and --cores must be at least 1");
+    }
+    let synth = lab::synth::Synth::new(&args.synth, args.common.interval);
+    tracing::info!(
+        "synth: {} hosts x {} cores, {} series, {:.0} samples/s",
+        args.synth.hosts,
+        args.synth.cores,
+        synth.n_series(),
+        f64::from(synth.n_series()) / args.common.interval.as_secs_f64()
+    );
+    serve(&args.common, None, None, Some(synth))
 }
 
 /// A producer's thread and the store writer thread draining its queue.
@@ -116,6 +140,7 @@ fn serve(
     args: &CommonArgs,
     host: Option<String>,
     snmp: Option<(&std::path::Path, Option<Duration>)>,
+    synth: Option<lab::synth::Synth>,
 ) -> anyhow::Result<()> {
     let addr: SocketAddr = args
         .listen
@@ -186,14 +211,27 @@ fn serve(
         jobs.push(spawn_job("snmp-poller", &store, &state.live, move |tx| poller.run(tx, stop))?);
     }
 
+    let synthetic = synth.is_some();
+    if let Some(synth) = synth {
+        let stop = Arc::clone(&stop);
+        jobs.push(spawn_job("synth", &store, &state.live, move |tx| synth.run(tx, stop))?);
+    }
+
     let what = match (&host, state.snmp.is_some()) {
+        _ if synthetic => "synthetic hosts".to_owned(),
         (Some(h), true) => format!("host {h:?} and SNMP targets"),
         (Some(h), false) => format!("host {h:?}"),
         (None, _) => "SNMP targets".to_owned(),
     };
     tracing::info!(
         "kansoku {}: listening on http://{local}, {what}, interval {:?}, data in {}",
-        if host.is_some() { "up" } else { "snmp" },
+        if synthetic {
+            "lab synth"
+        } else if host.is_some() {
+            "up"
+        } else {
+            "snmp"
+        },
         args.interval,
         args.data.display()
     );

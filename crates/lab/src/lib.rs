@@ -3,3 +3,4 @@
 
 pub mod collector_cost;
 pub mod snmp_bench;
+pub mod synth;
