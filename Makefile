@@ -10,16 +10,24 @@ SNMP_TARGETS ?=
 # Seconds of fuzzing per target in `make test` (CI); raise it locally for a deeper run.
 FUZZ_SECONDS ?= 20
 
-.PHONY: up build test deps lint unit fuzz bench clean
+.PHONY: up build web test deps lint unit webtest fuzz bench bench-dashboard clean
 
 up: build
 	./target/release/kansoku up --data $(DATA) --listen $(LISTEN) --interval $(INTERVAL) \
 		$(if $(SNMP_TARGETS),--snmp-targets $(SNMP_TARGETS))
 
-build:
+build: web
 	$(CARGO) build --release --locked -p kansoku
 
-test: deps lint unit fuzz
+# The dashboard (TypeScript + uPlot, web/): bundled into web/dist, which the
+# api crate embeds in the binary.
+web: web/node_modules/.package-lock.json
+	cd web && npm run --silent build
+
+web/node_modules/.package-lock.json: web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+
+test: deps web lint unit webtest fuzz
 
 deps:
 	scripts/deps.sh test
@@ -31,6 +39,11 @@ lint:
 unit:
 	$(CARGO) test --workspace --release --locked
 
+# Type check, unit tests of the data transforms, and the end-to-end test in
+# headless Chromium against the real binary (screenshots in web/e2e-out/).
+webtest: build
+	cd web && npx --no-install tsc --noEmit -p . && npm test --silent && npm run --silent e2e
+
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
@@ -41,5 +54,12 @@ bench: build
 	./target/release/kansoku lab collector-cost --interval 10ms --duration 60s
 	./target/release/kansoku lab snmp --targets 241,1000,10000 --interval 100ms --duration 10s
 
+# The dashboard with 256 synthetic hosts x 16 cores at 10 Hz: frame time and
+# browser memory in headless Chromium (MINUTES=10 by default).
+bench-dashboard: build
+	scripts/deps.sh test
+	cd web && npm run --silent bench -- --minutes $(or $(MINUTES),10)
+
 clean:
 	$(CARGO) clean
+	rm -rf web/dist web/dist-test web/e2e-out

@@ -11,6 +11,8 @@ case "${1:-test}" in
     want build-essential   # cc/c++ for libFuzzer (fuzz targets)
     want snmpd             # real agents in the SNMP poller's tests
     want snmp              # snmpget/snmpwalk: the tests' oracle
+    want chromium          # the dashboard's end-to-end test (headless)
+    want fonts-liberation  # readable text in its screenshots (a recommends we skip otherwise)
     ;;
   bench)
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`

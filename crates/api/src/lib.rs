@@ -11,7 +11,8 @@ mod status;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::response::Html;
+use axum::http::header;
+use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use collect::CollectorStats;
 use store::{Appended, Store};
@@ -33,6 +34,9 @@ pub struct ApiState {
     pub interval: Option<std::time::Duration>,
     pub snmp: Option<Arc<snmp::PollerStats>>,
     pub snmp_views: Option<snmp::poller::Views>,
+    /// Set on shutdown: live streams end so a graceful stop does not wait
+    /// for open dashboards forever.
+    pub closing: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl ApiState {
@@ -44,13 +48,21 @@ impl ApiState {
             interval: None,
             snmp: None,
             snmp_views: None,
+            closing: Arc::new(tokio::sync::watch::channel(false).0),
         }
+    }
+
+    /// Ends every live stream (and refuses new ones to linger): call when
+    /// the server begins a graceful shutdown.
+    pub fn close_streams(&self) {
+        self.closing.send_replace(true);
     }
 }
 
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/", get(index))
+        .route("/assets/{name}", get(asset))
         .route("/api/v1/series", get(query::series))
         .route("/api/v1/query", get(query::query_range))
         .route("/api/v1/live", get(live::live))
@@ -79,5 +91,16 @@ async fn snmp_targets(
 }
 
 async fn index() -> Html<&'static str> {
-    Html(include_str!("index.html"))
+    Html(include_str!("../../../web/dist/index.html"))
+}
+
+/// The dashboard's bundle (web/, built by `make web`), embedded so the one
+/// binary serves everything.
+async fn asset(axum::extract::Path(name): axum::extract::Path<String>) -> Result<impl IntoResponse, ApiError> {
+    let (body, kind): (&'static [u8], &str) = match name.as_str() {
+        "app.js" => (include_bytes!("../../../web/dist/app.js"), "text/javascript; charset=utf-8"),
+        "app.css" => (include_bytes!("../../../web/dist/app.css"), "text/css; charset=utf-8"),
+        _ => return Err(ApiError::NotFound),
+    };
+    Ok(([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "no-cache")], body))
 }

@@ -35,6 +35,7 @@ pub async fn live(
     let mut rx = st.live.subscribe();
     let (tx, out) = mpsc::channel::<Event>(CLIENT_BUFFER);
     let store = st.store.clone();
+    let mut closing = st.closing.subscribe();
     tokio::spawn(async move {
         let mut ids: Vec<u32> = store.series(&sel).into_iter().map(|(id, _)| id).collect();
         let mut pos: HashMap<u32, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
@@ -48,7 +49,11 @@ pub async fn live(
             return;
         }
         loop {
-            let appended = match rx.recv().await {
+            let received = tokio::select! {
+                r = rx.recv() => r,
+                _ = closing.wait_for(|&c| c) => return,
+            };
+            let appended = match received {
                 Ok(a) => a,
                 Err(RecvError::Lagged(n)) => {
                     let ev = Event::default().event("lagged").data(format!("{{\"missed\":{n}}}"));

@@ -179,3 +179,41 @@ async fn live_tail_pushes_new_points() {
     let next = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
     assert!(next.starts_with("event: points") && next.contains("\"values\":[42.0]"), "{next}");
 }
+
+#[tokio::test]
+async fn live_streams_end_on_shutdown() {
+    use tokio_stream::StreamExt;
+    let (_d, st) = fixture();
+    let resp = api::router(st.clone())
+        .oneshot(Request::get("/api/v1/live?match=node_load1").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let mut body = resp.into_body().into_data_stream();
+    let first = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
+    assert!(first.starts_with("event: series"), "{first}");
+    st.close_streams();
+    // The stream finishes (a graceful stop would otherwise wait for it forever).
+    while let Some(chunk) = body.next().await {
+        let chunk = String::from_utf8(chunk.unwrap().to_vec()).unwrap();
+        assert!(!chunk.contains("event: points"), "no points after close: {chunk}");
+    }
+}
+
+#[tokio::test]
+async fn dashboard_is_served() {
+    let (_d, st) = fixture();
+    for (uri, kind, needle) in [
+        ("/", "text/html", "/assets/app.js"),
+        ("/assets/app.js", "text/javascript", "__kansoku"),
+        ("/assets/app.css", "text/css", ".uplot"),
+    ] {
+        let resp = api::router(st.clone()).oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{uri}");
+        let ct = resp.headers()[axum::http::header::CONTENT_TYPE].to_str().unwrap().to_owned();
+        assert!(ct.starts_with(kind), "{uri}: {ct}");
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 24).await.unwrap();
+        assert!(String::from_utf8_lossy(&body).contains(needle), "{uri}");
+    }
+    let (s, _) = get(&st, "/assets/nothing.js").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}

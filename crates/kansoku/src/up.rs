@@ -238,7 +238,12 @@ fn serve(
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        axum::serve(listener, api::router(state)).with_graceful_shutdown(shutdown_signal()).await
+        let closing = state.clone();
+        let stop = async move {
+            shutdown_signal().await;
+            closing.close_streams();
+        };
+        axum::serve(listener, api::router(state)).with_graceful_shutdown(stop).await
     });
     tracing::info!("stopping: draining the queues and flushing the store");
     stop.store(true, Ordering::Relaxed);

@@ -1,0 +1,110 @@
+// End to end: the real binary, the real dashboard, headless Debian Chromium.
+// Screenshots go to web/e2e-out/.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+import { startKansoku, CHROMIUM, CHROMIUM_ARGS } from './server.mjs';
+
+const OUT = new URL('../e2e-out/', import.meta.url).pathname;
+mkdirSync(OUT, { recursive: true });
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+after(() => browser.close());
+
+const updates = (page) => page.evaluate(() => window.__kansoku.updates);
+const waitUpdates = (page, n) => page.waitForFunction((n) => window.__kansoku.updates >= n, n, { timeout: 30000 });
+const chartPixels = (page, i) => page.evaluate((i) => document.querySelectorAll('.uplot canvas')[i].toDataURL(), i);
+
+test('this host, live: charts receive and render new points, zoom into the past, themes', async () => {
+  const k = await startKansoku(['up', '--host', 'e2e-host', '--interval', '100ms']);
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e.stack ?? e)));
+    await page.goto(k.url + '/');
+    // One host: the dashboard opens on it.
+    await page.waitForFunction(() => location.hash.includes('host=e2e-host'), null, { timeout: 30000 });
+    await page.waitForSelector('.uplot canvas', { timeout: 30000 });
+    const titles = await page.$$eval('.u-title', (ts) => ts.map((t) => t.textContent));
+    for (const want of ['CPU by mode', 'Load average', 'Memory', 'Network per interface', "kansoku's own CPU"]) {
+      assert.ok(titles.some((t) => t.startsWith(want)), `chart ${want} in ${titles}`);
+    }
+    const n0 = await updates(page);
+    const before = await chartPixels(page, 0);
+    await waitUpdates(page, n0 + 20);
+    const st = await page.evaluate(() => window.__kansoku);
+    assert.ok(Math.abs(st.lastT - Date.now() / 1000) < 10, `live points are current: ${st.lastT}`);
+    assert.ok(st.frames.length >= 10, 'frames measured');
+    assert.notEqual(await chartPixels(page, 0), before, 'the CPU chart redrew with new points');
+    // The CPU chart's last bucket holds data (not a gap) after live updates.
+    const cpuLegend = await page.$$eval('.u-legend .u-value', (vs) => vs.map((v) => v.textContent));
+    assert.ok(cpuLegend.length > 0);
+    await page.screenshot({ path: OUT + 'host-live.png', fullPage: true });
+
+    // Drag across the middle of the first chart: zooms into that past range.
+    const over = await page.$('.u-over');
+    const box = await over.boundingBox();
+    await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    await page.waitForFunction(() => /from=/.test(location.hash) && document.querySelector('.uplot canvas'), null, { timeout: 10000 });
+    const hash = new URLSearchParams((await page.evaluate(() => location.hash)).slice(1));
+    const from = +hash.get('from'), to = +hash.get('to');
+    assert.ok(to > from && to < Date.now() / 1000, `zoomed into the past: ${from}..${to}`);
+    assert.equal(await page.textContent('#pause'), 'Back to live');
+    await page.screenshot({ path: OUT + 'host-zoomed.png', fullPage: true });
+    // The shared URL opens the same view.
+    const p2 = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    await p2.goto(k.url + '/#' + hash.toString());
+    await p2.waitForSelector('.uplot canvas');
+    assert.equal(await p2.textContent('#pause'), 'Back to live');
+    await p2.close();
+
+    await page.click('#pause');
+    await page.click('#theme');
+    await page.waitForFunction(() => document.body.classList.contains('dark') && document.querySelector('.uplot canvas'));
+    const n1 = await updates(page);
+    await waitUpdates(page, n1 + 5);
+    await page.screenshot({ path: OUT + 'host-dark.png', fullPage: true });
+    assert.deepEqual(errors, [], 'no page errors');
+    assert.deepEqual(await page.evaluate(() => window.__kansoku.errors), []);
+  } finally {
+    await k.stop();
+  }
+});
+
+test('cluster view: a heat map row per host, live, click through to a host', async () => {
+  const k = await startKansoku(['lab', 'synth', '--hosts', '24', '--cores', '4', '--interval', '100ms']);
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e.stack ?? e)));
+    await page.goto(k.url + '/#view=cluster&range=1m');
+    await page.waitForSelector('#heat canvas', { timeout: 30000 });
+    await page.waitForFunction(() => document.querySelector('#count')?.textContent.startsWith('24 hosts'), null, { timeout: 30000 });
+    const n0 = await updates(page);
+    await waitUpdates(page, n0 + 20);
+    // Coloured cells exist (data drawn, not all background).
+    const coloured = await page.evaluate(() => {
+      const c = document.querySelector('#heat canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] === 255) n++;
+      return n / (d.length / 4);
+    });
+    assert.ok(coloured > 0.01, `heat map has coloured cells: ${coloured}`);
+    await page.selectOption('#sort', 'value');
+    await page.screenshot({ path: OUT + 'cluster.png', fullPage: true });
+    const canvas = await page.$('#heat canvas');
+    const box = await canvas.boundingBox();
+    await page.mouse.click(box.x + box.width - 5, box.y + 2);
+    await page.waitForFunction(() => /view=host&host=synth-/.test(location.hash), null, { timeout: 10000 });
+    await page.waitForSelector('.uplot canvas', { timeout: 30000 });
+    const n1 = await updates(page);
+    await waitUpdates(page, n1 + 10);
+    await page.screenshot({ path: OUT + 'cluster-host.png', fullPage: true });
+    assert.deepEqual(errors, []);
+  } finally {
+    await k.stop();
+  }
+});

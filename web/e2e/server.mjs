@@ -1,0 +1,36 @@
+// Starts the real kansoku binary on a free loopback port and waits for its
+// "listening on" log line (no sleeps); stops it on request.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const BIN = process.env.KANSOKU_BIN ?? resolve(import.meta.dirname, '../../target/release/kansoku');
+export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--enable-precise-memory-info'];
+
+export async function startKansoku(args) {
+  const data = mkdtempSync(join(tmpdir(), 'kansoku-e2e-'));
+  const child = spawn(BIN, [...args, '--data', data, '--listen', '127.0.0.1:0', '--fsync', 'never'],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, KANSOKU_LOG: 'info' } });
+  let log = '';
+  const url = await new Promise((ok, fail) => {
+    child.stderr.on('data', (d) => {
+      log += d;
+      const m = /listening on (http:\/\/[\d.:]+)/.exec(log);
+      if (m) ok(m[1]);
+    });
+    child.on('exit', (code) => fail(new Error(`kansoku exited (${code}) before listening:\n${log}`)));
+  });
+  return {
+    url,
+    log: () => log,
+    async stop() {
+      const done = new Promise((ok) => child.on('exit', ok));
+      child.kill('SIGTERM');
+      await done;
+      rmSync(data, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,393 @@
+// kansoku's dashboard: a cluster heat map and per-host charts, loaded from
+// /api/v1/query and kept live from /api/v1/live (server-sent events).
+
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+import './style.css';
+import { Feed, Frame } from './feed';
+import { CLUSTER_METRICS, CORE_HEAT, HOST_PANELS, coreModes } from './panels';
+import { PanelSpec, RANGES, SeriesDef, View, fmt, formatView, heat, parseView, stack } from './transform';
+
+const POINTS = 600; // history buckets per chart
+const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
+
+/// Measurements for the browser benchmark and the e2e test.
+const stats = { updates: 0, frames: [] as number[], lastT: 0, renders: 0, errors: [] as string[] };
+(window as unknown as { __kansoku: typeof stats }).__kansoku = stats;
+
+let view: View = parseView(location.hash);
+let paused = false;
+let live: EventSource | null = null;
+let teardown: (() => void)[] = [];
+/// Bumped by every render: a view whose data arrives after the user moved on
+/// must not touch the new view's DOM.
+let generation = 0;
+class Superseded extends Error {}
+function current(gen: number): void { if (gen !== generation) throw new Superseded(); }
+
+function rangeOf(v: View): [number, number] {
+  if (v.from !== undefined && v.to !== undefined) return [v.from, v.to];
+  const now = Date.now() / 1000;
+  return [now - RANGES[v.range], now];
+}
+const following = () => view.from === undefined && !paused;
+
+async function getJson<T>(url: string): Promise<T> {
+  const r = await fetch(url);
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error ?? `${r.status}`);
+  return body as T;
+}
+
+function queryUrl(spec: PanelSpec, sel: string, from: number, to: number): string {
+  const p = new URLSearchParams({ query: sel, from: from.toFixed(3), to: to.toFixed(3), points: String(POINTS) });
+  if (spec.rate) p.set('rate', 'true');
+  if (spec.by) { p.set('by', spec.by.join(',')); p.set('group', spec.group ?? 'sum'); }
+  return `/api/v1/query?${p}`;
+}
+
+function selectorFor(spec: PanelSpec, host: string | null): string {
+  const m = [spec.names.length === 1 ? `__name__="${spec.names[0]}"` : `__name__=~"${spec.names.join('|')}"`];
+  if (host) m.push(`host="${host}"`);
+  for (const [k, v] of Object.entries(spec.labels ?? {})) m.push(v.startsWith('!') ? `${k}!="${v.slice(1)}"` : `${k}="${v}"`);
+  return `{${m.join(',')}}`;
+}
+
+function setView(next: View, replace = false): void {
+  view = next;
+  const h = formatView(view);
+  if (replace) history.replaceState(null, '', h); else history.pushState(null, '', h);
+  render();
+}
+
+// ---- chrome ------------------------------------------------------------
+
+function css(name: string): string { return getComputedStyle(document.body).getPropertyValue(name).trim(); }
+
+function header(): void {
+  const ranges = Object.keys(RANGES).map((r) =>
+    `<button data-range="${r}" class="${view.range === r && view.from === undefined ? 'on' : ''}">${r}</button>`).join('');
+  $('#controls').innerHTML = `
+    <a href="#view=cluster" id="to-cluster" class="${view.view === 'cluster' ? 'on' : ''}">Cluster</a>
+    ${view.host ? `<span class="crumb">› ${view.host}</span>` : ''}
+    <span class="spacer"></span>
+    <button id="pan-back" title="earlier">◀</button>${ranges}<button id="pan-fwd" title="later">▶</button>
+    <button id="pause" class="${paused || view.from !== undefined ? '' : 'live'}">${view.from !== undefined ? 'Back to live' : paused ? 'Resume' : 'Pause'}</button>
+    <button id="theme" title="light/dark">◐</button>
+    <span id="health" class="badge">…</span>`;
+  document.querySelectorAll<HTMLButtonElement>('[data-range]').forEach((b) => b.onclick = () =>
+    setView({ ...view, range: b.dataset.range!, from: undefined, to: undefined }));
+  $('#pause').onclick = () => {
+    if (view.from !== undefined) { paused = false; setView({ ...view, from: undefined, to: undefined }); return; }
+    paused = !paused; header(); if (!paused) redrawAll();
+  };
+  const pan = (dir: number) => {
+    const [a, b] = rangeOf(view), d = (b - a) / 2 * dir;
+    setView({ ...view, from: a + d, to: b + d });
+  };
+  $('#pan-back').onclick = () => pan(-1);
+  $('#pan-fwd').onclick = () => pan(1);
+  $('#theme').onclick = () => {
+    const dark = document.body.classList.toggle('dark');
+    localStorage.setItem('kansoku-theme', dark ? 'dark' : 'light');
+    render();
+  };
+}
+
+async function health(): Promise<void> {
+  try {
+    const s = await getJson<Record<string, Record<string, number> | null>>('/api/v1/status');
+    const drops: [string, number][] = [];
+    const add = (sec: string, keys: string[]) => { for (const k of keys) if (s[sec]?.[k]) drops.push([`${sec}.${k}`, s[sec]![k]]); };
+    add('store', ['out_of_order_dropped', 'unknown_series_dropped', 'write_errors', 'flush_errors', 'corrupt_blocks', 'corrupt_chunks']);
+    add('collector', ['missed_rounds', 'dropped_batches', 'source_errors']);
+    add('snmp', ['silences', 'late', 'kernel_drops', 'dropped_batches', 'missed_intervals']);
+    const el = document.querySelector<HTMLElement>('#health');
+    if (!el) return; // the header is not built yet
+    el.className = 'badge ' + (drops.length ? 'warn' : 'ok');
+    el.textContent = drops.length ? `drops: ${drops.reduce((a, [, n]) => a + n, 0)}` : 'no drops';
+    el.title = drops.length ? drops.map(([k, n]) => `${k}: ${n}`).join('\n') : 'nothing dropped or missed';
+  } catch {
+    const el = document.querySelector<HTMLElement>('#health');
+    if (el) { el.className = 'badge warn'; el.textContent = 'status unavailable'; }
+  }
+}
+
+// ---- charts --------------------------------------------------------------
+
+interface Chart { feed: Feed; plot: uPlot | null; heat?: HeatMap; draw(): void }
+let charts: Chart[] = [];
+
+function palette(i: number): string {
+  const c = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
+  return c[i % c.length];
+}
+
+function lineChart(el: HTMLElement, feed: Feed): Chart {
+  const spec = feed.spec;
+  const n = feed.keys.length;
+  const raw = () => feed.columns.cols;
+  const series: uPlot.Series[] = [{}];
+  // Stacked: draw cumulative sums, top first so lower bands paint over;
+  // hover shows each mode's own value.
+  const order = [...Array(n).keys()];
+  if (spec.stacked) order.reverse();
+  for (const i of order) {
+    series.push({
+      label: feed.label(i), stroke: palette(i), width: 1.25,
+      fill: spec.stacked ? palette(i) + 'cc' : undefined,
+      value: (_u, _v, _s, idx) => fmt(idx === null ? null : raw()[i][idx], spec.unit),
+      spanGaps: false,
+    });
+  }
+  const data = (): uPlot.AlignedData => {
+    const cols = spec.stacked ? stack(raw()) : raw();
+    return [feed.columns.times, ...order.map((i) => cols[i])] as uPlot.AlignedData;
+  };
+  const [a, b] = rangeOf(view);
+  const axis = { stroke: css('--fg2'), grid: { stroke: css('--grid'), width: 1 }, ticks: { stroke: css('--grid') } };
+  const opts: uPlot.Options = {
+    title: spec.title, width: (el.clientWidth || 600) - 8, height: 220,
+    cursor: { sync: { key: 'x' }, drag: { x: true, y: false, setScale: false } },
+    scales: { x: { time: true, min: a, max: b }, y: { range: (_u, lo, hi) => [Math.min(0, lo), Math.max(hi, spec.unit === 'percent' ? 1 : 1e-9)] } },
+    axes: [axis, { ...axis, size: 70, values: (_u, ticks) => ticks.map((t) => fmt(t, spec.unit)) }],
+    series,
+    hooks: {
+      setSelect: [(u) => {
+        if (u.select.width < 4) return;
+        const from = u.posToVal(u.select.left, 'x'), to = u.posToVal(u.select.left + u.select.width, 'x');
+        u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+        setView({ ...view, from, to });
+      }],
+    },
+  };
+  const plot = new uPlot(opts, data(), el);
+  // Wheel: zoom around the cursor; shift+wheel: pan.
+  plot.over.addEventListener('wheel', (e) => {
+    e.preventDefault();
+    const [lo, hi] = rangeOf(view);
+    if (e.shiftKey) { const d = (hi - lo) * 0.2 * Math.sign(e.deltaY); setView({ ...view, from: lo + d, to: hi + d }, true); return; }
+    const at = plot.posToVal(e.offsetX, 'x'), f = e.deltaY > 0 ? 1.25 : 0.8;
+    setView({ ...view, from: at - (at - lo) * f, to: at + (hi - at) * f }, true);
+  }, { passive: false });
+  return {
+    feed, plot,
+    draw() {
+      const [lo, hi] = rangeOf(view);
+      plot.batch(() => { plot.setData(data(), false); plot.setScale('x', { min: lo, max: hi }); });
+    },
+  };
+}
+
+/// Rows x time buckets drawn from one ImageData (one pixel per cell, scaled
+/// up without smoothing): a full redraw costs rows x buckets writes, no paths.
+class HeatMap {
+  canvas = document.createElement('canvas');
+  private img: ImageData | null = null;
+  order: number[] = [];
+  constructor(private host: HTMLElement, private feed: Feed, private max: number | undefined, private onRow: (i: number) => void,
+    private rowH: number) {
+    host.appendChild(this.canvas);
+    this.canvas.onclick = (e) => { const r = Math.floor(e.offsetY / this.rowH); if (r < this.order.length) this.onRow(this.order[r]); };
+    this.canvas.onmousemove = (e) => this.tip(e);
+    this.canvas.onmouseleave = () => { $('#tip').style.display = 'none'; };
+  }
+  bucketAt(x: number): number {
+    const [lo, hi] = rangeOf(view), t = lo + (x / this.canvas.clientWidth) * (hi - lo);
+    const ts = this.feed.columns.times;
+    let k = ts.length - 1; while (k > 0 && ts[k] > t) k--;
+    return k;
+  }
+  tip(e: MouseEvent): void {
+    const r = Math.floor(e.offsetY / this.rowH), k = this.bucketAt(e.offsetX), tip = $('#tip');
+    if (r >= this.order.length || k < 0) { tip.style.display = 'none'; return; }
+    const i = this.order[r], v = this.feed.columns.cols[i][k];
+    tip.style.display = 'block';
+    tip.style.left = `${e.pageX + 12}px`; tip.style.top = `${e.pageY + 12}px`;
+    tip.textContent = `${this.feed.label(i)}  ${new Date(this.feed.columns.times[k] * 1000).toLocaleTimeString()}  ${v === null ? 'no data' : fmt(v, this.feed.spec.unit)}`;
+  }
+  draw(): void {
+    const cols = this.feed.columns.cols, times = this.feed.columns.times, rows = this.order.length;
+    const [lo, hi] = rangeOf(view);
+    const w = Math.max(1, Math.min(POINTS, Math.round((hi - lo) / this.feed.columns.step)));
+    if (!this.img || this.img.width !== w || this.img.height !== rows) this.img = new ImageData(w, Math.max(rows, 1));
+    const px = this.img.data;
+    px.fill(0);
+    let max = this.max ?? 0;
+    if (this.max === undefined) for (const c of cols) for (const v of c) if (v !== null && v > max) max = v;
+    const span = hi - lo;
+    for (let k = 0; k < times.length; k++) {
+      const x = Math.floor(((times[k] - lo) / span) * w);
+      if (x < 0 || x >= w) continue;
+      for (let r = 0; r < rows; r++) {
+        const v = cols[this.order[r]][k];
+        if (v === null) continue; // a gap stays background
+        const [cr, cg, cb] = heat(max > 0 ? v / max : 0);
+        const o = (r * w + x) * 4;
+        px[o] = cr; px[o + 1] = cg; px[o + 2] = cb; px[o + 3] = 255;
+      }
+    }
+    const W = this.host.clientWidth || 800, H = rows * this.rowH;
+    if (this.canvas.width !== W || this.canvas.height !== H) { this.canvas.width = W; this.canvas.height = H; }
+    const off = new OffscreenCanvas(w, Math.max(rows, 1));
+    off.getContext('2d')!.putImageData(this.img, 0, 0);
+    const ctx = this.canvas.getContext('2d')!;
+    ctx.imageSmoothingEnabled = false;
+    ctx.clearRect(0, 0, W, H);
+    ctx.drawImage(off, 0, 0, W, H);
+  }
+}
+
+function redrawAll(): void {
+  for (const c of charts) c.draw();
+  stats.renders++;
+}
+
+// ---- live ------------------------------------------------------------------
+
+function subscribe(match: string, feeds: Feed[], onGrow: () => void): void {
+  live?.close();
+  const es = new EventSource(`/api/v1/live?match=${encodeURIComponent(match)}`);
+  live = es;
+  es.addEventListener('series', (e) => {
+    const list = (JSON.parse((e as MessageEvent).data) as { series: SeriesDef[] }).series;
+    let grew = false;
+    for (const f of feeds) grew = f.bind(list) || grew;
+    if (grew) onGrow();
+  });
+  es.addEventListener('points', (e) => {
+    const t0 = performance.now();
+    const p = JSON.parse((e as MessageEvent).data) as { t: number; values: (number | null)[] };
+    for (const f of feeds) f.push(p.t, p.values);
+    stats.updates++; stats.lastT = p.t;
+    if (following()) {
+      const [lo] = rangeOf(view);
+      for (const f of feeds) f.columns.trim(lo - f.columns.step);
+      redrawAll();
+      // uPlot commits in a microtask queued by setData; ours runs after it.
+      queueMicrotask(() => { stats.frames.push(performance.now() - t0); if (stats.frames.length > 20000) stats.frames.splice(0, 10000); });
+    }
+  });
+  es.addEventListener('lagged', () => { for (const f of feeds) f.gap(Date.now() / 1000); });
+}
+
+// ---- views -----------------------------------------------------------------
+
+async function clusterView(main: HTMLElement, gen: number): Promise<void> {
+  const key = view.metric && view.metric in CLUSTER_METRICS ? view.metric : 'cpu';
+  const spec = CLUSTER_METRICS[key];
+  main.innerHTML = `<div class="bar"><label>metric <select id="metric">${Object.entries(CLUSTER_METRICS).map(([k, m]) =>
+    `<option value="${k}" ${k === key ? 'selected' : ''}>${m.title}</option>`).join('')}</select></label>
+    <label>sort <select id="sort"><option value="name">by name</option><option value="value">by current value</option></select></label>
+    <span id="count"></span></div><div class="cluster"><div id="names"></div><div id="heat"></div></div>`;
+  $<HTMLSelectElement>('#metric').onchange = (e) => setView({ ...view, metric: (e.target as HTMLSelectElement).value });
+  const [lo, hi] = rangeOf(view);
+  const feed = new Feed(spec, (hi - lo) / POINTS);
+  const frame = await getJson<Frame>(queryUrl(spec, selectorFor(spec, null), lo, hi));
+  current(gen);
+  feed.load(frame);
+  const rows = feed.keys.length;
+  const rowH = Math.max(3, Math.min(18, Math.floor(900 / Math.max(rows, 1))));
+  const hm = new HeatMap($('#heat'), feed, spec.max, (i) => {
+    const host = feed.defs[i].labels.host;
+    if (host) setView({ view: 'host', host, range: view.range, from: view.from, to: view.to });
+  }, rowH);
+  const sortSel = $<HTMLSelectElement>('#sort');
+  const names = $('#names');
+  const sort = () => {
+    const idx = [...Array(feed.keys.length).keys()];
+    if (sortSel.value === 'value') {
+      const cur = (i: number) => { const c = feed.columns.cols[i]; for (let k = c.length - 1; k >= 0; k--) if (c[k] !== null) return c[k]!; return -Infinity; };
+      idx.sort((a, b) => cur(b) - cur(a));
+    } else idx.sort((a, b) => feed.label(a).localeCompare(feed.label(b)));
+    hm.order = idx;
+    names.style.fontSize = `${Math.min(12, rowH)}px`;
+    names.innerHTML = rowH >= 9 ? idx.map((i) => `<div style="height:${rowH}px">${feed.defs[i].labels.host ?? feed.label(i)}</div>`).join('') : '';
+  };
+  sortSel.onchange = () => { sort(); hm.draw(); };
+  sort();
+  $('#count').textContent = `${feed.keys.length} hosts · ${spec.title} · click a row for its host`;
+  charts = [{ feed, plot: null, heat: hm, draw: () => hm.draw() }];
+  hm.draw();
+  let tick = 0;
+  subscribe(selectorFor(spec, null), [feed], () => { sort(); });
+  // Re-sort by value about once a second, not every frame.
+  const t = setInterval(() => { if (sortSel.value === 'value' && ++tick) sort(); }, 1000);
+  teardown.push(() => clearInterval(t));
+}
+
+async function hostView(main: HTMLElement, host: string, gen: number): Promise<void> {
+  const [lo, hi] = rangeOf(view);
+  const core = view.core ?? '0';
+  const specs = [...HOST_PANELS.slice(0, 1), coreModes(core), ...HOST_PANELS.slice(1)];
+  main.innerHTML = `<h2 class="heat-title">${CORE_HEAT.title} <small>(click a core for its modes)</small></h2><div id="cores" class="cores"></div>` +
+    `<div class="grid">${specs.map((s) => `<div class="panel" id="p-${s.id}"></div>`).join('')}</div>`;
+  const step = (hi - lo) / POINTS;
+  const feeds = specs.map((s) => new Feed(s, step));
+  const coreFeed = new Feed(CORE_HEAT, step);
+  const all = [coreFeed, ...feeds];
+  const frames = await Promise.all(all.map((f) => getJson<Frame>(queryUrl(f.spec, selectorFor(f.spec, host), lo, hi))));
+  current(gen);
+  all.forEach((f, i) => f.load(frames[i]));
+  const build = () => {
+    for (const c of charts) c.plot?.destroy();
+    charts = [];
+    const hm = new HeatMap($('#cores'), coreFeed, 100, (i) => setView({ ...view, core: coreFeed.defs[i].labels.cpu }, true), 10);
+    $('#cores').replaceChildren(hm.canvas);
+    hm.order = [...coreFeed.keys.keys()].sort((a, b) => +coreFeed.defs[a].labels.cpu - +coreFeed.defs[b].labels.cpu);
+    charts.push({ feed: coreFeed, plot: null, heat: hm, draw: () => hm.draw() });
+    feeds.forEach((f) => {
+      const el = $(`#p-${f.spec.id}`);
+      el.replaceChildren();
+      if (f.keys.length === 0) { el.innerHTML = `<div class="empty">${f.spec.title}: no data on this host</div>`; return; }
+      charts.push(lineChart(el, f));
+    });
+    redrawAll();
+  };
+  build();
+  subscribe(`{host="${host}"}`, all, build);
+}
+
+async function render(): Promise<void> {
+  const gen = ++generation;
+  for (const t of teardown) t(); teardown = [];
+  live?.close(); live = null;
+  for (const c of charts) c.plot?.destroy();
+  charts = [];
+  header();
+  const main = $('#main');
+  main.innerHTML = '<div class="loading">loading…</div>';
+  try {
+    if (view.view === 'host' && view.host) await hostView(main, view.host, gen);
+    else await clusterView(main, gen);
+  } catch (e) {
+    if (e instanceof Superseded) return;
+    stats.errors.push(String(e));
+    main.innerHTML = `<div class="error">${String(e)}</div>`;
+  }
+}
+
+if (localStorage.getItem('kansoku-theme') === 'dark' ||
+  (localStorage.getItem('kansoku-theme') === null && matchMedia('(prefers-color-scheme: dark)').matches)) {
+  document.body.classList.add('dark');
+}
+window.addEventListener('popstate', () => { view = parseView(location.hash); render(); });
+// Resizing lays the charts out again; it never refetches.
+let resizing = 0;
+window.addEventListener('resize', () => {
+  clearTimeout(resizing);
+  resizing = window.setTimeout(() => {
+    for (const c of charts) c.plot?.setSize({ width: (c.plot.root.parentElement?.clientWidth ?? 600) - 8, height: 220 });
+    redrawAll();
+  }, 150);
+});
+header();
+setInterval(health, 5000);
+health();
+// With one host and no cluster, start on that host.
+if (!location.hash) {
+  getJson<{ series: SeriesDef[] }>('/api/v1/series?match=node_load1').then((r) => {
+    const hosts = [...new Set(r.series.map((s) => s.labels.host))];
+    if (hosts.length === 1) setView({ view: 'host', host: hosts[0], range: '15m' }, true); else render();
+  }).catch(() => render());
+} else render();

@@ -1,0 +1,257 @@
+// Pure data transforms between the API's columnar frames / live events and
+// uPlot's aligned data. No DOM here: unit-tested under node (test/).
+
+export type Labels = Record<string, string>;
+export interface SeriesDef { name: string; labels: Labels }
+
+/// What one chart shows: which series, whether counters become rates, and how
+/// series combine (the same `by`/`group` the query API applies server-side).
+export interface PanelSpec {
+  id: string;
+  title: string;
+  unit: Unit;
+  names: string[];
+  /// label -> exact value, or "!value" to exclude one value.
+  labels?: Labels;
+  rate?: boolean;
+  by?: string[];
+  group?: 'sum' | 'avg';
+  /// Applied to every value after rate and grouping (e.g. idle -> busy %).
+  map?: (v: number) => number;
+  stacked?: boolean;
+}
+
+export type Unit = 'percent' | 'bytes' | 'bytes/s' | 'count' | 'seconds' | 'ratio';
+
+export function matches(spec: PanelSpec, s: SeriesDef): boolean {
+  if (!spec.names.includes(s.name)) return false;
+  for (const [k, want] of Object.entries(spec.labels ?? {})) {
+    const have = s.labels[k];
+    if (want.startsWith('!') ? have === want.slice(1) : have !== want) return false;
+  }
+  return true;
+}
+
+/// The series a group of `by` labels maps to: name plus only those labels.
+export function groupKey(s: SeriesDef, by: string[] | undefined): string {
+  if (!by) return seriesKey(s);
+  const parts = by.filter((b) => b in s.labels).sort().map((b) => `${b}="${s.labels[b]}"`);
+  return `${s.name}{${parts.join(',')}}`;
+}
+
+export function seriesKey(s: SeriesDef): string {
+  const parts = Object.keys(s.labels).sort().map((k) => `${k}="${s.labels[k]}"`);
+  return `${s.name}{${parts.join(',')}}`;
+}
+
+/// The selector sent to /api/v1/query for a panel on one host.
+export function selector(spec: PanelSpec, host: Labels): string {
+  const m: string[] = [];
+  m.push(spec.names.length === 1 ? `__name__="${spec.names[0]}"` : `__name__=~"${spec.names.join('|')}"`);
+  for (const [k, v] of Object.entries({ ...host, ...(spec.labels ?? {}) })) {
+    m.push(v.startsWith('!') ? `${k}!="${v.slice(1)}"` : `${k}="${v}"`);
+  }
+  return `{${m.join(',')}}`;
+}
+
+/// Per-second rates of cumulative counters between consecutive live points;
+/// a decrease is a reset and counts from zero (as the server's rate=true).
+export class Rater {
+  private prevT = NaN;
+  private prev: (number | null)[] = [];
+  /// Rates at time `t` (seconds) for `values`; null where either end is missing.
+  next(t: number, values: (number | null)[]): (number | null)[] {
+    const dt = t - this.prevT;
+    const out = values.map((v, i) => {
+      const p = this.prev[i];
+      if (v === null || p === null || p === undefined || !(dt > 0)) return null;
+      return (v >= p ? v - p : v) / dt;
+    });
+    this.prevT = t;
+    this.prev = values.slice();
+    return out;
+  }
+  /// Forget the previous point (after a gap the next rate would span it).
+  reset(): void { this.prevT = NaN; this.prev = []; }
+}
+
+/// Combines member values into groups: `members[g]` lists indexes into `values`.
+export function combine(values: (number | null)[], members: number[][], op: 'sum' | 'avg'): (number | null)[] {
+  return members.map((idx) => {
+    let sum = 0, n = 0;
+    for (const i of idx) {
+      const v = values[i];
+      if (v !== null && v !== undefined && Number.isFinite(v)) { sum += v; n++; }
+    }
+    if (n === 0) return null;
+    return op === 'avg' ? sum / n : sum;
+  });
+}
+
+/// Live columns for one chart: bucketed to the history's resolution so the
+/// point count (and memory) stays flat however long the page stays open;
+/// a bucket with no data becomes a gap (null), never an interpolation.
+export class Columns {
+  times: number[] = [];
+  cols: (number | null)[][] = [];
+  private counts: number[][] = [];
+  constructor(public step: number, n: number) {
+    for (let i = 0; i < n; i++) { this.cols.push([]); this.counts.push([]); }
+  }
+  get width(): number { return this.cols.length; }
+  /// Adds a column (a new series) filled with gaps.
+  addSeries(): number {
+    this.cols.push(this.times.map(() => null));
+    this.counts.push(this.times.map(() => 0));
+    return this.cols.length - 1;
+  }
+  /// Loads history: bucket starts and one array per series.
+  load(times: number[], cols: (number | null)[][]): void {
+    this.times = times.slice();
+    this.cols = cols.map((c) => c.slice());
+    this.counts = cols.map((c) => c.map((v) => (v === null ? 0 : 1)));
+  }
+  /// Adds a point at `t` seconds: averaged into the last bucket if `t` falls
+  /// in it, else a new bucket; a skipped bucket is recorded as a gap.
+  push(t: number, values: (number | null)[]): void {
+    const b = Math.floor(t / this.step) * this.step;
+    const last = this.times.length - 1;
+    if (last >= 0 && b <= this.times[last] + 1e-9) {
+      if (b < this.times[last] - 1e-9) return; // older than the tail: already covered by history
+      for (let i = 0; i < this.cols.length; i++) {
+        const v = values[i];
+        if (v === null || v === undefined) continue;
+        const n = this.counts[i][last];
+        const old = this.cols[i][last];
+        this.cols[i][last] = old === null || n === 0 ? v : (old * n + v) / (n + 1);
+        this.counts[i][last] = n + 1;
+      }
+      return;
+    }
+    if (last >= 0 && b - this.times[last] > 1.5 * this.step) {
+      this.times.push(this.times[last] + this.step);
+      for (let i = 0; i < this.cols.length; i++) { this.cols[i].push(null); this.counts[i].push(0); }
+    }
+    this.times.push(b);
+    for (let i = 0; i < this.cols.length; i++) {
+      const v = values[i];
+      this.cols[i].push(v ?? null);
+      this.counts[i].push(v === null || v === undefined ? 0 : 1);
+    }
+  }
+  /// A gap at `t` (the server said points were missed).
+  gap(t: number): void {
+    this.times.push(t);
+    for (let i = 0; i < this.cols.length; i++) { this.cols[i].push(null); this.counts[i].push(0); }
+  }
+  /// Drops buckets before `minT` so the window slides with time.
+  trim(minT: number): void {
+    let k = 0;
+    while (k < this.times.length && this.times[k] < minT) k++;
+    if (k === 0) return;
+    this.times.splice(0, k);
+    for (const c of this.cols) c.splice(0, k);
+    for (const c of this.counts) c.splice(0, k);
+  }
+  /// uPlot's layout: [times, ...series].
+  data(): (number | null)[][] { return [this.times, ...this.cols]; }
+}
+
+/// Running sums for a stacked area chart: series i becomes the sum of 0..i.
+export function stack(cols: (number | null)[][]): (number | null)[][] {
+  const out: (number | null)[][] = [];
+  let acc: (number | null)[] | null = null;
+  for (const c of cols) {
+    const next: (number | null)[] = c.map((v, j) => {
+      const below: number | null = acc ? acc[j] : 0;
+      if (v === null) return below;
+      return (below ?? 0) + v;
+    });
+    out.push(next);
+    acc = next;
+  }
+  return out;
+}
+
+/// The dashboard's state as it appears in the URL's hash, so a view can be
+/// shared: `#view=host&host=vm&range=15m` or with `from`/`to` (seconds).
+export interface View {
+  view: 'cluster' | 'host';
+  host?: string;
+  range: string;
+  from?: number;
+  to?: number;
+  metric?: string;
+  core?: string;
+}
+
+export const RANGES: Record<string, number> = { '1m': 60, '15m': 900, '1h': 3600, '24h': 86400 };
+
+export function parseView(hash: string): View {
+  const p = new URLSearchParams(hash.replace(/^#/, ''));
+  const num = (k: string) => { const v = p.get(k); return v !== null && v !== '' && Number.isFinite(+v) ? +v : undefined; };
+  const range = p.get('range') ?? '';
+  const view: View = {
+    view: p.get('view') === 'host' && p.get('host') ? 'host' : 'cluster',
+    range: range in RANGES ? range : '15m',
+  };
+  const host = p.get('host'); if (host) view.host = host;
+  const from = num('from'), to = num('to');
+  if (from !== undefined && to !== undefined && from < to) { view.from = from; view.to = to; view.range = 'custom'; }
+  const metric = p.get('metric'); if (metric) view.metric = metric;
+  const core = p.get('core'); if (core) view.core = core;
+  return view;
+}
+
+export function formatView(v: View): string {
+  const p = new URLSearchParams();
+  p.set('view', v.view);
+  if (v.host) p.set('host', v.host);
+  if (v.from !== undefined && v.to !== undefined) { p.set('from', v.from.toFixed(3)); p.set('to', v.to.toFixed(3)); }
+  else p.set('range', v.range);
+  if (v.metric) p.set('metric', v.metric);
+  if (v.core) p.set('core', v.core);
+  return '#' + p.toString();
+}
+
+const BIN = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+
+/// A value with its unit, short enough for an axis tick.
+export function fmt(v: number | null | undefined, unit: Unit): string {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '–';
+  switch (unit) {
+    case 'percent': return `${v.toFixed(Math.abs(v) < 10 ? 1 : 0)} %`;
+    case 'ratio': return `${(v * 100).toFixed(1)} %`;
+    case 'seconds': return v < 1e-3 ? `${(v * 1e6).toFixed(0)} µs` : v < 1 ? `${(v * 1e3).toFixed(1)} ms` : `${v.toFixed(2)} s`;
+    case 'bytes': case 'bytes/s': {
+      let i = 0, x = Math.abs(v);
+      while (x >= 1024 && i < BIN.length - 1) { x /= 1024; i++; }
+      const s = `${(Math.sign(v) * x).toFixed(x < 10 && i > 0 ? 1 : 0)} ${BIN[i]}`;
+      return unit === 'bytes/s' ? s + '/s' : s;
+    }
+    default: {
+      const a = Math.abs(v);
+      if (a >= 1e9) return `${(v / 1e9).toFixed(1)} G`;
+      if (a >= 1e6) return `${(v / 1e6).toFixed(1)} M`;
+      if (a >= 1e3) return `${(v / 1e3).toFixed(1)} k`;
+      return a >= 10 || v === 0 ? v.toFixed(0) : v.toFixed(2);
+    }
+  }
+}
+
+/// Heat map colour for a value in 0..1 (dark blue -> teal -> yellow -> red);
+/// null (no data) is drawn by the caller as background, never as a colour.
+export function heat(x: number): [number, number, number] {
+  const stops: [number, number, number, number][] = [
+    [0, 20, 30, 70], [0.35, 20, 140, 150], [0.7, 240, 200, 40], [1, 220, 40, 30],
+  ];
+  const t = Math.min(1, Math.max(0, x));
+  for (let i = 1; i < stops.length; i++) {
+    const [t1, r1, g1, b1] = stops[i], [t0, r0, g0, b0] = stops[i - 1];
+    if (t <= t1) {
+      const f = (t - t0) / (t1 - t0);
+      return [Math.round(r0 + f * (r1 - r0)), Math.round(g0 + f * (g1 - g0)), Math.round(b0 + f * (b1 - b0))];
+    }
+  }
+  return [220, 40, 30];
+}

@@ -1,0 +1,90 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Columns, Rater, combine, fmt, formatView, groupKey, heat, matches, parseView, stack, type PanelSpec } from '../src/transform';
+import { Feed } from '../src/feed';
+
+test('rater: per-second rates, resets count from zero, gaps give null', () => {
+  const r = new Rater();
+  assert.deepEqual(r.next(10, [100, 5]), [null, null]);
+  assert.deepEqual(r.next(10.5, [150, 5]), [100, 0]);
+  assert.deepEqual(r.next(11, [20, null]), [40, null], 'a decrease is a reset');
+  assert.deepEqual(r.next(12, [30, 7]), [10, null], 'no rate across a missing value');
+});
+
+test('combine: sum and avg skip missing members; an empty group is a gap', () => {
+  assert.deepEqual(combine([1, 3, null, 5], [[0, 1], [2], [2, 3]], 'sum'), [4, null, 5]);
+  assert.deepEqual(combine([1, 3, null, 5], [[0, 1], [2], [2, 3]], 'avg'), [2, null, 5]);
+});
+
+test('columns: bucketed averages, gaps for skipped buckets, trimmed window', () => {
+  const c = new Columns(1, 1);
+  c.push(10.1, [1]); c.push(10.6, [3]);
+  assert.deepEqual(c.data(), [[10], [2]]);
+  c.push(13.2, [5]);
+  assert.deepEqual(c.times, [10, 11, 13], 'a skipped span becomes a gap');
+  assert.deepEqual(c.cols[0], [2, null, 5]);
+  c.push(9, [100]);
+  assert.deepEqual(c.cols[0], [2, null, 5], 'older than the tail: ignored');
+  c.trim(11);
+  assert.deepEqual(c.data(), [[11, 13], [null, 5]]);
+  const k = c.addSeries();
+  assert.equal(k, 1);
+  assert.deepEqual(c.cols[1], [null, null]);
+});
+
+test('columns keep memory flat: a window of pushes stays bounded', () => {
+  const c = new Columns(0.1, 2);
+  for (let i = 0; i < 100000; i++) { c.push(i * 0.1, [i, null]); c.trim(i * 0.1 - 60); }
+  assert.ok(c.times.length <= 602, `${c.times.length}`);
+});
+
+test('stack: running sums, a missing value adds nothing', () => {
+  assert.deepEqual(stack([[1, 2], [3, null], [1, 1]]), [[1, 2], [4, 2], [5, 3]]);
+});
+
+test('matches and groupKey', () => {
+  const spec: PanelSpec = { id: 'n', title: '', unit: 'bytes/s', names: ['rx'], labels: { device: '!lo' } };
+  assert.ok(matches(spec, { name: 'rx', labels: { device: 'eth0' } }));
+  assert.ok(!matches(spec, { name: 'rx', labels: { device: 'lo' } }));
+  assert.ok(!matches(spec, { name: 'tx', labels: { device: 'eth0' } }));
+  const s = { name: 'cpu', labels: { host: 'a', cpu: '1', mode: 'idle' } };
+  assert.equal(groupKey(s, ['host']), 'cpu{host="a"}');
+  assert.equal(groupKey(s, undefined), 'cpu{cpu="1",host="a",mode="idle"}');
+});
+
+test('view round-trips through the URL hash', () => {
+  const v = parseView(formatView({ view: 'host', host: 'vm', range: 'custom', from: 100, to: 200, core: '3' }));
+  assert.deepEqual(v, { view: 'host', host: 'vm', range: 'custom', from: 100, to: 200, core: '3' });
+  assert.deepEqual(parseView('#view=host'), { view: 'cluster', range: '15m' }, 'a host view needs a host');
+  assert.deepEqual(parseView('#range=1h&from=5&to=1'), { view: 'cluster', range: '1h' }, 'an empty custom range is ignored');
+});
+
+test('fmt: units', () => {
+  assert.equal(fmt(1536, 'bytes/s'), '1.5 KiB/s');
+  assert.equal(fmt(55.55, 'percent'), '56 %');
+  assert.equal(fmt(0.0005, 'seconds'), '500 µs');
+  assert.equal(fmt(null, 'count'), '–');
+  assert.deepEqual(heat(0), [20, 30, 70]);
+  assert.deepEqual(heat(2), [220, 40, 30]);
+});
+
+test('feed: live counters become grouped rates like the server computes', () => {
+  const spec: PanelSpec = { id: 'c', title: '', unit: 'percent', names: ['cpu'], labels: { mode: 'idle' }, rate: true,
+    by: ['host'], group: 'avg', map: (v) => 100 * (1 - v) };
+  const f = new Feed(spec, 0.1);
+  f.load({ times: [], step_seconds: 0.1, series: [] });
+  const grew = f.bind([
+    { name: 'cpu', labels: { host: 'a', cpu: '0', mode: 'idle' } },
+    { name: 'cpu', labels: { host: 'a', cpu: '0', mode: 'user' } },
+    { name: 'cpu', labels: { host: 'a', cpu: '1', mode: 'idle' } },
+    { name: 'cpu', labels: { host: 'b', cpu: '0', mode: 'idle' } },
+  ]);
+  assert.ok(grew);
+  assert.deepEqual(f.keys, ['cpu{host="a"}', 'cpu{host="b"}']);
+  f.push(1.0, [10, 0, 10, 10]);
+  f.push(1.1, [10.1, 0, 10.05, 10]); // a: idle 1.0 and 0.5 -> avg 0.75 -> 25 % busy; b: 0 idle -> 100 %
+  const last = f.columns.cols.map((c) => c[c.length - 1]);
+  assert.ok(Math.abs(last[0]! - 25) < 1e-6, `${last[0]}`);
+  assert.ok(Math.abs(last[1]! - 100) < 1e-6, `${last[1]}`);
+  assert.equal(f.label(0), 'a');
+});
