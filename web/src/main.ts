@@ -179,11 +179,18 @@ function lineChart(el: HTMLElement, feed: Feed): Chart {
   };
 }
 
+/// 256 heat colours as little-endian RGBA words, for one store per cell.
+const LUT = new Uint32Array(256).map((_, i) => {
+  const [r, g, b] = heat(i / 255);
+  return (255 << 24 | b << 16 | g << 8 | r) >>> 0;
+});
+
 /// Rows x time buckets drawn from one ImageData (one pixel per cell, scaled
 /// up without smoothing): a full redraw costs rows x buckets writes, no paths.
 class HeatMap {
   canvas = document.createElement('canvas');
   private img: ImageData | null = null;
+  private off: OffscreenCanvas | null = null;
   order: number[] = [];
   constructor(private host: HTMLElement, private feed: Feed, private max: number | undefined, private onRow: (i: number) => void,
     private rowH: number) {
@@ -211,30 +218,28 @@ class HeatMap {
     const [lo, hi] = rangeOf(view);
     const w = Math.max(1, Math.min(POINTS, Math.round((hi - lo) / this.feed.columns.step)));
     if (!this.img || this.img.width !== w || this.img.height !== rows) this.img = new ImageData(w, Math.max(rows, 1));
-    const px = this.img.data;
+    const px = new Uint32Array(this.img.data.buffer);
     px.fill(0);
     let max = this.max ?? 0;
     if (this.max === undefined) for (const c of cols) for (const v of c) if (v !== null && v > max) max = v;
-    const span = hi - lo;
+    const span = hi - lo, scale = max > 0 ? 255 / max : 0;
     for (let k = 0; k < times.length; k++) {
       const x = Math.floor(((times[k] - lo) / span) * w);
       if (x < 0 || x >= w) continue;
       for (let r = 0; r < rows; r++) {
         const v = cols[this.order[r]][k];
         if (v === null) continue; // a gap stays background
-        const [cr, cg, cb] = heat(max > 0 ? v / max : 0);
-        const o = (r * w + x) * 4;
-        px[o] = cr; px[o + 1] = cg; px[o + 2] = cb; px[o + 3] = 255;
+        px[r * w + x] = LUT[Math.max(0, Math.min(255, Math.round(v * scale)))];
       }
     }
     const W = this.host.clientWidth || 800, H = rows * this.rowH;
     if (this.canvas.width !== W || this.canvas.height !== H) { this.canvas.width = W; this.canvas.height = H; }
-    const off = new OffscreenCanvas(w, Math.max(rows, 1));
-    off.getContext('2d')!.putImageData(this.img, 0, 0);
+    if (!this.off || this.off.width !== w || this.off.height !== Math.max(rows, 1)) this.off = new OffscreenCanvas(w, Math.max(rows, 1));
+    this.off.getContext('2d')!.putImageData(this.img, 0, 0);
     const ctx = this.canvas.getContext('2d')!;
     ctx.imageSmoothingEnabled = false;
     ctx.clearRect(0, 0, W, H);
-    ctx.drawImage(off, 0, 0, W, H);
+    ctx.drawImage(this.off, 0, 0, W, H);
   }
 }
 

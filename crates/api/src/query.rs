@@ -94,7 +94,9 @@ pub fn parse_range_query(params: &HashMap<String, String>, now: Timestamp) -> Re
             let op = op.map_or(Ok(GroupOp::Sum), str::parse).map_err(|e: String| ApiError::BadRequest(e))?;
             let by = by.unwrap_or("").split(',').map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned);
             if step_ns.is_none() && points.is_none() {
-                return Err(ApiError::BadRequest("by/group need step or points (series are combined per bucket)".into()));
+                return Err(ApiError::BadRequest(
+                    "by/group need step or points (series are combined per bucket)".into(),
+                ));
             }
             Some(Group { by: by.collect(), op })
         }

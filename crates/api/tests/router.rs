@@ -112,7 +112,9 @@ async fn rate_and_downsampling() {
 async fn grouping_by_host_combines_cores() {
     let (_d, st) = fixture();
     let base = format!("/api/v1/query?query=node_cpu_seconds_total&{}&rate=true&step=1s", range(10, 39));
-    for (extra, want) in [("by=host", 0.5), ("by=host&group=avg", 0.25), ("by=host&group=max", 0.5), ("group=count", 2.0)] {
+    for (extra, want) in
+        [("by=host", 0.5), ("by=host&group=avg", 0.25), ("by=host&group=max", 0.5), ("group=count", 2.0)]
+    {
         let (s, body) = get(&st, &format!("{base}&{extra}")).await;
         assert_eq!(s, StatusCode::OK, "{extra}: {body}");
         let series = body["series"].as_array().unwrap();

@@ -44,6 +44,13 @@ pub struct QueryArgs {
     /// Aggregations per bucket, comma separated: min,max,avg,last,count (default avg).
     #[arg(long)]
     agg: Option<String>,
+    /// Combine series per bucket into one per value of these labels (comma
+    /// separated), e.g. --by host: `sum by (host)`. Needs --step or --points.
+    #[arg(long)]
+    by: Option<String>,
+    /// How --by combines: sum (default), avg, min, max, count.
+    #[arg(long)]
+    group: Option<String>,
     #[arg(long, value_enum, default_value = "csv")]
     format: Format,
     #[command(flatten)]
@@ -123,9 +130,15 @@ pub fn query(args: QueryArgs) -> anyhow::Result<()> {
     parse_selector(&args.selector)?;
     let mut params: HashMap<String, String> = HashMap::new();
     params.insert("query".into(), args.selector.clone());
-    for (k, v) in
-        [("since", &args.since), ("from", &args.from), ("to", &args.to), ("step", &args.step), ("agg", &args.agg)]
-    {
+    for (k, v) in [
+        ("since", &args.since),
+        ("from", &args.from),
+        ("to", &args.to),
+        ("step", &args.step),
+        ("agg", &args.agg),
+        ("by", &args.by),
+        ("group", &args.group),
+    ] {
         if let Some(v) = v {
             params.insert(k.into(), v.clone());
         }

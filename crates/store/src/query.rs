@@ -208,18 +208,21 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
 /// group bucket by bucket; output sorted by key.
 pub fn combine(series: Vec<FrameSeries>, group: &Group) -> Vec<FrameSeries> {
     struct Acc {
+        agg: Option<Agg>,
         values: Vec<Option<f64>>,
         members: Vec<u32>,
     }
-    let mut groups: std::collections::BTreeMap<(SeriesKey, Option<&'static str>), (Option<Agg>, Acc)> =
-        std::collections::BTreeMap::new();
+    type GroupId = (SeriesKey, Option<&'static str>);
+    let mut groups: std::collections::BTreeMap<GroupId, Acc> = std::collections::BTreeMap::new();
     for s in series {
         let labels = s.key.labels().iter().filter(|(k, _)| group.by.iter().any(|b| b == k)).cloned();
         let key = SeriesKey::new(s.key.name(), labels);
         let n = s.values.len();
-        let (_, acc) = groups
-            .entry((key, s.agg.map(Agg::name)))
-            .or_insert_with(|| (s.agg, Acc { values: vec![None; n], members: vec![0; n] }));
+        let acc = groups.entry((key, s.agg.map(Agg::name))).or_insert_with(|| Acc {
+            agg: s.agg,
+            values: vec![None; n],
+            members: vec![0; n],
+        });
         for (i, v) in s.values.into_iter().enumerate() {
             let Some(v) = v else { continue };
             acc.members[i] += 1;
@@ -236,7 +239,7 @@ pub fn combine(series: Vec<FrameSeries>, group: &Group) -> Vec<FrameSeries> {
     }
     groups
         .into_iter()
-        .map(|((key, _), (agg, mut acc))| {
+        .map(|((key, _), mut acc)| {
             if group.op == GroupOp::Avg {
                 for (v, &m) in acc.values.iter_mut().zip(&acc.members) {
                     if let Some(v) = v {
@@ -244,7 +247,7 @@ pub fn combine(series: Vec<FrameSeries>, group: &Group) -> Vec<FrameSeries> {
                     }
                 }
             }
-            FrameSeries { key, agg, values: acc.values }
+            FrameSeries { key, agg: acc.agg, values: acc.values }
         })
         .collect()
 }
@@ -337,9 +340,7 @@ mod tests {
 
     #[test]
     fn combine_groups_by_labels_and_keeps_gaps() {
-        let key = |cpu: &str, host: &str| {
-            SeriesKey::new("idle", [("cpu", cpu), ("host", host)])
-        };
+        let key = |cpu: &str, host: &str| SeriesKey::new("idle", [("cpu", cpu), ("host", host)]);
         let col = |cpu, host, values: &[Option<f64>]| FrameSeries {
             key: key(cpu, host),
             agg: Some(Agg::Avg),
