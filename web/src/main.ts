@@ -6,7 +6,7 @@ import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { Feed, Frame } from './feed';
 import { CLUSTER_METRICS, CORE_HEAT, HOST_PANELS, coreModes } from './panels';
-import { PanelSpec, RANGES, SeriesDef, View, fmt, formatView, heat, parseView, stack } from './transform';
+import { PanelSpec, RANGES, SeriesDef, View, fmt, formatView, heat, parseView, selector, stack } from './transform';
 
 const POINTS = 600; // history buckets per chart
 const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
@@ -47,10 +47,7 @@ function queryUrl(spec: PanelSpec, sel: string, from: number, to: number): strin
 }
 
 function selectorFor(spec: PanelSpec, host: string | null): string {
-  const m = [spec.names.length === 1 ? `__name__="${spec.names[0]}"` : `__name__=~"${spec.names.join('|')}"`];
-  if (host) m.push(`host="${host}"`);
-  for (const [k, v] of Object.entries(spec.labels ?? {})) m.push(v.startsWith('!') ? `${k}!="${v.slice(1)}"` : `${k}="${v}"`);
-  return `{${m.join(',')}}`;
+  return selector(spec, host ? { host } : {});
 }
 
 function setView(next: View, replace = false): void {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, combine, fmt, formatView, groupKey, heat, matches, parseView, stack, type PanelSpec } from '../src/transform';
+import { Columns, Rater, combine, fmt, formatView, groupKey, heat, matches, parseView, selector, stack, type PanelSpec } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -50,6 +50,8 @@ test('matches and groupKey', () => {
   const s = { name: 'cpu', labels: { host: 'a', cpu: '1', mode: 'idle' } };
   assert.equal(groupKey(s, ['host']), 'cpu{host="a"}');
   assert.equal(groupKey(s, undefined), 'cpu{cpu="1",host="a",mode="idle"}');
+  assert.equal(selector(spec, { host: 'h' }), '{__name__="rx",host="h",device!="lo"}');
+  assert.equal(selector({ ...spec, names: ['a', 'b'], labels: {} }, {}), '{__name__=~"a|b"}');
 });
 
 test('view round-trips through the URL hash', () => {
