@@ -41,14 +41,20 @@ test('this host, live: charts receive and render new points, zoom into the past,
     assert.ok(cpuLegend.length > 0);
     await page.screenshot({ path: OUT + 'host-live.png', fullPage: true });
 
-    // Drag across the middle of the first chart: zooms into that past range.
+    // Last minute, then drag across the last seconds of the first chart:
+    // zooms into that past range, which holds data.
+    await page.click('[data-range="1m"]');
+    await page.waitForFunction(() => /range=1m/.test(location.hash) && document.querySelector('.uplot canvas'));
+    const n2 = await updates(page);
+    await waitUpdates(page, n2 + 30);
     const over = await page.$('.u-over');
     const box = await over.boundingBox();
-    await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+    await page.mouse.move(box.x + box.width * 0.9, box.y + box.height / 2);
     await page.mouse.down();
-    await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.move(box.x + box.width * 0.99, box.y + box.height / 2, { steps: 5 });
     await page.mouse.up();
     await page.waitForFunction(() => /from=/.test(location.hash) && document.querySelector('.uplot canvas'), null, { timeout: 10000 });
+    assert.ok(await page.evaluate(() => window.__kansoku.loadedCells) > 0, 'the zoomed past range has data');
     const hash = new URLSearchParams((await page.evaluate(() => location.hash)).slice(1));
     const from = +hash.get('from'), to = +hash.get('to');
     assert.ok(to > from && to < Date.now() / 1000, `zoomed into the past: ${from}..${to}`);
@@ -60,6 +66,15 @@ test('this host, live: charts receive and render new points, zoom into the past,
     await p2.waitForSelector('.uplot canvas');
     assert.equal(await p2.textContent('#pause'), 'Back to live');
     await p2.close();
+
+    // The custom range picker: 2 minutes ending a minute ago.
+    const local = (t) => { const d = new Date(t); return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19); };
+    await page.fill('#from', local(Date.now() - 180000));
+    await page.fill('#to', local(Date.now() - 60000));
+    await page.click('#apply');
+    await page.waitForFunction(() => { const p = new URLSearchParams(location.hash.slice(1)); return +p.get('to') - +p.get('from') > 110 && +p.get('to') - +p.get('from') < 130; },
+      null, { timeout: 10000 });
+    await page.waitForSelector('.uplot canvas');
 
     await page.click('#pause');
     await page.click('#theme');

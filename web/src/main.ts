@@ -12,7 +12,7 @@ const POINTS = 600; // history buckets per chart
 const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
 
 /// Measurements for the browser benchmark and the e2e test.
-const stats = { updates: 0, frames: [] as number[], lastT: 0, renders: 0, errors: [] as string[] };
+const stats = { updates: 0, frames: [] as number[], lastT: 0, renders: 0, errors: [] as string[], loadedCells: 0 };
 (window as unknown as { __kansoku: typeof stats }).__kansoku = stats;
 
 let view: View = parseView(location.hash);
@@ -39,8 +39,13 @@ async function getJson<T>(url: string): Promise<T> {
   return body as T;
 }
 
+/// The sampling interval (from /api/v1/status): buckets finer than it would
+/// hold at most one sample each and draw every point as an island.
+let interval = 0.1;
+const stepFor = (from: number, to: number) => Math.max((to - from) / POINTS, interval);
+
 function queryUrl(spec: PanelSpec, sel: string, from: number, to: number): string {
-  const p = new URLSearchParams({ query: sel, from: from.toFixed(3), to: to.toFixed(3), points: String(POINTS) });
+  const p = new URLSearchParams({ query: sel, from: from.toFixed(3), to: to.toFixed(3), step: `${Math.round(stepFor(from, to) * 1e6)}us` });
   if (spec.rate) p.set('rate', 'true');
   if (spec.by) { p.set('by', spec.by.join(',')); p.set('group', spec.group ?? 'sum'); }
   return `/api/v1/query?${p}`;
@@ -69,6 +74,8 @@ function header(): void {
     ${view.host ? `<span class="crumb">› ${view.host}</span>` : ''}
     <span class="spacer"></span>
     <button id="pan-back" title="earlier">◀</button>${ranges}<button id="pan-fwd" title="later">▶</button>
+    <input type="datetime-local" id="from" step="1" title="custom range: from (local time)">–<input type="datetime-local" id="to" step="1" title="to">
+    <button id="apply" class="${view.from !== undefined ? 'on' : ''}">custom</button>
     <button id="pause" class="${paused || view.from !== undefined ? '' : 'live'}">${view.from !== undefined ? 'Back to live' : paused ? 'Resume' : 'Pause'}</button>
     <button id="theme" title="light/dark">◐</button>
     <span id="health" class="badge">…</span>`;
@@ -82,6 +89,17 @@ function header(): void {
     const [a, b] = rangeOf(view), d = (b - a) / 2 * dir;
     setView({ ...view, from: a + d, to: b + d });
   };
+  // Custom range: the inputs show the current one; edit and apply.
+  const local = (t: number) => { const d = new Date(t * 1000); return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19); };
+  const [a0, b0] = rangeOf(view);
+  $<HTMLInputElement>('#from').value = local(a0);
+  $<HTMLInputElement>('#to').value = local(b0);
+  $('#apply').onclick = () => {
+    const from = new Date($<HTMLInputElement>('#from').value).getTime() / 1000;
+    const to = new Date($<HTMLInputElement>('#to').value).getTime() / 1000;
+    if (Number.isFinite(from) && Number.isFinite(to) && from < to) setView({ ...view, from, to });
+    else $('#apply').title = 'from must be before to';
+  };
   $('#pan-back').onclick = () => pan(-1);
   $('#pan-fwd').onclick = () => pan(1);
   $('#theme').onclick = () => {
@@ -94,6 +112,8 @@ function header(): void {
 async function health(): Promise<void> {
   try {
     const s = await getJson<Record<string, Record<string, number> | null>>('/api/v1/status');
+    const iv = (s as unknown as { interval_seconds?: number }).interval_seconds;
+    if (iv && iv > 0) interval = iv;
     const drops: [string, number][] = [];
     const add = (sec: string, keys: string[]) => { for (const k of keys) if (s[sec]?.[k]) drops.push([`${sec}.${k}`, s[sec]![k]]); };
     add('store', ['out_of_order_dropped', 'unknown_series_dropped', 'write_errors', 'flush_errors', 'corrupt_blocks', 'corrupt_chunks']);
@@ -213,7 +233,7 @@ class HeatMap {
   draw(): void {
     const cols = this.feed.columns.cols, times = this.feed.columns.times, rows = this.order.length;
     const [lo, hi] = rangeOf(view);
-    const w = Math.max(1, Math.min(POINTS, Math.round((hi - lo) / this.feed.columns.step)));
+    const w = Math.max(1, Math.min(POINTS, Math.ceil((hi - lo) / this.feed.columns.step)));
     if (!this.img || this.img.width !== w || this.img.height !== rows) this.img = new ImageData(w, Math.max(rows, 1));
     const px = new Uint32Array(this.img.data.buffer);
     px.fill(0);
@@ -284,7 +304,7 @@ async function clusterView(main: HTMLElement, gen: number): Promise<void> {
     <span id="count"></span></div><div class="cluster"><div id="names"></div><div id="heat"></div></div>`;
   $<HTMLSelectElement>('#metric').onchange = (e) => setView({ ...view, metric: (e.target as HTMLSelectElement).value });
   const [lo, hi] = rangeOf(view);
-  const feed = new Feed(spec, (hi - lo) / POINTS);
+  const feed = new Feed(spec, stepFor(lo, hi));
   const frame = await getJson<Frame>(queryUrl(spec, selectorFor(spec, null), lo, hi));
   current(gen);
   feed.load(frame);
@@ -324,13 +344,14 @@ async function hostView(main: HTMLElement, host: string, gen: number): Promise<v
   const specs = [...HOST_PANELS.slice(0, 1), coreModes(core), ...HOST_PANELS.slice(1)];
   main.innerHTML = `<h2 class="heat-title">${CORE_HEAT.title} <small>(click a core for its modes)</small></h2><div id="cores" class="cores"></div>` +
     `<div class="grid">${specs.map((s) => `<div class="panel" id="p-${s.id}"></div>`).join('')}</div>`;
-  const step = (hi - lo) / POINTS;
+  const step = stepFor(lo, hi);
   const feeds = specs.map((s) => new Feed(s, step));
   const coreFeed = new Feed(CORE_HEAT, step);
   const all = [coreFeed, ...feeds];
   const frames = await Promise.all(all.map((f) => getJson<Frame>(queryUrl(f.spec, selectorFor(f.spec, host), lo, hi))));
   current(gen);
   all.forEach((f, i) => f.load(frames[i]));
+  stats.loadedCells = frames.reduce((n, fr) => n + fr.series.reduce((m, s) => m + s.values.filter((v) => v !== null).length, 0), 0);
   const build = () => {
     for (const c of charts) c.plot?.destroy();
     charts = [];
@@ -385,11 +406,13 @@ window.addEventListener('resize', () => {
 });
 header();
 setInterval(health, 5000);
-health();
-// With one host and no cluster, start on that host.
-if (!location.hash) {
-  getJson<{ series: SeriesDef[] }>('/api/v1/series?match=node_load1').then((r) => {
-    const hosts = [...new Set(r.series.map((s) => s.labels.host))];
-    if (hosts.length === 1) setView({ view: 'host', host: hosts[0], range: '15m' }, true); else render();
-  }).catch(() => render());
-} else render();
+// The interval first (bucket sizes depend on it), then the first view.
+health().finally(() => {
+  // With one host and no cluster, start on that host.
+  if (!location.hash) {
+    getJson<{ series: SeriesDef[] }>('/api/v1/series?match=node_load1').then((r) => {
+      const hosts = [...new Set(r.series.map((s) => s.labels.host))];
+      if (hosts.length === 1) setView({ view: 'host', host: hosts[0], range: '15m' }, true); else render();
+    }).catch(() => render());
+  } else render();
+});

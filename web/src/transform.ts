@@ -163,8 +163,8 @@ export function stack(cols: (number | null)[][]): (number | null)[][] {
   let acc: (number | null)[] | null = null;
   for (const c of cols) {
     const next: (number | null)[] = c.map((v, j) => {
-      const below: number | null = acc ? acc[j] : 0;
-      if (v === null) return below;
+      const below: number | null = acc ? acc[j] : null;
+      if (v === null) return below; // nothing here: the band below shows through, a gap stays a gap
       return (below ?? 0) + v;
     });
     out.push(next);

@@ -40,6 +40,7 @@ test('columns keep memory flat: a window of pushes stays bounded', () => {
 
 test('stack: running sums, a missing value adds nothing', () => {
   assert.deepEqual(stack([[1, 2], [3, null], [1, 1]]), [[1, 2], [4, 2], [5, 3]]);
+  assert.deepEqual(stack([[null, 1], [null, 2]]), [[null, 1], [null, 3]], 'a bucket with no data stays a gap, not 0');
 });
 
 test('matches and groupKey', () => {

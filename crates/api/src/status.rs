@@ -73,6 +73,7 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
         "snmp": snmp,
         "version": env!("CARGO_PKG_VERSION"),
         "data_dir": st.store.root().display().to_string(),
+        "interval_seconds": st.interval.map(|d| d.as_secs_f64()),
         "store": store,
         "collector": collector,
         "live_subscribers": st.live.receiver_count(),
