@@ -331,10 +331,9 @@ async function clusterView(main: HTMLElement, gen: number): Promise<void> {
   $('#count').textContent = `${feed.keys.length} hosts · ${spec.title} · click a row for its host`;
   charts = [{ feed, plot: null, heat: hm, draw: () => hm.draw() }];
   hm.draw();
-  let tick = 0;
   subscribe(selectorFor(spec, null), [feed], () => { sort(); });
   // Re-sort by value about once a second, not every frame.
-  const t = setInterval(() => { if (sortSel.value === 'value' && ++tick) sort(); }, 1000);
+  const t = setInterval(() => { if (sortSel.value === 'value') sort(); }, 1000);
   teardown.push(() => clearInterval(t));
 }
 

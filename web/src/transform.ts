@@ -98,7 +98,6 @@ export class Columns {
   constructor(public step: number, n: number) {
     for (let i = 0; i < n; i++) { this.cols.push([]); this.counts.push([]); }
   }
-  get width(): number { return this.cols.length; }
   /// Adds a column (a new series) filled with gaps.
   addSeries(): number {
     this.cols.push(this.times.map(() => null));
