@@ -15,8 +15,12 @@ const STEP: i64 = 100_000_000;
 
 fn fixture() -> (tempfile::TempDir, api::ApiState) {
     let dir = tempfile::tempdir().unwrap();
-    let opts =
-        Options { fsync: FsyncPolicy::Never, block_duration: Duration::from_secs(3600), head_samples_max: 1 << 20 };
+    let opts = Options {
+        fsync: FsyncPolicy::Never,
+        block_duration: Duration::from_secs(3600),
+        head_samples_max: 1 << 20,
+        ..Options::default()
+    };
     let store = Store::open(dir.path(), opts).unwrap();
     let mut app = Appender::default();
     for i in 0..50i64 {

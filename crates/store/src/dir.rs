@@ -15,6 +15,10 @@ pub fn wal_dir(root: &Path) -> PathBuf {
     root.join("wal")
 }
 
+pub fn events_dir(root: &Path) -> PathBuf {
+    root.join("events")
+}
+
 pub fn blocks_dir(root: &Path) -> PathBuf {
     root.join("blocks")
 }

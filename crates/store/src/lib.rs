@@ -9,6 +9,7 @@
 mod block;
 pub mod codec;
 mod dir;
+pub mod events;
 mod head;
 pub mod query;
 mod store;
@@ -17,7 +18,7 @@ pub mod wal;
 use std::path::PathBuf;
 
 pub use block::{BlockError, BlockMeta, read_block_meta};
-pub use store::{Appended, Appender, DiskUsage, FsyncPolicy, Options, Store, StoreStats};
+pub use store::{Appended, Appender, DiskBudget, DiskUsage, FsyncPolicy, Options, Retention, Store, StoreStats};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -39,4 +40,6 @@ pub enum StoreError {
     Io { op: &'static str, path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Block(#[from] BlockError),
+    #[error(transparent)]
+    Events(events::BatchError),
 }

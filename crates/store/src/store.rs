@@ -18,6 +18,7 @@ use model::{Batch, Selector, SeriesKey, Timestamp};
 use crate::StoreError;
 use crate::block::{BlockMeta, list_blocks, read_block_meta, read_chunk, write_block};
 use crate::dir;
+use crate::events::EventLog;
 use crate::head::Head;
 use crate::wal::{self, Record, WalWriter, decode_records, encode_samples, encode_series, list_segments};
 
@@ -42,12 +43,47 @@ pub struct Options {
     /// Head size (samples) after which it is written out regardless of span;
     /// bounds head memory to about 16 bytes per sample.
     pub head_samples_max: usize,
+    pub retention: Retention,
+    /// An event log file is closed and the next started past this size; the
+    /// unit in which retention removes events.
+    pub event_file_bytes: u64,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { fsync: FsyncPolicy::Always, block_duration: Duration::from_secs(300), head_samples_max: 4 << 20 }
+        Options {
+            fsync: FsyncPolicy::Always,
+            block_duration: Duration::from_secs(300),
+            head_samples_max: 4 << 20,
+            retention: Retention::default(),
+            event_file_bytes: 64 << 20,
+        }
     }
+}
+
+/// How long raw data is kept. Whole blocks and event files are removed,
+/// oldest first, never the head, the WAL or the event file being written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Retention {
+    /// Remove data whose newest sample is older than this; `None`: no limit.
+    pub max_age: Option<Duration>,
+    pub budget: DiskBudget,
+}
+
+impl Default for Retention {
+    fn default() -> Retention {
+        Retention { max_age: None, budget: DiskBudget::FractionOfFilesystem(0.5) }
+    }
+}
+
+/// The most disk the data directory may use before the oldest data goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DiskBudget {
+    Bytes(u64),
+    /// This share of the size of the filesystem holding the data directory
+    /// (measured at open). The default, 0.5, leaves room for everything else.
+    FractionOfFilesystem(f64),
+    Unlimited,
 }
 
 /// Counters of what the store did, including everything it refused or lost.
@@ -64,6 +100,10 @@ pub struct StoreStats {
     pub corrupt_chunks: AtomicU64,
     pub wal_damaged_segments: AtomicU64,
     pub wal_replayed_samples: AtomicU64,
+    /// Removed on purpose by retention (age or disk budget), not lost.
+    pub retention_removed_samples: AtomicU64,
+    pub retention_removed_events: AtomicU64,
+    pub retention_removed_bytes: AtomicU64,
 }
 
 /// Bytes and samples on disk, for bytes-per-sample accounting.
@@ -140,17 +180,20 @@ pub struct Store {
     writer: Mutex<Option<Writer>>,
     _lock: Option<File>,
     stats: StoreStats,
+    events: EventLog,
+    /// The disk budget in bytes, resolved at open.
+    budget: Option<u64>,
 }
 
-fn read_lock<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+pub(crate) fn read_lock<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn write_lock<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+pub(crate) fn write_lock<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -161,6 +204,8 @@ impl Store {
     pub fn open(root: &Path, opts: Options) -> Result<Store, StoreError> {
         dir::prepare(root, true)?;
         let lock_file = dir::lock(root)?;
+        let events = EventLog::open(&dir::events_dir(root), opts.fsync, opts.event_file_bytes, true)?;
+        let budget = resolve_budget(root, opts.retention.budget);
         let store = Store {
             root: root.to_path_buf(),
             opts,
@@ -168,6 +213,8 @@ impl Store {
             writer: Mutex::new(None),
             _lock: Some(lock_file),
             stats: StoreStats::default(),
+            events,
+            budget,
         };
         let next_seq = store.load(false)?;
         let wal = WalWriter::create(&dir::wal_dir(root), next_seq).map_err(|source| StoreError::Io {
@@ -177,6 +224,7 @@ impl Store {
         })?;
         *lock(&store.writer) =
             Some(Writer { wal, declared: Vec::new(), buf: Vec::new(), last_sync: Instant::now(), unsynced: false });
+        store.enforce_retention(Timestamp::now().as_nanos());
         Ok(store)
     }
 
@@ -191,6 +239,8 @@ impl Store {
             writer: Mutex::new(None),
             _lock: None,
             stats: StoreStats::default(),
+            events: EventLog::open(&dir::events_dir(root), FsyncPolicy::Never, u64::MAX, false)?,
+            budget: None,
         };
         store.load(true)?;
         Ok(store)
@@ -202,6 +252,11 @@ impl Store {
 
     pub fn stats(&self) -> &StoreStats {
         &self.stats
+    }
+
+    /// The event columns (per-CPU samples) kept beside the series.
+    pub fn events(&self) -> &EventLog {
+        &self.events
     }
 
     /// Loads blocks and replays the WAL; returns the next WAL sequence number.
@@ -314,29 +369,8 @@ impl Store {
         }
         self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
         let valid_len = (magic + valid) as u64;
-        if is_last {
-            tracing::warn!(
-                "WAL {} torn at byte {} ({}): truncating to the last whole record; {} bytes after it were never acknowledged",
-                path.display(),
-                damage.offset,
-                damage.what,
-                data.len() as u64 - valid_len
-            );
-        } else {
-            tracing::error!(
-                "WAL {} corrupt at byte {} ({}): keeping the {} bytes before it; later records of this segment are lost",
-                path.display(),
-                damage.offset,
-                damage.what,
-                valid_len
-            );
-        }
-        let f = fs::OpenOptions::new().write(true).open(path);
-        f.and_then(|f| f.set_len(valid_len).and_then(|()| f.sync_all())).map_err(|source| StoreError::Io {
-            op: "truncate WAL segment",
-            path: path.to_path_buf(),
-            source,
-        })
+        wal::repair_log(path, data.len() as u64, valid_len, &damage, is_last, "record")
+            .map_err(|source| StoreError::Io { op: "truncate WAL segment", path: path.to_path_buf(), source })
     }
 
     /// Appends one batch: WAL write (and fsync per policy), then head. When
@@ -489,6 +523,7 @@ impl Store {
                         let _ = fs::remove_file(path);
                     }
                 }
+                self.enforce_retention(Timestamp::now().as_nanos());
                 Ok(())
             }
             Err(e) => {
@@ -511,6 +546,7 @@ impl Store {
         if w.unsynced {
             self.sync_writer(w)?;
         }
+        self.events.sync()?;
         self.flush_locked(w)
     }
 
@@ -592,6 +628,81 @@ impl Store {
 
     pub fn n_series(&self) -> usize {
         read_lock(&self.state).keys.len()
+    }
+}
+
+impl Store {
+    /// Applies [`Retention`] as of `now` (ns): removes blocks and closed event
+    /// files past the age limit, then the oldest of them while the data
+    /// directory is over its disk budget. Returns the bytes removed.
+    pub fn enforce_retention(&self, now: i64) -> u64 {
+        let cutoff = self.opts.retention.max_age.map(|a| now.saturating_sub(a.as_nanos() as i64));
+        // Candidates, oldest newest-sample first: (newest t, bytes, block index or event file seq).
+        enum Unit {
+            Block(PathBuf),
+            Events(u64),
+        }
+        let mut units: Vec<(i64, u64, Unit)> = {
+            let st = read_lock(&self.state);
+            st.blocks
+                .iter()
+                .map(|b| {
+                    let max_t = b.meta.entries.iter().map(|e| e.max_t).max().unwrap_or(i64::MIN);
+                    (max_t, b.meta.file_bytes, Unit::Block(b.meta.path.clone()))
+                })
+                .collect()
+        };
+        units.extend(self.events.files_by_age().into_iter().map(|(seq, t, bytes)| (t, bytes, Unit::Events(seq))));
+        units.sort_by_key(|u| u.0);
+        let du = self.disk_usage();
+        let mut used = du.block_bytes + du.wal_bytes + self.events.usage().1;
+        let mut removed = 0;
+        for (max_t, bytes, unit) in units {
+            let too_old = cutoff.is_some_and(|c| max_t < c);
+            let over = self.budget.is_some_and(|b| used > b);
+            if !too_old && !over {
+                break;
+            }
+            match unit {
+                Unit::Block(path) => {
+                    let mut st = write_lock(&self.state);
+                    let Some(i) = st.blocks.iter().position(|b| b.meta.path == path) else { continue };
+                    let b = st.blocks.remove(i);
+                    drop(st);
+                    if let Err(e) = fs::remove_file(&path) {
+                        tracing::warn!("retention: removing {} failed: {e}", path.display());
+                    }
+                    self.stats.retention_removed_samples.fetch_add(b.meta.n_samples(), Ordering::Relaxed);
+                }
+                Unit::Events(seq) => {
+                    let n = self.events.remove_files(&[seq]);
+                    self.stats.retention_removed_events.fetch_add(n, Ordering::Relaxed);
+                }
+            }
+            tracing::info!(
+                "retention removed {bytes} bytes of data ending {} ({})",
+                Timestamp(max_t),
+                if too_old { "past the age limit" } else { "over the disk budget" }
+            );
+            used = used.saturating_sub(bytes);
+            removed += bytes;
+        }
+        self.stats.retention_removed_bytes.fetch_add(removed, Ordering::Relaxed);
+        removed
+    }
+}
+
+fn resolve_budget(root: &Path, budget: DiskBudget) -> Option<u64> {
+    match budget {
+        DiskBudget::Bytes(b) => Some(b),
+        DiskBudget::Unlimited => None,
+        DiskBudget::FractionOfFilesystem(f) => match rustix::fs::statvfs(root) {
+            Ok(s) => Some((s.f_blocks as f64 * s.f_frsize as f64 * f) as u64),
+            Err(e) => {
+                tracing::warn!("cannot size the filesystem of {} ({e}); no disk budget applies", root.display());
+                None
+            }
+        },
     }
 }
 

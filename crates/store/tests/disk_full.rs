@@ -58,8 +58,13 @@ fn fill(dir: &Path, leave: u64) -> PathBuf {
 fn full_disk_refuses_clearly_keeps_everything_and_resumes() {
     let fs_ = Tmpfs::mount("4m");
     let data = fs_.0.join("data");
-    let opts =
-        Options { fsync: FsyncPolicy::Always, block_duration: Duration::from_secs(3600), head_samples_max: 1 << 20 };
+    let opts = Options {
+        fsync: FsyncPolicy::Always,
+        block_duration: Duration::from_secs(3600),
+        head_samples_max: 1 << 20,
+        retention: store::Retention { max_age: None, budget: store::DiskBudget::Unlimited },
+        ..Options::default()
+    };
     let store = Store::open(&data, opts.clone()).unwrap();
     let key = SeriesKey::new("m", [("host", "h")]);
     let mut app = Appender::default();

@@ -13,7 +13,12 @@ use store::{Appender, FsyncPolicy, Options, Store};
 type Model = BTreeMap<SeriesKey, BTreeMap<i64, f64>>;
 
 fn opts() -> Options {
-    Options { fsync: FsyncPolicy::Never, block_duration: Duration::from_secs(3600), head_samples_max: 1 << 20 }
+    Options {
+        fsync: FsyncPolicy::Never,
+        block_duration: Duration::from_secs(3600),
+        head_samples_max: 1 << 20,
+        ..Options::default()
+    }
 }
 
 fn check(store: &Store, model: &Model, ctx: &str) {

@@ -6,5 +6,10 @@
 mod record;
 mod segment;
 
-pub use record::{Damage, RECORD_BYTES_MAX, Record, decode_records, encode_samples, encode_series};
-pub use segment::{SEGMENT_MAGIC, WalWriter, list_segments, segment_path};
+pub use record::{
+    Damage, RECORD_BYTES_MAX, Record, begin_frame, decode_frames, decode_records, encode_samples, encode_series,
+    end_frame,
+};
+pub use segment::{
+    LogKind, SEGMENT_MAGIC, WAL, WalWriter, list_logs, list_segments, log_path, repair_log, segment_path,
+};

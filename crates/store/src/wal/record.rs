@@ -31,7 +31,14 @@ pub struct Damage {
     pub what: &'static str,
 }
 
-fn frame(out: &mut [u8], payload_start: usize) {
+/// Reserves a frame header; returns where the payload starts.
+pub fn begin_frame(out: &mut Vec<u8>) -> usize {
+    out.extend_from_slice(&[0; 8]);
+    out.len()
+}
+
+/// Fills in the header reserved by [`begin_frame`] for the payload after it.
+pub fn end_frame(out: &mut [u8], payload_start: usize) {
     let len = (out.len() - payload_start) as u32;
     let crc = crc32fast::hash(&out[payload_start..]);
     out[payload_start - 8..payload_start - 4].copy_from_slice(&len.to_le_bytes());
@@ -39,17 +46,15 @@ fn frame(out: &mut [u8], payload_start: usize) {
 }
 
 pub fn encode_series(out: &mut Vec<u8>, id: u32, key: &SeriesKey) {
-    out.extend_from_slice(&[0; 8]);
-    let start = out.len();
+    let start = begin_frame(out);
     out.push(KIND_SERIES);
     put_u64(out, u64::from(id));
     put_key(out, key);
-    frame(out, start);
+    end_frame(out, start);
 }
 
 pub fn encode_samples(out: &mut Vec<u8>, time: i64, points: impl ExactSizeIterator<Item = (u32, f64)>) {
-    out.extend_from_slice(&[0; 8]);
-    let start = out.len();
+    let start = begin_frame(out);
     out.push(KIND_SAMPLES);
     put_i64(out, time);
     put_u64(out, points.len() as u64);
@@ -57,13 +62,21 @@ pub fn encode_samples(out: &mut Vec<u8>, time: i64, points: impl ExactSizeIterat
         put_u64(out, u64::from(id));
         out.extend_from_slice(&v.to_le_bytes());
     }
-    frame(out, start);
+    end_frame(out, start);
 }
 
 /// Decodes records from `data` (which starts at byte `base` of its file),
 /// calling `f` for each. Returns the length of the valid prefix and, if it
 /// stopped early, why.
 pub fn decode_records(data: &[u8], base: u64, mut f: impl FnMut(Record)) -> (usize, Option<Damage>) {
+    decode_frames(data, base, |payload| decode_payload(payload).map(&mut f).is_some())
+}
+
+/// Walks the frames of `data` (which starts at byte `base` of its file),
+/// handing each verified payload to `f`, which returns false if the payload
+/// does not parse. Returns the length of the valid prefix and, if it stopped
+/// early, why.
+pub fn decode_frames(data: &[u8], base: u64, mut f: impl FnMut(&[u8]) -> bool) -> (usize, Option<Damage>) {
     let mut pos = 0;
     while pos < data.len() {
         let damage = |what| Some(Damage { offset: base + pos as u64, what });
@@ -81,10 +94,9 @@ pub fn decode_records(data: &[u8], base: u64, mut f: impl FnMut(Record)) -> (usi
         if crc32fast::hash(payload) != crc {
             return (pos, damage("checksum mismatch"));
         }
-        let Some(record) = decode_payload(payload) else {
+        if !f(payload) {
             return (pos, damage("malformed record"));
-        };
-        f(record);
+        }
         pos += 8 + len as usize;
     }
     (pos, None)

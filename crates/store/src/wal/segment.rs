@@ -7,19 +7,36 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-pub const SEGMENT_MAGIC: &[u8; 8] = b"KSKWAL01";
+/// A kind of numbered log file: the WAL, or the event logs (`docs/format/events.md`).
+#[derive(Debug)]
+pub struct LogKind {
+    pub magic: &'static [u8; 8],
+    pub ext: &'static str,
+}
+
+pub const WAL: LogKind = LogKind { magic: b"KSKWAL01", ext: "wal" };
+pub const SEGMENT_MAGIC: &[u8; 8] = WAL.magic;
 
 pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
-    dir.join(format!("{seq:010}.wal"))
+    log_path(&WAL, dir, seq)
+}
+
+pub fn log_path(kind: &LogKind, dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:010}.{}", kind.ext))
 }
 
 /// Segment files in `dir`, ascending by sequence number.
 pub fn list_segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    list_logs(&WAL, dir)
+}
+
+/// Log files of `kind` in `dir`, ascending by sequence number.
+pub fn list_logs(kind: &LogKind, dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     let mut out = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
-        let Some(seq) = name.to_str().and_then(|n| n.strip_suffix(".wal")).and_then(|n| n.parse().ok()) else {
+        let Some(seq) = name.to_str().and_then(|n| n.strip_suffix(kind.ext)?.strip_suffix('.')?.parse().ok()) else {
             continue;
         };
         out.push((seq, entry.path()));
@@ -30,6 +47,7 @@ pub fn list_segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
 
 #[derive(Debug)]
 pub struct WalWriter {
+    kind: &'static LogKind,
     dir: PathBuf,
     seq: u64,
     file: File,
@@ -41,21 +59,29 @@ impl WalWriter {
     /// Creates segment `seq` (which must not exist) and makes its directory
     /// entry durable.
     pub fn create(dir: &Path, seq: u64) -> io::Result<WalWriter> {
-        let path = segment_path(dir, seq);
+        WalWriter::create_kind(&WAL, dir, seq)
+    }
+
+    pub fn create_kind(kind: &'static LogKind, dir: &Path, seq: u64) -> io::Result<WalWriter> {
+        let path = log_path(kind, dir, seq);
         let mut file = OpenOptions::new().write(true).create_new(true).open(&path)?;
-        let init =
-            file.write_all(SEGMENT_MAGIC).and_then(|()| file.sync_all()).and_then(|()| File::open(dir)?.sync_all());
+        let init = file.write_all(kind.magic).and_then(|()| file.sync_all()).and_then(|()| File::open(dir)?.sync_all());
         if let Err(e) = init {
             // Leave no half-made segment behind (disk full): the next attempt
             // must be able to create it.
             let _ = fs::remove_file(&path);
             return Err(e);
         }
-        Ok(WalWriter { dir: dir.to_path_buf(), seq, file, len: SEGMENT_MAGIC.len() as u64 })
+        Ok(WalWriter { kind, dir: dir.to_path_buf(), seq, file, len: kind.magic.len() as u64 })
     }
 
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// Bytes in the file, magic included.
+    pub fn bytes(&self) -> u64 {
+        self.len
     }
 
     /// Appends encoded records. On failure the file is cut back to its prior
@@ -78,7 +104,40 @@ impl WalWriter {
     /// Starts segment `seq + 1` after syncing this one.
     pub fn rotate(&mut self) -> io::Result<()> {
         self.sync()?;
-        *self = WalWriter::create(&self.dir, self.seq + 1)?;
+        *self = WalWriter::create_kind(self.kind, &self.dir, self.seq + 1)?;
         Ok(())
     }
+}
+
+/// Deals with a log file that stopped verifying at `damage`: the newest file
+/// (`is_last`) has a torn tail from a crash, never acknowledged, so it is cut
+/// back to its `valid_len` bytes; in an older file it is corruption, logged,
+/// and what follows it is not served. `unit` names what the file holds.
+pub fn repair_log(
+    path: &Path,
+    file_len: u64,
+    valid_len: u64,
+    damage: &super::Damage,
+    is_last: bool,
+    unit: &str,
+) -> io::Result<()> {
+    if !is_last {
+        tracing::error!(
+            "{} corrupt at byte {} ({}): keeping the {valid_len} bytes before it; later {unit}s of this file are not served",
+            path.display(),
+            damage.offset,
+            damage.what,
+        );
+        return Ok(());
+    }
+    tracing::warn!(
+        "{} torn at byte {} ({}): truncating to the last whole {unit}; {} bytes after it were never acknowledged",
+        path.display(),
+        damage.offset,
+        damage.what,
+        file_len - valid_len
+    );
+    let f = OpenOptions::new().write(true).open(path)?;
+    f.set_len(valid_len)?;
+    f.sync_all()
 }

@@ -1,0 +1,457 @@
+//! One batch of one CPU's events as columns, and its compressed encoding
+//! (`docs/format/events.md`).
+//!
+//! Each column is transformed to expose its structure (times as deltas,
+//! thread ids relative to their process id) and compressed by whichever of
+//! pco and zstd gives fewer bytes for that column of that batch. Decoding
+//! checks every length against the header, so a damaged or hostile batch is
+//! an error, never a wrong answer or an unbounded allocation.
+
+use crate::codec::varint::{Reader, put_i64, put_u64};
+
+/// Events of one CPU, as parallel columns of equal length, times ascending.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventBatch {
+    pub cpu: u32,
+    /// Nanoseconds since the Unix epoch.
+    pub time: Vec<i64>,
+    pub pid: Vec<u32>,
+    pub tid: Vec<u32>,
+    /// Instruction pointer (user or kernel address).
+    pub ip: Vec<u64>,
+    /// Call-chain id per event, or empty when the batch has no call chains.
+    pub chain: Vec<u32>,
+}
+
+/// The columns an event query can group or filter by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Column {
+    Cpu,
+    Pid,
+    Tid,
+    Ip,
+    Chain,
+}
+
+impl Column {
+    pub fn parse(s: &str) -> Option<Column> {
+        Some(match s {
+            "cpu" => Column::Cpu,
+            "pid" => Column::Pid,
+            "tid" => Column::Tid,
+            "ip" => Column::Ip,
+            "chain" => Column::Chain,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Cpu => "cpu",
+            Column::Pid => "pid",
+            Column::Tid => "tid",
+            Column::Ip => "ip",
+            Column::Chain => "chain",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    #[error("event batch columns differ in length (time {time}, pid {pid}, tid {tid}, ip {ip}, chain {chain})")]
+    Ragged { time: usize, pid: usize, tid: usize, ip: usize, chain: usize },
+    #[error("event batch is empty")]
+    Empty,
+    #[error("event batch has {0} events; at most {MAX_EVENTS} per batch")]
+    TooLarge(usize),
+    #[error("malformed event batch: {0}")]
+    Malformed(&'static str),
+}
+
+/// A batch holds at most this many events (about 1.6 s of one CPU at 10 kHz
+/// would be 16,000): bounds what a decoder allocates for a hostile header.
+pub const MAX_EVENTS: usize = 1 << 20;
+
+const CODEC_RAW: u8 = 0;
+const CODEC_ZSTD: u8 = 1;
+const CODEC_PCO: u8 = 2;
+const FLAG_CHAIN: u8 = 1;
+
+/// How hard [`EventBatch::encode`] works. Measured on a real `perf record -F
+/// 10000 -a` capture in batches of 1,000 events (`docs/benchmarks.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encoding {
+    /// zstd level 1 per column: ~3.5 B/event at ~7 M events/s per core. For
+    /// the agent and ingest, where CPU time is the workload's.
+    #[default]
+    Fast,
+    /// The smaller of pco and zstd level 3 per column: ~3.1 B/event at
+    /// ~2 M events/s. For rewriting stored data.
+    Compact,
+}
+
+impl EventBatch {
+    pub fn len(&self) -> usize {
+        self.time.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.time.is_empty()
+    }
+
+    pub fn push(&mut self, time: i64, pid: u32, tid: u32, ip: u64) {
+        self.time.push(time);
+        self.pid.push(pid);
+        self.tid.push(tid);
+        self.ip.push(ip);
+    }
+
+    /// Checks the columns line up and are within bounds; sorts by time
+    /// (stable) if they are not in order.
+    pub fn validate(&mut self) -> Result<(), BatchError> {
+        let n = self.time.len();
+        let chain_ok = self.chain.is_empty() || self.chain.len() == n;
+        if self.pid.len() != n || self.tid.len() != n || self.ip.len() != n || !chain_ok {
+            return Err(BatchError::Ragged {
+                time: n,
+                pid: self.pid.len(),
+                tid: self.tid.len(),
+                ip: self.ip.len(),
+                chain: self.chain.len(),
+            });
+        }
+        if n == 0 {
+            return Err(BatchError::Empty);
+        }
+        if n > MAX_EVENTS {
+            return Err(BatchError::TooLarge(n));
+        }
+        let (lo, hi) = self.time.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        if hi.checked_sub(lo).is_none() {
+            return Err(BatchError::Malformed("time span exceeds 292 years"));
+        }
+        if !self.time.is_sorted() {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_by_key(|&i| self.time[i as usize]);
+            self.time = permute(&self.time, &order);
+            self.pid = permute(&self.pid, &order);
+            self.tid = permute(&self.tid, &order);
+            self.ip = permute(&self.ip, &order);
+            if !self.chain.is_empty() {
+                self.chain = permute(&self.chain, &order);
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes a validated batch (see [`EventBatch::validate`]).
+    pub fn encode(&self, out: &mut Vec<u8>, enc: Encoding) {
+        let n = self.len();
+        debug_assert!(n > 0 && self.time.is_sorted(), "BUG: encoding an unvalidated batch");
+        put_u64(out, n as u64);
+        put_u64(out, u64::from(self.cpu));
+        put_i64(out, self.time[0]);
+        put_i64(out, self.time[n - 1]);
+        out.push(if self.chain.is_empty() { 0 } else { FLAG_CHAIN });
+        // Deltas of an ascending column are >= 0; as i64 they stay exact.
+        let mut deltas = Vec::with_capacity(n);
+        deltas.push(0i64);
+        deltas.extend(self.time.windows(2).map(|w| w[1].wrapping_sub(w[0])));
+        put_column(out, &deltas, enc);
+        put_column(out, &self.pid, enc);
+        // A process's main thread has tid == pid: make that a run of zeros.
+        let rel: Vec<i64> = self.tid.iter().zip(&self.pid).map(|(&t, &p)| i64::from(t) - i64::from(p)).collect();
+        put_column(out, &rel, enc);
+        put_column(out, &self.ip, enc);
+        if !self.chain.is_empty() {
+            put_column(out, &self.chain, enc);
+        }
+    }
+
+    /// Decodes one batch; `want` limits which columns are decompressed (the
+    /// rest are left empty). Time is always decoded.
+    pub fn decode(data: &[u8], want: Want) -> Result<EventBatch, BatchError> {
+        let (head, mut r) = Header::read(data)?;
+        let n = head.n;
+        let mut b = EventBatch { cpu: head.cpu, ..EventBatch::default() };
+        let deltas: Vec<i64> = get_column(&mut r, n, true)?;
+        let mut t = head.min_t;
+        b.time.reserve_exact(n);
+        for (i, d) in deltas.into_iter().enumerate() {
+            if i > 0 {
+                if d < 0 {
+                    return Err(BatchError::Malformed("times not ascending"));
+                }
+                t = t.checked_add(d).ok_or(BatchError::Malformed("time overflows"))?;
+            }
+            b.time.push(t);
+        }
+        if t != head.max_t {
+            return Err(BatchError::Malformed("times disagree with the header"));
+        }
+        let pid: Vec<u32> = get_column(&mut r, n, want.pid || want.tid)?;
+        let rel: Vec<i64> = get_column(&mut r, n, want.tid)?;
+        if want.tid {
+            b.tid = rel
+                .iter()
+                .zip(&pid)
+                .map(|(&d, &p)| u32::try_from(i64::from(p) + d).map_err(|_| BatchError::Malformed("tid out of range")))
+                .collect::<Result<_, _>>()?;
+        }
+        if want.pid {
+            b.pid = pid;
+        }
+        b.ip = get_column(&mut r, n, want.ip)?;
+        if head.has_chain {
+            b.chain = get_column(&mut r, n, want.chain)?;
+        }
+        if r.remaining() != 0 {
+            return Err(BatchError::Malformed("trailing bytes"));
+        }
+        Ok(b)
+    }
+}
+
+fn permute<T: Copy>(v: &[T], order: &[u32]) -> Vec<T> {
+    order.iter().map(|&i| v[i as usize]).collect()
+}
+
+/// Which columns to decompress.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Want {
+    pub pid: bool,
+    pub tid: bool,
+    pub ip: bool,
+    pub chain: bool,
+}
+
+impl Want {
+    pub const ALL: Want = Want { pid: true, tid: true, ip: true, chain: true };
+
+    pub fn column(c: Column) -> Want {
+        let mut w = Want::default();
+        match c {
+            Column::Cpu => {}
+            Column::Pid => w.pid = true,
+            Column::Tid => w.tid = true,
+            Column::Ip => w.ip = true,
+            Column::Chain => w.chain = true,
+        }
+        w
+    }
+}
+
+/// The fixed fields at the front of an encoded batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub n: usize,
+    pub cpu: u32,
+    pub min_t: i64,
+    pub max_t: i64,
+    pub has_chain: bool,
+}
+
+impl Header {
+    pub fn read(data: &[u8]) -> Result<(Header, Reader<'_>), BatchError> {
+        let bad = BatchError::Malformed;
+        let mut r = Reader::new(data);
+        let n = usize::try_from(r.u64().ok_or(bad("short header"))?).map_err(|_| bad("count"))?;
+        if n == 0 || n > MAX_EVENTS {
+            return Err(bad("event count out of range"));
+        }
+        let cpu = r.u32().ok_or(bad("cpu"))?;
+        let min_t = r.i64().ok_or(bad("min time"))?;
+        let max_t = r.i64().ok_or(bad("max time"))?;
+        if max_t < min_t {
+            return Err(bad("max time before min time"));
+        }
+        let flags = r.fixed::<1>().ok_or(bad("flags"))?[0];
+        if flags & !FLAG_CHAIN != 0 {
+            return Err(bad("unknown flags"));
+        }
+        Ok((Header { n, cpu, min_t, max_t, has_chain: flags & FLAG_CHAIN != 0 }, r))
+    }
+}
+
+/// A column's number type: fixed-width little-endian, and pco-compressible.
+trait Num: pco::data_types::Number + Copy + Default {
+    const WIDTH: usize;
+    fn to_le(self, out: &mut Vec<u8>);
+    fn from_le(b: &[u8]) -> Self;
+}
+
+macro_rules! num {
+    ($t:ty) => {
+        impl Num for $t {
+            const WIDTH: usize = std::mem::size_of::<$t>();
+            fn to_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn from_le(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().expect("BUG: width"))
+            }
+        }
+    };
+}
+num!(u32);
+num!(u64);
+num!(i64);
+
+fn put_column<T: Num>(out: &mut Vec<u8>, vals: &[T], enc: Encoding) {
+    let mut raw = Vec::with_capacity(vals.len() * T::WIDTH);
+    for &v in vals {
+        v.to_le(&mut raw);
+    }
+    let (zstd, pco) = match enc {
+        Encoding::Fast => (zstd::bulk::compress(&raw, 1).ok(), None),
+        Encoding::Compact => (
+            zstd::bulk::compress(&raw, 3).ok(),
+            pco::standalone::simple_compress(vals, &pco::ChunkConfig::default()).ok(),
+        ),
+    };
+    let mut best = (CODEC_RAW, raw);
+    for (codec, bytes) in [(CODEC_ZSTD, zstd), (CODEC_PCO, pco)] {
+        if let Some(b) = bytes
+            && b.len() < best.1.len()
+        {
+            best = (codec, b);
+        }
+    }
+    out.push(best.0);
+    put_u64(out, best.1.len() as u64);
+    out.extend_from_slice(&best.1);
+}
+
+/// Reads one column of `n` values; skips its bytes (returning an empty
+/// vector) when `decode` is false.
+fn get_column<T: Num>(r: &mut Reader<'_>, n: usize, decode: bool) -> Result<Vec<T>, BatchError> {
+    let bad = BatchError::Malformed;
+    let codec = r.fixed::<1>().ok_or(bad("column codec"))?[0];
+    let len = usize::try_from(r.u64().ok_or(bad("column length"))?).map_err(|_| bad("column length"))?;
+    let bytes = r.bytes(len).ok_or(bad("column shorter than its length"))?;
+    if !decode {
+        return match codec {
+            CODEC_RAW | CODEC_ZSTD | CODEC_PCO => Ok(Vec::new()),
+            _ => Err(bad("unknown column codec")),
+        };
+    }
+    let from_raw = |raw: &[u8]| -> Result<Vec<T>, BatchError> {
+        if raw.len() != n * T::WIDTH {
+            return Err(bad("column holds the wrong number of values"));
+        }
+        Ok(raw.chunks_exact(T::WIDTH).map(T::from_le).collect())
+    };
+    match codec {
+        CODEC_RAW => from_raw(bytes),
+        CODEC_ZSTD => {
+            let raw = zstd::bulk::decompress(bytes, n * T::WIDTH).map_err(|_| bad("zstd column does not decode"))?;
+            from_raw(&raw)
+        }
+        CODEC_PCO => {
+            let mut vals = vec![T::default(); n];
+            let progress = pco::standalone::simple_decompress_into(bytes, &mut vals)
+                .map_err(|_| bad("pco column does not decode"))?;
+            if progress.n_processed != n || !progress.finished {
+                return Err(bad("pco column holds the wrong number of values"));
+            }
+            Ok(vals)
+        }
+        _ => Err(bad("unknown column codec")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn batches() -> impl Strategy<Value = EventBatch> {
+        let edge_t = prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(0i64), Just(-1i64), any::<i64>()];
+        (1usize..300, any::<u32>(), edge_t, any::<bool>()).prop_flat_map(|(n, cpu, t0, chain)| {
+            let ips = prop_oneof![
+                Just(u64::MAX),
+                Just(0u64),
+                0xffff_ffff_8100_0000u64..0xffff_ffff_8200_0000,
+                0x5555_0000_0000u64..0x5555_0001_0000,
+                any::<u64>()
+            ];
+            (
+                proptest::collection::vec(0i64..1_000_000, n),
+                proptest::collection::vec(prop_oneof![Just(0u32), Just(u32::MAX), 1u32..5], n),
+                proptest::collection::vec(prop_oneof![Just(0u32), Just(u32::MAX), 1u32..5], n),
+                proptest::collection::vec(ips, n),
+                proptest::collection::vec(any::<u32>(), if chain { n } else { 0 }),
+            )
+                .prop_map(move |(gaps, pid, tid, ip, chain)| {
+                    // Times from t0, clamped so the span fits (validate's rule).
+                    let mut t = t0.min(i64::MAX - 1_000_000 * 300);
+                    let time = gaps
+                        .iter()
+                        .map(|g| {
+                            t += g;
+                            t
+                        })
+                        .collect();
+                    EventBatch { cpu, time, pid, tid, ip, chain }
+                })
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips_either_encoding(b in batches(), compact in any::<bool>()) {
+            let mut b = b;
+            b.validate().unwrap();
+            let mut out = Vec::new();
+            b.encode(&mut out, if compact { Encoding::Compact } else { Encoding::Fast });
+            prop_assert_eq!(EventBatch::decode(&out, Want::ALL).unwrap(), b.clone());
+            // Every truncation is detected, never a shorter answer.
+            for cut in [0, 1, out.len() / 2, out.len() - 1] {
+                prop_assert!(EventBatch::decode(&out[..cut], Want::ALL).is_err());
+            }
+            let only_ip = EventBatch::decode(&out, Want::column(Column::Ip)).unwrap();
+            prop_assert_eq!(&only_ip.ip, &b.ip);
+            prop_assert!(only_ip.pid.is_empty() && only_ip.tid.is_empty());
+        }
+
+        #[test]
+        fn unordered_input_is_sorted_stably(times in proptest::collection::vec(-5i64..5, 1..50)) {
+            let n = times.len();
+            let mut b = EventBatch {
+                cpu: 1,
+                time: times.clone(),
+                pid: (0..n as u32).collect(),
+                tid: (0..n as u32).collect(),
+                ip: (0..n as u64).collect(),
+                chain: Vec::new(),
+            };
+            b.validate().unwrap();
+            let mut want: Vec<(i64, u32)> = times.iter().copied().zip(0..n as u32).collect();
+            want.sort_by_key(|p| p.0);
+            prop_assert_eq!(b.time.clone(), want.iter().map(|p| p.0).collect::<Vec<_>>());
+            prop_assert_eq!(b.pid.clone(), want.iter().map(|p| p.1).collect::<Vec<_>>());
+            prop_assert_eq!(b.ip, want.iter().map(|p| u64::from(p.1)).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn bad_batches_are_refused_with_a_reason() {
+        let mut ragged =
+            EventBatch { time: vec![1, 2], pid: vec![1], tid: vec![1, 1], ip: vec![1, 1], ..Default::default() };
+        assert!(matches!(ragged.validate(), Err(BatchError::Ragged { time: 2, pid: 1, .. })));
+        assert_eq!(EventBatch::default().validate(), Err(BatchError::Empty));
+        let mut span = EventBatch {
+            time: vec![i64::MIN, i64::MAX],
+            pid: vec![0; 2],
+            tid: vec![0; 2],
+            ip: vec![0; 2],
+            ..Default::default()
+        };
+        assert!(span.validate().is_err());
+        // A header claiming more events than allowed never allocates them.
+        let mut huge = Vec::new();
+        put_u64(&mut huge, (MAX_EVENTS + 1) as u64);
+        assert!(EventBatch::decode(&huge, Want::ALL).is_err());
+    }
+}

@@ -1,0 +1,537 @@
+//! The event logs: `events/<seq:010>.kev`, append-only files of framed
+//! records (the WAL's framing), each either a stream definition or one
+//! encoded [`EventBatch`]. The log *is* the storage: a batch is written once,
+//! compressed, and read in place; an in-memory index of every batch (stream,
+//! cpu, time range, where) is rebuilt from the files on open.
+
+use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
+use std::fs::{self, File};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use model::{Selector, SeriesKey};
+
+use super::batch::{BatchError, Column, Encoding, EventBatch, Header, Want};
+use crate::StoreError;
+use crate::codec::varint::{Reader, get_key, put_key, put_u64};
+use crate::store::{FsyncPolicy, lock, read_lock, write_lock};
+use crate::wal::{LogKind, WalWriter, begin_frame, decode_frames, end_frame, list_logs, repair_log};
+
+pub const EVENTS: LogKind = LogKind { magic: b"KSKEVT01", ext: "kev" };
+const KIND_STREAM: u8 = 1;
+const KIND_BATCH: u8 = 2;
+
+/// Counters of the event logs, including everything refused or damaged.
+#[derive(Debug, Default)]
+pub struct EventStats {
+    pub events_appended: AtomicU64,
+    pub batches_appended: AtomicU64,
+    pub bytes_appended: AtomicU64,
+    pub batches_rejected: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub corrupt_batches: AtomicU64,
+    pub damaged_files: AtomicU64,
+}
+
+/// Where one stored batch is, and what it covers.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    stream: u32,
+    cpu: u32,
+    n: u32,
+    min_t: i64,
+    max_t: i64,
+    file: u64,
+    /// Offset of the record's frame header in its file.
+    offset: u64,
+    /// Payload length.
+    len: u32,
+    /// Offset of the encoded batch within the payload.
+    skip: u16,
+}
+
+#[derive(Debug)]
+struct LogFile {
+    seq: u64,
+    path: PathBuf,
+    file: File,
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    streams: Vec<SeriesKey>,
+    by_key: HashMap<SeriesKey, u32>,
+    files: Vec<Arc<LogFile>>,
+    entries: Vec<Entry>,
+}
+
+impl Index {
+    fn intern(&mut self, key: &SeriesKey) -> u32 {
+        if let Some(&id) = self.by_key.get(key) {
+            return id;
+        }
+        let id = self.streams.len() as u32;
+        self.streams.push(key.clone());
+        self.by_key.insert(key.clone(), id);
+        id
+    }
+}
+
+#[derive(Debug)]
+struct Writer {
+    log: WalWriter,
+    /// Streams defined in the current file (store stream id -> defined).
+    declared: Vec<bool>,
+    buf: Vec<u8>,
+    last_sync: Instant,
+}
+
+/// The event half of the store: append encoded per-CPU batches, query them.
+#[derive(Debug)]
+pub struct EventLog {
+    dir: PathBuf,
+    fsync: FsyncPolicy,
+    /// The current file is closed and the next started past this size, so
+    /// retention can remove old events a file at a time.
+    file_bytes: u64,
+    index: RwLock<Index>,
+    writer: Mutex<Option<Writer>>,
+    stats: EventStats,
+}
+
+/// Which events a query reads.
+#[derive(Debug, Clone)]
+pub struct EventQuery {
+    pub streams: Selector,
+    /// Only these CPUs; empty means all.
+    pub cpus: Vec<u32>,
+    /// Inclusive range, ns since the epoch.
+    pub from: i64,
+    pub to: i64,
+}
+
+/// The answer to [`EventLog::top`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Top {
+    /// Events in the range.
+    pub total: u64,
+    /// Distinct values seen.
+    pub distinct: u64,
+    /// (value, count), most frequent first, ties by value.
+    pub rows: Vec<(u64, u64)>,
+    /// Batches that failed their checksum or did not decode: skipped, counted.
+    pub corrupt: u64,
+}
+
+fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Io { op, path, source }
+}
+
+impl EventLog {
+    /// Opens `dir` (created if missing), indexing every stored batch. A torn
+    /// tail of the newest file (a crash mid-write) is cut off with a warning;
+    /// damage in an older file keeps the records before it and is logged.
+    pub(crate) fn open(
+        dir: &Path,
+        fsync: FsyncPolicy,
+        file_bytes: u64,
+        writable: bool,
+    ) -> Result<EventLog, StoreError> {
+        if writable {
+            fs::create_dir_all(dir).map_err(io_err("create events directory", dir))?;
+        }
+        let log = EventLog {
+            dir: dir.to_path_buf(),
+            fsync,
+            file_bytes,
+            index: RwLock::new(Index::default()),
+            writer: Mutex::new(None),
+            stats: EventStats::default(),
+        };
+        let files = match list_logs(&EVENTS, dir) {
+            Ok(f) => f,
+            Err(e) if !writable && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_err("list event logs", dir)(e)),
+        };
+        let n_files = files.len();
+        let mut next = 1;
+        for (i, (seq, path)) in files.into_iter().enumerate() {
+            log.load_file(seq, &path, writable && i + 1 == n_files, writable)?;
+            next = seq + 1;
+        }
+        if writable {
+            let w = WalWriter::create_kind(&EVENTS, dir, next).map_err(io_err("create event log", dir))?;
+            log.adopt_file(next)?;
+            *lock(&log.writer) =
+                Some(Writer { log: w, declared: Vec::new(), buf: Vec::new(), last_sync: Instant::now() });
+        }
+        Ok(log)
+    }
+
+    fn adopt_file(&self, seq: u64) -> Result<(), StoreError> {
+        let path = crate::wal::log_path(&EVENTS, &self.dir, seq);
+        let file = File::open(&path).map_err(io_err("open event log", &path))?;
+        write_lock(&self.index).files.push(Arc::new(LogFile { seq, path, file }));
+        Ok(())
+    }
+
+    fn load_file(&self, seq: u64, path: &Path, is_last: bool, writable: bool) -> Result<(), StoreError> {
+        let data = match fs::read(path) {
+            Ok(d) => d,
+            Err(e) if !writable && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err("read event log", path)(e)),
+        };
+        let magic = EVENTS.magic.len();
+        if data.len() < magic || &data[..magic] != EVENTS.magic {
+            if writable {
+                self.stats.damaged_files.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("event log {} has no valid header; ignoring it", path.display());
+            }
+            return Ok(());
+        }
+        let mut ix = write_lock(&self.index);
+        let mut ids: HashMap<u32, u32> = HashMap::new();
+        let mut entries = Vec::new();
+        let mut pos = magic as u64;
+        let (valid, damage) = decode_frames(&data[magic..], magic as u64, |payload| {
+            let offset = pos;
+            pos += 8 + payload.len() as u64;
+            let mut r = Reader::new(payload);
+            match r.fixed::<1>().map(|k| k[0]) {
+                Some(KIND_STREAM) => {
+                    let (Some(id), Some(key)) = (r.u32(), get_key(&mut r)) else { return false };
+                    ids.insert(id, ix.intern(&key));
+                    r.remaining() == 0
+                }
+                Some(KIND_BATCH) => {
+                    let Some(&stream) = r.u32().and_then(|id| ids.get(&id)) else { return false };
+                    let skip = payload.len() - r.remaining();
+                    let Ok((h, _)) = Header::read(&payload[skip..]) else { return false };
+                    entries.push(Entry {
+                        stream,
+                        cpu: h.cpu,
+                        n: h.n as u32,
+                        min_t: h.min_t,
+                        max_t: h.max_t,
+                        file: seq,
+                        offset,
+                        len: payload.len() as u32,
+                        skip: skip as u16,
+                    });
+                    true
+                }
+                _ => false,
+            }
+        });
+        ix.entries.extend(entries);
+        if writable || damage.is_none() {
+            let file = File::open(path).map_err(io_err("open event log", path))?;
+            ix.files.push(Arc::new(LogFile { seq, path: path.to_path_buf(), file }));
+        }
+        drop(ix);
+        let Some(damage) = damage else { return Ok(()) };
+        if !writable {
+            return Ok(()); // a writer may be mid-append
+        }
+        self.stats.damaged_files.fetch_add(1, Ordering::Relaxed);
+        let valid_len = (magic + valid) as u64;
+        repair_log(path, data.len() as u64, valid_len, &damage, is_last, "batch")
+            .map_err(io_err("truncate event log", path))
+    }
+
+    pub fn stats(&self) -> &EventStats {
+        &self.stats
+    }
+
+    /// Validates, encodes and appends one batch of `stream` (e.g.
+    /// `perf_cpu_clock{host="a"}`). Returns when it is acknowledged per the
+    /// fsync policy.
+    pub fn append(&self, stream: &SeriesKey, batch: &mut EventBatch, enc: Encoding) -> Result<usize, StoreError> {
+        if let Err(e) = batch.validate() {
+            self.stats.batches_rejected.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Events(e));
+        }
+        let mut encoded = Vec::new();
+        batch.encode(&mut encoded, enc);
+        self.write(stream, &encoded)
+    }
+
+    /// Appends a batch encoded elsewhere (an agent). It is decoded in full
+    /// first: nothing that does not decode is stored.
+    pub fn append_encoded(&self, stream: &SeriesKey, encoded: &[u8]) -> Result<usize, StoreError> {
+        if let Err(e) = EventBatch::decode(encoded, Want::ALL) {
+            self.stats.batches_rejected.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Events(e));
+        }
+        self.write(stream, encoded)
+    }
+
+    fn write(&self, stream: &SeriesKey, encoded: &[u8]) -> Result<usize, StoreError> {
+        let (h, _) = Header::read(encoded).map_err(StoreError::Events)?;
+        let mut guard = lock(&self.writer);
+        let w = guard.as_mut().ok_or(StoreError::ReadOnly)?;
+        if w.log.bytes() >= self.file_bytes {
+            w.log.rotate().map_err(io_err("start next event log", &self.dir))?;
+            w.declared.clear();
+            self.adopt_file(w.log.seq())?;
+        }
+        let id = write_lock(&self.index).intern(stream);
+        w.buf.clear();
+        let newly = w.declared.get(id as usize).is_none_or(|d| !d);
+        if newly {
+            let start = begin_frame(&mut w.buf);
+            w.buf.push(KIND_STREAM);
+            put_u64(&mut w.buf, u64::from(id));
+            put_key(&mut w.buf, stream);
+            end_frame(&mut w.buf, start);
+        }
+        let frame_at = w.log.bytes() + w.buf.len() as u64;
+        let start = begin_frame(&mut w.buf);
+        w.buf.push(KIND_BATCH);
+        put_u64(&mut w.buf, u64::from(id));
+        let skip = w.buf.len() - start;
+        w.buf.extend_from_slice(encoded);
+        end_frame(&mut w.buf, start);
+        let len = (w.buf.len() - start) as u32;
+        if let Err(e) = w.log.append(&w.buf) {
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(io_err("append to event log", &self.dir)(e));
+        }
+        if newly {
+            if w.declared.len() <= id as usize {
+                w.declared.resize(id as usize + 1, false);
+            }
+            w.declared[id as usize] = true;
+        }
+        let sync_now = match self.fsync {
+            FsyncPolicy::Always => true,
+            FsyncPolicy::Every(d) => w.last_sync.elapsed() >= d,
+            FsyncPolicy::Never => false,
+        };
+        if sync_now {
+            if let Err(e) = w.log.sync() {
+                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                return Err(io_err("fsync event log", &self.dir)(e));
+            }
+            w.last_sync = Instant::now();
+        }
+        write_lock(&self.index).entries.push(Entry {
+            stream: id,
+            cpu: h.cpu,
+            n: h.n as u32,
+            min_t: h.min_t,
+            max_t: h.max_t,
+            file: w.log.seq(),
+            offset: frame_at,
+            len,
+            skip: skip as u16,
+        });
+        self.stats.events_appended.fetch_add(h.n as u64, Ordering::Relaxed);
+        self.stats.batches_appended.fetch_add(1, Ordering::Relaxed);
+        self.stats.bytes_appended.fetch_add(w.buf.len() as u64, Ordering::Relaxed);
+        Ok(h.n)
+    }
+
+    /// Syncs the current file (a clean shutdown).
+    pub(crate) fn sync(&self) -> Result<(), StoreError> {
+        if let Some(w) = lock(&self.writer).as_mut() {
+            w.log.sync().map_err(io_err("fsync event log", &self.dir))?;
+        }
+        Ok(())
+    }
+
+    /// Streams stored, sorted by key.
+    pub fn streams(&self, sel: &Selector) -> Vec<SeriesKey> {
+        let ix = read_lock(&self.index);
+        let mut out: Vec<SeriesKey> = ix.streams.iter().filter(|k| sel.matches(k)).cloned().collect();
+        out.sort();
+        out
+    }
+
+    /// Events and bytes on disk.
+    pub fn usage(&self) -> (u64, u64) {
+        let ix = read_lock(&self.index);
+        let events = ix.entries.iter().map(|e| u64::from(e.n)).sum();
+        let bytes = ix.files.iter().filter_map(|f| f.file.metadata().ok()).map(|m| m.len()).sum();
+        (events, bytes)
+    }
+
+    /// The batches a query touches, with their files.
+    fn plan(&self, q: &EventQuery) -> Vec<(Entry, Arc<LogFile>)> {
+        let ix = read_lock(&self.index);
+        let streams: Vec<bool> = ix.streams.iter().map(|k| q.streams.matches(k)).collect();
+        let files: HashMap<u64, &Arc<LogFile>> = ix.files.iter().map(|f| (f.seq, f)).collect();
+        ix.entries
+            .iter()
+            .filter(|e| streams[e.stream as usize] && e.max_t >= q.from && e.min_t <= q.to)
+            .filter(|e| q.cpus.is_empty() || q.cpus.contains(&e.cpu))
+            .filter_map(|e| files.get(&e.file).map(|f| (*e, Arc::clone(f))))
+            .collect()
+    }
+
+    /// Reads and decodes one batch, verifying its checksum.
+    fn load(&self, e: &Entry, f: &LogFile, want: Want, buf: &mut Vec<u8>) -> Result<EventBatch, String> {
+        buf.resize(8 + e.len as usize, 0);
+        f.file.read_exact_at(buf, e.offset).map_err(|err| format!("read: {err}"))?;
+        let crc = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
+        if crc32fast::hash(&buf[8..]) != crc {
+            return Err("checksum mismatch".into());
+        }
+        EventBatch::decode(&buf[8 + e.skip as usize..], want).map_err(|err: BatchError| err.to_string())
+    }
+
+    /// Calls `f` with every batch of the query, cut to its time range, on up
+    /// to `threads` threads. Returns how many batches were corrupt (skipped).
+    fn for_each<A: Send>(
+        &self,
+        q: &EventQuery,
+        want: Want,
+        threads: usize,
+        init: impl Fn() -> A + Sync,
+        f: impl Fn(&mut A, &Entry, &EventBatch, std::ops::Range<usize>) + Sync,
+    ) -> (Vec<A>, u64) {
+        let plan = self.plan(q);
+        let threads = threads.clamp(1, plan.len().max(1));
+        let per = plan.len().div_ceil(threads).max(1);
+        let corrupt = AtomicU64::new(0);
+        let out = std::thread::scope(|s| {
+            let handles: Vec<_> = plan
+                .chunks(per)
+                .map(|part| {
+                    let (init, f, corrupt) = (&init, &f, &corrupt);
+                    s.spawn(move || {
+                        let mut acc = init();
+                        let mut buf = Vec::new();
+                        for (e, file) in part {
+                            match self.load(e, file, want, &mut buf) {
+                                Ok(b) => {
+                                    let lo = b.time.partition_point(|&t| t < q.from);
+                                    let hi = b.time.partition_point(|&t| t <= q.to);
+                                    f(&mut acc, e, &b, lo..hi);
+                                }
+                                Err(err) => {
+                                    corrupt.fetch_add(1, Ordering::Relaxed);
+                                    tracing::error!(
+                                        "skipping corrupt event batch in {} at byte {}: {err}",
+                                        file.path.display(),
+                                        e.offset
+                                    );
+                                }
+                            }
+                        }
+                        acc
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("BUG: event query thread panicked")).collect()
+        });
+        let corrupt = corrupt.into_inner();
+        self.stats.corrupt_batches.fetch_add(corrupt, Ordering::Relaxed);
+        (out, corrupt)
+    }
+
+    /// Every event of the query, in batches (one CPU each, time-ordered
+    /// within a batch).
+    pub fn scan(&self, q: &EventQuery, want: Want) -> (Vec<EventBatch>, u64) {
+        let (parts, corrupt) = self.for_each(q, want, 1, Vec::new, |acc: &mut Vec<EventBatch>, _, b, r| {
+            if !r.is_empty() {
+                acc.push(slice(b, r));
+            }
+        });
+        (parts.into_iter().flatten().collect(), corrupt)
+    }
+
+    /// Counts events per value of `col` over the query and returns the `n`
+    /// most frequent. Runs on every core.
+    pub fn top(&self, q: &EventQuery, col: Column, n: usize) -> Top {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let (parts, corrupt) =
+            self.for_each(q, Want::column(col), threads, FxHashMap::<u64, u64>::default, |acc, e, b, r| {
+                let whole = r.len();
+                match col {
+                    Column::Cpu => *acc.entry(u64::from(e.cpu)).or_default() += whole as u64,
+                    Column::Pid => count(acc, &b.pid[r]),
+                    Column::Tid => count(acc, &b.tid[r]),
+                    Column::Ip => count(acc, &b.ip[r]),
+                    Column::Chain if b.chain.is_empty() => {}
+                    Column::Chain => count(acc, &b.chain[r]),
+                }
+            });
+        let mut parts = parts.into_iter();
+        let mut all = parts.next().unwrap_or_default();
+        for p in parts {
+            for (k, v) in p {
+                *all.entry(k).or_default() += v;
+            }
+        }
+        let total = all.values().sum();
+        let distinct = all.len() as u64;
+        let mut rows: Vec<(u64, u64)> = all.into_iter().collect();
+        let n = n.min(rows.len());
+        if n > 0 && n < rows.len() {
+            rows.select_nth_unstable_by(n - 1, |a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            rows.truncate(n);
+        }
+        rows.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        rows.truncate(n);
+        Top { total, distinct, rows, corrupt }
+    }
+
+    /// Deletes these log files (retention); the one being written is never
+    /// among them. Returns the events removed.
+    pub(crate) fn remove_files(&self, seqs: &[u64]) -> u64 {
+        let mut ix = write_lock(&self.index);
+        for f in ix.files.iter().filter(|f| seqs.contains(&f.seq)) {
+            if let Err(e) = fs::remove_file(&f.path) {
+                tracing::warn!("retention: removing {} failed: {e}", f.path.display());
+            }
+        }
+        let events = ix.entries.iter().filter(|e| seqs.contains(&e.file)).map(|e| u64::from(e.n)).sum();
+        ix.files.retain(|f| !seqs.contains(&f.seq));
+        ix.entries.retain(|e| !seqs.contains(&e.file));
+        events
+    }
+
+    /// Closed log files as (seq, newest event time, bytes), oldest first.
+    pub(crate) fn files_by_age(&self) -> Vec<(u64, i64, u64)> {
+        let current = lock(&self.writer).as_ref().map(|w| w.log.seq());
+        let ix = read_lock(&self.index);
+        let mut newest: HashMap<u64, i64> = HashMap::new();
+        for e in &ix.entries {
+            let t = newest.entry(e.file).or_insert(i64::MIN);
+            *t = (*t).max(e.max_t);
+        }
+        let mut out: Vec<(u64, i64, u64)> = ix
+            .files
+            .iter()
+            .filter(|f| Some(f.seq) != current)
+            .map(|f| (f.seq, newest.get(&f.seq).copied().unwrap_or(i64::MIN), f.file.metadata().map_or(0, |m| m.len())))
+            .collect();
+        out.sort_by_key(|x| x.1);
+        out
+    }
+}
+
+fn count<T: Copy + Into<u64>>(acc: &mut FxHashMap<u64, u64>, vals: &[T]) {
+    for &v in vals {
+        *acc.entry(v.into()).or_default() += 1;
+    }
+}
+
+fn slice(b: &EventBatch, r: std::ops::Range<usize>) -> EventBatch {
+    let cut = |v: &[u32]| if v.is_empty() { Vec::new() } else { v[r.clone()].to_vec() };
+    EventBatch {
+        cpu: b.cpu,
+        time: b.time[r.clone()].to_vec(),
+        pid: cut(&b.pid),
+        tid: cut(&b.tid),
+        ip: if b.ip.is_empty() { Vec::new() } else { b.ip[r.clone()].to_vec() },
+        chain: cut(&b.chain),
+    }
+}

@@ -1,0 +1,8 @@
+//! Event columns: per-CPU samples (time, pid, tid, ip, call chain) kept as
+//! compressed columnar batches in append-only logs. See `docs/format/events.md`.
+
+mod batch;
+mod log;
+
+pub use batch::{BatchError, Column, Encoding, EventBatch, Header, MAX_EVENTS, Want};
+pub use log::{EVENTS, EventLog, EventQuery, EventStats, Top};

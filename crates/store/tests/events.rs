@@ -1,0 +1,218 @@
+//! Event columns against a plain model: appends across streams and CPUs,
+//! reopen, read-only open, top-N and scans over sub-ranges, a log truncated at
+//! every offset, and a batch that rots on disk after it was written.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use model::{Selector, SeriesKey};
+use store::events::{Column, Encoding, EventBatch, EventQuery, Want};
+use store::{FsyncPolicy, Options, Store};
+
+/// (stream, cpu, time, pid, tid, ip)
+type Event = (String, u32, i64, u32, u32, u64);
+
+fn opts() -> Options {
+    Options {
+        fsync: FsyncPolicy::Never,
+        block_duration: Duration::from_secs(3600),
+        head_samples_max: 1 << 20,
+        ..Options::default()
+    }
+}
+
+fn stream(host: &str) -> SeriesKey {
+    SeriesKey::new("perf_cpu_clock", [("host", host)])
+}
+
+/// Appends `n_batches` random batches; returns every event appended.
+fn fill(store: &Store, seed: u64, n_batches: usize) -> Vec<Event> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut all = Vec::new();
+    let mut clock = [1_700_000_000_000_000_000i64; 4];
+    for _ in 0..n_batches {
+        let host = ["a", "b"][rng.usize(..2)];
+        let cpu = rng.u32(..2);
+        let slot = usize::from(host == "b") * 2 + cpu as usize;
+        let mut b = EventBatch { cpu, ..Default::default() };
+        for _ in 0..rng.usize(1..400) {
+            clock[slot] += rng.i64(90_000..110_000);
+            let pid = [0, 42, 1000, 1001][rng.usize(..4)];
+            let tid = if rng.u8(..4) == 0 { pid + 1 } else { pid };
+            let ip = [0xffff_ffff_8100_0000u64, 0x5555_5555_0000][rng.usize(..2)] + rng.u64(..64) * 4;
+            b.push(clock[slot], pid, tid, ip);
+            all.push((host.to_string(), cpu, clock[slot], pid, tid, ip));
+        }
+        let enc = if rng.bool() { Encoding::Fast } else { Encoding::Compact };
+        store.events().append(&stream(host), &mut b, enc).unwrap();
+    }
+    all
+}
+
+fn query(from: i64, to: i64) -> EventQuery {
+    EventQuery { streams: Selector::all(), cpus: Vec::new(), from, to }
+}
+
+fn model_top(events: &[Event], q: &EventQuery, col: Column) -> BTreeMap<u64, u64> {
+    let mut m = BTreeMap::new();
+    for e in events.iter().filter(|e| (q.from..=q.to).contains(&e.2) && (q.cpus.is_empty() || q.cpus.contains(&e.1))) {
+        let v = match col {
+            Column::Cpu => u64::from(e.1),
+            Column::Pid => u64::from(e.3),
+            Column::Tid => u64::from(e.4),
+            Column::Ip => e.5,
+            Column::Chain => unreachable!(),
+        };
+        *m.entry(v).or_insert(0) += 1;
+    }
+    m
+}
+
+fn check(store: &Store, events: &[Event], ctx: &str) {
+    let (lo, hi) = (events.iter().map(|e| e.2).min().unwrap(), events.iter().map(|e| e.2).max().unwrap());
+    let third = (hi - lo) / 3;
+    for q in [query(i64::MIN, i64::MAX), query(lo + third, hi - third), {
+        let mut q = query(lo, lo + third);
+        q.cpus = vec![1];
+        q
+    }] {
+        for col in [Column::Cpu, Column::Pid, Column::Tid, Column::Ip] {
+            let want = model_top(events, &q, col);
+            let top = store.events().top(&q, col, usize::MAX);
+            assert_eq!(top.corrupt, 0, "{ctx}");
+            assert_eq!(top.total, want.values().sum::<u64>(), "{ctx}: total by {col:?}");
+            assert_eq!(top.distinct as usize, want.len(), "{ctx}");
+            let got: BTreeMap<u64, u64> = top.rows.iter().copied().collect();
+            assert_eq!(got, want, "{ctx}: counts by {col:?}");
+            assert!(top.rows.windows(2).all(|w| w[0].1 >= w[1].1), "{ctx}: most frequent first");
+            let top3 = store.events().top(&q, col, 3);
+            assert_eq!(top3.rows[..], top.rows[..top.rows.len().min(3)], "{ctx}: top 3 is a prefix");
+        }
+    }
+    // A scan of one host returns exactly its events.
+    let mut q = query(i64::MIN, i64::MAX);
+    q.streams = Selector::parse(r#"{host="b"}"#).unwrap();
+    let (batches, corrupt) = store.events().scan(&q, Want::ALL);
+    assert_eq!(corrupt, 0);
+    let mut got: Vec<Event> = batches
+        .iter()
+        .flat_map(|b| (0..b.len()).map(move |i| ("b".to_string(), b.cpu, b.time[i], b.pid[i], b.tid[i], b.ip[i])))
+        .collect();
+    got.sort();
+    let mut want: Vec<Event> = events.iter().filter(|e| e.0 == "b").cloned().collect();
+    want.sort();
+    assert_eq!(got, want, "{ctx}: scan of host b");
+}
+
+#[test]
+fn events_match_the_model_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let events = fill(&store, 7, 60);
+        check(&store, &events, "live");
+        check(&Store::open_read_only(dir.path()).unwrap(), &events, "read-only beside the writer");
+        store.close().unwrap();
+        events
+    };
+    let store = Store::open(dir.path(), opts()).unwrap();
+    check(&store, &events, "reopened");
+    assert_eq!(store.events().streams(&Selector::all()), vec![stream("a"), stream("b")]);
+    // Appending after reopen goes to a new file; both are read.
+    let more = fill(&store, 8, 10);
+    let all: Vec<Event> = events.into_iter().chain(more).collect();
+    check(&store, &all, "appended after reopen");
+}
+
+fn log_files(root: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(root.join("events")).unwrap().map(|e| e.unwrap().path()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn log_cut_at_every_offset_keeps_whole_batches_only() {
+    let src = tempfile::tempdir().unwrap();
+    let mut sizes = Vec::new();
+    {
+        let store = Store::open(src.path(), opts()).unwrap();
+        for i in 0..4u32 {
+            let mut b = EventBatch { cpu: 0, ..Default::default() };
+            for j in 0..=i {
+                b.push(i64::from(i * 10 + j), 7, 7, u64::from(j));
+            }
+            store.events().append(&stream("a"), &mut b, Encoding::Fast).unwrap();
+            sizes.push(fs::metadata(&log_files(src.path())[0]).unwrap().len());
+        }
+    }
+    let file = log_files(src.path())[0].clone();
+    let data = fs::read(&file).unwrap();
+    for cut in 0..=data.len() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("events")).unwrap();
+        fs::copy(src.path().join("KANSOKU"), dir.path().join("KANSOKU")).unwrap();
+        let name = file.file_name().unwrap();
+        fs::write(dir.path().join("events").join(name), &data[..cut]).unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let whole = sizes.iter().filter(|&&s| s as usize <= cut).count();
+        let want: u64 = (1..=whole as u64).sum();
+        let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
+        assert_eq!(top.total, want, "cut at {cut}");
+        assert_eq!(top.corrupt, 0, "cut at {cut}");
+        // The torn file was cut back, and appending after recovery works.
+        let mut b = EventBatch { cpu: 1, ..Default::default() };
+        b.push(1000, 1, 1, 1);
+        store.events().append(&stream("a"), &mut b, Encoding::Fast).unwrap();
+        drop(store);
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
+        assert_eq!(top.total, want + 1, "cut at {cut}, after an append and reopen");
+    }
+}
+
+#[test]
+fn a_batch_that_rots_on_disk_is_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    for cpu in 0..2 {
+        let mut b = EventBatch { cpu, ..Default::default() };
+        for t in 0..100 {
+            b.push(t, 1, 1, 0x1000 + t as u64);
+        }
+        store.events().append(&stream("a"), &mut b, Encoding::Fast).unwrap();
+    }
+    let file = log_files(dir.path())[0].clone();
+    let mut data = fs::read(&file).unwrap();
+    let at = data.len() - 10; // inside the last batch's columns
+    data[at] ^= 0x40;
+    fs::write(&file, &data).unwrap();
+    let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
+    assert_eq!((top.total, top.corrupt), (100, 1), "only the intact batch is served");
+    assert_eq!(top.rows, vec![(0, 100)]);
+    assert_eq!(store.events().stats().corrupt_batches.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn bad_batches_are_refused_and_counted_nothing_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut ragged =
+        EventBatch { time: vec![1, 2], pid: vec![1], tid: vec![1, 1], ip: vec![1, 1], ..Default::default() };
+    let e = store.events().append(&stream("a"), &mut ragged, Encoding::Fast).unwrap_err().to_string();
+    assert!(e.contains("differ in length"), "{e}");
+    let e = store.events().append_encoded(&stream("a"), &[3, 0, 0, 0, 0, 9, 9]).unwrap_err().to_string();
+    assert!(e.contains("malformed event batch"), "{e}");
+    assert_eq!(store.events().stats().batches_rejected.load(Ordering::Relaxed), 2);
+    assert_eq!(store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 1).total, 0);
+    // A well-formed batch encoded elsewhere is taken as is.
+    let mut b = EventBatch { cpu: 3, ..Default::default() };
+    b.push(5, 1, 2, 3);
+    b.validate().unwrap();
+    let mut enc = Vec::new();
+    b.encode(&mut enc, Encoding::Compact);
+    assert_eq!(store.events().append_encoded(&stream("a"), &enc).unwrap(), 1);
+    assert_eq!(store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 1).rows, vec![(3, 1)]);
+}
