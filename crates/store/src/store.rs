@@ -35,6 +35,17 @@ pub enum FsyncPolicy {
     Never,
 }
 
+impl FsyncPolicy {
+    /// Whether an append made now, `since` the last fsync, must fsync.
+    pub(crate) fn due(self, since: Instant) -> bool {
+        match self {
+            FsyncPolicy::Always => true,
+            FsyncPolicy::Every(d) => since.elapsed() >= d,
+            FsyncPolicy::Never => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Options {
     pub fsync: FsyncPolicy,
@@ -373,8 +384,12 @@ impl Store {
             .map_err(|source| StoreError::Io { op: "truncate WAL segment", path: path.to_path_buf(), source })
     }
 
-    /// Appends one batch: WAL write (and fsync per policy), then head. When
-    /// this returns Ok the batch is acknowledged: it survives `kill -9`.
+    /// Appends one batch: WAL write, head, then fsync per policy (outside the
+    /// writer's lock, shared by concurrent appends: group commit). When this
+    /// returns Ok the batch is acknowledged: it survives `kill -9`, and with
+    /// [`FsyncPolicy::Always`] power loss. Queries may see a batch a moment
+    /// before its fsync completes; if that fsync fails the append returns the
+    /// error and the batch may or may not survive a crash.
     pub fn append(&self, appender: &mut Appender, batch: &Batch) -> Result<Appended, StoreError> {
         let mut guard = lock(&self.writer);
         let w = guard.as_mut().ok_or(StoreError::ReadOnly)?;
@@ -418,22 +433,22 @@ impl Store {
             }
         }
         encode_samples(&mut w.buf, time, points.iter().copied());
-        if let Err(source) = w.wal.append(&w.buf) {
-            // Not written: those definitions must be written with the next append.
-            for id in newly_declared {
-                w.declared[id as usize] = false;
+        let pos = match w.wal.append(&w.buf) {
+            Ok(pos) => pos,
+            Err(source) => {
+                // Not written: those definitions must be written with the next append.
+                for id in newly_declared {
+                    w.declared[id as usize] = false;
+                }
+                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                return Err(StoreError::Io { op: "append to WAL", path: dir::wal_dir(&self.root), source });
             }
-            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io { op: "append to WAL", path: dir::wal_dir(&self.root), source });
-        }
-        w.unsynced = true;
-        let sync_now = match self.opts.fsync {
-            FsyncPolicy::Always => true,
-            FsyncPolicy::Every(d) => w.last_sync.elapsed() >= d,
-            FsyncPolicy::Never => false,
         };
+        w.unsynced = true;
+        let sync_now = self.opts.fsync.due(w.last_sync);
         if sync_now {
-            self.sync_writer(w)?;
+            w.last_sync = Instant::now();
+            w.unsynced = false;
         }
 
         let (stored, ooo, flush_due) = {
@@ -456,12 +471,20 @@ impl Store {
         if ooo > 0 {
             self.stats.out_of_order_dropped.fetch_add(ooo, Ordering::Relaxed);
         }
-        self.stats.samples_appended.fetch_add(stored.len() as u64, Ordering::Relaxed);
-        self.stats.batches_appended.fetch_add(1, Ordering::Relaxed);
         if flush_due {
             // A failed flush keeps the data in head and WAL; appends go on.
             let _ = self.flush_locked(w);
         }
+        let group = Arc::clone(w.wal.group());
+        drop(guard);
+        // Group commit: fsync outside the writer's lock, shared with every
+        // append that finished writing meanwhile.
+        if sync_now && let Err(source) = group.sync_to(pos) {
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source });
+        }
+        self.stats.samples_appended.fetch_add(stored.len() as u64, Ordering::Relaxed);
+        self.stats.batches_appended.fetch_add(1, Ordering::Relaxed);
         Ok(Appended { time: batch.time, points: stored })
     }
 
@@ -607,6 +630,13 @@ impl Store {
         vals.extend_from_slice(&head_vals);
         debug_assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: read returned unordered samples");
         (ts, vals)
+    }
+
+    /// fsyncs of the WAL and of the event logs since open; fewer than
+    /// appends when concurrent appends share them (group commit).
+    pub fn fsyncs(&self) -> (u64, u64) {
+        let wal = lock(&self.writer).as_ref().map_or(0, |w| w.wal.group().fsyncs());
+        (wal, self.events.fsyncs())
     }
 
     pub fn disk_usage(&self) -> DiskUsage {

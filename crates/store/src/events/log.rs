@@ -299,26 +299,21 @@ impl EventLog {
         w.buf.extend_from_slice(encoded);
         end_frame(&mut w.buf, start);
         let len = (w.buf.len() - start) as u32;
-        if let Err(e) = w.log.append(&w.buf) {
-            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(io_err("append to event log", &self.dir)(e));
-        }
+        let pos = match w.log.append(&w.buf) {
+            Ok(pos) => pos,
+            Err(e) => {
+                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                return Err(io_err("append to event log", &self.dir)(e));
+            }
+        };
         if newly {
             if w.declared.len() <= id as usize {
                 w.declared.resize(id as usize + 1, false);
             }
             w.declared[id as usize] = true;
         }
-        let sync_now = match self.fsync {
-            FsyncPolicy::Always => true,
-            FsyncPolicy::Every(d) => w.last_sync.elapsed() >= d,
-            FsyncPolicy::Never => false,
-        };
+        let sync_now = self.fsync.due(w.last_sync);
         if sync_now {
-            if let Err(e) = w.log.sync() {
-                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-                return Err(io_err("fsync event log", &self.dir)(e));
-            }
             w.last_sync = Instant::now();
         }
         write_lock(&self.index).entries.push(Entry {
@@ -332,10 +327,22 @@ impl EventLog {
             len,
             skip: skip as u16,
         });
+        let bytes = w.buf.len() as u64;
+        let group = Arc::clone(w.log.group());
+        drop(guard);
+        // Group commit, as for the WAL: fsync outside the lock, shared.
+        if sync_now && let Err(e) = group.sync_to(pos) {
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(io_err("fsync event log", &self.dir)(e));
+        }
         self.stats.events_appended.fetch_add(h.n as u64, Ordering::Relaxed);
         self.stats.batches_appended.fetch_add(1, Ordering::Relaxed);
-        self.stats.bytes_appended.fetch_add(w.buf.len() as u64, Ordering::Relaxed);
+        self.stats.bytes_appended.fetch_add(bytes, Ordering::Relaxed);
         Ok(h.n)
+    }
+
+    pub(crate) fn fsyncs(&self) -> u64 {
+        lock(&self.writer).as_ref().map_or(0, |w| w.log.group().fsyncs())
     }
 
     /// Syncs the current file (a clean shutdown).

@@ -6,6 +6,8 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A kind of numbered log file: the WAL, or the event logs (`docs/format/events.md`).
 #[derive(Debug)]
@@ -50,9 +52,67 @@ pub struct WalWriter {
     kind: &'static LogKind,
     dir: PathBuf,
     seq: u64,
-    file: File,
-    /// Bytes known written (and, after `sync`, durable).
+    file: Arc<File>,
+    /// Bytes of this file known written (and, after a sync, durable).
     len: u64,
+    sync: Arc<GroupSync>,
+}
+
+/// Group commit: appenders write under the writer's lock, then call
+/// [`GroupSync::sync_to`] outside it. Whoever gets here first fsyncs
+/// everything written so far; those who waited meanwhile find their bytes
+/// already durable and return without an fsync of their own.
+#[derive(Debug)]
+pub struct GroupSync {
+    /// Bytes appended over all files of this log, ever (a log position).
+    written: AtomicU64,
+    synced: Mutex<Synced>,
+    fsyncs: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Synced {
+    file: Arc<File>,
+    durable: u64,
+}
+
+impl GroupSync {
+    /// Returns once every byte before log position `pos` is durable.
+    pub fn sync_to(&self, pos: u64) -> io::Result<()> {
+        let mut s = self.synced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if s.durable >= pos {
+            return Ok(());
+        }
+        // Bytes written up to here are in `s.file`: a rotation switches files
+        // only under this lock, after syncing the old one.
+        let target = self.written.load(Ordering::Acquire);
+        s.file.sync_data()?;
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        s.durable = s.durable.max(target);
+        Ok(())
+    }
+
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    /// fsyncs done (fewer than acknowledged appends when commits group).
+    pub fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+}
+
+fn create_file(kind: &LogKind, dir: &Path, seq: u64) -> io::Result<File> {
+    let path = log_path(kind, dir, seq);
+    let mut file = OpenOptions::new().write(true).create_new(true).open(&path)?;
+    let init = file.write_all(kind.magic).and_then(|()| file.sync_all()).and_then(|()| File::open(dir)?.sync_all());
+    if let Err(e) = init {
+        // Leave no half-made segment behind (disk full): the next attempt
+        // must be able to create it.
+        let _ = fs::remove_file(&path);
+        return Err(e);
+    }
+    Ok(file)
 }
 
 impl WalWriter {
@@ -63,16 +123,13 @@ impl WalWriter {
     }
 
     pub fn create_kind(kind: &'static LogKind, dir: &Path, seq: u64) -> io::Result<WalWriter> {
-        let path = log_path(kind, dir, seq);
-        let mut file = OpenOptions::new().write(true).create_new(true).open(&path)?;
-        let init = file.write_all(kind.magic).and_then(|()| file.sync_all()).and_then(|()| File::open(dir)?.sync_all());
-        if let Err(e) = init {
-            // Leave no half-made segment behind (disk full): the next attempt
-            // must be able to create it.
-            let _ = fs::remove_file(&path);
-            return Err(e);
-        }
-        Ok(WalWriter { kind, dir: dir.to_path_buf(), seq, file, len: kind.magic.len() as u64 })
+        let file = Arc::new(create_file(kind, dir, seq)?);
+        let sync = Arc::new(GroupSync {
+            written: AtomicU64::new(0),
+            synced: Mutex::new(Synced { file: Arc::clone(&file), durable: 0 }),
+            fsyncs: AtomicU64::new(0),
+        });
+        Ok(WalWriter { kind, dir: dir.to_path_buf(), seq, file, len: kind.magic.len() as u64, sync })
     }
 
     pub fn seq(&self) -> u64 {
@@ -84,27 +141,41 @@ impl WalWriter {
         self.len
     }
 
-    /// Appends encoded records. On failure the file is cut back to its prior
+    /// The group-commit handle, to sync outside the writer's lock.
+    pub fn group(&self) -> &Arc<GroupSync> {
+        &self.sync
+    }
+
+    /// Appends encoded records; returns the log position after them (for
+    /// [`GroupSync::sync_to`]). On failure the file is cut back to its prior
     /// length, so the segment stays a clean sequence of records.
-    pub fn append(&mut self, records: &[u8]) -> io::Result<()> {
-        if let Err(e) = self.file.write_all(records) {
+    pub fn append(&mut self, records: &[u8]) -> io::Result<u64> {
+        if let Err(e) = (&*self.file).write_all(records) {
             // Best effort: if even truncation fails, replay's checksum catches the tail.
             let _ = self.file.set_len(self.len);
             let _ = self.file.sync_data();
             return Err(e);
         }
         self.len += records.len() as u64;
-        Ok(())
+        Ok(self.sync.written.fetch_add(records.len() as u64, Ordering::AcqRel) + records.len() as u64)
     }
 
+    /// Makes everything appended so far durable.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.file.sync_data()
+        self.sync.sync_to(self.sync.written())
     }
 
     /// Starts segment `seq + 1` after syncing this one.
     pub fn rotate(&mut self) -> io::Result<()> {
         self.sync()?;
-        *self = WalWriter::create_kind(self.kind, &self.dir, self.seq + 1)?;
+        let file = Arc::new(create_file(self.kind, &self.dir, self.seq + 1)?);
+        let mut s = self.sync.synced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        s.file = Arc::clone(&file);
+        s.durable = s.durable.max(self.sync.written());
+        drop(s);
+        self.file = file;
+        self.seq += 1;
+        self.len = self.kind.magic.len() as u64;
         Ok(())
     }
 }
