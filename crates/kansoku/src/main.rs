@@ -1,6 +1,7 @@
 //! The `kansoku` binary: parses the command line and wires the library crates
 //! together. No logic lives here that a library could hold.
 
+mod export;
 mod read;
 mod up;
 
@@ -27,6 +28,9 @@ enum Cmd {
     Series(read::SeriesArgs),
     /// Read samples of the series a selector matches (CSV: series,time_ns,value).
     Query(read::QueryArgs),
+    /// Every raw sample (or event, with --events) a selector matches, as
+    /// CSV, InfluxDB line protocol, OpenMetrics or Parquet.
+    Export(export::ExportArgs),
     /// Reproducible experiments and benchmarks.
     #[command(subcommand)]
     Lab(LabCmd),
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         Cmd::Snmp(args) => up::run_snmp(args),
         Cmd::Series(args) => read::series(args),
         Cmd::Query(args) => read::query(args),
+        Cmd::Export(args) => export::run(args),
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),

@@ -196,7 +196,7 @@ fn write_csv(out: &mut impl Write, frame: &Frame, with_agg: bool) -> std::io::Re
     Ok(())
 }
 
-fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 

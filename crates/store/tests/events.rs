@@ -99,7 +99,10 @@ fn check(store: &Store, events: &[Event], ctx: &str) {
     assert_eq!(corrupt, 0);
     let mut got: Vec<Event> = batches
         .iter()
-        .flat_map(|b| (0..b.len()).map(move |i| ("b".to_string(), b.cpu, b.time[i], b.pid[i], b.tid[i], b.ip[i])))
+        .flat_map(|(k, b)| {
+            (0..b.len())
+                .map(move |i| (k.get("host").unwrap().to_string(), b.cpu, b.time[i], b.pid[i], b.tid[i], b.ip[i]))
+        })
         .collect();
     got.sort();
     let mut want: Vec<Event> = events.iter().filter(|e| e.0 == "b").cloned().collect();

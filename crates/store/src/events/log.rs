@@ -444,14 +444,16 @@ impl EventLog {
     }
 
     /// Every event of the query, in batches (one CPU each, time-ordered
-    /// within a batch).
-    pub fn scan(&self, q: &EventQuery, want: Want) -> (Vec<EventBatch>, u64) {
-        let (parts, corrupt) = self.for_each(q, want, 1, Vec::new, |acc: &mut Vec<EventBatch>, _, b, r| {
+    /// within a batch) with their stream, in the order they were stored.
+    pub fn scan(&self, q: &EventQuery, want: Want) -> (Vec<(SeriesKey, EventBatch)>, u64) {
+        let (parts, corrupt) = self.for_each(q, want, 1, Vec::new, |acc: &mut Vec<(u32, EventBatch)>, e, b, r| {
             if !r.is_empty() {
-                acc.push(slice(b, r));
+                acc.push((e.stream, slice(b, r)));
             }
         });
-        (parts.into_iter().flatten().collect(), corrupt)
+        let ix = read_lock(&self.index);
+        let out = parts.into_iter().flatten().map(|(s, b)| (ix.streams[s as usize].clone(), b)).collect();
+        (out, corrupt)
     }
 
     /// Counts events per value of `col` over the query and returns the `n`
