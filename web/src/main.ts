@@ -116,7 +116,7 @@ async function health(): Promise<void> {
     if (iv && iv > 0) interval = iv;
     const drops: [string, number][] = [];
     const add = (sec: string, keys: string[]) => { for (const k of keys) if (s[sec]?.[k]) drops.push([`${sec}.${k}`, s[sec]![k]]); };
-    add('store', ['out_of_order_dropped', 'unknown_series_dropped', 'write_errors', 'flush_errors', 'corrupt_blocks', 'corrupt_chunks']);
+    add('store', ['out_of_order_dropped', 'unknown_series_dropped', 'write_errors', 'flush_errors', 'corrupt_blocks', 'corrupt_chunks', 'event_batches_rejected', 'event_write_errors', 'event_corrupt_batches']);
     add('collector', ['missed_rounds', 'dropped_batches', 'source_errors']);
     add('snmp', ['silences', 'late', 'kernel_drops', 'dropped_batches', 'missed_intervals']);
     const el = document.querySelector<HTMLElement>('#health');

@@ -11,7 +11,9 @@ use crate::ApiState;
 pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
     let s = st.store.stats();
     let du = st.store.disk_usage();
-    let bytes_per_sample = (du.block_samples > 0).then(|| du.block_bytes as f64 / du.block_samples as f64);
+    let per_sample = |bytes: u64| (du.block_samples > 0).then(|| bytes as f64 / du.block_samples as f64);
+    let (ev_stats, (events, event_bytes)) = (st.store.events().stats(), st.store.events().usage());
+    let (wal_fsyncs, event_fsyncs) = st.store.fsyncs();
     let store = serde_json::json!({
         "series": st.store.n_series(),
         "samples_appended": s.samples_appended.load(Relaxed),
@@ -28,9 +30,23 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
         "blocks": du.blocks,
         "block_bytes": du.block_bytes,
         "block_samples": du.block_samples,
-        "block_bytes_per_sample": bytes_per_sample,
+        "block_bytes_per_sample": per_sample(du.block_bytes),
+        "tier_bytes": du.tier_bytes,
+        "raw_bytes_per_sample": per_sample(du.block_bytes - du.tier_bytes),
         "wal_bytes": du.wal_bytes,
+        "wal_fsyncs": wal_fsyncs,
         "head_samples": du.head_samples,
+        "retention_removed_samples": s.retention_removed_samples.load(Relaxed),
+        "retention_removed_events": s.retention_removed_events.load(Relaxed),
+        "retention_removed_bytes": s.retention_removed_bytes.load(Relaxed),
+        "events": events,
+        "event_bytes": event_bytes,
+        "events_appended": ev_stats.events_appended.load(Relaxed),
+        "event_batches_rejected": ev_stats.batches_rejected.load(Relaxed),
+        "event_write_errors": ev_stats.write_errors.load(Relaxed),
+        "event_corrupt_batches": ev_stats.corrupt_batches.load(Relaxed),
+        "event_damaged_files": ev_stats.damaged_files.load(Relaxed),
+        "event_fsyncs": event_fsyncs,
     });
     let collector = st.collector.as_ref().map(|c| {
         serde_json::json!({

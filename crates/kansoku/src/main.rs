@@ -44,6 +44,9 @@ enum LabCmd {
     /// The glogger experiment: K SNMP targets every interval, beside a
     /// snmpget shell loop and snmp_exporter in the same run.
     Snmp(lab::snmp_bench::Args),
+    /// The store's budgets: series ingest, range query, event size, event
+    /// ingest and top-N queries (peers: scripts/bench-store-peers.sh).
+    Store(lab::store_bench::Args),
     /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
     SnmpFarm(lab::snmp_bench::FarmArgs),
     /// Synthetic hosts (every core, network, disk, memory, load) written
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Cmd::Export(args) => export::run(args),
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
+        Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
         Cmd::Lab(LabCmd::Synth(args)) => up::run_synth(args),
     };

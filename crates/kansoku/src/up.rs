@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use collect::{Collector, CollectorConfig, INTERVAL_MAX, INTERVAL_MIN};
 use model::Batch;
-use store::{Appender, FsyncPolicy, Options, Store};
+use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
 
 /// Rounds buffered between collector and store: 25 s at 100 ms. A store that
 /// stalls longer makes the collector drop rounds (counted), never block.
@@ -71,6 +71,37 @@ struct CommonArgs {
     /// Head time span written out as one compressed block.
     #[arg(long, default_value = "5m", value_parser = parse_dur)]
     block_duration: Duration,
+    /// Remove data older than this (e.g. 30d); default: keep until the disk budget.
+    #[arg(long, value_parser = parse_dur)]
+    retention_time: Option<Duration>,
+    /// Most disk the data directory may use, oldest data removed first:
+    /// bytes with an optional K/M/G/T suffix (powers of 1024), a percentage
+    /// of its filesystem (default 50%), or "unlimited".
+    #[arg(long, default_value = "50%", value_parser = parse_budget)]
+    retention_size: DiskBudget,
+}
+
+fn parse_budget(s: &str) -> Result<DiskBudget, String> {
+    let bad = || format!("{s:?}: use bytes like 500G, a percentage like 50%, or unlimited");
+    if s == "unlimited" {
+        return Ok(DiskBudget::Unlimited);
+    }
+    if let Some(p) = s.strip_suffix('%') {
+        let p: f64 = p.parse().map_err(|_| bad())?;
+        if !(p > 0.0 && p <= 100.0) {
+            return Err(bad());
+        }
+        return Ok(DiskBudget::FractionOfFilesystem(p / 100.0));
+    }
+    let (num, mult) = match s.chars().last() {
+        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        Some('T') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    n.checked_mul(mult).filter(|&b| b > 0).map(DiskBudget::Bytes).ok_or_else(bad)
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -191,7 +222,12 @@ fn serve(
         _ => None,
     };
 
-    let opts = Options { fsync: args.fsync, block_duration: args.block_duration, ..Options::default() };
+    let opts = Options {
+        fsync: args.fsync,
+        block_duration: args.block_duration,
+        retention: Retention { max_age: args.retention_time, budget: args.retention_size },
+        ..Options::default()
+    };
     let store = Arc::new(Store::open(&args.data, opts).with_context(|| format!("open store {}", args.data.display()))?);
     let mut state = api::ApiState::new(Arc::clone(&store));
     state.interval = Some(args.interval);
@@ -304,5 +340,22 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_budgets_parse_or_explain() {
+        assert_eq!(parse_budget("unlimited"), Ok(DiskBudget::Unlimited));
+        assert_eq!(parse_budget("50%"), Ok(DiskBudget::FractionOfFilesystem(0.5)));
+        assert_eq!(parse_budget("2G"), Ok(DiskBudget::Bytes(2 << 30)));
+        assert_eq!(parse_budget("1234"), Ok(DiskBudget::Bytes(1234)));
+        for bad in ["0", "150%", "0%", "12X", "", "-5G", "99999999999T"] {
+            let e = parse_budget(bad).unwrap_err();
+            assert!(e.contains("500G") && e.contains("unlimited"), "{bad}: {e}");
+        }
     }
 }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use model::SeriesKey;
 
 use crate::codec::varint::{Reader, get_key, put_i64, put_key, put_u64};
-use crate::codec::{ChunkError, decode_chunk, encode_chunk};
+use crate::codec::{decode_chunk, encode_chunk};
 
 pub const BLOCK_MAGIC: &[u8; 8] = b"KSKBLK01";
 const FOOTER_MAGIC: &[u8; 4] = b"KEND";
@@ -75,11 +75,13 @@ pub fn list_blocks(dir: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 /// Writes one block durably. `series` yields (key, timestamps, values) with
-/// strictly increasing timestamps; empty series are skipped.
+/// strictly increasing timestamps; empty series are skipped. `extra` are
+/// already-encoded entries (the tiers) placed after them.
 pub fn write_block<'a>(
     dir: &Path,
     wal_seq_covered: u64,
     series: impl Iterator<Item = (&'a SeriesKey, &'a [i64], &'a [f64])>,
+    extra: impl Iterator<Item = Blob>,
 ) -> Result<BlockMeta, BlockError> {
     let path = block_path(dir, wal_seq_covered);
     let tmp = path.with_extension("kblk.tmp");
@@ -102,6 +104,18 @@ pub fn write_block<'a>(
             crc: crc32fast::hash(&chunk),
         });
         buf.extend_from_slice(&chunk);
+    }
+    for b in extra {
+        entries.push(BlockEntry {
+            key: b.key,
+            min_t: b.min_t,
+            max_t: b.max_t,
+            n_samples: b.n,
+            offset: buf.len() as u64,
+            len: u32::try_from(b.bytes.len()).expect("BUG: blob over 4 GiB"),
+            crc: crc32fast::hash(&b.bytes),
+        });
+        buf.extend_from_slice(&b.bytes);
     }
     let index_offset = buf.len() as u64;
     put_u64(&mut buf, wal_seq_covered);
@@ -193,6 +207,30 @@ pub fn read_block_meta(path: &Path) -> Result<BlockMeta, BlockError> {
     Ok(BlockMeta { path: path.to_path_buf(), wal_seq_covered, entries, file_bytes })
 }
 
+/// A pre-encoded block entry.
+#[derive(Debug)]
+pub struct Blob {
+    pub key: SeriesKey,
+    pub min_t: i64,
+    pub max_t: i64,
+    pub n: u32,
+    pub bytes: Vec<u8>,
+}
+
+/// Reads one entry's bytes and verifies their checksum.
+pub fn read_entry(file: &File, path: &Path, e: &BlockEntry) -> Result<Vec<u8>, BlockError> {
+    let mut data = vec![0u8; e.len as usize];
+    file.read_exact_at(&mut data, e.offset).map_err(|source| BlockError::Io { path: path.to_path_buf(), source })?;
+    if crc32fast::hash(&data) != e.crc {
+        return Err(BlockError::Corrupt {
+            path: path.to_path_buf(),
+            offset: e.offset,
+            what: format!("entry of {} checksum mismatch", e.key),
+        });
+    }
+    Ok(data)
+}
+
 /// Reads, verifies and decodes one chunk, appending samples in `[from, to]`.
 pub fn read_chunk(
     file: &File,
@@ -203,21 +241,28 @@ pub fn read_chunk(
     ts: &mut Vec<i64>,
     vals: &mut Vec<f64>,
 ) -> Result<(), BlockError> {
-    let mut data = vec![0u8; e.len as usize];
-    file.read_exact_at(&mut data, e.offset).map_err(|source| BlockError::Io { path: path.to_path_buf(), source })?;
+    let data = read_entry(file, path, e)?;
     let corrupt = |what: String| BlockError::Corrupt { path: path.to_path_buf(), offset: e.offset, what };
-    if crc32fast::hash(&data) != e.crc {
-        return Err(corrupt(format!("chunk of {} checksum mismatch", e.key)));
+    // Decoded in place after what `ts`/`vals` already hold, then cut to the
+    // range: no copy when the whole chunk is wanted.
+    let (n0, v0) = (ts.len(), vals.len());
+    if let Err(err) = decode_chunk(&data, ts, vals) {
+        ts.truncate(n0);
+        vals.truncate(v0);
+        return Err(corrupt(format!("chunk of {}: {err}", e.key)));
     }
-    let (mut t, mut v) = (Vec::new(), Vec::new());
-    decode_chunk(&data, &mut t, &mut v).map_err(|err: ChunkError| corrupt(format!("chunk of {}: {err}", e.key)))?;
-    if t.len() != e.n_samples as usize {
-        return Err(corrupt(format!("chunk of {}: {} samples, index says {}", e.key, t.len(), e.n_samples)));
+    if ts.len() - n0 != e.n_samples as usize || vals.len() - v0 != e.n_samples as usize {
+        let got = ts.len() - n0;
+        ts.truncate(n0);
+        vals.truncate(v0);
+        return Err(corrupt(format!("chunk of {}: {got} samples, index says {}", e.key, e.n_samples)));
     }
-    let lo = t.partition_point(|&x| x < from);
-    let hi = t.partition_point(|&x| x <= to);
-    ts.extend_from_slice(&t[lo..hi]);
-    vals.extend_from_slice(&v[lo..hi]);
+    let hi = n0 + ts[n0..].partition_point(|&x| x <= to);
+    ts.truncate(hi);
+    vals.truncate(v0 + (hi - n0));
+    let lo = ts[n0..].partition_point(|&x| x < from);
+    ts.drain(n0..n0 + lo);
+    vals.drain(v0..v0 + lo);
     Ok(())
 }
 
@@ -231,7 +276,7 @@ mod tests {
         let ts: Vec<i64> = (0..100).map(|i| i * 10).collect();
         let va: Vec<f64> = (0..100).map(|i| i as f64).collect();
         let vb: Vec<f64> = (0..100).map(|i| i as f64 * 0.25).collect();
-        write_block(dir, 7, [(&a, &ts[..], &va[..]), (&b, &ts[..], &vb[..])].into_iter()).unwrap()
+        write_block(dir, 7, [(&a, &ts[..], &va[..]), (&b, &ts[..], &vb[..])].into_iter(), std::iter::empty()).unwrap()
     }
 
     #[test]

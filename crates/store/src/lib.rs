@@ -13,6 +13,7 @@ pub mod events;
 mod head;
 pub mod query;
 mod store;
+pub mod tier;
 pub mod wal;
 
 use std::path::PathBuf;

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use model::{Selector, SeriesKey, Timestamp};
 
 use crate::Store;
+use crate::tier::Tier;
 
 /// Series one query may touch; more is almost certainly a mistyped selector.
 pub const QUERY_SERIES_MAX: usize = 20_000;
@@ -147,23 +148,38 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
     let step = match (q.step_ns, q.points) {
         (Some(s), _) if s <= 0 => return Err(QueryError::BadStep),
         (Some(s), _) => Some(s),
-        (None, Some(n)) => Some(((q.to.0 - q.from.0) / n.max(1) as i64).max(1)),
+        // A derived bucket of a second or more is rounded up to whole
+        // seconds (minutes), so it can be answered from a tier.
+        (None, Some(n)) => Some(snap_step(((q.to.0 - q.from.0) / n.max(1) as i64).max(1))),
         (None, None) => None,
     };
+    // The coarsest tier whose periods tile the buckets, unless the query
+    // needs raw samples (rates, last values).
+    let tier_res = step.filter(|_| !q.rate && !q.aggs.contains(&Agg::Last)).and_then(|step| {
+        crate::tier::RESOLUTIONS.iter().rev().map(|r| r.0).find(|&res| step >= res && step % res == 0)
+    });
     // A rate at the first sample in range needs the sample before it: look
     // back 60 s, the longest collection interval.
     let read_from = if q.rate { q.from.saturating_sub(std::time::Duration::from_secs(60)) } else { q.from };
-    let mut columns = Vec::with_capacity(matched.len());
-    for (id, key) in matched {
+    let read = |id: u32| {
         let (mut ts, mut vals) = store.read(id, read_from, q.to);
         if q.rate {
             (ts, vals) = rate(&ts, &vals);
         }
         let lo = ts.partition_point(|&t| t < q.from.0);
-        columns.push((key, ts.split_off(lo), vals.split_off(lo)));
-    }
+        ts.drain(..lo);
+        vals.drain(..lo);
+        (ts, vals)
+    };
     match step {
         None => {
+            let columns: Vec<_> = matched
+                .into_iter()
+                .map(|(id, key)| {
+                    let (ts, vals) = read(id);
+                    (key, ts, vals)
+                })
+                .collect();
             let (times, values) = align(columns.iter().map(|(_, t, v)| (&t[..], &v[..])));
             let cells = times.len() * values.len();
             if cells > QUERY_CELLS_MAX {
@@ -181,21 +197,43 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
             let n = ((q.to.0 - start) / step).saturating_add(1) as usize;
             let aggs = if q.aggs.is_empty() { vec![Agg::Avg] } else { q.aggs.clone() };
             // The time column alone counts: a tiny step over no series must not allocate.
-            let cells = n.saturating_mul((columns.len() * aggs.len()).max(1));
+            let cells = n.saturating_mul((matched.len() * aggs.len()).max(1));
             if cells > QUERY_CELLS_MAX {
                 return Err(QueryError::TooManyCells(cells));
             }
             let times = (0..n as i64).map(|i| start + i * step).collect();
-            let mut series = Vec::with_capacity(columns.len() * aggs.len());
-            for (key, ts, vals) in columns {
-                for &agg in &aggs {
-                    series.push(FrameSeries {
+            // Series are independent: read, decode and bucket them on every
+            // core, each keeping only its buckets.
+            let bucket = |(id, key): &(u32, SeriesKey)| {
+                if let Some(res) = tier_res {
+                    let tier = store.read_tier(*id, res, Timestamp(start), q.to);
+                    return aggs
+                        .iter()
+                        .map(|&agg| FrameSeries {
+                            key: key.clone(),
+                            agg: Some(agg),
+                            values: downsample_tier(&tier, start, step, n, agg),
+                        })
+                        .collect::<Vec<_>>();
+                }
+                let (ts, vals) = read(*id);
+                aggs.iter()
+                    .map(|&agg| FrameSeries {
                         key: key.clone(),
                         agg: Some(agg),
                         values: downsample(&ts, &vals, start, step, n, agg),
-                    });
-                }
-            }
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(matched.len().max(1));
+            let per = matched.len().div_ceil(threads).max(1);
+            let mut series: Vec<FrameSeries> = std::thread::scope(|s| {
+                let parts: Vec<_> = matched
+                    .chunks(per)
+                    .map(|part| s.spawn(|| part.iter().flat_map(bucket).collect::<Vec<_>>()))
+                    .collect();
+                parts.into_iter().flat_map(|h| h.join().expect("BUG: query thread panicked")).collect()
+            });
             if let Some(group) = &q.group {
                 series = combine(series, group);
             }
@@ -289,6 +327,53 @@ pub fn downsample(ts: &[i64], vals: &[f64], start: i64, step: i64, n: usize, agg
             Agg::Count => v.len() as f64,
         });
         i = j;
+    }
+    out
+}
+
+/// Rounds a bucket width of a minute or more up to whole minutes, of a second
+/// or more up to whole seconds; finer widths stay as they are.
+fn snap_step(step: i64) -> i64 {
+    for (res, _) in crate::tier::RESOLUTIONS.iter().rev() {
+        if step >= *res {
+            return (step + res - 1) / res * res;
+        }
+    }
+    step
+}
+
+/// [`downsample`] from a tier whose periods tile the buckets: min of minima,
+/// max of maxima, sum of sums over sum of counts.
+pub fn downsample_tier(t: &Tier, start: i64, step: i64, n: usize, agg: Agg) -> Vec<Option<f64>> {
+    let mut out: Vec<Option<f64>> = vec![None; n];
+    let mut counts = if agg == Agg::Avg { vec![0.0; n] } else { Vec::new() };
+    for i in 0..t.ts.len() {
+        let b = (t.ts[i] - start).div_euclid(step);
+        if b < 0 || b as usize >= n {
+            continue;
+        }
+        let b = b as usize;
+        let (v, cur) = match agg {
+            Agg::Min => (t.min[i], out[b].map_or(f64::INFINITY, |x| x)),
+            Agg::Max => (t.max[i], out[b].map_or(f64::NEG_INFINITY, |x| x)),
+            Agg::Avg | Agg::Last => (t.sum[i], out[b].unwrap_or(0.0)),
+            Agg::Count => (t.count[i], out[b].unwrap_or(0.0)),
+        };
+        out[b] = Some(match agg {
+            Agg::Min => cur.min(v),
+            Agg::Max => cur.max(v),
+            _ => cur + v,
+        });
+        if agg == Agg::Avg {
+            counts[b] += t.count[i];
+        }
+    }
+    if agg == Agg::Avg {
+        for (o, c) in out.iter_mut().zip(&counts) {
+            if let Some(sum) = o {
+                *sum /= c;
+            }
+        }
     }
     out
 }

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use model::{Batch, Selector, SeriesKey, Timestamp};
 
 use crate::StoreError;
-use crate::block::{BlockMeta, list_blocks, read_block_meta, read_chunk, write_block};
+use crate::block::{Blob, BlockMeta, list_blocks, read_block_meta, read_chunk, read_entry, write_block};
 use crate::dir;
 use crate::events::EventLog;
 use crate::head::Head;
+use crate::tier::{self, Tier};
 use crate::wal::{self, Record, WalWriter, decode_records, encode_samples, encode_series, list_segments};
 
 /// When the WAL is fsynced relative to acknowledging an append.
@@ -120,7 +121,10 @@ pub struct StoreStats {
 /// Bytes and samples on disk, for bytes-per-sample accounting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DiskUsage {
+    /// Whole block files, tiers included.
     pub block_bytes: u64,
+    /// Of which the downsampled tiers' chunks.
+    pub tier_bytes: u64,
     pub block_samples: u64,
     pub blocks: u64,
     pub wal_bytes: u64,
@@ -146,6 +150,41 @@ struct Block {
     file: File,
     /// Store series id -> index into `meta.entries`.
     by_id: HashMap<u32, usize>,
+    /// (series id, tier resolution ns) -> index into `meta.entries`.
+    tiers: HashMap<(u32, i64), usize>,
+    /// Raw samples (tier columns excluded).
+    raw_samples: u64,
+    /// Bytes of the tier columns' chunks.
+    tier_bytes: u64,
+}
+
+impl Block {
+    /// Indexes a block's entries, interning the series it holds.
+    fn new(meta: BlockMeta, file: File, st: &mut State) -> Block {
+        let mut by_id = HashMap::with_capacity(meta.entries.len());
+        let mut tiers = HashMap::new();
+        let (mut raw_samples, mut tier_bytes) = (0, 0);
+        for (i, e) in meta.entries.iter().enumerate() {
+            if let Some((raw, res)) = tier::parse_tier_key(&e.key) {
+                // The raw entry comes first; a tier naming anything else is ignored.
+                if let Some(base) = meta.entries.get(raw).filter(|r| raw < i && tier::parse_tier_key(&r.key).is_none())
+                {
+                    tiers.insert((st.intern(&base.key), res), i);
+                }
+                tier_bytes += u64::from(e.len);
+                continue;
+            }
+            let id = st.intern(&e.key);
+            st.last_t[id as usize] = st.last_t[id as usize].max(e.max_t);
+            by_id.insert(id, i);
+            raw_samples += u64::from(e.n_samples);
+        }
+        Block { meta, file, by_id, tiers, raw_samples, tier_bytes }
+    }
+
+    fn overlaps(&self, id: u32, from: i64, to: i64) -> bool {
+        self.by_id.get(&id).is_some_and(|&i| self.meta.entries[i].max_t >= from && self.meta.entries[i].min_t <= to)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -306,14 +345,9 @@ impl Store {
                 }
             };
             let file = File::open(&path).map_err(io("open block", &path))?;
-            let mut by_id = HashMap::with_capacity(meta.entries.len());
-            for (i, e) in meta.entries.iter().enumerate() {
-                let id = st.intern(&e.key);
-                st.last_t[id as usize] = st.last_t[id as usize].max(e.max_t);
-                by_id.insert(id, i);
-            }
             covered = Some(covered.map_or(meta.wal_seq_covered, |c: u64| c.max(meta.wal_seq_covered)));
-            st.blocks.push(Arc::new(Block { meta, file, by_id }));
+            let block = Block::new(meta, file, &mut st);
+            st.blocks.push(Arc::new(block));
         }
         if !read_only {
             for entry in fs::read_dir(&blocks_dir).map_err(io("list blocks", &blocks_dir))?.flatten() {
@@ -524,10 +558,25 @@ impl Store {
             (head, st.keys.clone())
         };
         let blocks_dir = dir::blocks_dir(&self.root);
+        // Tiers beside the raw columns: one entry per (series, resolution).
+        let mut tiers = Vec::new();
+        for (raw_index, (_, c)) in frozen.columns().enumerate() {
+            for (res, res_name) in tier::RESOLUTIONS {
+                let t = Tier::build(&c.ts, &c.vals, res);
+                tiers.push(Blob {
+                    key: tier::tier_key(raw_index, res_name),
+                    min_t: t.ts[0],
+                    max_t: t.ts[t.ts.len() - 1],
+                    n: t.ts.len() as u32,
+                    bytes: t.encode(),
+                });
+            }
+        }
         let written = write_block(
             &blocks_dir,
             covered,
             frozen.columns().map(|(id, c)| (&keys[id as usize], &c.ts[..], &c.vals[..])),
+            tiers.into_iter(),
         );
         let opened = written.and_then(|meta| match File::open(&meta.path) {
             Ok(file) => Ok((meta, file)),
@@ -537,8 +586,8 @@ impl Store {
         st.frozen = None;
         match opened {
             Ok((meta, file)) => {
-                let by_id = meta.entries.iter().enumerate().map(|(i, e)| (st.by_key[&e.key], i)).collect();
-                st.blocks.push(Arc::new(Block { meta, file, by_id }));
+                let block = Block::new(meta, file, &mut st);
+                st.blocks.push(Arc::new(block));
                 drop(st);
                 self.stats.flushes.fetch_add(1, Ordering::Relaxed);
                 for (seq, path) in list_segments(&wal_dir).unwrap_or_default() {
@@ -601,14 +650,7 @@ impl Store {
         // between the block list and the head.
         let (blocks, frozen, head_ts, head_vals) = {
             let st = read_lock(&self.state);
-            let blocks: Vec<Arc<Block>> = st
-                .blocks
-                .iter()
-                .filter(|b| {
-                    b.by_id.get(&id).is_some_and(|&i| b.meta.entries[i].max_t >= from && b.meta.entries[i].min_t <= to)
-                })
-                .cloned()
-                .collect();
+            let blocks: Vec<Arc<Block>> = st.blocks.iter().filter(|b| b.overlaps(id, from, to)).cloned().collect();
             let (mut ht, mut hv) = (Vec::new(), Vec::new());
             st.head.read(id, from, to, &mut ht, &mut hv);
             (blocks, st.frozen.clone(), ht, hv)
@@ -632,6 +674,57 @@ impl Store {
         (ts, vals)
     }
 
+    /// Tier `res` (one of [`tier::RESOLUTIONS`]) of series `id` for the
+    /// periods starting in `[from, to]`: read from blocks where they hold it,
+    /// computed from raw samples elsewhere (the head, older blocks).
+    pub fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
+        let (from, to) = (from.as_nanos(), to.as_nanos());
+        let from = from.saturating_sub(from.rem_euclid(res));
+        let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
+        let (blocks, frozen, head) = {
+            let st = read_lock(&self.state);
+            let blocks: Vec<Arc<Block>> = st.blocks.iter().filter(|b| b.overlaps(id, from, raw_to)).cloned().collect();
+            let (mut ht, mut hv) = (Vec::new(), Vec::new());
+            st.head.read(id, from, raw_to, &mut ht, &mut hv);
+            (blocks, st.frozen.clone(), Tier::build(&ht, &hv, res))
+        };
+        let mut out = Tier::default();
+        for b in blocks {
+            match self.read_block_tier(&b, id, res, from, to) {
+                Ok(t) => out.extend(t),
+                Err(err) => {
+                    self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("skipping corrupt chunk: {err}");
+                }
+            }
+        }
+        if let Some(f) = frozen {
+            let (mut ft, mut fv) = (Vec::new(), Vec::new());
+            f.read(id, from, raw_to, &mut ft, &mut fv);
+            out.extend(Tier::build(&ft, &fv, res));
+        }
+        out.extend(head);
+        out
+    }
+
+    fn read_block_tier(&self, b: &Block, id: u32, res: i64, from: i64, to: i64) -> Result<Tier, crate::BlockError> {
+        if let Some(&i) = b.tiers.get(&(id, res)) {
+            let e = &b.meta.entries[i];
+            let data = read_entry(&b.file, &b.meta.path, e)?;
+            return Tier::decode(&data, e.n_samples as usize, from, to).map_err(|err| crate::BlockError::Corrupt {
+                path: b.meta.path.clone(),
+                offset: e.offset,
+                what: format!("tier {res} ns of {}: {err}", b.meta.entries[b.by_id[&id]].key),
+            });
+        }
+        // A block without this tier: from its raw samples.
+        let e = &b.meta.entries[b.by_id[&id]];
+        let (mut ts, mut vals) = (Vec::new(), Vec::new());
+        let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
+        read_chunk(&b.file, &b.meta.path, e, from, raw_to, &mut ts, &mut vals)?;
+        Ok(Tier::build(&ts, &vals, res))
+    }
+
     /// fsyncs of the WAL and of the event logs since open; fewer than
     /// appends when concurrent appends share them (group commit).
     pub fn fsyncs(&self) -> (u64, u64) {
@@ -649,7 +742,8 @@ impl Store {
             .sum();
         DiskUsage {
             block_bytes: st.blocks.iter().map(|b| b.meta.file_bytes).sum(),
-            block_samples: st.blocks.iter().map(|b| b.meta.n_samples()).sum(),
+            block_samples: st.blocks.iter().map(|b| b.raw_samples).sum(),
+            tier_bytes: st.blocks.iter().map(|b| b.tier_bytes).sum(),
             blocks: st.blocks.len() as u64,
             wal_bytes,
             head_samples: st.head.n_samples() as u64,
@@ -702,7 +796,7 @@ impl Store {
                     if let Err(e) = fs::remove_file(&path) {
                         tracing::warn!("retention: removing {} failed: {e}", path.display());
                     }
-                    self.stats.retention_removed_samples.fetch_add(b.meta.n_samples(), Ordering::Relaxed);
+                    self.stats.retention_removed_samples.fetch_add(b.raw_samples, Ordering::Relaxed);
                 }
                 Unit::Events(seq) => {
                     let n = self.events.remove_files(&[seq]);

@@ -29,6 +29,20 @@ fn check(store: &Store, model: &Model, ctx: &str) {
         let want: Vec<(i64, f64)> = model[&key].iter().map(|(&t, &v)| (t, v)).collect();
         let got: Vec<(i64, f64)> = ts.into_iter().zip(vals).collect();
         assert_eq!(got, want, "{ctx}: {key}");
+        // Tiers (from blocks, the head, or both) agree with the raw samples.
+        let (tt, tv): (Vec<i64>, Vec<f64>) = want.iter().copied().unzip();
+        for (res, _) in store::tier::RESOLUTIONS {
+            let tier = store.read_tier(id, res, Timestamp::MIN, Timestamp::MAX);
+            let expect = store::tier::Tier::build(&tt, &tv, res);
+            assert_eq!(tier.ts, expect.ts, "{ctx}: {key} tier {res}");
+            assert_eq!((&tier.min, &tier.max, &tier.count), (&expect.min, &expect.max, &expect.count), "{ctx}: {key}");
+            for (a, b) in tier.sum.iter().zip(&expect.sum) {
+                assert!(
+                    a.to_bits() == b.to_bits() || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+                    "{ctx}: {key} sum {a} vs {b}"
+                );
+            }
+        }
         // A sub-range read agrees with the model too.
         if let (Some(&(a, _)), Some(&(b, _))) = (want.get(want.len() / 3), want.get(2 * want.len() / 3)) {
             let (ts, _) = store.read(id, Timestamp(a), Timestamp(b));
@@ -233,6 +247,8 @@ fn damaged_block_never_serves_wrong_samples() {
     }
     let block = fs::read_dir(src.path().join("blocks")).unwrap().next().unwrap().unwrap().path();
     let data = fs::read(&block).unwrap();
+    let whole = truth.values().map(BTreeMap::len).sum::<usize>();
+    // (raw samples served, or fewer than all when a tier was missing; damage reported)
     let check = |bad: &[u8], ctx: &str| {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join("blocks")).unwrap();
@@ -240,6 +256,7 @@ fn damaged_block_never_serves_wrong_samples() {
         fs::write(dir.path().join("blocks").join(block.file_name().unwrap()), bad).unwrap();
         let store = Store::open(dir.path(), opts()).unwrap();
         let mut served = 0;
+        let mut served_tiers_short = false;
         for (id, key) in store.series(&Selector::all()) {
             let (ts, vals) = store.read(id, Timestamp::MIN, Timestamp::MAX);
             for (t, v) in ts.iter().zip(&vals) {
@@ -247,13 +264,22 @@ fn damaged_block_never_serves_wrong_samples() {
             }
             assert!(ts.is_empty() || ts.len() == truth[&key].len(), "{ctx}: {key}: a chunk is whole or absent");
             served += ts.len();
+            // Tiers: exactly those of the true samples, or nothing.
+            let (tt, tv): (Vec<i64>, Vec<f64>) = truth[&key].iter().map(|(t, v)| (*t, *v)).unzip();
+            for (res, _) in store::tier::RESOLUTIONS {
+                let tier = store.read_tier(id, res, Timestamp::MIN, Timestamp::MAX);
+                if tier.ts.is_empty() {
+                    served_tiers_short = true;
+                } else {
+                    assert_eq!(tier, store::tier::Tier::build(&tt, &tv, res), "{ctx}: {key} tier {res}");
+                }
+            }
         }
         let st = store.stats();
         let reported = st.corrupt_blocks.load(std::sync::atomic::Ordering::Relaxed)
             + st.corrupt_chunks.load(std::sync::atomic::Ordering::Relaxed);
-        (served, reported)
+        (if served_tiers_short { served.min(whole - 1) } else { served }, reported)
     };
-    let whole = truth.values().map(BTreeMap::len).sum::<usize>();
     assert_eq!(check(&data, "intact"), (whole, 0));
     for cut in 0..data.len() {
         let (served, reported) = check(&data[..cut], &format!("cut at {cut}"));
@@ -310,4 +336,53 @@ fn group_commit_shares_fsyncs_and_keeps_every_ack() {
     let top = store.events().top(&q, store::events::Column::Cpu, 100);
     assert_eq!(top.total, u64::from(threads) * per as u64);
     assert!(top.rows.iter().all(|&(_, n)| n == per as u64));
+}
+
+/// A bucketed query answered from tiers equals the same query over raw
+/// samples (min, max, count exactly; avg to rounding), across blocks and head.
+#[test]
+fn tier_answers_match_raw_answers() {
+    use store::query::{Agg, RangeQuery, downsample, range};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut app = Appender::default();
+    let t0 = 1_700_000_000_050_000_000i64; // not on a second
+    let mut rng = fastrand::Rng::with_seed(3);
+    for i in 0..6000i64 {
+        let mut b = Batch::new(Timestamp(t0 + i * 100_000_000 + rng.i64(0..1000)));
+        if i == 0 {
+            b.defs.push((0, SeriesKey::new("g", [("host", "a")])));
+        }
+        b.points.push((0, rng.f64() * 100.0));
+        store.append(&mut app, &b).unwrap();
+        if i % 1700 == 1699 {
+            store.flush().unwrap(); // blocks end mid-second
+        }
+    }
+    let (id, _) = store.series(&Selector::all())[0].clone();
+    let (ts, vals) = store.read(id, Timestamp::MIN, Timestamp::MAX);
+    for (points, step) in [(100, 7_000_000_000i64), (7, 120_000_000_000)] {
+        let q = RangeQuery {
+            selector: Selector::all(),
+            from: Timestamp(t0 - 50_000_000),
+            to: Timestamp(t0 + 600_000_000_000),
+            step_ns: None,
+            points: Some(points),
+            rate: false,
+            aggs: vec![Agg::Min, Agg::Max, Agg::Avg, Agg::Count],
+            group: None,
+        };
+        let f = range(&store, &q).unwrap();
+        assert_eq!(f.step_ns, Some(step), "derived step snapped to whole seconds/minutes");
+        let start = f.times[0];
+        for s in &f.series {
+            let raw = downsample(&ts, &vals, start, step, f.times.len(), s.agg.unwrap());
+            for (a, b) in s.values.iter().zip(&raw) {
+                match (a, b) {
+                    (Some(a), Some(b)) => assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{:?}: {a} vs {b}", s.agg),
+                    _ => assert_eq!(a, b, "{:?}: gaps agree", s.agg),
+                }
+            }
+        }
+    }
 }

@@ -58,27 +58,55 @@ impl<'a> BitReader<'a> {
         BitReader { data, pos: 0 }
     }
 
-    /// Reads `bits` (1..=64) bits; `None` past the end.
-    pub fn read(&mut self, bits: u32) -> Option<u64> {
-        debug_assert!((1..=64).contains(&bits));
-        let end = self.pos.checked_add(bits as usize)?;
-        if end > self.data.len() * 8 {
+    /// The next 64 bits, most significant first; only the first 57 are
+    /// certain to be real (the rest may be zero padding or not yet shifted in),
+    /// and bits past the end of the data read as zero.
+    #[inline(always)]
+    pub fn peek(&self) -> u64 {
+        let i = self.pos / 8;
+        let word = match self.data.get(i..i + 8) {
+            Some(b) => u64::from_be_bytes(b.try_into().expect("8 bytes")),
+            None => {
+                let mut b = [0u8; 8];
+                let rest = self.data.get(i..).unwrap_or(&[]);
+                b[..rest.len()].copy_from_slice(rest);
+                u64::from_be_bytes(b)
+            }
+        };
+        word << (self.pos % 8)
+    }
+
+    /// Bits left to read.
+    #[inline]
+    pub fn remaining(&self) -> usize {
+        self.data.len() * 8 - self.pos
+    }
+
+    /// Skips `bits` bits already looked at with [`BitReader::peek`]; `None`
+    /// (and nothing consumed) past the end.
+    #[inline(always)]
+    pub fn consume(&mut self, bits: u32) -> Option<()> {
+        if bits as usize > self.remaining() {
             return None;
         }
-        let mut v: u64 = 0;
-        let mut left = bits;
-        while left > 0 {
-            let byte = self.data[self.pos / 8];
-            let offset = (self.pos % 8) as u32;
-            let take = (8 - offset).min(left);
-            let chunk = (u64::from(byte) >> (8 - offset - take)) & ((1u64 << take) - 1);
-            v = if take == 64 { chunk } else { (v << take) | chunk };
-            self.pos += take as usize;
-            left -= take;
+        self.pos += bits as usize;
+        Some(())
+    }
+
+    /// Reads `bits` (1..=64) bits; `None` past the end.
+    #[inline(always)]
+    pub fn read(&mut self, bits: u32) -> Option<u64> {
+        debug_assert!((1..=64).contains(&bits));
+        if bits > 56 {
+            let hi = self.read(bits - 32)?;
+            return Some((hi << 32) | self.read(32)?);
         }
+        let v = self.peek() >> (64 - bits);
+        self.consume(bits)?;
         Some(v)
     }
 
+    #[inline]
     pub fn bit(&mut self) -> Option<bool> {
         self.read(1).map(|b| b == 1)
     }

@@ -176,20 +176,31 @@ fn put_dod(w: &mut BitWriter, x: i64) {
     w.write(x as u64, 64);
 }
 
+#[inline(always)]
 fn get_dod(r: &mut BitReader<'_>) -> Option<i64> {
-    let mut ones = 0;
-    while ones < 5 && r.bit()? {
-        ones += 1;
-    }
-    let bits = match ones {
-        0 => return Some(0),
-        1 => 7,
-        2 => 9,
-        3 => 12,
-        4 => 32,
-        _ => 64,
+    // The prefix (up to five 1s, then a 0 unless there are five) and, for the
+    // short forms, the payload come out of one 57-bit window.
+    let w = r.peek();
+    let ones = (!w).leading_zeros().min(5);
+    let (prefix, bits) = match ones {
+        0 => {
+            r.consume(1)?;
+            return Some(0);
+        }
+        1 => (2, 7),
+        2 => (3, 9),
+        3 => (4, 12),
+        4 => (5, 32),
+        _ => (5, 64),
     };
-    let raw = r.read(bits)?;
+    let raw = if prefix + bits <= 56 {
+        let raw = (w << prefix) >> (64 - bits);
+        r.consume(prefix + bits)?;
+        raw
+    } else {
+        r.consume(prefix)?;
+        r.read(bits)?
+    };
     // Sign-extend from `bits`.
     let shift = 64 - bits;
     Some(((raw << shift) as i64) >> shift)

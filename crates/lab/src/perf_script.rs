@@ -1,0 +1,90 @@
+//! Reads `perf script -F cpu,pid,tid,time,ip --ns` output into per-CPU
+//! event batches, and records such a capture with `perf record`.
+//!
+//! Line shape (fields as perf aligns them):
+//! `  1234/1240  [001] 46828.738031581:  ffffffff821f2c2b`
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use store::events::EventBatch;
+
+/// One batch per CPU, in input order. perf's times are CLOCK_MONOTONIC-like
+/// seconds; `offset_ns` is added to put them on the wall clock.
+pub fn parse(text: &str, offset_ns: i64) -> anyhow::Result<Vec<EventBatch>> {
+    let mut per_cpu: Vec<EventBatch> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed = parse_line(line).with_context(|| format!("perf script line {}: {line:?}", i + 1))?;
+        let (pid, tid, cpu, t, ip) = parsed;
+        while per_cpu.len() <= cpu as usize {
+            per_cpu.push(EventBatch { cpu: per_cpu.len() as u32, ..EventBatch::default() });
+        }
+        per_cpu[cpu as usize].push(t + offset_ns, pid, tid, ip);
+    }
+    Ok(per_cpu.into_iter().filter(|b| !b.is_empty()).collect())
+}
+
+fn parse_line(line: &str) -> anyhow::Result<(u32, u32, u32, i64, u64)> {
+    let mut it = line.split_whitespace();
+    let (pid, tid) = it.next().and_then(|f| f.split_once('/')).context("no pid/tid")?;
+    let cpu = it.next().context("no [cpu]")?;
+    let cpu = cpu.strip_prefix('[').and_then(|c| c.strip_suffix(']')).context("cpu is not [N]")?;
+    let time = it.next().context("no time")?.trim_end_matches(':');
+    let (s, ns) = time.split_once('.').context("time is not seconds.nanoseconds")?;
+    if ns.len() != 9 {
+        bail!("time needs nanoseconds (perf script --ns)");
+    }
+    let t = s.parse::<i64>()?.checked_mul(1_000_000_000).context("time overflows")? + ns.parse::<i64>()?;
+    let ip = u64::from_str_radix(it.next().context("no ip")?, 16).context("ip is not hex")?;
+    Ok((pid.parse()?, tid.parse()?, cpu.parse()?, t, ip))
+}
+
+/// Records `perf record -e cpu-clock -F hz -a` on every CPU while `workload`
+/// runs, and returns its `perf script` text.
+pub fn record(dir: &Path, hz: u32, workload: &[&str]) -> anyhow::Result<String> {
+    let data = dir.join("perf.data");
+    let status = Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-F", &hz.to_string(), "-a", "-o"])
+        .arg(&data)
+        .arg("--")
+        .args(workload)
+        .status()
+        .context("run perf (Debian: apt-get install linux-perf)")?;
+    if !status.success() {
+        bail!("perf record failed ({status}); is perf_event_paranoid <= 1 or are you root?");
+    }
+    let out = Command::new("perf")
+        .args(["script", "-F", "cpu,pid,tid,time,ip", "--ns", "-i"])
+        .arg(&data)
+        .output()
+        .context("run perf script")?;
+    if !out.status.success() {
+        bail!("perf script failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    String::from_utf8(out.stdout).context("perf script output is not UTF-8")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_perf_script_lines_and_rejects_others() {
+        let text = "    0/0     [000] 46828.738031581:  ffffffff821f2c2b\n\
+                    29748/29750 [001] 46828.738059032:      7f44a5dd4deb\n";
+        let b = parse(text, 5).unwrap();
+        assert_eq!(b.len(), 2);
+        assert_eq!(
+            (b[0].cpu, b[0].time[0], b[0].pid[0], b[0].ip[0]),
+            (0, 46_828_738_031_586, 0, 0xffff_ffff_821f_2c2b)
+        );
+        assert_eq!((b[1].cpu, b[1].pid[0], b[1].tid[0], b[1].ip[0]), (1, 29748, 29750, 0x7f44_a5dd_4deb));
+        let e = parse("1/1 [000] 12.5: ff\n", 0).unwrap_err();
+        assert!(format!("{e:#}").contains("line 1") && format!("{e:#}").contains("--ns"), "{e:#}");
+        assert!(parse("garbage\n", 0).is_err());
+    }
+}

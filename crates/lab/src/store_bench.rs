@@ -1,0 +1,313 @@
+//! `kansoku lab store`: the store's budgets, measured.
+//!
+//! 1. Series ingest: an hour of synthetic hosts at 100 ms (node_exporter's
+//!    metric set, realistic workloads, `kansoku lab synth`'s generator),
+//!    built into batches first, then appended; CPU time of the appending
+//!    thread (WAL, head, block flushes) per sample.
+//! 2. Range query: 256 series of that hour (9.2 M points) downsampled to
+//!    2,000 buckets of min/max/avg; and the same over a fresh open (cold
+//!    in-memory state, warm page cache).
+//! 3. Event ingest and size: a real `perf record -e cpu-clock -F 10000 -a`
+//!    capture under a mixed stress-ng workload (or `--perf-script FILE`), in
+//!    per-CPU batches of 100 ms, both encodings; bytes per event on disk beside
+//!    perf.data's own size.
+//! 4. Event queries: the capture replicated (shifted in time) to
+//!    `--events` events, then top-N by ip and by pid over all and half of it.
+//!
+//! Peers (Prometheus, VictoriaMetrics, InfluxDB) are measured on the same
+//! data by `scripts/bench-store-peers.sh`, which exports it with `kansoku export`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use collect::own_cost::thread_cpu_ns;
+use model::{Batch, Selector, SeriesKey, Timestamp};
+use store::events::{Column, Encoding, EventBatch, EventQuery};
+use store::query::{Agg, RangeQuery, range};
+use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
+
+use crate::synth::{self, Synth};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Synthetic hosts for the series part (16 cores each: 2 hosts have the
+    /// 256 `node_cpu_seconds_total` series the query budget names).
+    #[arg(long, default_value_t = 2)]
+    hosts: usize,
+    /// Length of the synthetic series data at 100 ms.
+    #[arg(long, default_value = "1h")]
+    span: String,
+    /// Events for the event-query part (the capture replicated).
+    #[arg(long, default_value_t = 10_000_000)]
+    events: usize,
+    /// Use this `perf script -F cpu,pid,tid,time,ip --ns` output instead of recording.
+    #[arg(long)]
+    perf_script: Option<PathBuf>,
+    /// Seconds of `perf record` when recording.
+    #[arg(long, default_value_t = 10)]
+    record_seconds: u32,
+    /// Keep the data directory here (for `scripts/bench-store-peers.sh`);
+    /// default: a temporary directory, removed at the end.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Report {
+    pub machine: String,
+    pub series: usize,
+    pub samples: u64,
+    pub ingest_samples_per_cpu_second: f64,
+    pub ingest_ns_per_sample: f64,
+    pub block_bytes_per_sample: f64,
+    pub query_points: u64,
+    pub query_buckets: usize,
+    pub query_ms: Vec<f64>,
+    pub query_cold_ms: f64,
+    pub perf_events: u64,
+    pub perf_data_bytes_per_event: f64,
+    pub event_bytes_per_event_fast: f64,
+    pub event_bytes_per_event_compact: f64,
+    pub event_encode_per_cpu_second_fast: f64,
+    pub event_encode_per_cpu_second_compact: f64,
+    pub event_append_encoded_per_cpu_second: f64,
+    pub query_events: u64,
+    pub top_ip_ms: Vec<f64>,
+    pub top_pid_ms: Vec<f64>,
+    pub top_ip_half_ms: Vec<f64>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let span = model::parse_duration(&args.span).map_err(|e| anyhow::anyhow!("--span: {e}"))?;
+    let tmp = tempfile::tempdir()?;
+    let data = args.data.clone().unwrap_or_else(|| tmp.path().join("data"));
+    if data.exists() {
+        bail!("{} exists; the benchmark writes a fresh data directory", data.display());
+    }
+    let opts = Options {
+        fsync: FsyncPolicy::Never,
+        retention: Retention { max_age: None, budget: DiskBudget::Unlimited },
+        ..Options::default()
+    };
+    let mut r = Report { machine: crate::collector_cost::machine(), ..Report::default() };
+
+    // 1. Series ingest.
+    let interval = Duration::from_millis(100);
+    let rounds = (span.as_nanos() / interval.as_nanos()) as usize;
+    let mut synth = Synth::new(&synth::Args { hosts: args.hosts, cores: 16, seed: 1 }, interval);
+    let keys = synth.keys();
+    r.series = keys.len();
+    eprintln!("building {rounds} batches of {} series ({} of data at 100 ms) ...", keys.len(), args.span);
+    let start = Timestamp::now().as_nanos() / 1_000_000_000 * 1_000_000_000 - span.as_nanos() as i64;
+    let mut batches = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let mut b = Batch::new(Timestamp(start + i as i64 * interval.as_nanos() as i64));
+        b.points.reserve(keys.len());
+        if i == 0 {
+            b.defs = keys.iter().cloned().enumerate().map(|(i, k)| (i as u32, k)).collect();
+        }
+        synth.round(b.time, &mut b);
+        batches.push(b);
+    }
+    let store = Store::open(&data, opts.clone())?;
+    let mut app = Appender::default();
+    eprintln!("appending ...");
+    let cpu0 = thread_cpu_ns();
+    for b in &batches {
+        store.append(&mut app, b)?;
+    }
+    store.flush()?;
+    let cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
+    drop(batches);
+    r.samples = store.stats().samples_appended.load(std::sync::atomic::Ordering::Relaxed);
+    r.ingest_samples_per_cpu_second = r.samples as f64 / cpu;
+    r.ingest_ns_per_sample = cpu * 1e9 / r.samples as f64;
+    let du = store.disk_usage();
+    r.block_bytes_per_sample = du.block_bytes as f64 / du.block_samples.max(1) as f64;
+    eprintln!(
+        "ingest: {} samples, {:.1} M samples per CPU-second ({:.0} ns each), {:.3} B/sample in blocks",
+        r.samples,
+        r.ingest_samples_per_cpu_second / 1e6,
+        r.ingest_ns_per_sample,
+        r.block_bytes_per_sample
+    );
+
+    // 2. Range query: 256 series, 2,000 buckets, min/max/avg.
+    let q = RangeQuery {
+        selector: Selector::parse(r#"node_cpu_seconds_total{host=~"synth-00[01]"}"#)?,
+        from: Timestamp(start),
+        to: Timestamp(start + span.as_nanos() as i64 - 1),
+        step_ns: None,
+        points: Some(2000),
+        rate: false,
+        aggs: vec![Agg::Min, Agg::Max, Agg::Avg],
+        group: None,
+    };
+    let cold = Store::open_read_only(&data)?;
+    let t = Instant::now();
+    let frame = range(&cold, &q)?;
+    r.query_cold_ms = ms(t.elapsed());
+    drop(cold);
+    r.query_buckets = frame.times.len();
+    let n_series = frame.series.len() / 3;
+    r.query_points = store.series(&q.selector).iter().map(|(id, _)| store.read(*id, q.from, q.to).0.len() as u64).sum();
+    for _ in 0..7 {
+        let t = Instant::now();
+        let f = range(&store, &q)?;
+        r.query_ms.push(ms(t.elapsed()));
+        assert_eq!(f.series.len(), frame.series.len());
+    }
+    eprintln!(
+        "range query: {n_series} series, {} points -> {} buckets x min/max/avg: median {:.1} ms (first, fresh open: {:.1} ms)",
+        r.query_points,
+        r.query_buckets,
+        median(&r.query_ms),
+        r.query_cold_ms
+    );
+
+    // 3. Events: a real capture.
+    let text = match &args.perf_script {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()))?,
+        None => {
+            let secs = args.record_seconds.to_string();
+            eprintln!(
+                "recording {secs} s of perf record -e cpu-clock -F 10000 -a under stress-ng (cpu, matrix, hdd) ..."
+            );
+            let text = crate::perf_script::record(
+                tmp.path(),
+                10_000,
+                &["stress-ng", "--cpu", "1", "--matrix", "1", "--hdd", "1", "--timeout", &format!("{secs}s"), "-q"],
+            )?;
+            r.perf_data_bytes_per_event =
+                std::fs::metadata(tmp.path().join("perf.data"))?.len() as f64 / text.lines().count().max(1) as f64;
+            text
+        }
+    };
+    let capture = crate::perf_script::parse(&text, start)?;
+    r.perf_events = capture.iter().map(|b| b.len() as u64).sum();
+    if r.perf_events == 0 {
+        bail!("the perf capture holds no samples");
+    }
+    // Batches of 100 ms per CPU, as an agent sends them.
+    let mut pieces: Vec<EventBatch> = Vec::new();
+    for b in &capture {
+        let mut lo = 0;
+        while lo < b.len() {
+            let end = b.time[lo] + 100_000_000;
+            let hi = lo + b.time[lo..].partition_point(|&t| t < end);
+            pieces.push(EventBatch {
+                cpu: b.cpu,
+                time: b.time[lo..hi].to_vec(),
+                pid: b.pid[lo..hi].to_vec(),
+                tid: b.tid[lo..hi].to_vec(),
+                ip: b.ip[lo..hi].to_vec(),
+                chain: Vec::new(),
+            });
+            lo = hi;
+        }
+    }
+    let mut encoded = Vec::new();
+    for (enc, size, speed) in [
+        (Encoding::Fast, &mut r.event_bytes_per_event_fast, &mut r.event_encode_per_cpu_second_fast),
+        (Encoding::Compact, &mut r.event_bytes_per_event_compact, &mut r.event_encode_per_cpu_second_compact),
+    ] {
+        let mut bytes = 0;
+        encoded.clear();
+        let cpu0 = thread_cpu_ns();
+        for p in &pieces {
+            let mut p = p.clone();
+            p.validate()?;
+            let mut out = Vec::new();
+            p.encode(&mut out, enc);
+            bytes += out.len();
+            encoded.push(out);
+        }
+        *speed = r.perf_events as f64 / ((thread_cpu_ns() - cpu0) as f64 / 1e9);
+        *size = bytes as f64 / r.perf_events as f64;
+    }
+    eprintln!(
+        "events: {} from perf, {:.2} B/event fast ({:.1} M/s encode), {:.2} compact ({:.1} M/s); perf.data {:.1} B/event",
+        r.perf_events,
+        r.event_bytes_per_event_fast,
+        r.event_encode_per_cpu_second_fast / 1e6,
+        r.event_bytes_per_event_compact,
+        r.event_encode_per_cpu_second_compact / 1e6,
+        r.perf_data_bytes_per_event
+    );
+
+    // 4. Replicate to --events (shifted by the capture's span) and query.
+    let capture_span = capture.iter().map(|b| b.time[b.len() - 1] - b.time[0]).max().unwrap_or(0) + 1;
+    let stream = SeriesKey::new("perf_cpu_clock", [("host", "bench")]);
+    let copies = args.events.div_ceil(r.perf_events as usize);
+    eprintln!("encoding {copies} time-shifted copies of the capture ({} events) ...", copies as u64 * r.perf_events);
+    let mut shifted = Vec::with_capacity(copies * pieces.len());
+    for c in 0..copies as i64 {
+        for p in &pieces {
+            let mut p = p.clone();
+            p.time.iter_mut().for_each(|t| *t += c * capture_span);
+            p.validate()?;
+            let mut out = Vec::new();
+            p.encode(&mut out, Encoding::Fast);
+            shifted.push(out);
+        }
+    }
+    // What a server does with an agent's batch: decode it in full to check
+    // it, then write it.
+    let mut appended = 0u64;
+    let cpu0 = thread_cpu_ns();
+    for out in &shifted {
+        appended += store.events().append_encoded(&stream, out)? as u64;
+    }
+    r.event_append_encoded_per_cpu_second = appended as f64 / ((thread_cpu_ns() - cpu0) as f64 / 1e9);
+    drop(shifted);
+    r.query_events = appended;
+
+    let whole = EventQuery { streams: Selector::all(), cpus: vec![], from: i64::MIN, to: i64::MAX };
+    let (lo, hi) = (start, start + copies as i64 * capture_span);
+    let half = EventQuery { from: lo + (hi - lo) / 4, to: hi - (hi - lo) / 4, ..whole.clone() };
+    for _ in 0..5 {
+        for (q, col, out) in [
+            (&whole, Column::Ip, &mut r.top_ip_ms),
+            (&whole, Column::Pid, &mut r.top_pid_ms),
+            (&half, Column::Ip, &mut r.top_ip_half_ms),
+        ] {
+            let t = Instant::now();
+            let top = store.events().top(q, col, 20);
+            out.push(ms(t.elapsed()));
+            if top.corrupt > 0 || (q.from == i64::MIN && top.total != appended) {
+                bail!("event query counted {} of {appended} events ({} corrupt)", top.total, top.corrupt);
+            }
+        }
+    }
+    eprintln!(
+        "event queries over {appended} events: top 20 by ip {:.0} ms, by pid {:.0} ms, by ip over the middle half {:.0} ms (medians); append_encoded {:.1} M events per CPU-second",
+        median(&r.top_ip_ms),
+        median(&r.top_pid_ms),
+        median(&r.top_ip_half_ms),
+        r.event_append_encoded_per_cpu_second / 1e6
+    );
+    store.close()?;
+    let json = serde_json::to_string_pretty(&r)?;
+    if let Some(p) = &args.json {
+        std::fs::write(p, &json).with_context(|| format!("write {}", p.display()))?;
+    }
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{json}");
+    }
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! Downsampled tiers: per series, min / max / sum / count of the raw samples
+//! in each whole second and each whole minute. Written beside the raw chunks
+//! when a block is flushed (never instead of them), so a query over a long
+//! range reads one tier point where it would read 10 or 600 raw samples.
+//!
+//! In a block, each (series, resolution) has one entry holding four chunks
+//! (min, max, sum, count, each length-prefixed); its key is the empty name
+//! with the single label `__tier__="<index of the raw entry>:<resolution>"`,
+//! so it costs a few bytes of index, and is never listed as a series
+//! (`docs/format/block.md`).
+
+use model::SeriesKey;
+
+use crate::codec::varint::{Reader, put_u64};
+use crate::codec::{ChunkError, decode_chunk, encode_chunk};
+
+pub const TIER_LABEL: &str = "__tier__";
+
+/// The tier resolutions kept, finest first.
+pub const RESOLUTIONS: [(i64, &str); 2] = [(1_000_000_000, "1s"), (60_000_000_000, "1m")];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TierAgg {
+    Min,
+    Max,
+    Sum,
+    Count,
+}
+
+pub const AGGS: [TierAgg; 4] = [TierAgg::Min, TierAgg::Max, TierAgg::Sum, TierAgg::Count];
+
+/// One tier of one series over some range: a point per non-empty period,
+/// stamped with the period's start.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tier {
+    pub ts: Vec<i64>,
+    pub min: Vec<f64>,
+    pub max: Vec<f64>,
+    pub sum: Vec<f64>,
+    pub count: Vec<f64>,
+}
+
+impl Tier {
+    pub fn column(&self, agg: TierAgg) -> &[f64] {
+        match agg {
+            TierAgg::Min => &self.min,
+            TierAgg::Max => &self.max,
+            TierAgg::Sum => &self.sum,
+            TierAgg::Count => &self.count,
+        }
+    }
+
+    pub fn column_mut(&mut self, agg: TierAgg) -> &mut Vec<f64> {
+        match agg {
+            TierAgg::Min => &mut self.min,
+            TierAgg::Max => &mut self.max,
+            TierAgg::Sum => &mut self.sum,
+            TierAgg::Count => &mut self.count,
+        }
+    }
+
+    /// Aggregates raw samples (time-ordered) into periods of `res` ns.
+    pub fn build(ts: &[i64], vals: &[f64], res: i64) -> Tier {
+        let mut t = Tier::default();
+        let mut i = 0;
+        while i < ts.len() {
+            let start = ts[i] - ts[i].rem_euclid(res);
+            let end = start.saturating_add(res);
+            let j = i + ts[i..].partition_point(|&x| x < end);
+            let v = &vals[i..j];
+            t.ts.push(start);
+            t.min.push(v.iter().copied().fold(f64::INFINITY, f64::min));
+            t.max.push(v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+            t.sum.push(v.iter().sum());
+            t.count.push(v.len() as f64);
+            i = j;
+        }
+        t
+    }
+
+    /// Appends `other`, which starts after this one ends (or merges a period
+    /// both hold, as happens when a block boundary falls inside a second).
+    pub fn extend(&mut self, other: Tier) {
+        let mut k = 0;
+        if let (Some(&last), Some(&first)) = (self.ts.last(), other.ts.first())
+            && last == first
+        {
+            let n = self.ts.len() - 1;
+            self.min[n] = self.min[n].min(other.min[0]);
+            self.max[n] = self.max[n].max(other.max[0]);
+            self.sum[n] += other.sum[0];
+            self.count[n] += other.count[0];
+            k = 1;
+        }
+        self.ts.extend_from_slice(&other.ts[k..]);
+        self.min.extend_from_slice(&other.min[k..]);
+        self.max.extend_from_slice(&other.max[k..]);
+        self.sum.extend_from_slice(&other.sum[k..]);
+        self.count.extend_from_slice(&other.count[k..]);
+    }
+}
+
+/// The key of the tier entry of the raw entry at `raw_index`.
+pub fn tier_key(raw_index: usize, res_name: &str) -> SeriesKey {
+    SeriesKey::new("", [(TIER_LABEL, format!("{raw_index}:{res_name}"))])
+}
+
+/// If `key` is a tier entry's: (the raw entry's index, resolution in ns).
+pub fn parse_tier_key(key: &SeriesKey) -> Option<(usize, i64)> {
+    if !key.name().is_empty() || key.labels().len() != 1 {
+        return None;
+    }
+    let (idx, res) = key.get(TIER_LABEL)?.split_once(':')?;
+    let res = RESOLUTIONS.iter().find(|r| r.1 == res)?.0;
+    Some((idx.parse().ok()?, res))
+}
+
+impl Tier {
+    /// The four columns as length-prefixed chunks.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for agg in AGGS {
+            let c = encode_chunk(&self.ts, self.column(agg));
+            put_u64(&mut out, c.len() as u64);
+            out.extend_from_slice(&c);
+        }
+        out
+    }
+
+    /// Decodes a tier entry of `n` periods, keeping those starting in `[from, to]`.
+    pub fn decode(data: &[u8], n: usize, from: i64, to: i64) -> Result<Tier, ChunkError> {
+        let mut r = Reader::new(data);
+        let mut t = Tier::default();
+        for agg in AGGS {
+            let len = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Truncated)?;
+            let chunk = r.bytes(len).ok_or(ChunkError::Truncated)?;
+            let mut ts = Vec::with_capacity(n);
+            decode_chunk(chunk, &mut ts, t.column_mut(agg))?;
+            if ts.len() != n || (!t.ts.is_empty() && ts != t.ts) {
+                return Err(ChunkError::Header("tier columns disagree"));
+            }
+            t.ts = ts;
+        }
+        if r.remaining() != 0 {
+            return Err(ChunkError::Header("trailing bytes after the tier"));
+        }
+        let lo = t.ts.partition_point(|&x| x < from);
+        let hi = t.ts.partition_point(|&x| x <= to);
+        for agg in AGGS {
+            let c = t.column_mut(agg);
+            c.truncate(hi);
+            c.drain(..lo);
+        }
+        t.ts.truncate(hi);
+        t.ts.drain(..lo);
+        Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_and_merges_periods() {
+        let ts = [0, 400, 999, 1000, 2500];
+        let vals = [1.0, 5.0, 3.0, 7.0, -2.0];
+        let t = Tier::build(&ts, &vals, 1000);
+        assert_eq!(t.ts, [0, 1000, 2000]);
+        assert_eq!(t.min, [1.0, 7.0, -2.0]);
+        assert_eq!(t.max, [5.0, 7.0, -2.0]);
+        assert_eq!(t.sum, [9.0, 7.0, -2.0]);
+        assert_eq!(t.count, [3.0, 1.0, 1.0]);
+        // Split anywhere and merged back: the same tier.
+        for cut in 0..=ts.len() {
+            let mut a = Tier::build(&ts[..cut], &vals[..cut], 1000);
+            a.extend(Tier::build(&ts[cut..], &vals[cut..], 1000));
+            assert_eq!(a, t, "cut at {cut}");
+        }
+        let negative = Tier::build(&[-1500, -1], &[1.0, 2.0], 1000);
+        assert_eq!(negative.ts, [-2000, -1000]);
+    }
+
+    #[test]
+    fn tier_keys_and_entries_round_trip() {
+        assert_eq!(parse_tier_key(&tier_key(17, "1m")), Some((17, 60_000_000_000)));
+        assert_eq!(parse_tier_key(&SeriesKey::new("m", [("host", "a")])), None);
+        assert_eq!(parse_tier_key(&SeriesKey::new("m", [(TIER_LABEL, "1:1s")])), None, "a real series");
+        assert_eq!(parse_tier_key(&SeriesKey::new("", [(TIER_LABEL, "1:5s")])), None);
+        let t = Tier::build(&[0, 400, 1000, 2500, 2600], &[1.0, f64::NAN, -0.0, 1e300, 3.5], 1000);
+        let enc = t.encode();
+        let back = Tier::decode(&enc, 3, i64::MIN, i64::MAX).unwrap();
+        assert_eq!(back.ts, t.ts);
+        for agg in AGGS {
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(back.column(agg)), bits(t.column(agg)));
+        }
+        assert_eq!(Tier::decode(&enc, 3, 1000, 2000).unwrap().ts, [1000, 2000]);
+        assert!(Tier::decode(&enc, 4, i64::MIN, i64::MAX).is_err(), "count checked");
+        for cut in 0..enc.len() {
+            assert!(Tier::decode(&enc[..cut], 3, i64::MIN, i64::MAX).is_err());
+        }
+    }
+}
