@@ -79,6 +79,30 @@ struct CommonArgs {
     /// of its filesystem (default 50%), or "unlimited".
     #[arg(long, default_value = "50%", value_parser = parse_budget)]
     retention_size: DiskBudget,
+    /// Downsampled tiers written with each block: 1m (default), 1s, both
+    /// (1s,1m) or none. A 1 s tier makes hour-long charts ~3x faster and
+    /// costs ~75 % more disk for 100 ms host metrics.
+    #[arg(long, default_value = "1m", value_parser = parse_tiers)]
+    tiers: Tiers,
+}
+
+#[derive(Debug, Clone)]
+pub struct Tiers(Vec<i64>);
+
+fn parse_tiers(s: &str) -> Result<Tiers, String> {
+    if s == "none" {
+        return Ok(Tiers(Vec::new()));
+    }
+    s.split(',')
+        .map(|t| {
+            store::tier::RESOLUTIONS
+                .iter()
+                .find(|r| r.1 == t.trim())
+                .map(|r| r.0)
+                .ok_or_else(|| format!("{t:?} is not a tier: use 1s, 1m, 1s,1m or none"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Tiers)
 }
 
 fn parse_budget(s: &str) -> Result<DiskBudget, String> {
@@ -226,6 +250,7 @@ fn serve(
         fsync: args.fsync,
         block_duration: args.block_duration,
         retention: Retention { max_age: args.retention_time, budget: args.retention_size },
+        tiers: args.tiers.0.clone(),
         ..Options::default()
     };
     let store = Arc::new(Store::open(&args.data, opts).with_context(|| format!("open store {}", args.data.display()))?);
@@ -353,6 +378,9 @@ mod tests {
         assert_eq!(parse_budget("50%"), Ok(DiskBudget::FractionOfFilesystem(0.5)));
         assert_eq!(parse_budget("2G"), Ok(DiskBudget::Bytes(2 << 30)));
         assert_eq!(parse_budget("1234"), Ok(DiskBudget::Bytes(1234)));
+        assert_eq!(parse_tiers("1s,1m").unwrap().0, [1_000_000_000, 60_000_000_000]);
+        assert!(parse_tiers("none").unwrap().0.is_empty());
+        assert!(parse_tiers("5s").unwrap_err().contains("1s,1m"));
         for bad in ["0", "150%", "0%", "12X", "", "-5G", "99999999999T"] {
             let e = parse_budget(bad).unwrap_err();
             assert!(e.contains("500G") && e.contains("unlimited"), "{bad}: {e}");

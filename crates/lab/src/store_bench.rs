@@ -68,6 +68,9 @@ pub struct Report {
     pub query_buckets: usize,
     pub query_ms: Vec<f64>,
     pub query_cold_ms: f64,
+    /// The same query with 1.8 s buckets, which no tier tiles: raw samples.
+    pub query_raw_ms: Vec<f64>,
+    pub tier_bytes_per_sample: f64,
     pub perf_events: u64,
     pub perf_data_bytes_per_event: f64,
     pub event_bytes_per_event_fast: f64,
@@ -101,6 +104,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let opts = Options {
         fsync: FsyncPolicy::Never,
         retention: Retention { max_age: None, budget: DiskBudget::Unlimited },
+        tiers: vec![store::tier::SECOND, store::tier::MINUTE],
         ..Options::default()
     };
     let mut r = Report { machine: crate::collector_cost::machine(), ..Report::default() };
@@ -137,13 +141,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     r.ingest_samples_per_cpu_second = r.samples as f64 / cpu;
     r.ingest_ns_per_sample = cpu * 1e9 / r.samples as f64;
     let du = store.disk_usage();
-    r.block_bytes_per_sample = du.block_bytes as f64 / du.block_samples.max(1) as f64;
+    r.block_bytes_per_sample = (du.block_bytes - du.tier_bytes) as f64 / du.block_samples.max(1) as f64;
+    r.tier_bytes_per_sample = du.tier_bytes as f64 / du.block_samples.max(1) as f64;
     eprintln!(
-        "ingest: {} samples, {:.1} M samples per CPU-second ({:.0} ns each), {:.3} B/sample in blocks",
+        "ingest: {} samples, {:.1} M samples per CPU-second ({:.0} ns each, block and tier writing included); \
+         {:.3} B/sample raw + {:.3} tiers (1 s and 1 min)",
         r.samples,
         r.ingest_samples_per_cpu_second / 1e6,
         r.ingest_ns_per_sample,
-        r.block_bytes_per_sample
+        r.block_bytes_per_sample,
+        r.tier_bytes_per_sample
     );
 
     // 2. Range query: 256 series, 2,000 buckets, min/max/avg.
@@ -171,12 +178,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         r.query_ms.push(ms(t.elapsed()));
         assert_eq!(f.series.len(), frame.series.len());
     }
+    let raw_q = RangeQuery { points: None, step_ns: Some(1_800_000_000), ..q.clone() };
+    for _ in 0..5 {
+        let t = Instant::now();
+        range(&store, &raw_q)?;
+        r.query_raw_ms.push(ms(t.elapsed()));
+    }
     eprintln!(
-        "range query: {n_series} series, {} points -> {} buckets x min/max/avg: median {:.1} ms (first, fresh open: {:.1} ms)",
+        "range query: {n_series} series, {} points -> {} buckets x min/max/avg: median {:.1} ms from the 1 s tier \
+         (first, fresh open: {:.1} ms); {:.1} ms from raw samples (1.8 s buckets)",
         r.query_points,
         r.query_buckets,
         median(&r.query_ms),
-        r.query_cold_ms
+        r.query_cold_ms,
+        median(&r.query_raw_ms)
     );
 
     // 3. Events: a real capture.
@@ -277,7 +292,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     r.query_events = appended;
 
     let whole = EventQuery { streams: Selector::all(), cpus: vec![], from: i64::MIN, to: i64::MAX };
-    let (lo, hi) = (start, start + copies as i64 * capture_span);
+    let lo = capture.iter().map(|b| b.time[0]).min().unwrap_or(start);
+    let hi = lo + copies as i64 * capture_span;
     let half = EventQuery { from: lo + (hi - lo) / 4, to: hi - (hi - lo) / 4, ..whole.clone() };
     for _ in 0..5 {
         for (q, col, out) in [

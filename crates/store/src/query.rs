@@ -155,9 +155,9 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
     };
     // The coarsest tier whose periods tile the buckets, unless the query
     // needs raw samples (rates, last values).
-    let tier_res = step.filter(|_| !q.rate && !q.aggs.contains(&Agg::Last)).and_then(|step| {
-        crate::tier::RESOLUTIONS.iter().rev().map(|r| r.0).find(|&res| step >= res && step % res == 0)
-    });
+    let tier_res = step
+        .filter(|_| !q.rate && !q.aggs.contains(&Agg::Last))
+        .and_then(|step| store.tiers().into_iter().rev().find(|&res| step >= res && step % res == 0));
     // A rate at the first sample in range needs the sample before it: look
     // back 60 s, the longest collection interval.
     let read_from = if q.rate { q.from.saturating_sub(std::time::Duration::from_secs(60)) } else { q.from };

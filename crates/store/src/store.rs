@@ -59,6 +59,11 @@ pub struct Options {
     /// An event log file is closed and the next started past this size; the
     /// unit in which retention removes events.
     pub event_file_bytes: u64,
+    /// Downsampled tiers written with each block, in ns, from
+    /// [`tier::RESOLUTIONS`]. Default: 1 min only, which costs ~1 % of the raw
+    /// data; a 1 s tier speeds up hour-long bucketed queries ~3x but, for
+    /// 100 ms host metrics, costs ~75 % of the raw size (`docs/benchmarks.md`).
+    pub tiers: Vec<i64>,
 }
 
 impl Default for Options {
@@ -69,6 +74,7 @@ impl Default for Options {
             head_samples_max: 4 << 20,
             retention: Retention::default(),
             event_file_bytes: 64 << 20,
+            tiers: vec![tier::MINUTE],
         }
     }
 }
@@ -197,6 +203,8 @@ struct State {
     /// The generation being written to a block; still queryable meanwhile.
     frozen: Option<Arc<Head>>,
     blocks: Vec<Arc<Block>>,
+    /// Tier resolutions present in some block.
+    tiers_seen: std::collections::BTreeSet<i64>,
 }
 
 impl State {
@@ -561,7 +569,7 @@ impl Store {
         // Tiers beside the raw columns: one entry per (series, resolution).
         let mut tiers = Vec::new();
         for (raw_index, (_, c)) in frozen.columns().enumerate() {
-            for (res, res_name) in tier::RESOLUTIONS {
+            for (res, res_name) in tier::RESOLUTIONS.into_iter().filter(|r| self.opts.tiers.contains(&r.0)) {
                 let t = Tier::build(&c.ts, &c.vals, res);
                 tiers.push(Blob {
                     key: tier::tier_key(raw_index, res_name),
@@ -672,6 +680,16 @@ impl Store {
         vals.extend_from_slice(&head_vals);
         debug_assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: read returned unordered samples");
         (ts, vals)
+    }
+
+    /// The tiers this store writes (see [`Options::tiers`]) and any found in
+    /// its blocks, ascending.
+    pub fn tiers(&self) -> Vec<i64> {
+        let mut t = self.opts.tiers.clone();
+        t.extend(read_lock(&self.state).tiers_seen.iter().copied());
+        t.sort_unstable();
+        t.dedup();
+        t
     }
 
     /// Tier `res` (one of [`tier::RESOLUTIONS`]) of series `id` for the

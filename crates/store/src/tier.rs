@@ -16,8 +16,11 @@ use crate::codec::{ChunkError, decode_chunk, encode_chunk};
 
 pub const TIER_LABEL: &str = "__tier__";
 
-/// The tier resolutions kept, finest first.
-pub const RESOLUTIONS: [(i64, &str); 2] = [(1_000_000_000, "1s"), (60_000_000_000, "1m")];
+pub const SECOND: i64 = 1_000_000_000;
+pub const MINUTE: i64 = 60 * SECOND;
+
+/// The tier resolutions a store can keep, finest first.
+pub const RESOLUTIONS: [(i64, &str); 2] = [(SECOND, "1s"), (MINUTE, "1m")];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TierAgg {

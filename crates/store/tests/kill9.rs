@@ -31,6 +31,7 @@ fn opts(always: bool) -> Options {
         head_samples_max: 250 * SERIES as usize,
         event_file_bytes: 16 << 10,
         retention: store::Retention { max_age: None, budget: store::DiskBudget::Unlimited },
+        tiers: vec![store::tier::SECOND, store::tier::MINUTE],
     }
 }
 

@@ -12,11 +12,13 @@ use store::{Appender, FsyncPolicy, Options, Store};
 
 type Model = BTreeMap<SeriesKey, BTreeMap<i64, f64>>;
 
+/// Both tier resolutions, so every test covers them.
 fn opts() -> Options {
     Options {
         fsync: FsyncPolicy::Never,
         block_duration: Duration::from_secs(3600),
         head_samples_max: 1 << 20,
+        tiers: vec![store::tier::SECOND, store::tier::MINUTE],
         ..Options::default()
     }
 }

@@ -169,25 +169,27 @@ impl EventBatch {
     }
 
     /// Decodes one batch; `want` limits which columns are decompressed (the
-    /// rest are left empty). Time is always decoded.
+    /// rest are left empty).
     pub fn decode(data: &[u8], want: Want) -> Result<EventBatch, BatchError> {
         let (head, mut r) = Header::read(data)?;
         let n = head.n;
         let mut b = EventBatch { cpu: head.cpu, ..EventBatch::default() };
-        let deltas: Vec<i64> = get_column(&mut r, n, true)?;
-        let mut t = head.min_t;
-        b.time.reserve_exact(n);
-        for (i, d) in deltas.into_iter().enumerate() {
-            if i > 0 {
-                if d < 0 {
-                    return Err(BatchError::Malformed("times not ascending"));
+        let deltas: Vec<i64> = get_column(&mut r, n, want.time)?;
+        if want.time {
+            let mut t = head.min_t;
+            b.time.reserve_exact(n);
+            for (i, d) in deltas.into_iter().enumerate() {
+                if i > 0 {
+                    if d < 0 {
+                        return Err(BatchError::Malformed("times not ascending"));
+                    }
+                    t = t.checked_add(d).ok_or(BatchError::Malformed("time overflows"))?;
                 }
-                t = t.checked_add(d).ok_or(BatchError::Malformed("time overflows"))?;
+                b.time.push(t);
             }
-            b.time.push(t);
-        }
-        if t != head.max_t {
-            return Err(BatchError::Malformed("times disagree with the header"));
+            if t != head.max_t {
+                return Err(BatchError::Malformed("times disagree with the header"));
+            }
         }
         let pid: Vec<u32> = get_column(&mut r, n, want.pid || want.tid)?;
         let rel: Vec<i64> = get_column(&mut r, n, want.tid)?;
@@ -219,6 +221,7 @@ fn permute<T: Copy>(v: &[T], order: &[u32]) -> Vec<T> {
 /// Which columns to decompress.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Want {
+    pub time: bool,
     pub pid: bool,
     pub tid: bool,
     pub ip: bool,
@@ -226,8 +229,9 @@ pub struct Want {
 }
 
 impl Want {
-    pub const ALL: Want = Want { pid: true, tid: true, ip: true, chain: true };
+    pub const ALL: Want = Want { time: true, pid: true, tid: true, ip: true, chain: true };
 
+    /// Just the column `c` (and not even time).
     pub fn column(c: Column) -> Want {
         let mut w = Want::default();
         match c {

@@ -416,7 +416,11 @@ impl EventLog {
                         let mut acc = init();
                         let mut buf = Vec::new();
                         for (e, file) in part {
+                            // A batch wholly inside the range needs no times.
+                            let inside = e.min_t >= q.from && e.max_t <= q.to;
+                            let want = Want { time: want.time || !inside, ..want };
                             match self.load(e, file, want, &mut buf) {
+                                Ok(b) if inside => f(&mut acc, e, &b, 0..e.n as usize),
                                 Ok(b) => {
                                     let lo = b.time.partition_point(|&t| t < q.from);
                                     let hi = b.time.partition_point(|&t| t <= q.to);
@@ -446,6 +450,7 @@ impl EventLog {
     /// Every event of the query, in batches (one CPU each, time-ordered
     /// within a batch) with their stream, in the order they were stored.
     pub fn scan(&self, q: &EventQuery, want: Want) -> (Vec<(SeriesKey, EventBatch)>, u64) {
+        let want = Want { time: true, ..want };
         let (parts, corrupt) = self.for_each(q, want, 1, Vec::new, |acc: &mut Vec<(u32, EventBatch)>, e, b, r| {
             if !r.is_empty() {
                 acc.push((e.stream, slice(b, r)));
