@@ -53,6 +53,9 @@ bench: build
 	./target/release/kansoku lab collector-cost --interval 100ms --duration 60s
 	./target/release/kansoku lab collector-cost --interval 10ms --duration 60s
 	./target/release/kansoku lab snmp --targets 241,1000,10000 --interval 100ms --duration 10s
+	rm -rf /tmp/kansoku-bench-store
+	./target/release/kansoku lab store --span 1h --events 10000000 --data /tmp/kansoku-bench-store
+	scripts/bench-store-peers.sh /tmp/kansoku-bench-store
 
 # The dashboard with 256 synthetic hosts x 16 cores at 10 Hz: frame time and
 # browser memory in headless Chromium (MINUTES=10 by default).

@@ -18,6 +18,12 @@ case "${1:-test}" in
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`
     want prometheus-snmp-exporter   # a peer in `kansoku lab snmp`
     want snmp                       # snmpget: the glogger paper's baseline in `kansoku lab snmp`
+    want linux-perf                 # perf record: the real capture in `kansoku lab store`
+    want stress-ng                  # the workload under that capture
+    want prometheus                 # promtool: a peer in scripts/bench-store-peers.sh
+    want victoria-metrics           # a peer in scripts/bench-store-peers.sh
+    want influxdb                   # a peer in scripts/bench-store-peers.sh
+    want curl
     ;;
   *) echo "usage: $0 test|bench" >&2; exit 2 ;;
 esac

@@ -219,3 +219,24 @@ fn bad_batches_are_refused_and_counted_nothing_stored() {
     assert_eq!(store.events().append_encoded(&stream("a"), &enc).unwrap(), 1);
     assert_eq!(store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 1).rows, vec![(3, 1)]);
 }
+
+/// A reader beside a writer may see the newest file end mid-record: it
+/// serves every whole batch before that, and changes nothing on disk.
+#[test]
+fn read_only_open_serves_the_prefix_of_a_file_being_written() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let mut b = EventBatch { cpu: 0, ..Default::default() };
+        b.push(1, 2, 3, 4);
+        b.push(5, 6, 7, 8);
+        store.events().append(&stream("a"), &mut b, Encoding::Fast).unwrap();
+    }
+    let file = log_files(dir.path()).into_iter().find(|f| fs::metadata(f).unwrap().len() > 8).unwrap();
+    let mut data = fs::read(&file).unwrap();
+    data.extend_from_slice(&[40, 0, 0, 0, 1, 2]); // a record header without its payload
+    fs::write(&file, &data).unwrap();
+    let reader = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 1).total, 2);
+    assert_eq!(fs::read(&file).unwrap(), data, "a reader never truncates");
+}

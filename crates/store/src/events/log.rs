@@ -230,10 +230,9 @@ impl EventLog {
             }
         });
         ix.entries.extend(entries);
-        if writable || damage.is_none() {
-            let file = File::open(path).map_err(io_err("open event log", path))?;
-            ix.files.push(Arc::new(LogFile { seq, path: path.to_path_buf(), file }));
-        }
+        // The verified prefix is served even when a writer is mid-append.
+        let file = File::open(path).map_err(io_err("open event log", path))?;
+        ix.files.push(Arc::new(LogFile { seq, path: path.to_path_buf(), file }));
         drop(ix);
         let Some(damage) = damage else { return Ok(()) };
         if !writable {
