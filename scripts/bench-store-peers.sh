@@ -64,13 +64,27 @@ for f in "$out"/vm-part.*; do curl -sf --data-binary @"$f" http://127.0.0.1:1842
 rm -f "$out"/vm-part.*
 curl -sf http://127.0.0.1:18428/internal/force_flush
 curl -sf http://127.0.0.1:18428/internal/force_merge
-sleep 5 # force_merge runs in the background; its log says when it is done
+# force_merge runs in the background: wait until no merge is active.
+for _ in $(seq 1 600); do
+  active=$(curl -sf http://127.0.0.1:18428/metrics | awk '/^vm_active_merges/ {s += $2} END {print s + 0}')
+  [ "$active" = 0 ] && break
+  sleep 0.1
+done
+vm_samples=$(curl -sf -G --data-urlencode 'match[]={__name__=~".+"}' http://127.0.0.1:18428/api/v1/export |
+  python3 -c 'import json,sys; print(sum(len(json.loads(l)["values"]) for l in sys.stdin))')
+if [ "$vm_samples" != "$samples" ]; then
+  echo "VictoriaMetrics holds $vm_samples of the $samples samples; not comparable" >&2
+  exit 1
+fi
 vm_rows=$(curl -sf 'http://127.0.0.1:18428/api/v1/series/count' | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0])')
 vm_bytes=$(bytes "$out/vm")
 
 echo "InfluxDB ..." >&2
 mkdir -p "$out/influx"
+# Snapshot the WAL's cache to TSM and compact fully after a few idle seconds
+# (the defaults wait 10 min and 4 h).
 sed -e "s|/var/lib/influxdb|$out/influx|g" -e '/^\[http\]/a\  bind-address = "127.0.0.1:18086"' \
+  -e '/^\[data\]/a\  cache-snapshot-write-cold-duration = "2s"\n  compact-full-write-cold-duration = "4s"' \
   /etc/influxdb/influxdb.conf > "$out/influx.conf"
 printf '\nreporting-disabled = true\nbind-address = "127.0.0.1:18088"\n' | cat - "$out/influx.conf" > "$out/influx2.conf"
 start_influx() {
@@ -90,19 +104,31 @@ if [ "$events" -gt 0 ]; then
   for f in "$out"/ie-part.*; do curl -sf --data-binary @"$f" 'http://127.0.0.1:18086/write?db=events&precision=ns'; done
   rm -f "$out"/ie-part.*
 fi
-kill "$influx_pid"; wait "$influx_pid" 2>/dev/null || true # shutdown writes the WAL's cache to TSM
-start_influx
+# Wait until the WAL is empty (snapshotted to TSM) and the TSM files settle.
+wal_bytes() { find "$out/influx/wal" -name '*.wal' -printf '%s\n' | awk '{s += $1} END {print s + 0}'; }
+tsm_bytes() { [ -d "$out/influx/data/$1" ] || { echo 0; return; }; find "$out/influx/data/$1" -name '*.tsm' -printf '%s\n' | awk '{s += $1} END {print s + 0}'; }
+prev=-1
+for _ in $(seq 1 120); do
+  now="$(wal_bytes):$(tsm_bytes bench):$(tsm_bytes events)"
+  if [ "$(wal_bytes)" -eq 0 ] && [ "$now" = "$prev" ]; then break; fi
+  prev="$now"
+  sleep 2
+done
+[ "$(wal_bytes)" -eq 0 ] || { echo "InfluxDB did not snapshot its WAL in time" >&2; exit 1; }
 influx_bytes=$(bytes "$out/influx/data/bench")
-influx_event_bytes=$(du -sb "$out/influx/data/events" 2>/dev/null | cut -f1 || echo 0)
+# The series file preallocates 32 MiB whatever the data; the TSM files are the data.
+influx_tsm=$(tsm_bytes bench)
+influx_event_bytes=$(tsm_bytes events)
 
-python3 - "$samples" "$kansoku_bytes" "$prom_bytes" "$vm_bytes" "$influx_bytes" "$events" "$event_bytes" "$influx_event_bytes" "$vm_rows" <<'EOF'
+python3 - "$samples" "$kansoku_bytes" "$prom_bytes" "$vm_bytes" "$influx_bytes" "$events" "$event_bytes" "$influx_event_bytes" "$vm_rows" "$influx_tsm" <<'EOF'
 import sys
-n, k, p, v, i, ne, ke, ie, vm_series = map(int, sys.argv[1:])
+n, k, p, v, i, ne, ke, ie, vm_series, itsm = map(int, sys.argv[1:])
 print(f"{n} samples ({vm_series} series in VictoriaMetrics)")
 print("| store | bytes | bytes/sample | vs kansoku |")
 print("|---|---|---|---|")
 for name, b in [("kansoku (blocks, tiers included)", k), ("Prometheus 2.42 (promtool backfill)", p),
-                ("VictoriaMetrics (after force_merge)", v), ("InfluxDB 1.6 (TSM after restart)", i)]:
+                ("VictoriaMetrics (after force_merge)", v), ("InfluxDB 1.6 (whole shard dir, after restart)", i),
+                ("InfluxDB 1.6 (TSM files only)", itsm)]:
     print(f"| {name} | {b:,} | {b/n:.3f} | {b/k:.1f}x |")
 if ne:
     print(f"\n{ne} events")
