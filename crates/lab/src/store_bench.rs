@@ -212,7 +212,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             text
         }
     };
-    let capture = crate::perf_script::parse(&text, start)?;
+    // perf's clock is CLOCK_MONOTONIC: move the capture to begin at `start`.
+    let mut capture = crate::perf_script::parse(&text, 0)?;
+    let first = capture.iter().map(|b| b.time[0]).min().unwrap_or(0);
+    for b in &mut capture {
+        b.time.iter_mut().for_each(|t| *t += start - first);
+    }
     r.perf_events = capture.iter().map(|b| b.len() as u64).sum();
     if r.perf_events == 0 {
         bail!("the perf capture holds no samples");
