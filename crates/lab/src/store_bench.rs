@@ -229,32 +229,30 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         while lo < b.len() {
             let end = b.time[lo] + 100_000_000;
             let hi = lo + b.time[lo..].partition_point(|&t| t < end);
-            pieces.push(EventBatch {
+            let mut piece = EventBatch {
                 cpu: b.cpu,
                 time: b.time[lo..hi].to_vec(),
                 pid: b.pid[lo..hi].to_vec(),
                 tid: b.tid[lo..hi].to_vec(),
                 ip: b.ip[lo..hi].to_vec(),
                 chain: Vec::new(),
-            });
+            };
+            piece.validate()?;
+            pieces.push(piece);
             lo = hi;
         }
     }
-    let mut encoded = Vec::new();
+    let mut out = Vec::new();
     for (enc, size, speed) in [
         (Encoding::Fast, &mut r.event_bytes_per_event_fast, &mut r.event_encode_per_cpu_second_fast),
         (Encoding::Compact, &mut r.event_bytes_per_event_compact, &mut r.event_encode_per_cpu_second_compact),
     ] {
         let mut bytes = 0;
-        encoded.clear();
         let cpu0 = thread_cpu_ns();
         for p in &pieces {
-            let mut p = p.clone();
-            p.validate()?;
-            let mut out = Vec::new();
+            out.clear();
             p.encode(&mut out, enc);
             bytes += out.len();
-            encoded.push(out);
         }
         *speed = r.perf_events as f64 / ((thread_cpu_ns() - cpu0) as f64 / 1e9);
         *size = bytes as f64 / r.perf_events as f64;

@@ -207,13 +207,10 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
             let bucket = |(id, key): &(u32, SeriesKey)| {
                 if let Some(res) = tier_res {
                     let tier = store.read_tier(*id, res, Timestamp(start), q.to);
-                    return aggs
-                        .iter()
-                        .map(|&agg| FrameSeries {
-                            key: key.clone(),
-                            agg: Some(agg),
-                            values: downsample_tier(&tier, start, step, n, agg),
-                        })
+                    return downsample_tier_all(&tier, start, step, n, &aggs)
+                        .into_iter()
+                        .zip(&aggs)
+                        .map(|(values, &agg)| FrameSeries { key: key.clone(), agg: Some(agg), values })
                         .collect::<Vec<_>>();
                 }
                 let (ts, vals) = read(*id);
@@ -342,36 +339,47 @@ fn snap_step(step: i64) -> i64 {
     step
 }
 
-/// [`downsample`] from a tier whose periods tile the buckets: min of minima,
-/// max of maxima, sum of sums over sum of counts.
-pub fn downsample_tier(t: &Tier, start: i64, step: i64, n: usize, agg: Agg) -> Vec<Option<f64>> {
-    let mut out: Vec<Option<f64>> = vec![None; n];
-    let mut counts = if agg == Agg::Avg { vec![0.0; n] } else { Vec::new() };
+/// [`downsample`] from a tier whose periods tile the buckets, for several
+/// aggregates in one pass: min of minima, max of maxima, sum of sums over
+/// sum of counts.
+pub fn downsample_tier_all(t: &Tier, start: i64, step: i64, n: usize, aggs: &[Agg]) -> Vec<Vec<Option<f64>>> {
+    let mut out: Vec<Vec<Option<f64>>> = aggs.iter().map(|_| vec![None; n]).collect();
+    let mut counts = vec![0.0; if aggs.contains(&Agg::Avg) { n } else { 0 }];
+    // Periods ascend: the bucket index changes only at bucket boundaries.
+    let (mut b, mut end) = (usize::MAX, i64::MIN);
     for i in 0..t.ts.len() {
-        let b = (t.ts[i] - start).div_euclid(step);
-        if b < 0 || b as usize >= n {
+        let p = t.ts[i];
+        if p < start {
             continue;
         }
-        let b = b as usize;
-        let (v, cur) = match agg {
-            Agg::Min => (t.min[i], out[b].map_or(f64::INFINITY, |x| x)),
-            Agg::Max => (t.max[i], out[b].map_or(f64::NEG_INFINITY, |x| x)),
-            Agg::Avg | Agg::Last => (t.sum[i], out[b].unwrap_or(0.0)),
-            Agg::Count => (t.count[i], out[b].unwrap_or(0.0)),
-        };
-        out[b] = Some(match agg {
-            Agg::Min => cur.min(v),
-            Agg::Max => cur.max(v),
-            _ => cur + v,
-        });
-        if agg == Agg::Avg {
+        if p >= end {
+            let k = (p - start) / step;
+            if k as usize >= n {
+                break;
+            }
+            b = k as usize;
+            end = start + (k + 1) * step;
+        }
+        for (o, &agg) in out.iter_mut().zip(aggs) {
+            let cur = o[b];
+            o[b] = Some(match agg {
+                Agg::Min => cur.map_or(t.min[i], |c| c.min(t.min[i])),
+                Agg::Max => cur.map_or(t.max[i], |c| c.max(t.max[i])),
+                Agg::Avg => cur.unwrap_or(0.0) + t.sum[i],
+                Agg::Count => cur.unwrap_or(0.0) + t.count[i],
+                Agg::Last => unreachable!("BUG: last values are never read from a tier"),
+            });
+        }
+        if !counts.is_empty() {
             counts[b] += t.count[i];
         }
     }
-    if agg == Agg::Avg {
-        for (o, c) in out.iter_mut().zip(&counts) {
-            if let Some(sum) = o {
-                *sum /= c;
+    for (o, &agg) in out.iter_mut().zip(aggs) {
+        if agg == Agg::Avg {
+            for (v, c) in o.iter_mut().zip(&counts) {
+                if let Some(sum) = v {
+                    *sum /= c;
+                }
             }
         }
     }

@@ -176,6 +176,7 @@ impl Block {
                 if let Some(base) = meta.entries.get(raw).filter(|r| raw < i && tier::parse_tier_key(&r.key).is_none())
                 {
                     tiers.insert((st.intern(&base.key), res), i);
+                    st.tiers_seen.insert(res);
                 }
                 tier_bytes += u64::from(e.len);
                 continue;

@@ -363,6 +363,8 @@ fn tier_answers_match_raw_answers() {
     }
     let (id, _) = store.series(&Selector::all())[0].clone();
     let (ts, vals) = store.read(id, Timestamp::MIN, Timestamp::MAX);
+    // A reader finds the tiers the blocks hold, whatever its own options.
+    assert_eq!(Store::open_read_only(dir.path()).unwrap().tiers(), [store::tier::SECOND, store::tier::MINUTE]);
     for (points, step) in [(100, 7_000_000_000i64), (7, 120_000_000_000)] {
         let q = RangeQuery {
             selector: Selector::all(),

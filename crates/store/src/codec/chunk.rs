@@ -384,6 +384,7 @@ impl ValueDecoder {
         }
     }
 
+    #[inline]
     fn next(&mut self, r: &mut BitReader<'_>) -> Option<f64> {
         match self {
             ValueDecoder::Decimal { p, m0, g, prev, prev_d, cur } => {
@@ -393,16 +394,23 @@ impl ValueDecoder {
                 *cur = m0.wrapping_add(prev.wrapping_mul(*g)) as f64 / *p;
             }
             ValueDecoder::Xor { prev, lead, trail } => {
-                if r.bit()? {
-                    if r.bit()? {
-                        *lead = r.read(6)? as u32;
-                        let len = r.read(6)? as u32 + 1;
+                // The control bits (and a new window's 12 bits) from one peek.
+                let w = r.peek();
+                if w >> 63 == 0 {
+                    r.consume(1)?;
+                } else {
+                    if (w >> 62) & 1 == 1 {
+                        *lead = ((w >> 56) & 0x3f) as u32;
+                        let len = ((w >> 50) & 0x3f) as u32 + 1;
                         if *lead + len > 64 {
                             return None;
                         }
                         *trail = 64 - *lead - len;
+                        r.consume(14)?;
                     } else if *lead == u32::MAX {
                         return None; // a window reference before any window
+                    } else {
+                        r.consume(2)?;
                     }
                     let len = 64 - *lead - *trail;
                     *prev ^= r.read(len)? << *trail;

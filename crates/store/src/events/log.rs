@@ -188,6 +188,10 @@ impl EventLog {
             Err(e) => return Err(io_err("read event log", path)(e)),
         };
         let magic = EVENTS.magic.len();
+        if writable && data.len() == magic && &data[..] == EVENTS.magic {
+            // Opened and never written to: nothing to keep.
+            return fs::remove_file(path).map_err(io_err("remove empty event log", path));
+        }
         if data.len() < magic || &data[..magic] != EVENTS.magic {
             if writable {
                 self.stats.damaged_files.fetch_add(1, Ordering::Relaxed);
