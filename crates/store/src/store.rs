@@ -780,7 +780,7 @@ impl Store {
     /// directory is over its disk budget. Returns the bytes removed.
     pub fn enforce_retention(&self, now: i64) -> u64 {
         let cutoff = self.opts.retention.max_age.map(|a| now.saturating_sub(a.as_nanos() as i64));
-        // Candidates, oldest newest-sample first: (newest t, bytes, block index or event file seq).
+        // Candidates, oldest first by their newest sample: (newest t, bytes, what).
         enum Unit {
             Block(PathBuf),
             Events(u64),
