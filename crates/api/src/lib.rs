@@ -25,6 +25,13 @@ pub use query::{frame_json, parse_range_query};
 /// are told they missed some (10 s at 100 ms).
 pub const LIVE_BUFFER: usize = 100;
 
+/// What `kansoku server` shares with the API: its agents and ingest counters.
+#[derive(Clone, Debug)]
+pub struct ClusterView {
+    pub hosts: Arc<cluster::hosts::Hosts>,
+    pub ingest: Arc<cluster::server::IngestStats>,
+}
+
 #[derive(Clone, Debug)]
 pub struct ApiState {
     pub store: Arc<Store>,
@@ -34,6 +41,8 @@ pub struct ApiState {
     pub interval: Option<std::time::Duration>,
     pub snmp: Option<Arc<snmp::PollerStats>>,
     pub snmp_views: Option<snmp::poller::Views>,
+    /// The agents' ingest, on `kansoku server`.
+    pub cluster: Option<ClusterView>,
     /// Set on shutdown: live streams end so a graceful stop does not wait
     /// for open dashboards forever.
     pub closing: Arc<tokio::sync::watch::Sender<bool>>,
@@ -48,6 +57,7 @@ impl ApiState {
             interval: None,
             snmp: None,
             snmp_views: None,
+            cluster: None,
             closing: Arc::new(tokio::sync::watch::channel(false).0),
         }
     }
@@ -68,6 +78,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/live", get(live::live))
         .route("/api/v1/status", get(status::status))
         .route("/api/v1/snmp/targets", get(snmp_targets))
+        .route("/api/v1/hosts", get(hosts))
         .fallback(|| async { ApiError::NotFound })
         .with_state(state)
 }
@@ -88,6 +99,18 @@ async fn snmp_targets(
     let targets =
         got.ok_or_else(|| ApiError::Unavailable(format!("the SNMP poller did not answer within {limit:?}")))?;
     Ok(axum::Json(serde_json::json!({ "targets": *targets })))
+}
+
+/// `GET /api/v1/hosts`: every agent the server knows: state (live, late,
+/// gone), version, clock offset, overhead, progress.
+async fn hosts(
+    axum::extract::State(st): axum::extract::State<ApiState>,
+) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    let cluster = st
+        .cluster
+        .as_ref()
+        .ok_or_else(|| ApiError::Unavailable("no agents report here: this is not a kansoku server".into()))?;
+    Ok(axum::Json(serde_json::json!({ "hosts": cluster.hosts.snapshot() })))
 }
 
 async fn index() -> Html<&'static str> {

@@ -85,7 +85,19 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
             "dropped_batches": p.dropped_batches.load(Relaxed),
         })
     });
+    let ingest = st.cluster.as_ref().map(|c| {
+        let hosts = c.hosts.snapshot();
+        let count = |s: &str| hosts.iter().filter(|h| h.state == s).count();
+        serde_json::json!({
+            "stats": &*c.ingest,
+            "hosts_live": count("live"),
+            "hosts_late": count("late"),
+            "hosts_gone": count("gone"),
+            "hosts_clock_off": hosts.iter().filter(|h| h.clock_off).count(),
+        })
+    });
     Json(serde_json::json!({
+        "ingest": ingest,
         "snmp": snmp,
         "version": env!("CARGO_PKG_VERSION"),
         "data_dir": st.store.root().display().to_string(),

@@ -1,6 +1,7 @@
 //! The `kansoku` binary: parses the command line and wires the library crates
 //! together. No logic lives here that a library could hold.
 
+mod cluster;
 mod export;
 mod read;
 mod up;
@@ -21,6 +22,11 @@ struct Cli {
 enum Cmd {
     /// Observe this host: collect, store under --data, serve the API on --listen.
     Up(up::UpArgs),
+    /// Collect this host like `up` and ship everything to a `kansoku server`
+    /// (spooled on disk until the server acknowledges it).
+    Agent(cluster::AgentArgs),
+    /// Store, API and dashboard for many hosts: agents connect to --ingest.
+    Server(up::ServerArgs),
     /// Poll SNMP targets on interval boundaries (the glogger cycle), store
     /// every answer and every silence under --data, serve the API on --listen.
     Snmp(up::SnmpArgs),
@@ -72,6 +78,8 @@ fn main() -> ExitCode {
     init_logging();
     let result = match cli.cmd {
         Cmd::Up(args) => up::run(args),
+        Cmd::Agent(args) => cluster::run_agent(args),
+        Cmd::Server(args) => up::run_server(args),
         Cmd::Snmp(args) => up::run_snmp(args),
         Cmd::Series(args) => read::series(args),
         Cmd::Query(args) => read::query(args),

@@ -17,7 +17,7 @@ use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
 
 /// Rounds buffered between collector and store: 25 s at 100 ms. A store that
 /// stalls longer makes the collector drop rounds (counted), never block.
-const QUEUE_ROUNDS: usize = 256;
+pub const QUEUE_ROUNDS: usize = 256;
 
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
@@ -43,6 +43,18 @@ pub struct SnmpArgs {
     /// Time slice after each boundary in which answers count (default: 90 % of --interval).
     #[arg(long, value_parser = parse_dur)]
     timeout: Option<Duration>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServerArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    ingest: crate::cluster::IngestArgs,
+    /// Also poll the SNMP targets in this file (see `kansoku snmp --help`),
+    /// at --interval.
+    #[arg(long, value_name = "FILE")]
+    snmp_targets: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -105,7 +117,7 @@ fn parse_tiers(s: &str) -> Result<Tiers, String> {
         .map(Tiers)
 }
 
-fn parse_budget(s: &str) -> Result<DiskBudget, String> {
+pub fn parse_budget(s: &str) -> Result<DiskBudget, String> {
     let bad = || format!("{s:?}: use bytes like 500G, a percentage like 50%, or unlimited");
     if s == "unlimited" {
         return Ok(DiskBudget::Unlimited);
@@ -128,11 +140,11 @@ fn parse_budget(s: &str) -> Result<DiskBudget, String> {
     n.checked_mul(mult).filter(|&b| b > 0).map(DiskBudget::Bytes).ok_or_else(bad)
 }
 
-fn parse_dur(s: &str) -> Result<Duration, String> {
+pub fn parse_dur(s: &str) -> Result<Duration, String> {
     model::parse_duration(s).map_err(|e| e.to_string())
 }
 
-fn parse_interval(s: &str) -> Result<Duration, String> {
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = parse_dur(s)?;
     if !(INTERVAL_MIN..=INTERVAL_MAX).contains(&d) {
         return Err(format!("{s} is out of range: use {INTERVAL_MIN:?} to {INTERVAL_MAX:?}"));
@@ -161,11 +173,18 @@ pub fn hostname() -> String {
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    serve(&args.common, Some(host), snmp, None)
+    serve(&args.common, Some(host), snmp, None, None)
 }
 
 pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
-    serve(&args.common, None, Some((&args.targets, args.timeout)), None)
+    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None)
+}
+
+/// `kansoku server`: the store, API and dashboard, and the agents' ingest.
+pub fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+    let ingest = crate::cluster::ingest_setup(&args.ingest)?;
+    let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
+    serve(&args.common, None, snmp, None, Some(ingest))
 }
 
 /// `kansoku lab synth`: synthetic hosts through the same store path as `up`.
@@ -181,7 +200,7 @@ pub fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         synth.n_series(),
         f64::from(synth.n_series()) / args.common.interval.as_secs_f64()
     );
-    serve(&args.common, None, None, Some(synth))
+    serve(&args.common, None, None, Some(synth), None)
 }
 
 /// A producer's thread and the store writer thread draining its queue.
@@ -196,6 +215,7 @@ fn serve(
     host: Option<String>,
     snmp: Option<(&std::path::Path, Option<Duration>)>,
     synth: Option<lab::synth::Synth>,
+    ingest: Option<crate::cluster::IngestSetup>,
 ) -> anyhow::Result<()> {
     let addr: SocketAddr = args
         .listen
@@ -272,6 +292,15 @@ fn serve(
         jobs.push(spawn_job("snmp-poller", &store, &state.live, move |tx| poller.run(tx, stop))?);
     }
 
+    let ingest = match ingest {
+        Some(setup) => {
+            let ingest = Arc::new(cluster::server::Ingest::new(Arc::clone(&store), state.live.clone(), setup.config));
+            state.cluster =
+                Some(api::ClusterView { hosts: Arc::clone(&ingest.hosts), ingest: Arc::clone(&ingest.stats) });
+            Some((ingest, setup.listener))
+        }
+        None => None,
+    };
     let synthetic = synth.is_some();
     if let Some(synth) = synth {
         let stop = Arc::clone(&stop);
@@ -280,6 +309,11 @@ fn serve(
 
     let what = match (&host, state.snmp.is_some()) {
         _ if synthetic => "synthetic hosts".to_owned(),
+        _ if ingest.is_some() => format!(
+            "agents on {}{}",
+            ingest.as_ref().map(|i| i.1.local_addr().map(|a| a.to_string()).unwrap_or_default()).unwrap_or_default(),
+            if state.snmp.is_some() { " and SNMP targets" } else { "" }
+        ),
         (Some(h), true) => format!("host {h:?} and SNMP targets"),
         (Some(h), false) => format!("host {h:?}"),
         (None, _) => "SNMP targets".to_owned(),
@@ -288,6 +322,8 @@ fn serve(
         "kansoku {}: listening on http://{local}, {what}, interval {:?}, data in {}",
         if synthetic {
             "lab synth"
+        } else if ingest.is_some() {
+            "server"
         } else if host.is_some() {
             "up"
         } else {
@@ -297,7 +333,12 @@ fn serve(
         args.data.display()
     );
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let (ingest_stop, ingest_stopped) = tokio::sync::watch::channel(false);
     let served = rt.block_on(async move {
+        if let Some((ingest, listener)) = ingest {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            tokio::spawn(ingest.serve(listener, ingest_stopped));
+        }
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let closing = state.clone();
         let stop = async move {
@@ -306,6 +347,10 @@ fn serve(
         };
         axum::serve(listener, api::router(state)).with_graceful_shutdown(stop).await
     });
+    // Agents' connections end before the store closes: what they had not
+    // been acknowledged they send again to the next server.
+    ingest_stop.send_replace(true);
+    rt.shutdown_timeout(Duration::from_secs(5));
     tracing::info!("stopping: draining the queues and flushing the store");
     stop.store(true, Ordering::Relaxed);
     for job in jobs {
@@ -359,7 +404,7 @@ fn spawn_job(
     Ok(Job { name, producer, writer })
 }
 
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
     tokio::select! {

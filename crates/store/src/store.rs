@@ -434,27 +434,41 @@ impl Store {
     /// before its fsync completes; if that fsync fails the append returns the
     /// error and the batch may or may not survive a crash.
     pub fn append(&self, appender: &mut Appender, batch: &Batch) -> Result<Appended, StoreError> {
+        let mut out = self.append_many(appender, std::slice::from_ref(batch))?;
+        Ok(out.pop().expect("one batch in, one out"))
+    }
+
+    /// Appends several batches (rounds) from one sender with one WAL write
+    /// and one fsync: how the ingest server stores an agent's wire batch.
+    /// Acknowledged as a whole like [`Store::append`]; after a crash a prefix
+    /// of the rounds may survive, and replaying the same rounds again stores
+    /// only what is missing (a sample is stored only when it is newer than
+    /// its series' last one).
+    pub fn append_many(&self, appender: &mut Appender, batches: &[Batch]) -> Result<Vec<Appended>, StoreError> {
         let mut guard = lock(&self.writer);
         let w = guard.as_mut().ok_or(StoreError::ReadOnly)?;
-        let time = batch.time.as_nanos();
-        if !batch.defs.is_empty() {
-            let mut st = write_lock(&self.state);
-            for (sid, key) in &batch.defs {
-                let id = st.intern(key);
-                let slot = *sid as usize;
-                if appender.ids.len() <= slot {
-                    appender.ids.resize(slot + 1, None);
-                }
-                appender.ids[slot] = Some(id);
-            }
-        }
-        let mut points = Vec::with_capacity(batch.points.len());
+        let mut rounds: Vec<(i64, Vec<(u32, f64)>)> = Vec::with_capacity(batches.len());
         let mut unknown = 0u64;
-        for &(sid, v) in &batch.points {
-            match appender.ids.get(sid as usize).copied().flatten() {
-                Some(id) => points.push((id, v)),
-                None => unknown += 1,
+        for batch in batches {
+            if !batch.defs.is_empty() {
+                let mut st = write_lock(&self.state);
+                for (sid, key) in &batch.defs {
+                    let id = st.intern(key);
+                    let slot = *sid as usize;
+                    if appender.ids.len() <= slot {
+                        appender.ids.resize(slot + 1, None);
+                    }
+                    appender.ids[slot] = Some(id);
+                }
             }
+            let mut points = Vec::with_capacity(batch.points.len());
+            for &(sid, v) in &batch.points {
+                match appender.ids.get(sid as usize).copied().flatten() {
+                    Some(id) => points.push((id, v)),
+                    None => unknown += 1,
+                }
+            }
+            rounds.push((batch.time.as_nanos(), points));
         }
         if unknown > 0 {
             self.stats.unknown_series_dropped.fetch_add(unknown, Ordering::Relaxed);
@@ -467,15 +481,17 @@ impl Store {
             if w.declared.len() < st.keys.len() {
                 w.declared.resize(st.keys.len(), false);
             }
-            for &(id, _) in &points {
-                if !w.declared[id as usize] {
-                    encode_series(&mut w.buf, id, &st.keys[id as usize]);
-                    w.declared[id as usize] = true;
-                    newly_declared.push(id);
+            for (time, points) in &rounds {
+                for &(id, _) in points {
+                    if !w.declared[id as usize] {
+                        encode_series(&mut w.buf, id, &st.keys[id as usize]);
+                        w.declared[id as usize] = true;
+                        newly_declared.push(id);
+                    }
                 }
+                encode_samples(&mut w.buf, *time, points.iter().copied());
             }
         }
-        encode_samples(&mut w.buf, time, points.iter().copied());
         let pos = match w.wal.append(&w.buf) {
             Ok(pos) => pos,
             Err(source) => {
@@ -494,22 +510,30 @@ impl Store {
             w.unsynced = false;
         }
 
-        let (stored, ooo, flush_due) = {
+        let mut out = Vec::with_capacity(rounds.len());
+        let mut n_stored = 0u64;
+        let (ooo, flush_due) = {
             let mut st = write_lock(&self.state);
-            let mut stored = Vec::with_capacity(points.len());
             let mut ooo = 0u64;
-            for &(id, v) in &points {
-                if st.last_t[id as usize] < time && st.head.push(id, time, v) {
-                    st.last_t[id as usize] = time;
-                    stored.push((id, v));
-                } else {
-                    ooo += 1;
+            for (batch, (time, points)) in batches.iter().zip(&rounds) {
+                let time = *time;
+                let mut stored = Vec::with_capacity(points.len());
+                for &(id, v) in points {
+                    if st.last_t[id as usize] < time && st.head.push(id, time, v) {
+                        st.last_t[id as usize] = time;
+                        stored.push((id, v));
+                    } else {
+                        ooo += 1;
+                    }
                 }
+                n_stored += stored.len() as u64;
+                out.push(Appended { time: batch.time, points: stored });
             }
-            let span = st.head.min_t().map_or(0, |m| time.saturating_sub(m));
+            let last = rounds.iter().map(|r| r.0).max().unwrap_or(i64::MIN);
+            let span = st.head.min_t().map_or(0, |m| last.saturating_sub(m));
             let due = span as u128 >= self.opts.block_duration.as_nanos()
                 || st.head.n_samples() >= self.opts.head_samples_max;
-            (stored, ooo, due)
+            (ooo, due)
         };
         if ooo > 0 {
             self.stats.out_of_order_dropped.fetch_add(ooo, Ordering::Relaxed);
@@ -526,9 +550,9 @@ impl Store {
             self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source });
         }
-        self.stats.samples_appended.fetch_add(stored.len() as u64, Ordering::Relaxed);
-        self.stats.batches_appended.fetch_add(1, Ordering::Relaxed);
-        Ok(Appended { time: batch.time, points: stored })
+        self.stats.samples_appended.fetch_add(n_stored, Ordering::Relaxed);
+        self.stats.batches_appended.fetch_add(batches.len() as u64, Ordering::Relaxed);
+        Ok(out)
     }
 
     fn sync_writer(&self, w: &mut Writer) -> Result<(), StoreError> {

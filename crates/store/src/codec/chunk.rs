@@ -149,9 +149,10 @@ pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Resu
     let t0 = i64::from_le_bytes(r.fixed::<8>().ok_or(ChunkError::Truncated)?);
     let step = if regular {
         let d = r.u64().ok_or(ChunkError::Truncated)?;
-        // Strictly increasing, and the last timestamp must not overflow.
-        let last = i64::try_from(d).ok().filter(|&d| d > 0).and_then(|d| d.checked_mul(n as i64 - 1));
-        if n < 2 || last.and_then(|l| t0.checked_add(l)).is_none() {
+        // Strictly increasing, and the last timestamp must not overflow
+        // (t0 may be negative: the span alone may exceed i64).
+        let last = i64::try_from(d).ok().filter(|&d| d > 0).map(|d| i128::from(t0) + i128::from(d) * (n as i128 - 1));
+        if n < 2 || last.is_none_or(|l| l > i128::from(i64::MAX)) {
             return Err(ChunkError::Header("regular step out of range"));
         }
         d as i64
@@ -484,6 +485,10 @@ mod tests {
         round_trip(&[1, 2, 3], &[0.0, -0.0, 1.0]);
         // Found by the chunk fuzz target in CI: a step above 2^53.
         round_trip(&[1, 2], &[-9.0e15, 9.0e15]);
+        // Found by the chunk fuzz target in CI: a regular grid spanning more
+        // than i64 (t0 negative), each step within it.
+        let t = [-7134209784043003900, -2513516566360875004, 2107176651321253892];
+        round_trip(&t, &[1.0, 2.0, 3.0]);
     }
 
     #[test]

@@ -1,0 +1,409 @@
+//! The agent's side of the transport: a spooler thread turns collection
+//! rounds into compressed batches in the spool (durable before they are
+//! sent), and a sender task ships them to the server oldest first, keeps a
+//! bounded window of unacknowledged batches in flight, and reconnects with
+//! backoff. Sampling never waits on the network: the spool absorbs outages
+//! and slow servers, and drops (counted) only when it is full.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use model::{Batch, SeriesKey, Timestamp};
+use tokio::io::{AsyncWriteExt, BufWriter};
+
+use crate::net::{self, NetError};
+use crate::spool::{Kind, Spool};
+use wire::rounds::{self, Codec};
+use wire::{Hello, Msg};
+
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// Where the server's ingest listens: `host:port`, `tcp://host:port` or
+    /// `tls://host:port` (TLS also when `tls` is set).
+    pub server: String,
+    pub host: String,
+    pub token: Option<String>,
+    pub interval: Duration,
+    /// Rounds are shipped in batches spanning this long.
+    pub batch: Duration,
+    pub codec: Codec,
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Spool size: None sizes it for 26 h of this host's data (at least
+    /// 64 MiB, at most a quarter of its filesystem).
+    pub spool_limit: Option<u64>,
+    /// Most batches in flight (sent, not yet acknowledged).
+    pub window: usize,
+    /// A connection whose oldest batch waits longer than this for its ack is
+    /// given up and made anew.
+    pub ack_timeout: Duration,
+}
+
+impl AgentConfig {
+    pub fn new(server: impl Into<String>, host: impl Into<String>, interval: Duration) -> AgentConfig {
+        AgentConfig {
+            server: server.into(),
+            host: host.into(),
+            token: None,
+            interval,
+            batch: Duration::from_secs(1).max(interval),
+            codec: Codec::Zstd(3),
+            tls: None,
+            spool_limit: None,
+            window: 64,
+            ack_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The sender's counters (the spool keeps its own).
+#[derive(Debug, Default)]
+pub struct SenderStats {
+    pub connected: AtomicBool,
+    pub connects: AtomicU64,
+    pub sent_batches: AtomicU64,
+    pub sent_samples: AtomicU64,
+    pub wire_bytes: AtomicU64,
+    pub acked_batches: AtomicU64,
+    pub last_error: Mutex<String>,
+}
+
+#[derive(Debug)]
+pub struct Agent {
+    cfg: AgentConfig,
+    spool: Arc<Spool>,
+    sender: Arc<SenderStats>,
+}
+
+/// The agent's own series, sent with every batch.
+const OWN: [&str; 10] = [
+    "kansoku_agent_spool_bytes",
+    "kansoku_agent_spool_limit_bytes",
+    "kansoku_agent_spool_dropped_batches_total",
+    "kansoku_agent_spool_dropped_samples_total",
+    "kansoku_agent_backlog_batches",
+    "kansoku_agent_backlog_seconds",
+    "kansoku_agent_wire_bytes_total",
+    "kansoku_agent_connects_total",
+    "kansoku_agent_connected",
+    "kansoku_agent_sent_samples_total",
+];
+
+impl Agent {
+    /// Opens the spool in `spool_dir`.
+    pub fn new(cfg: AgentConfig, spool_dir: &std::path::Path) -> io::Result<Agent> {
+        let spool = Spool::open(spool_dir, cfg.spool_limit.unwrap_or(crate::spool::MIN_BYTES))?;
+        Ok(Agent { cfg, spool: Arc::new(spool), sender: Arc::default() })
+    }
+
+    pub fn spool(&self) -> &Arc<Spool> {
+        &self.spool
+    }
+
+    pub fn sender_stats(&self) -> &Arc<SenderStats> {
+        &self.sender
+    }
+
+    /// Spools the rounds from `rx` until it closes (the collector stopped):
+    /// batches of `cfg.batch`, plus the agent's own series.
+    pub fn spool_rounds(&self, rx: Receiver<Batch>) -> io::Result<()> {
+        let mut ids: Vec<Option<u32>> = Vec::new();
+        let own: Vec<u32> = OWN
+            .iter()
+            .map(|n| self.spool.intern(&SeriesKey::new(*n, [("host", self.cfg.host.as_str())])))
+            .collect::<io::Result<_>>()?;
+        let started = Instant::now();
+        let mut pending: Vec<Batch> = Vec::new();
+        let mut buf = Vec::new();
+        let batch_ns = self.cfg.batch.as_nanos() as i64;
+        let interval_ns = self.cfg.interval.as_nanos() as i64;
+        let mut failures = 0u64;
+        for round in rx {
+            for (cid, key) in &round.defs {
+                let slot = *cid as usize;
+                if ids.len() <= slot {
+                    ids.resize(slot + 1, None);
+                }
+                ids[slot] = Some(self.spool.intern(key)?);
+            }
+            let points = round.points.iter().filter_map(|&(cid, v)| Some((ids.get(cid as usize).copied()??, v)));
+            pending.push(Batch { time: round.time, defs: Vec::new(), points: points.collect() });
+            let span = round.time.as_nanos() - pending[0].time.as_nanos() + interval_ns;
+            if span >= batch_ns {
+                match self.flush(&mut pending, &own, &mut buf, started) {
+                    Ok(()) if failures > 0 => {
+                        tracing::info!("spool writes resumed after {failures} failed batches");
+                        failures = 0;
+                    }
+                    Ok(()) => {}
+                    Err(e) => {
+                        // Kept in `pending`: retried with the next round.
+                        if failures == 0 {
+                            tracing::error!("spool write failed (rounds kept in memory, retrying): {e}");
+                        }
+                        failures += 1;
+                        if pending.len() > 3600 {
+                            pending.drain(..pending.len() - 3600);
+                        }
+                    }
+                }
+            }
+        }
+        if !pending.is_empty() {
+            self.flush(&mut pending, &own, &mut buf, started)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self, pending: &mut Vec<Batch>, own: &[u32], buf: &mut Vec<u8>, started: Instant) -> io::Result<()> {
+        let st = self.spool.stats();
+        let now = Timestamp::now().as_nanos();
+        let oldest = st.oldest_unacked_ns.load(Ordering::Relaxed) as i64;
+        let values = [
+            st.bytes.load(Ordering::Relaxed) as f64,
+            st.limit_bytes.load(Ordering::Relaxed) as f64,
+            st.dropped_batches.load(Ordering::Relaxed) as f64,
+            st.dropped_samples.load(Ordering::Relaxed) as f64,
+            st.backlog_batches.load(Ordering::Relaxed) as f64,
+            if oldest > 0 { (now - oldest).max(0) as f64 / 1e9 } else { 0.0 },
+            self.sender.wire_bytes.load(Ordering::Relaxed) as f64,
+            self.sender.connects.load(Ordering::Relaxed) as f64,
+            f64::from(u8::from(self.sender.connected.load(Ordering::Relaxed))),
+            self.sender.sent_samples.load(Ordering::Relaxed) as f64,
+        ];
+        let last = pending.last_mut().expect("pending rounds");
+        last.points.extend(own.iter().copied().zip(values));
+        buf.clear();
+        let samples = rounds::encode(pending, self.cfg.codec, buf);
+        self.spool.push(Kind::Rounds, samples as u32, pending[0].time.as_nanos(), buf)?;
+        pending.clear();
+        if self.cfg.spool_limit.is_none() {
+            self.size_spool(started);
+        }
+        Ok(())
+    }
+
+    /// Automatic sizing: 26 h at the rate written so far (at least 64 MiB,
+    /// at most a quarter of the spool's filesystem).
+    fn size_spool(&self, started: Instant) {
+        let elapsed = started.elapsed().as_secs_f64();
+        if elapsed < 10.0 {
+            return;
+        }
+        let written = self.spool.stats().written_batches.load(Ordering::Relaxed);
+        if written == 0 {
+            return;
+        }
+        let bytes = self.spool.stats().bytes.load(Ordering::Relaxed).max(1) as f64;
+        let backlog = self.spool.stats().backlog_batches.load(Ordering::Relaxed).max(1) as f64;
+        // Bytes per batch from what is held, batches per second since start.
+        let per_batch = bytes / backlog.max(1.0);
+        let rate = per_batch * written as f64 / elapsed;
+        let want = (rate * 26.0 * 3600.0) as u64;
+        let cap = rustix::fs::statvfs(self.spool.dir())
+            .map(|s| s.f_blocks.saturating_mul(s.f_frsize) / 4)
+            .unwrap_or(u64::MAX);
+        self.spool.set_limit(want.min(cap));
+    }
+
+    /// Ships spooled batches until `stop` turns true; then gives the backlog
+    /// up to `drain` to reach the server.
+    pub async fn send(&self, mut stop: tokio::sync::watch::Receiver<bool>, drain: Duration) {
+        let mut backoff = Duration::from_millis(100);
+        let mut failures = 0u64;
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            let result = tokio::select! {
+                r = self.session(false) => r,
+                _ = crate::net::stopped(&mut stop) => break,
+            };
+            self.sender.connected.store(false, Ordering::Relaxed);
+            match result {
+                Ok(true) => {
+                    backoff = Duration::from_millis(100);
+                    failures = 0;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    *self.sender.last_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = e.to_string();
+                    if failures == 0 {
+                        tracing::warn!("agent: {}: {e}; retrying (spooling meanwhile)", self.cfg.server);
+                    } else if failures.is_multiple_of(100) {
+                        tracing::warn!("agent: {}: still failing after {failures} attempts: {e}", self.cfg.server);
+                    }
+                    failures += 1;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = crate::net::stopped(&mut stop) => break,
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+        // Stopping: one more session to drain what is left, briefly.
+        if self.spool.stats().backlog_batches.load(Ordering::Relaxed) > 0 {
+            match tokio::time::timeout(drain, self.session(true)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!("agent: final send: {e}; the backlog stays in the spool"),
+                Err(_) => tracing::warn!("agent: final send timed out; the backlog stays in the spool"),
+            }
+        }
+    }
+
+    /// One connection. Ok(true): it was welcomed (reset the backoff).
+    /// With `drain`, returns once the backlog is empty.
+    async fn session(&self, drain: bool) -> Result<bool, NetError> {
+        let conn = net::connect(&self.cfg.server, self.cfg.tls.clone()).await?;
+        let (rd, wr) = tokio::io::split(conn);
+        let mut wr = BufWriter::with_capacity(256 << 10, wr);
+        let mut out = Vec::new();
+        Msg::Hello(Hello {
+            version: wire::VERSION,
+            host: self.cfg.host.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            spool_id: self.spool.spool_id(),
+            token: self.cfg.token.clone().unwrap_or_default(),
+            interval_ns: self.cfg.interval.as_nanos() as u64,
+            batch_ns: self.cfg.batch.as_nanos() as u64,
+        })
+        .encode(&mut out);
+        wr.write_all(&out).await?;
+        wr.flush().await?;
+
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Msg, NetError>>(256);
+        let reader = tokio::spawn(read_loop(rd, tx));
+        let _reader = AbortOnDrop(reader);
+        let next_seq = match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+            Err(_) => return Err(NetError::Protocol("no welcome within 10 s".into())),
+            Ok(None) => return Err(NetError::Closed),
+            Ok(Some(Err(e))) => return Err(e),
+            Ok(Some(Ok(Msg::Welcome { next_seq, .. }))) => next_seq,
+            Ok(Some(Ok(Msg::Reject { reason }))) => return Err(NetError::Rejected(reason)),
+            Ok(Some(Ok(m))) => return Err(NetError::Protocol(format!("expected welcome, got {}", m.name()))),
+        };
+        self.sender.connects.fetch_add(1, Ordering::Relaxed);
+        self.sender.connected.store(true, Ordering::Relaxed);
+        if next_seq > 1 {
+            self.spool.ack(next_seq - 1)?;
+        }
+        let mut cursor = next_seq.max(self.spool.acked() + 1);
+        let mut declared = 0usize;
+        let mut inflight: std::collections::VecDeque<(u64, Instant)> = Default::default();
+        let mut newest = self.spool.watch();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            // Fill the window.
+            let mut wrote = false;
+            while inflight.len() < self.cfg.window {
+                let Some(rec) = self.spool.read_from(cursor)? else { break };
+                let n = self.spool.dict_len();
+                if n > declared {
+                    for chunk in self.spool.dict_from(declared).chunks(4096) {
+                        out.clear();
+                        Msg::Series(chunk.to_vec()).encode(&mut out);
+                        wr.write_all(&out).await?;
+                        self.sender.wire_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                    }
+                    declared = n;
+                }
+                out.clear();
+                match rec.kind {
+                    Kind::Rounds => Msg::Rounds { seq: rec.seq, body: rec.body },
+                    Kind::Events => {
+                        let (stream, encoded) = split_events(&rec.body)?;
+                        Msg::Events { seq: rec.seq, stream, encoded }
+                    }
+                }
+                .encode(&mut out);
+                wr.write_all(&out).await?;
+                self.sender.wire_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                self.sender.sent_batches.fetch_add(1, Ordering::Relaxed);
+                self.sender.sent_samples.fetch_add(u64::from(rec.samples), Ordering::Relaxed);
+                inflight.push_back((rec.seq, Instant::now()));
+                cursor = rec.seq + 1;
+                wrote = true;
+            }
+            if wrote {
+                wr.flush().await?;
+            }
+            if drain && inflight.is_empty() && self.spool.read_from(cursor)?.is_none() {
+                return Ok(true);
+            }
+            let window_open = inflight.len() < self.cfg.window;
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    None => return Err(NetError::Closed),
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(Msg::Ack { seq })) => {
+                        self.spool.ack(seq)?;
+                        while inflight.front().is_some_and(|f| f.0 <= seq) {
+                            inflight.pop_front();
+                            self.sender.acked_batches.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Some(Ok(Msg::Ping { id, .. })) => {
+                        out.clear();
+                        Msg::Pong { id, time_ns: Timestamp::now().as_nanos() }.encode(&mut out);
+                        wr.write_all(&out).await?;
+                        wr.flush().await?;
+                    }
+                    Some(Ok(Msg::Reject { reason })) => return Err(NetError::Rejected(reason)),
+                    Some(Ok(m)) => return Err(NetError::Protocol(format!("unexpected {} from the server", m.name()))),
+                },
+                _ = newest.changed(), if window_open => {}
+                _ = tick.tick() => {
+                    if let Some((seq, at)) = inflight.front()
+                        && at.elapsed() > self.cfg.ack_timeout
+                    {
+                        return Err(NetError::Protocol(format!(
+                            "batch {seq} unacknowledged for {:?}; reconnecting", self.cfg.ack_timeout
+                        )));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Spools one encoded event batch of `stream` (per-CPU samples).
+    pub fn spool_events(&self, stream: &SeriesKey, encoded: &[u8], events: u32, time_ns: i64) -> io::Result<u64> {
+        let mut body = Vec::with_capacity(encoded.len() + 64);
+        store::codec::varint::put_key(&mut body, stream);
+        body.extend_from_slice(encoded);
+        self.spool.push(Kind::Events, events, time_ns, &body)
+    }
+}
+
+fn split_events(body: &[u8]) -> Result<(SeriesKey, Vec<u8>), NetError> {
+    let mut r = store::codec::varint::Reader::new(body);
+    let key = store::codec::varint::get_key(&mut r)
+        .ok_or_else(|| NetError::Protocol("spooled event batch without a stream".into()))?;
+    Ok((key, body[body.len() - r.remaining()..].to_vec()))
+}
+
+async fn read_loop<R: tokio::io::AsyncRead + Unpin>(mut rd: R, tx: tokio::sync::mpsc::Sender<Result<Msg, NetError>>) {
+    let mut buf = Vec::new();
+    loop {
+        let msg = net::read_msg(&mut rd, &mut buf, wire::FRAME_MAX).await;
+        let end = !matches!(msg, Ok(Some(_)));
+        let item = match msg {
+            Ok(Some(m)) => Ok(m),
+            Ok(None) => Err(NetError::Closed),
+            Err(e) => Err(e),
+        };
+        if tx.send(item).await.is_err() || end {
+            return;
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,110 @@
+//! Connections: TCP, optionally TLS, and reading one frame at a time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::net::TcpStream;
+
+use wire::{Msg, WireError};
+
+/// A byte stream to a peer: plain TCP or TLS over it.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+pub type Conn = Box<dyn Stream>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Wire(#[from] WireError),
+    #[error("connection closed by the peer")]
+    Closed,
+    #[error("refused by the server: {0}")]
+    Rejected(String),
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Reads one frame. Ok(None): the peer closed the connection between frames.
+pub async fn read_msg<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>, max: u32) -> Result<Option<Msg>, NetError> {
+    let mut head = [0u8; wire::HEADER];
+    match r.read_exact(&mut head[..1]).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    r.read_exact(&mut head[1..]).await?;
+    let (len, crc) = wire::parse_header(&head, max)?;
+    buf.clear();
+    buf.resize(len, 0);
+    r.read_exact(buf).await?;
+    Ok(Some(wire::decode_body(buf, crc)?))
+}
+
+/// Splits `tcp://host:port`, `tls://host:port` or `host:port` into
+/// (address, wants TLS, host name for the certificate).
+pub fn parse_server(server: &str) -> Result<(String, bool, String), String> {
+    let (tls, rest) = if let Some(r) = server.strip_prefix("tls://") {
+        (true, r)
+    } else if let Some(r) = server.strip_prefix("tcp://") {
+        (false, r)
+    } else if server.contains("://") {
+        return Err(format!("{server:?}: use tcp://HOST:PORT, tls://HOST:PORT or HOST:PORT"));
+    } else {
+        (false, server)
+    };
+    let rest = rest.trim_end_matches('/');
+    let Some((host, port)) = rest.rsplit_once(':') else {
+        return Err(format!("{server:?}: no port; e.g. tls://collector.example:7071"));
+    };
+    if port.parse::<u16>().is_err() || host.is_empty() {
+        return Err(format!("{server:?}: expected HOST:PORT"));
+    }
+    let name = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    Ok((rest.to_owned(), tls, name))
+}
+
+/// Connects to the server, over TLS when the URL says tls:// or a client
+/// configuration is given.
+pub async fn connect(server: &str, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Conn, NetError> {
+    let (addr, wants_tls, name) = parse_server(server).map_err(NetError::Protocol)?;
+    let tcp = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&addr))
+        .await
+        .map_err(|_| NetError::Protocol(format!("connect {addr}: timed out after 5 s")))??;
+    tcp.set_nodelay(true)?;
+    match (tls, wants_tls) {
+        (Some(cfg), _) => {
+            let name = rustls::pki_types::ServerName::try_from(name.clone())
+                .map_err(|e| NetError::Protocol(format!("{name:?} is not a server name: {e}")))?;
+            let conn =
+                tokio::time::timeout(Duration::from_secs(10), tokio_rustls::TlsConnector::from(cfg).connect(name, tcp))
+                    .await
+                    .map_err(|_| NetError::Protocol("TLS handshake timed out".into()))??;
+            Ok(Box::new(conn))
+        }
+        (None, true) => Err(NetError::Protocol(format!("{server}: tls:// needs --ca (the server's CA certificate)"))),
+        (None, false) => Ok(Box::new(tcp)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_urls_parse_or_explain() {
+        assert_eq!(parse_server("127.0.0.1:7071").unwrap(), ("127.0.0.1:7071".into(), false, "127.0.0.1".into()));
+        assert_eq!(parse_server("tls://srv.lan:7071/").unwrap(), ("srv.lan:7071".into(), true, "srv.lan".into()));
+        assert_eq!(parse_server("tcp://[::1]:7071").unwrap(), ("[::1]:7071".into(), false, "::1".into()));
+        assert!(parse_server("http://x:1").unwrap_err().contains("tls://"));
+        assert!(parse_server("x").unwrap_err().contains("no port"));
+        assert!(parse_server("x:99999").unwrap_err().contains("HOST:PORT"));
+    }
+}

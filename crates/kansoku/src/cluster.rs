@@ -1,0 +1,213 @@
+//! `kansoku agent` (collect here, ship to a server) and the ingest side of
+//! `kansoku server`: command-line flags to `cluster` configurations.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use cluster::agent::{Agent, AgentConfig};
+use cluster::server::{ServerConfig, Tokens};
+use collect::{Collector, CollectorConfig};
+use wire::rounds::Codec;
+
+use crate::up::{hostname, parse_dur, parse_interval};
+
+#[derive(clap::Args, Debug)]
+pub struct IngestArgs {
+    /// Where agents connect (binary wire protocol; see docs/format/wire.md).
+    #[arg(long, default_value = "127.0.0.1:7071")]
+    ingest: String,
+    /// Bearer tokens, `TOKEN [HOST]` per line: agents without one are
+    /// refused; a token with a host may only send as that host.
+    #[arg(long, value_name = "FILE")]
+    tokens: Option<PathBuf>,
+    /// TLS certificate chain (PEM) for the ingest port; with --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require agents to present a certificate issued by this CA (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
+    /// Most agent connections at once.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Most series one agent may declare.
+    #[arg(long, default_value_t = 100_000)]
+    max_series_per_agent: usize,
+    /// Largest frame accepted, bytes.
+    #[arg(long, default_value_t = wire::FRAME_MAX)]
+    max_frame: u32,
+}
+
+pub struct IngestSetup {
+    pub config: ServerConfig,
+    pub listener: std::net::TcpListener,
+}
+
+/// Reads tokens and certificates and binds the ingest port: every mistake
+/// is reported before the data directory is touched.
+pub fn ingest_setup(args: &IngestArgs) -> anyhow::Result<IngestSetup> {
+    let tokens = args.tokens.as_deref().map(Tokens::load).transpose()?.map(Arc::new);
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(cluster::tls::server_config(cert, key, args.client_ca.as_deref())?),
+        _ => None,
+    };
+    if args.max_frame < 4096 {
+        bail!("--max-frame {}: at least 4096 bytes", args.max_frame);
+    }
+    let addr: std::net::SocketAddr = args
+        .ingest
+        .parse()
+        .with_context(|| format!("--ingest {:?}: expected IP:PORT, e.g. 127.0.0.1:7071", args.ingest))?;
+    if !addr.ip().is_loopback() && tokens.is_none() && args.client_ca.is_none() {
+        tracing::warn!(
+            "ingest on {addr} accepts any agent: give --tokens (and --tls-cert/--tls-key) to require credentials"
+        );
+    }
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| anyhow::anyhow!("--ingest {addr}: {e}"))?;
+    listener.set_nonblocking(true).context("ingest socket")?;
+    let config = ServerConfig {
+        max_frame: args.max_frame,
+        max_series_per_agent: args.max_series_per_agent,
+        max_connections: args.max_connections,
+        tokens,
+        tls,
+        ..ServerConfig::default()
+    };
+    Ok(IngestSetup { config, listener })
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AgentArgs {
+    /// The server's ingest address: HOST:PORT, tcp://HOST:PORT or tls://HOST:PORT.
+    #[arg(long)]
+    server: String,
+    /// File holding this agent's bearer token (one line).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Value of the host label (default: this machine's hostname).
+    #[arg(long)]
+    host: Option<String>,
+    /// Directory for the agent's spool (batches not yet acknowledged).
+    #[arg(long, default_value = "kansoku-agent")]
+    data: PathBuf,
+    /// Sampling interval, 10ms to 60s, on wall-clock boundaries.
+    #[arg(long, default_value = "100ms", value_parser = parse_interval)]
+    interval: Duration,
+    /// Rounds are shipped in batches spanning this long.
+    #[arg(long, default_value = "1s", value_parser = parse_dur)]
+    batch: Duration,
+    /// Compression of batches: zstd (zstd-N for level N), lz4, or none.
+    #[arg(long, default_value = "zstd")]
+    codec: Codec,
+    /// Spool size limit: bytes with K/M/G suffix, or auto (26 h of this
+    /// host's data at the measured rate, within a quarter of the filesystem).
+    #[arg(long, default_value = "auto", value_parser = parse_spool_size)]
+    spool_size: SpoolSize,
+    /// A connection whose oldest batch waits longer than this for its
+    /// acknowledgement is dropped and made anew.
+    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    ack_timeout: Duration,
+    /// CA certificate (PEM) the server's certificate must chain to; turns TLS on.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// This agent's certificate (PEM), for servers that require one; with --key.
+    #[arg(long, value_name = "FILE", requires = "key", requires = "ca")]
+    cert: Option<PathBuf>,
+    /// This agent's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug)]
+pub struct SpoolSize(Option<u64>);
+
+fn parse_spool_size(s: &str) -> Result<SpoolSize, String> {
+    if s == "auto" {
+        return Ok(SpoolSize(None));
+    }
+    match crate::up::parse_budget(s) {
+        Ok(store::DiskBudget::Bytes(b)) => Ok(SpoolSize(Some(b))),
+        _ => Err(format!("{s:?}: use auto or bytes like 512M, 4G")),
+    }
+}
+
+pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
+    let host = args.host.clone().unwrap_or_else(hostname);
+    cluster::net::parse_server(&args.server).map_err(|e| anyhow::anyhow!("--server {e}"))?;
+    if args.batch < args.interval || args.batch > Duration::from_secs(60) {
+        bail!("--batch {:?}: from --interval ({:?}) to 60s", args.batch, args.interval);
+    }
+    let token = match &args.token_file {
+        Some(f) => {
+            let t = std::fs::read_to_string(f).with_context(|| format!("--token-file {}", f.display()))?;
+            let t = t.trim().to_owned();
+            if t.is_empty() {
+                bail!("--token-file {}: empty", f.display());
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    let tls = match &args.ca {
+        Some(ca) => Some(cluster::tls::client_config(ca, args.cert.as_deref().zip(args.key.as_deref()))?),
+        None => None,
+    };
+    let mut cfg = AgentConfig::new(args.server.clone(), host.clone(), args.interval);
+    cfg.token = token;
+    cfg.batch = args.batch;
+    cfg.codec = args.codec;
+    cfg.tls = tls;
+    cfg.spool_limit = args.spool_size.0;
+    cfg.ack_timeout = args.ack_timeout;
+    let spool_dir = args.data.join("spool");
+    let agent = Arc::new(Agent::new(cfg, &spool_dir).with_context(|| format!("open spool {}", spool_dir.display()))?);
+    let backlog = agent.spool().stats().backlog_batches.load(Ordering::Relaxed);
+    tracing::info!(
+        "kansoku agent: host {host:?}, interval {:?}, shipping to {} every {:?}; spool {} ({backlog} batches waiting)",
+        args.interval,
+        args.server,
+        args.batch,
+        spool_dir.display()
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::sync_channel(crate::up::QUEUE_ROUNDS);
+    let collector = Collector::new(&CollectorConfig { interval: args.interval, host, root: "/".into() });
+    let producer = {
+        let stop = Arc::clone(&stop);
+        std::thread::Builder::new().name("collector".into()).spawn(move || collector.run(tx, stop))?
+    };
+    let spooler = {
+        let agent = Arc::clone(&agent);
+        std::thread::Builder::new().name("spooler".into()).spawn(move || agent.spool_rounds(rx))?
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    rt.block_on(async {
+        let sender = tokio::spawn({
+            let agent = Arc::clone(&agent);
+            async move { agent.send(stop_rx, Duration::from_secs(5)).await }
+        });
+        crate::up::shutdown_signal().await;
+        tracing::info!("stopping: last batch to the spool, then up to 5 s to send the backlog");
+        stop.store(true, Ordering::Relaxed);
+        // The spooler ends once the collector's channel closes.
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = producer.join();
+            spooler.join()
+        })
+        .await;
+        stop_tx.send_replace(true);
+        let _ = sender.await;
+    });
+    let left = agent.spool().stats().backlog_batches.load(Ordering::Relaxed);
+    if left > 0 {
+        tracing::info!("{left} batches stay in the spool for the next start");
+    }
+    Ok(())
+}

@@ -1,0 +1,367 @@
+//! The agent <-> server wire protocol: framed, checksummed messages
+//! (`docs/format/wire.md`). Pure encode/decode; the connection logic lives in
+//! `agent` and `server`.
+//!
+//! ```text
+//! frame = u32 len (LE) | u32 crc32 (LE, of body) | body[len]
+//! body  = u8 type | payload
+//! ```
+
+use model::SeriesKey;
+use store::codec::varint::{Reader, get_key, put_i64, put_key, put_u64};
+
+/// First bytes of every Hello: tells a kansoku ingest port from anything else.
+pub const MAGIC: [u8; 4] = *b"KNSK";
+/// Protocol version spoken by this build. A server refuses other versions.
+pub const VERSION: u16 = 1;
+/// Bytes of a frame header (length, checksum).
+pub const HEADER: usize = 8;
+/// Default limit on one frame's body.
+pub const FRAME_MAX: u32 = 16 << 20;
+
+const T_HELLO: u8 = 1;
+const T_WELCOME: u8 = 2;
+const T_REJECT: u8 = 3;
+const T_SERIES: u8 = 4;
+const T_ROUNDS: u8 = 5;
+const T_EVENTS: u8 = 6;
+const T_ACK: u8 = 7;
+const T_PING: u8 = 8;
+const T_PONG: u8 = 9;
+
+/// The agent's introduction, the first frame of every connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub version: u16,
+    /// The `host` label of everything this agent sends.
+    pub host: String,
+    pub agent_version: String,
+    /// Identifies the agent's spool: sequence numbers are per spool.
+    pub spool_id: u64,
+    /// Bearer token; empty when the agent has none.
+    pub token: String,
+    /// The agent's sampling interval and batch period, ns.
+    pub interval_ns: u64,
+    pub batch_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Msg {
+    Hello(Hello),
+    /// The server accepts; it holds every batch of this spool below `next_seq`.
+    Welcome {
+        version: u16,
+        next_seq: u64,
+    },
+    /// The server refuses (and closes): why, in words for a person.
+    Reject {
+        reason: String,
+    },
+    /// Series this connection will refer to by the agent's id.
+    Series(Vec<(u32, SeriesKey)>),
+    /// Rounds of samples (see [`crate::rounds`]), compressed.
+    Rounds {
+        seq: u64,
+        body: Vec<u8>,
+    },
+    /// One batch of per-CPU events of `stream`, as the store encodes them.
+    Events {
+        seq: u64,
+        stream: SeriesKey,
+        encoded: Vec<u8>,
+    },
+    /// Every batch up to and including `seq` is durable on the server.
+    Ack {
+        seq: u64,
+    },
+    /// Clock probe from the server; the agent answers with a Pong carrying
+    /// its own wall clock.
+    Ping {
+        id: u64,
+        time_ns: i64,
+    },
+    Pong {
+        id: u64,
+        time_ns: i64,
+    },
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    #[error("frame of {len} bytes exceeds the limit of {max}")]
+    TooLarge { len: u32, max: u32 },
+    #[error("empty frame")]
+    Empty,
+    #[error("frame checksum mismatch")]
+    Checksum,
+    #[error("unknown message type {0}")]
+    UnknownType(u8),
+    #[error("malformed {0} message")]
+    Malformed(&'static str),
+    #[error("not a kansoku agent (bad magic)")]
+    Magic,
+}
+
+impl Msg {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Msg::Hello(_) => "hello",
+            Msg::Welcome { .. } => "welcome",
+            Msg::Reject { .. } => "reject",
+            Msg::Series(_) => "series",
+            Msg::Rounds { .. } => "rounds",
+            Msg::Events { .. } => "events",
+            Msg::Ack { .. } => "ack",
+            Msg::Ping { .. } => "ping",
+            Msg::Pong { .. } => "pong",
+        }
+    }
+
+    /// Appends this message as one frame.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0; HEADER]);
+        match self {
+            Msg::Hello(h) => {
+                out.push(T_HELLO);
+                out.extend_from_slice(&MAGIC);
+                out.extend_from_slice(&h.version.to_le_bytes());
+                put_str(out, &h.host);
+                put_str(out, &h.agent_version);
+                out.extend_from_slice(&h.spool_id.to_le_bytes());
+                put_str(out, &h.token);
+                put_u64(out, h.interval_ns);
+                put_u64(out, h.batch_ns);
+            }
+            Msg::Welcome { version, next_seq } => {
+                out.push(T_WELCOME);
+                out.extend_from_slice(&version.to_le_bytes());
+                put_u64(out, *next_seq);
+            }
+            Msg::Reject { reason } => {
+                out.push(T_REJECT);
+                put_str(out, reason);
+            }
+            Msg::Series(defs) => {
+                out.push(T_SERIES);
+                put_u64(out, defs.len() as u64);
+                for (id, key) in defs {
+                    put_u64(out, u64::from(*id));
+                    put_key(out, key);
+                }
+            }
+            Msg::Rounds { seq, body } => {
+                out.push(T_ROUNDS);
+                put_u64(out, *seq);
+                out.extend_from_slice(body);
+            }
+            Msg::Events { seq, stream, encoded } => {
+                out.push(T_EVENTS);
+                put_u64(out, *seq);
+                put_key(out, stream);
+                out.extend_from_slice(encoded);
+            }
+            Msg::Ack { seq } => {
+                out.push(T_ACK);
+                put_u64(out, *seq);
+            }
+            Msg::Ping { id, time_ns } => {
+                out.push(T_PING);
+                put_u64(out, *id);
+                put_i64(out, *time_ns);
+            }
+            Msg::Pong { id, time_ns } => {
+                out.push(T_PONG);
+                put_u64(out, *id);
+                put_i64(out, *time_ns);
+            }
+        }
+        let body = &out[start + HEADER..];
+        let len = body.len() as u32;
+        let crc = crc32fast::hash(body);
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+        out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// Reads a frame header: the body's length (checked against `max`) and checksum.
+pub fn parse_header(head: &[u8; HEADER], max: u32) -> Result<(usize, u32), WireError> {
+    let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
+    let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+    if len == 0 {
+        return Err(WireError::Empty);
+    }
+    if len > max {
+        return Err(WireError::TooLarge { len, max });
+    }
+    Ok((len as usize, crc))
+}
+
+/// Verifies and decodes a frame's body.
+pub fn decode_body(body: &[u8], crc: u32) -> Result<Msg, WireError> {
+    if crc32fast::hash(body) != crc {
+        return Err(WireError::Checksum);
+    }
+    let (&ty, payload) = body.split_first().ok_or(WireError::Empty)?;
+    let mut r = Reader::new(payload);
+    let msg = match ty {
+        T_HELLO => {
+            let bad = WireError::Malformed("hello");
+            if r.fixed::<4>().ok_or(bad.clone())? != MAGIC {
+                return Err(WireError::Magic);
+            }
+            Msg::Hello(Hello {
+                version: u16::from_le_bytes(r.fixed::<2>().ok_or(bad.clone())?),
+                host: r.str().ok_or(bad.clone())?.to_owned(),
+                agent_version: r.str().ok_or(bad.clone())?.to_owned(),
+                spool_id: u64::from_le_bytes(r.fixed::<8>().ok_or(bad.clone())?),
+                token: r.str().ok_or(bad.clone())?.to_owned(),
+                interval_ns: r.u64().ok_or(bad.clone())?,
+                batch_ns: r.u64().ok_or(bad)?,
+            })
+        }
+        T_WELCOME => {
+            let bad = WireError::Malformed("welcome");
+            Msg::Welcome {
+                version: u16::from_le_bytes(r.fixed::<2>().ok_or(bad.clone())?),
+                next_seq: r.u64().ok_or(bad)?,
+            }
+        }
+        T_REJECT => Msg::Reject { reason: r.str().ok_or(WireError::Malformed("reject"))?.to_owned() },
+        T_SERIES => {
+            let bad = WireError::Malformed("series");
+            let n = usize::try_from(r.u64().ok_or(bad.clone())?).map_err(|_| bad.clone())?;
+            // Each definition takes at least 3 bytes (id, name length, label count).
+            if n > r.remaining() / 3 {
+                return Err(bad);
+            }
+            let mut defs = Vec::with_capacity(n);
+            for _ in 0..n {
+                defs.push((r.u32().ok_or(bad.clone())?, get_key(&mut r).ok_or(bad.clone())?));
+            }
+            Msg::Series(defs)
+        }
+        T_ROUNDS => {
+            let seq = r.u64().ok_or(WireError::Malformed("rounds"))?;
+            let body = r.bytes(r.remaining()).unwrap_or_default().to_vec();
+            Msg::Rounds { seq, body }
+        }
+        T_EVENTS => {
+            let bad = WireError::Malformed("events");
+            let seq = r.u64().ok_or(bad.clone())?;
+            let stream = get_key(&mut r).ok_or(bad)?;
+            let encoded = r.bytes(r.remaining()).unwrap_or_default().to_vec();
+            Msg::Events { seq, stream, encoded }
+        }
+        T_ACK => Msg::Ack { seq: r.u64().ok_or(WireError::Malformed("ack"))? },
+        T_PING | T_PONG => {
+            let bad = WireError::Malformed("ping");
+            let id = r.u64().ok_or(bad.clone())?;
+            let time_ns = r.i64().ok_or(bad)?;
+            if ty == T_PING { Msg::Ping { id, time_ns } } else { Msg::Pong { id, time_ns } }
+        }
+        t => return Err(WireError::UnknownType(t)),
+    };
+    if r.remaining() != 0 {
+        return Err(WireError::Malformed(msg.name()));
+    }
+    Ok(msg)
+}
+
+/// Decodes every whole frame at the start of `data`; returns the messages and
+/// the bytes consumed. For tests and the fuzz target; connections read
+/// frame by frame.
+pub fn decode_all(data: &[u8], max: u32) -> Result<(Vec<Msg>, usize), WireError> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while let Some(head) = data.get(pos..pos + HEADER) {
+        let (len, crc) = parse_header(head.try_into().expect("8 bytes"), max)?;
+        let Some(body) = data.get(pos + HEADER..pos + HEADER + len) else { break };
+        out.push(decode_body(body, crc)?);
+        pos += HEADER + len;
+    }
+    Ok((out, pos))
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_u64(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_kinds() -> Vec<Msg> {
+        let key = SeriesKey::new("node_load1", [("host", "a")]);
+        vec![
+            Msg::Hello(Hello {
+                version: VERSION,
+                host: "node-1".into(),
+                agent_version: "0.1.0".into(),
+                spool_id: u64::MAX - 3,
+                token: "s3cret".into(),
+                interval_ns: 100_000_000,
+                batch_ns: 1_000_000_000,
+            }),
+            Msg::Welcome { version: VERSION, next_seq: 42 },
+            Msg::Reject { reason: "wrong token".into() },
+            Msg::Series(vec![(0, key.clone()), (u32::MAX, SeriesKey::new("x", Vec::<(String, String)>::new()))]),
+            Msg::Rounds { seq: 7, body: vec![1, 2, 3] },
+            Msg::Events { seq: 8, stream: key, encoded: vec![9; 100] },
+            Msg::Ack { seq: u64::MAX },
+            Msg::Ping { id: 1, time_ns: i64::MIN },
+            Msg::Pong { id: 1, time_ns: i64::MAX },
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        let msgs = all_kinds();
+        let mut buf = Vec::new();
+        for m in &msgs {
+            m.encode(&mut buf);
+        }
+        let (got, used) = decode_all(&buf, FRAME_MAX).unwrap();
+        assert_eq!(used, buf.len());
+        assert_eq!(got, msgs);
+    }
+
+    #[test]
+    fn damage_is_detected_never_decoded() {
+        let mut buf = Vec::new();
+        Msg::Ack { seq: 5 }.encode(&mut buf);
+        for i in 0..buf.len() {
+            for bit in 0..8 {
+                let mut b = buf.clone();
+                b[i] ^= 1 << bit;
+                if let Ok((msgs, _)) = decode_all(&b, FRAME_MAX) {
+                    assert!(msgs.is_empty(), "flip at {i}.{bit} decoded {msgs:?}");
+                }
+            }
+        }
+        // A frame announcing more than the limit is refused before reading it.
+        let mut big = Vec::new();
+        Msg::Rounds { seq: 1, body: vec![0; 100] }.encode(&mut big);
+        assert_eq!(decode_all(&big, 50).unwrap_err(), WireError::TooLarge { len: 102, max: 50 });
+        // Trailing bytes inside a frame are malformed, not ignored.
+        let mut b = Vec::new();
+        Msg::Ack { seq: 5 }.encode(&mut b);
+        b.push(0);
+        let len = (b.len() - HEADER) as u32;
+        b[..4].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32fast::hash(&b[HEADER..]);
+        b[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_all(&b, FRAME_MAX).unwrap_err(), WireError::Malformed("ack"));
+    }
+
+    #[test]
+    fn hello_with_wrong_magic_is_refused() {
+        let mut buf = Vec::new();
+        all_kinds()[0].encode(&mut buf);
+        buf[HEADER + 1] = b'X';
+        let crc = crc32fast::hash(&buf[HEADER..]);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_all(&buf, FRAME_MAX).unwrap_err(), WireError::Magic);
+    }
+}
