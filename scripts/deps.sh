@@ -13,6 +13,10 @@ case "${1:-test}" in
     want snmp              # snmpget/snmpwalk: the tests' oracle
     want chromium          # the dashboard's end-to-end test (headless)
     want fonts-liberation  # readable text in its screenshots (a recommends we skip otherwise)
+    want python3-influxdb  # the InfluxDB client whose DataFrames kansoku's /write and /query must serve
+    want python3-pandas    # (its DataFrameClient)
+    want openssl           # certificates for the TLS tests
+    want iproute2          # network namespaces for the outage test
     ;;
   bench)
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`

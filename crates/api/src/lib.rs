@@ -4,6 +4,7 @@
 //! Documented in `docs/api.md`.
 
 mod error;
+pub mod influx;
 mod live;
 mod query;
 mod status;
@@ -43,6 +44,8 @@ pub struct ApiState {
     pub snmp_views: Option<snmp::poller::Views>,
     /// The agents' ingest, on `kansoku server`.
     pub cluster: Option<ClusterView>,
+    /// The InfluxDB 1.x compatibility endpoints.
+    pub influx: Arc<influx::Influx>,
     /// Set on shutdown: live streams end so a graceful stop does not wait
     /// for open dashboards forever.
     pub closing: Arc<tokio::sync::watch::Sender<bool>>,
@@ -58,6 +61,7 @@ impl ApiState {
             snmp: None,
             snmp_views: None,
             cluster: None,
+            influx: Arc::default(),
             closing: Arc::new(tokio::sync::watch::channel(false).0),
         }
     }
@@ -79,6 +83,13 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/status", get(status::status))
         .route("/api/v1/snmp/targets", get(snmp_targets))
         .route("/api/v1/hosts", get(hosts))
+        .route("/metrics", get(influx::metrics))
+        .route("/ping", get(influx::ping).head(influx::ping))
+        .route(
+            "/write",
+            axum::routing::post(influx::write).layer(axum::extract::DefaultBodyLimit::max(influx::WRITE_MAX)),
+        )
+        .route("/query", get(influx::query).post(influx::query))
         .fallback(|| async { ApiError::NotFound })
         .with_state(state)
 }

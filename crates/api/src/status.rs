@@ -98,6 +98,7 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
     });
     Json(serde_json::json!({
         "ingest": ingest,
+        "influx": &st.influx.stats,
         "snmp": snmp,
         "version": env!("CARGO_PKG_VERSION"),
         "data_dir": st.store.root().display().to_string(),

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod hosts;
+pub mod influx;
 pub mod net;
 pub mod server;
 pub mod spool;

@@ -1,0 +1,215 @@
+//! InfluxDB 1.x compatibility (`/ping`, `/write`, `/query`) so InfluxDB
+//! clients (the Python `influxdb` package, Telegraf's influxdb output) write
+//! to and read from kansoku unchanged; and `/metrics`, kansoku's own health
+//! in the Prometheus text format. Parsing and mapping: `cluster::influx`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use cluster::influx;
+use model::Timestamp;
+
+use crate::{ApiError, ApiState};
+
+/// Largest /write body, after decompression.
+pub const WRITE_MAX: usize = 64 << 20;
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct InfluxStats {
+    pub writes: AtomicU64,
+    pub points: AtomicU64,
+    pub bad_lines: AtomicU64,
+    /// String fields are not stored (kansoku keeps numbers).
+    pub string_fields_dropped: AtomicU64,
+    pub queries: AtomicU64,
+}
+
+/// State of the compatibility layer: counters and the databases created
+/// with CREATE DATABASE (in memory; a database with data is listed anyway).
+#[derive(Debug, Default)]
+pub struct Influx {
+    pub stats: InfluxStats,
+    databases: std::sync::Mutex<BTreeSet<String>>,
+}
+
+fn version_headers() -> [(&'static str, &'static str); 2] {
+    [("X-Influxdb-Version", "1.8.10-kansoku"), ("X-Influxdb-Build", "OSS")]
+}
+
+pub async fn ping() -> Response {
+    (StatusCode::NO_CONTENT, version_headers()).into_response()
+}
+
+fn influx_error(status: StatusCode, msg: String) -> Response {
+    (status, version_headers(), axum::Json(serde_json::json!({ "error": msg }))).into_response()
+}
+
+pub async fn write(
+    State(st): State<ApiState>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(db) = params.get("db").filter(|d| !d.is_empty()).cloned() else {
+        return influx_error(StatusCode::NOT_FOUND, "database not found: \"\" (give ?db=NAME)".into());
+    };
+    let precision = match influx::precision_ns(params.get("precision").map(String::as_str)) {
+        Ok(p) => p,
+        Err(e) => return influx_error(StatusCode::BAD_REQUEST, e),
+    };
+    let gzip = headers.get(header::CONTENT_ENCODING).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    let text = if gzip {
+        let mut out = Vec::new();
+        let limited = flate2::read::GzDecoder::new(&body[..]).take(WRITE_MAX as u64 + 1).read_to_end(&mut out);
+        match limited {
+            Ok(_) if out.len() > WRITE_MAX => {
+                return influx_error(StatusCode::PAYLOAD_TOO_LARGE, format!("body over {WRITE_MAX} bytes"));
+            }
+            Ok(_) => out,
+            Err(e) => return influx_error(StatusCode::BAD_REQUEST, format!("gzip body: {e}")),
+        }
+    } else {
+        body.to_vec()
+    };
+    let Ok(text) = String::from_utf8(text) else {
+        return influx_error(StatusCode::BAD_REQUEST, "body is not UTF-8".into());
+    };
+    let rp = params.get("rp").filter(|r| !r.is_empty()).cloned();
+    let store = Arc::clone(&st.store);
+    let live = st.live.clone();
+    let influx = Arc::clone(&st.influx);
+    let result = tokio::task::spawn_blocking(move || {
+        let parsed = influx::parse_lines(&text, precision, Timestamp::now().as_nanos(), &db, rp.as_deref());
+        let s = &influx.stats;
+        s.writes.fetch_add(1, Relaxed);
+        s.bad_lines.fetch_add(parsed.errors.len() as u64, Relaxed);
+        s.string_fields_dropped.fetch_add(parsed.string_fields, Relaxed);
+        let stored = influx::write(&store, &parsed.points)?;
+        s.points.fetch_add(parsed.points.len() as u64, Relaxed);
+        for a in stored {
+            let _ = live.send(Arc::new(a));
+        }
+        Ok::<_, store::StoreError>(parsed.errors)
+    })
+    .await;
+    match result {
+        Ok(Ok(errors)) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
+        Ok(Ok(errors)) => {
+            let more =
+                if errors.len() > 1 { format!(" (and {} more bad lines)", errors.len() - 1) } else { String::new() };
+            influx_error(StatusCode::BAD_REQUEST, format!("partial write: {}{more}", errors[0]))
+        }
+        Ok(Err(e)) => influx_error(StatusCode::SERVICE_UNAVAILABLE, format!("cannot store now: {e}")),
+        Err(e) => influx_error(StatusCode::INTERNAL_SERVER_ERROR, format!("write task: {e}")),
+    }
+}
+
+pub async fn query(
+    State(st): State<ApiState>,
+    Query(mut params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    // POST may carry the parameters as a form.
+    let form = headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/x-www-form-urlencoded"));
+    if form
+        && let Ok(Query(more)) = Query::<HashMap<String, String>>::try_from_uri(
+            &format!("/?{}", String::from_utf8_lossy(&body)).parse().unwrap_or_default(),
+        )
+    {
+        params.extend(more);
+    }
+    let Some(q) = params.get("q").cloned() else {
+        return influx_error(StatusCode::BAD_REQUEST, "missing required parameter \"q\"".into());
+    };
+    let epoch = match params.get("epoch").map(String::as_str) {
+        None | Some("") => None,
+        Some("ns" | "n") => Some(1),
+        Some("u" | "µ" | "us") => Some(1_000),
+        Some("ms") => Some(1_000_000),
+        Some("s") => Some(1_000_000_000),
+        Some("m") => Some(60_000_000_000),
+        Some("h") => Some(3_600_000_000_000),
+        Some(e) => return influx_error(StatusCode::BAD_REQUEST, format!("invalid epoch {e:?}")),
+    };
+    let statements = match influx::parse_query(&q, Timestamp::now().as_nanos()) {
+        Ok(s) => s,
+        Err(e) => return influx_error(StatusCode::BAD_REQUEST, format!("error parsing query: {e}")),
+    };
+    let db = params.get("db").filter(|d| !d.is_empty()).cloned();
+    let store = Arc::clone(&st.store);
+    let influx = Arc::clone(&st.influx);
+    let results = tokio::task::spawn_blocking(move || {
+        influx.stats.queries.fetch_add(1, Relaxed);
+        let mut dbs = influx.databases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        statements
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut r = match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs) {
+                    Ok(v) => v,
+                    Err(e) => serde_json::json!({ "error": e }),
+                };
+                r["statement_id"] = serde_json::json!(i);
+                r
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    match results {
+        Ok(results) => (version_headers(), axum::Json(serde_json::json!({ "results": results }))).into_response(),
+        Err(e) => influx_error(StatusCode::INTERNAL_SERVER_ERROR, format!("query task: {e}")),
+    }
+}
+
+/// `GET /metrics`: every number of `/api/v1/status` as a Prometheus gauge,
+/// named after its path (`kansoku_store_samples_appended`, ...), plus one
+/// `kansoku_host_state` per agent.
+pub async fn metrics(state: State<ApiState>) -> Result<Response, ApiError> {
+    let st = state.0.clone();
+    let axum::Json(status) = crate::status::status(state).await;
+    let mut out = String::new();
+    flatten("kansoku", &status, &mut out);
+    if let Some(c) = &st.cluster {
+        out.push_str("# TYPE kansoku_host_up gauge\n");
+        for h in c.hosts.snapshot() {
+            let host = h.host.replace('\\', "\\\\").replace('"', "\\\"");
+            out.push_str(&format!(
+                "kansoku_host_up{{host=\"{host}\",state=\"{}\"}} {}\n",
+                h.state,
+                u8::from(h.state == "live")
+            ));
+            if let Some(o) = h.clock_offset_ns {
+                out.push_str(&format!("kansoku_host_clock_offset_seconds{{host=\"{host}\"}} {}\n", o as f64 / 1e9));
+            }
+        }
+    }
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], out).into_response())
+}
+
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut String) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                let name: String =
+                    k.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+                flatten(&format!("{prefix}_{name}"), v, out);
+            }
+        }
+        serde_json::Value::Number(n) => {
+            if let Some(f) = n.as_f64() {
+                out.push_str(&format!("# TYPE {prefix} gauge\n{prefix} {f}\n"));
+            }
+        }
+        serde_json::Value::Bool(b) => out.push_str(&format!("# TYPE {prefix} gauge\n{prefix} {}\n", u8::from(*b))),
+        _ => {}
+    }
+}

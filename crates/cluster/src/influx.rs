@@ -1,0 +1,660 @@
+//! The InfluxDB 1.x HTTP API subset kansoku serves (`docs/api.md`,
+//! "InfluxDB compatibility"): line protocol in, a small InfluxQL subset out.
+//!
+//! Mapping: field `f` of measurement `m` with tags `t=v` in database `d` is
+//! the series `m_f{t="v",db="d",influx_field="f"}`. Floats and booleans
+//! (1/0) are stored as they are; integers (`i`) as their value with
+//! `kansoku_type="int"` (exact up to 2^53); unsigned integers (`u`, e.g.
+//! instruction pointers) bit for bit with `kansoku_type="u64"`, so they come
+//! back exactly. String fields are not stored: counted and reported.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use model::{Batch, Selector, SeriesKey, Timestamp};
+use store::{Appended, Appender, Store};
+
+pub const FIELD_LABEL: &str = "influx_field";
+pub const TYPE_LABEL: &str = "kansoku_type";
+
+/// One parsed field value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    Float(f64),
+    Int(i64),
+    Uint(u64),
+    Bool(bool),
+}
+
+impl Value {
+    fn stored(self) -> (f64, Option<&'static str>) {
+        match self {
+            Value::Float(v) => (v, None),
+            Value::Int(v) => (v as f64, Some("int")),
+            Value::Uint(v) => (f64::from_bits(v), Some("u64")),
+            Value::Bool(b) => (f64::from(u8::from(b)), None),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// (series, time ns, value)
+    pub points: Vec<(SeriesKey, i64, f64)>,
+    /// One message per line that did not parse.
+    pub errors: Vec<String>,
+    pub string_fields: u64,
+}
+
+/// Nanoseconds per unit of the `precision` parameter.
+pub fn precision_ns(p: Option<&str>) -> Result<i64, String> {
+    Ok(match p.unwrap_or("n") {
+        "n" | "ns" => 1,
+        "u" | "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        other => return Err(format!("invalid precision {other:?}: use n, u, ms, s, m or h")),
+    })
+}
+
+/// Parses a line-protocol body. Lines without a timestamp get `now`.
+pub fn parse_lines(body: &str, precision: i64, now: i64, db: &str, rp: Option<&str>) -> Parsed {
+    let mut out = Parsed::default();
+    for line in body.lines() {
+        let line = line.trim_start();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Err(e) = parse_line(line, precision, now, db, rp, &mut out) {
+            let shown: String = line.chars().take(200).collect();
+            out.errors.push(format!("unable to parse '{shown}': {e}"));
+        }
+    }
+    out
+}
+
+fn parse_line(
+    line: &str,
+    precision: i64,
+    now: i64,
+    db: &str,
+    rp: Option<&str>,
+    out: &mut Parsed,
+) -> Result<(), String> {
+    let b = line.as_bytes();
+    // Split into measurement+tags, fields, timestamp at unescaped, unquoted spaces.
+    let mut parts = Vec::new();
+    let (mut start, mut i, mut quoted) = (0, 0, false);
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'"' if !parts.is_empty() => quoted = !quoted,
+            b' ' if !quoted => {
+                parts.push(&line[start..i]);
+                while i + 1 < b.len() && b[i + 1] == b' ' {
+                    i += 1;
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if quoted {
+        return Err("unterminated string".into());
+    }
+    if start < b.len() {
+        parts.push(&line[start..]);
+    }
+    let (head, fields, time) = match parts.as_slice() {
+        [h, f] => (*h, *f, None),
+        [h, f, t] => (*h, *f, Some(*t)),
+        _ => return Err("expected: measurement[,tag=value...] field=value[,...] [timestamp]".into()),
+    };
+    let t = match time {
+        None => now,
+        Some(t) => t
+            .parse::<i64>()
+            .ok()
+            .and_then(|t| t.checked_mul(precision))
+            .ok_or_else(|| format!("bad timestamp {t:?}"))?,
+    };
+    let mut head_parts = split_unescaped(head, b',').into_iter();
+    let measurement = unescape(head_parts.next().unwrap_or_default());
+    if measurement.is_empty() {
+        return Err("missing measurement".into());
+    }
+    let mut labels: Vec<(String, String)> = Vec::new();
+    for tag in head_parts {
+        let kv = split_unescaped(tag, b'=');
+        let [k, v] = kv.as_slice() else { return Err(format!("bad tag {tag:?}")) };
+        if k.is_empty() || v.is_empty() {
+            return Err(format!("bad tag {tag:?}"));
+        }
+        labels.push((unescape(k), unescape(v)));
+    }
+    labels.push(("db".into(), db.to_owned()));
+    if let Some(rp) = rp {
+        labels.push(("rp".into(), rp.to_owned()));
+    }
+    let mut n = 0;
+    for field in split_fields(fields)? {
+        let Some(eq) = find_unescaped(field, b'=') else { return Err(format!("bad field {field:?}")) };
+        let (k, v) = (unescape(&field[..eq]), &field[eq + 1..]);
+        if k.is_empty() {
+            return Err(format!("bad field {field:?}"));
+        }
+        let Some(value) = parse_value(v)? else {
+            out.string_fields += 1;
+            continue;
+        };
+        let (stored, ty) = value.stored();
+        let mut l = labels.clone();
+        l.push((FIELD_LABEL.into(), k.clone()));
+        if let Some(ty) = ty {
+            l.push((TYPE_LABEL.into(), ty.into()));
+        }
+        out.points.push((SeriesKey::new(format!("{measurement}_{k}"), l), t, stored));
+        n += 1;
+    }
+    if n == 0 && out.string_fields == 0 {
+        return Err("no fields".into());
+    }
+    Ok(())
+}
+
+/// Ok(None): a string field.
+fn parse_value(v: &str) -> Result<Option<Value>, String> {
+    let bad = || format!("bad field value {v:?}");
+    if v.starts_with('"') {
+        return if v.len() >= 2 && v.ends_with('"') { Ok(None) } else { Err(bad()) };
+    }
+    Ok(Some(match v {
+        "t" | "T" | "true" | "True" | "TRUE" => Value::Bool(true),
+        "f" | "F" | "false" | "False" | "FALSE" => Value::Bool(false),
+        _ if v.ends_with('i') => Value::Int(v[..v.len() - 1].parse().map_err(|_| bad())?),
+        _ if v.ends_with('u') => Value::Uint(v[..v.len() - 1].parse().map_err(|_| bad())?),
+        _ => {
+            let f: f64 = v.parse().map_err(|_| bad())?;
+            if !f.is_finite() || v.chars().any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E') {
+                return Err(bad());
+            }
+            Value::Float(f)
+        }
+    }))
+}
+
+fn split_fields(s: &str) -> Result<Vec<&str>, String> {
+    let b = s.as_bytes();
+    let (mut out, mut start, mut i, mut quoted) = (Vec::new(), 0, 0, false);
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'"' => quoted = !quoted,
+            b',' if !quoted => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push(&s[start..]);
+    Ok(out)
+}
+
+fn find_unescaped(s: &str, c: u8) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if b[i] == c {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+fn split_unescaped(s: &str, c: u8) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(i) = find_unescaped(rest, c) {
+        out.push(&rest[..i]);
+        rest = &rest[i + 1..];
+    }
+    out.push(rest);
+    out
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some(n @ (',' | '=' | ' ' | '"' | '\\')) => out.push(n),
+                Some(n) => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                None => out.push('\\'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Stores parsed points: grouped by time, oldest first, one WAL write.
+pub fn write(store: &Store, points: &[(SeriesKey, i64, f64)]) -> Result<Vec<Appended>, store::StoreError> {
+    let mut ids: BTreeMap<&SeriesKey, u32> = BTreeMap::new();
+    let mut by_time: BTreeMap<i64, Vec<(u32, f64)>> = BTreeMap::new();
+    let mut defs = Vec::new();
+    for (key, t, v) in points {
+        let n = ids.len() as u32;
+        let id = *ids.entry(key).or_insert_with(|| {
+            defs.push((n, key.clone()));
+            n
+        });
+        by_time.entry(*t).or_default().push((id, *v));
+    }
+    let mut batches: Vec<Batch> =
+        by_time.into_iter().map(|(t, points)| Batch { time: Timestamp(t), defs: Vec::new(), points }).collect();
+    let Some(first) = batches.first_mut() else { return Ok(Vec::new()) };
+    first.defs = defs;
+    store.append_many(&mut Appender::default(), &batches)
+}
+
+/// An InfluxQL statement of the subset.
+#[derive(Debug, PartialEq)]
+pub enum Statement {
+    ShowDatabases,
+    ShowMeasurements,
+    CreateDatabase(String),
+    Select {
+        fields: Option<Vec<String>>,
+        measurement: String,
+        from: i64,
+        to: i64,
+        tags: Vec<(String, String)>,
+        limit: Option<usize>,
+    },
+}
+
+/// Parses `;`-separated statements.
+pub fn parse_query(q: &str, now: i64) -> Result<Vec<Statement>, String> {
+    q.split(';').map(str::trim).filter(|s| !s.is_empty()).map(|s| parse_statement(s, now)).collect()
+}
+
+fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
+    let toks = tokens(s)?;
+    let up: Vec<String> = toks.iter().map(|t| t.to_ascii_uppercase()).collect();
+    let w = |i: usize| up.get(i).map(String::as_str);
+    match (w(0), w(1)) {
+        (Some("SHOW"), Some("DATABASES")) if toks.len() == 2 => return Ok(Statement::ShowDatabases),
+        (Some("SHOW"), Some("MEASUREMENTS")) if toks.len() == 2 => return Ok(Statement::ShowMeasurements),
+        (Some("CREATE"), Some("DATABASE")) if toks.len() == 3 => {
+            return Ok(Statement::CreateDatabase(unquote(&toks[2])));
+        }
+        (Some("SELECT"), _) => {}
+        _ => {
+            return Err(format!(
+                "unsupported statement {s:?}: kansoku serves SHOW DATABASES, SHOW MEASUREMENTS, CREATE DATABASE and SELECT ... FROM m [WHERE time/tag conditions] [LIMIT n]"
+            ));
+        }
+    }
+    let from_at = up.iter().position(|t| t == "FROM").ok_or("SELECT without FROM")?;
+    let field_toks: Vec<&String> = toks[1..from_at].iter().filter(|t| *t != ",").collect();
+    let fields = if field_toks.len() == 1 && field_toks[0] == "*" {
+        None
+    } else if field_toks.is_empty() {
+        return Err("SELECT without fields".into());
+    } else {
+        if field_toks.iter().any(|t| t.contains('(')) {
+            return Err("functions (mean(), count(), ...) are not supported: select fields and aggregate client-side, or use /api/v1/query".into());
+        }
+        Some(field_toks.iter().map(|t| unquote(t)).collect())
+    };
+    // FROM m, "m", db.rp.m, "db"."rp"."m": the last name counts.
+    let mut i = from_at + 1;
+    let mut measurement = None;
+    while i < toks.len() && up[i] != "WHERE" && up[i] != "LIMIT" {
+        for part in toks[i].split('.').filter(|p| !p.is_empty()) {
+            measurement = Some(unquote(part));
+        }
+        i += 1;
+    }
+    let measurement = measurement.ok_or("FROM without a measurement")?;
+    let (mut from, mut to) = (i64::MIN, i64::MAX);
+    let mut tags = Vec::new();
+    let mut limit = None;
+    while i < toks.len() {
+        match up[i].as_str() {
+            "WHERE" | "AND" => {
+                let (lhs, op) =
+                    (toks.get(i + 1).ok_or("condition expected")?, toks.get(i + 2).ok_or("operator expected")?);
+                // The right side runs to the next AND / LIMIT / end.
+                let mut j = i + 3;
+                while j < toks.len() && up[j] != "AND" && up[j] != "LIMIT" {
+                    j += 1;
+                }
+                let rhs = &toks[i + 3..j];
+                if lhs.eq_ignore_ascii_case("time") {
+                    let t = time_expr(rhs, now)?;
+                    match op.as_str() {
+                        ">" => from = from.max(t.saturating_add(1)),
+                        ">=" => from = from.max(t),
+                        "<" => to = to.min(t.saturating_sub(1)),
+                        "<=" => to = to.min(t),
+                        "=" => {
+                            from = from.max(t);
+                            to = to.min(t);
+                        }
+                        _ => return Err(format!("time {op} is not supported")),
+                    }
+                } else if op == "=" && rhs.len() == 1 {
+                    tags.push((unquote(lhs), unquote(&rhs[0])));
+                } else {
+                    return Err(format!(
+                        "condition {lhs} {op} ... is not supported (time comparisons and tag = 'value')"
+                    ));
+                }
+                i = j;
+            }
+            "LIMIT" => {
+                limit = Some(toks.get(i + 1).and_then(|n| n.parse().ok()).ok_or("LIMIT needs a number")?);
+                i += 2;
+            }
+            "OR" => return Err("OR is not supported".into()),
+            other => return Err(format!("unexpected {other:?}")),
+        }
+    }
+    Ok(Statement::Select { fields, measurement, from, to, tags, limit })
+}
+
+/// `now()`, `now() - 1h`, `'RFC3339'`, `123` (ns), `123s`/`ms`/`u`...
+fn time_expr(toks: &[String], now: i64) -> Result<i64, String> {
+    let bad = || format!("unsupported time expression {:?}", toks.join(" "));
+    let single = |t: &str| -> Result<i64, String> {
+        if t.eq_ignore_ascii_case("now()") {
+            return Ok(now);
+        }
+        if t.starts_with('\'') {
+            return model::parse_time(&unquote(t), Timestamp(now)).map(|t| t.as_nanos()).map_err(|e| e.to_string());
+        }
+        duration_ns(t).ok_or_else(bad)
+    };
+    match toks {
+        [a] => single(a),
+        [a, op, b] if op == "-" || op == "+" => {
+            let (a, b) = (single(a)?, duration_ns(b).ok_or_else(bad)?);
+            Ok(if op == "-" { a.saturating_sub(b) } else { a.saturating_add(b) })
+        }
+        _ => Err(bad()),
+    }
+}
+
+fn duration_ns(t: &str) -> Option<i64> {
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let n: i64 = t[..split].parse().ok()?;
+    let unit = match &t[split..] {
+        "" | "ns" => 1,
+        "u" | "µ" | "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        "d" => 86_400_000_000_000,
+        "w" => 604_800_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(unit)
+}
+
+fn tokens(s: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let c: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < c.len() {
+        let ch = c[i];
+        if ch.is_whitespace() {
+            i += 1;
+        } else if ch == '\'' || ch == '"' {
+            let start = i;
+            i += 1;
+            while i < c.len() && c[i] != ch {
+                i += if c[i] == '\\' { 2 } else { 1 };
+            }
+            if i >= c.len() {
+                return Err("unterminated quote".into());
+            }
+            i += 1;
+            out.push(c[start..i].iter().collect());
+        } else if ch == ',' || ch == '+' || (ch == '-' && c.get(i + 1).is_some_and(|n| n.is_whitespace())) {
+            out.push(ch.to_string());
+            i += 1;
+        } else if "<>=!".contains(ch) {
+            let start = i;
+            while i < c.len() && "<>=!".contains(c[i]) {
+                i += 1;
+            }
+            out.push(c[start..i].iter().collect());
+        } else {
+            let start = i;
+            while i < c.len() && !c[i].is_whitespace() && !",<>=!'\"".contains(c[i]) {
+                i += 1;
+            }
+            out.push(c[start..i].iter().collect());
+        }
+    }
+    Ok(out)
+}
+
+fn unquote(t: &str) -> String {
+    let t = t.trim();
+    if t.len() >= 2 && (t.starts_with('"') && t.ends_with('"') || t.starts_with('\'') && t.ends_with('\'')) {
+        t[1..t.len() - 1].replace("\\'", "'").replace("\\\"", "\"")
+    } else {
+        t.to_owned()
+    }
+}
+
+/// Runs one statement; `databases` holds those created here. `epoch`:
+/// numeric times in that unit (ns per unit), else RFC 3339 strings.
+pub fn execute(
+    store: &Store,
+    st: &Statement,
+    db: Option<&str>,
+    epoch: Option<i64>,
+    databases: &mut BTreeSet<String>,
+) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    match st {
+        Statement::CreateDatabase(name) => {
+            databases.insert(name.clone());
+            Ok(json!({}))
+        }
+        Statement::ShowDatabases => {
+            let sel = Selector::parse(&format!("{{{FIELD_LABEL}!=\"\"}}")).expect("valid selector");
+            let mut names = databases.clone();
+            names.extend(store.series(&sel).into_iter().filter_map(|(_, k)| k.get("db").map(str::to_owned)));
+            let values: Vec<_> = names.into_iter().map(|n| json!([n])).collect();
+            Ok(json!({"series": [{"name": "databases", "columns": ["name"], "values": values}]}))
+        }
+        Statement::ShowMeasurements => {
+            let db = db.ok_or("database name required (db=...)")?;
+            let sel = Selector::parse(&format!("{{{FIELD_LABEL}!=\"\",db=\"{}\"}}", db.replace('"', "\\\"")))
+                .map_err(|e| e.to_string())?;
+            let names: BTreeSet<String> = store
+                .series(&sel)
+                .into_iter()
+                .filter_map(|(_, k)| {
+                    let f = k.get(FIELD_LABEL)?;
+                    Some(k.name().strip_suffix(f)?.strip_suffix('_')?.to_owned())
+                })
+                .collect();
+            if names.is_empty() {
+                return Ok(json!({}));
+            }
+            let values: Vec<_> = names.into_iter().map(|n| json!([n])).collect();
+            Ok(json!({"series": [{"name": "measurements", "columns": ["name"], "values": values}]}))
+        }
+        Statement::Select { fields, measurement, from, to, tags, limit } => {
+            let db = db.ok_or("database name required (db=...)")?;
+            select(store, db, fields.as_deref(), measurement, (*from, *to), tags, *limit, epoch)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn select(
+    store: &Store,
+    db: &str,
+    fields: Option<&[String]>,
+    measurement: &str,
+    (from, to): (i64, i64),
+    tags: &[(String, String)],
+    limit: Option<usize>,
+    epoch: Option<i64>,
+) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    let mut sel = format!("{{{FIELD_LABEL}!=\"\",db=\"{}\"", esc(db));
+    for (k, v) in tags {
+        sel.push_str(&format!(",{k}=\"{}\"", esc(v)));
+    }
+    sel.push('}');
+    let sel = Selector::parse(&sel).map_err(|e| e.to_string())?;
+    // Series of this measurement: name = measurement_field.
+    let series: Vec<(u32, SeriesKey, String)> = store
+        .series(&sel)
+        .into_iter()
+        .filter_map(|(id, k)| {
+            let f = k.get(FIELD_LABEL)?.to_owned();
+            (k.name().len() == measurement.len() + 1 + f.len()
+                && k.name().starts_with(measurement)
+                && k.name().ends_with(&f)
+                && fields.is_none_or(|fs| fs.contains(&f)))
+            .then_some((id, k, f))
+        })
+        .collect();
+    if series.is_empty() {
+        return Ok(json!({}));
+    }
+    let hidden = |k: &str| k == FIELD_LABEL || k == TYPE_LABEL || k == "db" || k == "rp";
+    let tag_keys: BTreeSet<String> =
+        series.iter().flat_map(|(_, k, _)| k.labels().iter().map(|l| l.0.clone())).filter(|k| !hidden(k)).collect();
+    let field_names: BTreeSet<String> = series.iter().map(|(_, _, f)| f.clone()).collect();
+    // As InfluxDB does: time, then tags and fields together in name order.
+    let names: BTreeSet<&String> = tag_keys.iter().chain(&field_names).collect();
+    let col: BTreeMap<&String, usize> = names.iter().enumerate().map(|(i, n)| (*n, 1 + i)).collect();
+    let tag_cols: Vec<usize> = tag_keys.iter().map(|t| col[t]).collect();
+    // Rows keyed by (time, tag values).
+    let mut rows: BTreeMap<(i64, Vec<Option<String>>), Vec<serde_json::Value>> = BTreeMap::new();
+    let width = 1 + names.len();
+    for (id, key, field) in &series {
+        let tagvals: Vec<Option<String>> = tag_keys.iter().map(|t| key.get(t).map(str::to_owned)).collect();
+        let ty = key.get(TYPE_LABEL);
+        let (ts, vs) = store.read(*id, Timestamp(from), Timestamp(to));
+        for (t, v) in ts.into_iter().zip(vs) {
+            let row = rows.entry((t, tagvals.clone())).or_insert_with(|| vec![serde_json::Value::Null; width]);
+            row[col[field]] = match ty {
+                Some("u64") => json!(v.to_bits()),
+                Some("int") => json!(v as i64),
+                _ => json!(v),
+            };
+        }
+    }
+    let mut values = Vec::with_capacity(rows.len());
+    for ((t, tagvals), mut row) in rows {
+        row[0] = match epoch {
+            Some(unit) => json!(t / unit),
+            None => json!(Timestamp(t).to_string()),
+        };
+        for (c, tv) in tag_cols.iter().zip(tagvals) {
+            row[*c] = tv.map_or(serde_json::Value::Null, serde_json::Value::String);
+        }
+        values.push(row);
+        if limit.is_some_and(|l| values.len() >= l) {
+            break;
+        }
+    }
+    let mut columns = vec!["time".to_owned()];
+    columns.extend(names.into_iter().cloned());
+    Ok(json!({"series": [{"name": measurement, "columns": columns, "values": values}]}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Parsed {
+        parse_lines(body, 1, 42, "telegraf", None)
+    }
+
+    #[test]
+    fn line_protocol_values_tags_and_escapes() {
+        let p = parse(
+            "cpu,host=a,cpu=cpu0 usage_idle=99.5,ip=18446744073709551615u,n=-3i,up=t 1700000000000000000\n\
+             weird\\ m\\,x,tag\\ k=v\\=1 f=1e3\n\
+             # comment\n\
+             msg,host=a text=\"a b, \\\"c\\\"\",v=1\n",
+        );
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        assert_eq!(p.string_fields, 1);
+        let shown: Vec<String> = p.points.iter().map(|(k, t, v)| format!("{k} {t} {v}")).collect();
+        assert_eq!(
+            shown[0],
+            r#"cpu_usage_idle{cpu="cpu0",db="telegraf",host="a",influx_field="usage_idle"} 1700000000000000000 99.5"#
+        );
+        assert_eq!(p.points[1].0.get(TYPE_LABEL), Some("u64"));
+        assert_eq!(p.points[1].2.to_bits(), u64::MAX);
+        assert_eq!((p.points[2].0.get(TYPE_LABEL), p.points[2].2), (Some("int"), -3.0));
+        assert_eq!(p.points[3].2, 1.0);
+        assert_eq!(shown[4], r#"weird m,x_f{db="telegraf",influx_field="f",tag k="v=1"} 42 1000"#);
+        assert_eq!(p.points[5].0.name(), "msg_v");
+    }
+
+    #[test]
+    fn bad_lines_are_reported_one_by_one() {
+        let p = parse("cpu\ncpu f=\ncpu f=1 12x\ncpu,t f=1\ncpu f=abc\ncpu f=\"open\nok f=1\n");
+        assert_eq!(p.errors.len(), 6, "{:?}", p.errors);
+        assert_eq!(p.points.len(), 1);
+        assert!(p.errors[2].contains("bad timestamp"));
+    }
+
+    #[test]
+    fn influxql_subset() {
+        let now = 10_000_000_000_000;
+        assert_eq!(parse_query("SHOW DATABASES", now).unwrap(), vec![Statement::ShowDatabases]);
+        assert_eq!(
+            parse_query("create database \"mydb\"; show measurements", now).unwrap(),
+            vec![Statement::CreateDatabase("mydb".into()), Statement::ShowMeasurements]
+        );
+        let q = parse_query(
+            "SELECT usage_idle, \"ip\" FROM \"autogen\".\"cpu\" WHERE time > now() - 1h AND host = 'a' AND time <= '1970-01-01T02:46:40Z' LIMIT 5",
+            now,
+        )
+        .unwrap();
+        assert_eq!(
+            q,
+            vec![Statement::Select {
+                fields: Some(vec!["usage_idle".into(), "ip".into()]),
+                measurement: "cpu".into(),
+                from: now - 3_600_000_000_000 + 1,
+                to: 10_000_000_000_000,
+                tags: vec![("host".into(), "a".into())],
+                limit: Some(5),
+            }]
+        );
+        assert!(parse_query("select mean(x) from m", now).unwrap_err().contains("functions"));
+        assert!(parse_query("drop database x", now).unwrap_err().contains("unsupported"));
+        assert!(parse_query("select * from m where a = 1 or b = 2", now).is_err());
+    }
+}

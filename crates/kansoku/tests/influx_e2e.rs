@@ -1,0 +1,73 @@
+//! The InfluxDB 1.x endpoints of `kansoku server`: the Python `influxdb`
+//! package (Debian's) writes DataFrames and reads them back; gzip bodies,
+//! precisions, bad lines and `/metrics` over raw HTTP.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+
+use common::{http_get, start};
+
+fn post(addr: &str, path: &str, headers: &str, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(common::IO_TIMEOUT)).unwrap();
+    write!(s, "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: {}\r\n{headers}\r\n", body.len()).unwrap();
+    s.write_all(body).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_owned())
+}
+
+#[test]
+fn python_influxdb_client_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(&["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], dir.path());
+    let port = srv.addr.rsplit(':').next().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/influx_client_check.py");
+    // Debian's interpreter, where python3-influxdb and python3-pandas live.
+    let out = Command::new("/usr/bin/python3").arg(script).arg(port).output().unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn gzip_precision_bad_lines_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(&["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], dir.path());
+    let a = &srv.addr;
+    let (status, _) = http_get(a, "/ping");
+    assert_eq!(status, 204);
+
+    let lines = "m,host=a v=1.5,n=7i,ip=18446744073709551615u 1700000000\nm,host=a v=2.5 1700000001\n";
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(lines.as_bytes()).unwrap();
+    let body = gz.finish().unwrap();
+    let (status, resp) = post(a, "/write?db=d&precision=s", "Content-Encoding: gzip\r\n", &body);
+    assert_eq!(status, 204, "{resp}");
+    let (status, resp) = http_get(a, "/query?db=d&epoch=s&q=SELECT%20*%20FROM%20m");
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&resp).unwrap();
+    let s = &v["results"][0]["series"][0];
+    assert_eq!(s["columns"], serde_json::json!(["time", "host", "ip", "n", "v"]), "{v}");
+    assert_eq!(s["values"][0], serde_json::json!([1700000000, "a", 18446744073709551615u64, 7, 1.5]), "{v}");
+    assert_eq!(s["values"][1], serde_json::json!([1700000001, "a", null, null, 2.5]), "{v}");
+
+    // Good lines are stored, bad ones reported: InfluxDB's partial write.
+    let (status, resp) = post(a, "/write?db=d", "", b"m v=3 1700000002000000000\nm v=oops\nm\n");
+    assert_eq!(status, 400);
+    assert!(resp.contains("partial write") && resp.contains("1 more"), "{resp}");
+    let (_, resp) = http_get(a, "/query?db=d&epoch=s&q=SELECT%20v%20FROM%20m%20WHERE%20time%20%3E%201700000001s");
+    assert!(resp.contains("[1700000002,null,3.0]"), "{resp}");
+    let (status, resp) = post(a, "/write", "", b"m v=1\n");
+    assert_eq!(status, 404, "{resp}");
+    let (status, resp) = http_get(a, "/query?db=d&q=DELETE%20FROM%20m");
+    assert_eq!(status, 400, "{resp}");
+
+    let (status, metrics) = http_get(a, "/metrics");
+    assert_eq!(status, 200);
+    assert!(metrics.contains("kansoku_influx_bad_lines 2\n"), "{metrics}");
+    assert!(metrics.contains("kansoku_influx_points 5\n"), "{metrics}");
+    assert!(metrics.contains("# TYPE kansoku_store_samples_appended gauge"), "{metrics}");
+}

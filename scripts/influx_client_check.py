@@ -1,0 +1,49 @@
+#!/usr/bin/python3
+"""The Python `influxdb` package (Debian's python3-influxdb) against kansoku's
+InfluxDB 1.x endpoints: what DataFrameClient writes comes back equal, and
+64-bit unsigned integers round-trip exactly. Usage: influx_client_check.py PORT
+Exit 0 when every check holds; the failing check otherwise."""
+import sys
+
+import pandas as pd
+from influxdb import DataFrameClient, InfluxDBClient
+
+port = int(sys.argv[1])
+client = InfluxDBClient(host="127.0.0.1", port=port, database="lab")
+assert client.ping(), "ping"
+client.create_database("lab")
+assert {"name": "lab"} in client.get_list_database(), client.get_list_database()
+
+# The paper's path: a DataFrame of perf samples written as line protocol.
+df_client = DataFrameClient(host="127.0.0.1", port=port, database="lab")
+index = pd.date_range("2026-01-01T00:00:00Z", periods=1000, freq="1s")
+frame = pd.DataFrame(
+    {"cpu": [i % 4 for i in range(1000)], "load": [i / 7.0 for i in range(1000)]},
+    index=index,
+)
+# (The client turns times into numbers through float64, which is exact for
+# whole seconds only; it would send InfluxDB the same rounded times.)
+df_client.write_points(frame, "perf", tags={"host": "node-1"}, batch_size=250, time_precision="s")
+got = df_client.query('SELECT * FROM "perf"')["perf"]
+assert len(got) == 1000, f"{len(got)} rows"
+assert list(got.columns) == ["cpu", "host", "load"], list(got.columns)
+assert (got.index == index).all(), "times differ"
+assert (got["cpu"].values == frame["cpu"].values).all(), "cpu differs"
+assert (got["load"].values == frame["load"].values).all(), "load differs"
+assert (got["host"] == "node-1").all()
+
+# Instruction pointers: 64-bit unsigned, exact.
+ips = [0xFFFFFFFF81000000 + i * 0x1F for i in range(50)] + [2**64 - 1]
+lines = [f"samples,host=node-1 ip={ip}u {1767225600000000000 + i}" for i, ip in enumerate(ips)]
+client.write_points(lines, protocol="line")
+res = client.query("SELECT ip FROM samples", epoch="ns")
+back = [p["ip"] for p in res.get_points()]
+assert back == ips, f"unsigned values changed: {back[:3]} ... vs {ips[:3]} ..."
+
+# A time range and a tag condition.
+res = client.query(
+    "SELECT load FROM perf WHERE time >= '2026-01-01T00:00:50Z' AND host = 'node-1' LIMIT 10", epoch="ms"
+)
+points = list(res.get_points())
+assert len(points) == 10 and points[0]["time"] == 1767225650000, points[:2]
+print("influx client check: ok (1000 DataFrame rows, 51 unsigned values, ranges)")
