@@ -4,7 +4,9 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { chromium } from 'playwright-core';
-import { startKansoku, CHROMIUM, CHROMIUM_ARGS } from './server.mjs';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { startKansoku, BIN, CHROMIUM, CHROMIUM_ARGS } from './server.mjs';
 
 const OUT = new URL('../e2e-out/', import.meta.url).pathname;
 mkdirSync(OUT, { recursive: true });
@@ -120,6 +122,31 @@ test('cluster view: a heat map row per host, live, click through to a host', asy
     await page.screenshot({ path: OUT + 'cluster-host.png', fullPage: true });
     assert.deepEqual(errors, []);
   } finally {
+    await k.stop();
+  }
+});
+
+test('a server with three agents: three live hosts in the agents table and the heat map', async () => {
+  const k = await startKansoku(['server', '--ingest', '127.0.0.1:0']);
+  const ingest = /agents on ([\d.:]+)/.exec(k.log())[1];
+  const agents = [1, 2, 3].map((i) => spawn(BIN, ['agent', '--server', ingest, '--host', `agent-${i}`,
+    '--data', join(k.data, `agent-${i}`), '--interval', '100ms', '--batch', '500ms'], { stdio: 'ignore' }));
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e.stack ?? e)));
+    await page.goto(k.url + '/#view=cluster&range=1m');
+    await page.waitForFunction(() => document.querySelectorAll('table.agents .badge.ok').length === 3, null, { timeout: 30000 });
+    const rows = await page.$$eval('table.agents tr[data-host]', (trs) => trs.map((tr) => tr.dataset.host));
+    assert.deepEqual(rows, ['agent-1', 'agent-2', 'agent-3']);
+    // Their data reaches the heat map too (reload: hosts that appear later join on the next load).
+    await page.reload();
+    await page.waitForFunction(() => document.querySelector('#count')?.textContent.startsWith('3 hosts'), null, { timeout: 30000 });
+    await page.waitForFunction(() => document.querySelectorAll('table.agents .badge.ok').length === 3, null, { timeout: 30000 });
+    await page.screenshot({ path: OUT + 'server-agents.png', fullPage: true });
+    assert.deepEqual(errors, []);
+  } finally {
+    await Promise.all(agents.map((a) => new Promise((ok) => { a.on('exit', ok); a.kill('SIGTERM'); })));
     await k.stop();
   }
 });

@@ -25,6 +25,7 @@ export async function startKansoku(args) {
   });
   return {
     url,
+    data,
     log: () => log,
     async stop() {
       const done = new Promise((ok) => child.on('exit', ok));

@@ -295,13 +295,46 @@ function subscribe(match: string, feeds: Feed[], onGrow: () => void): void {
 
 // ---- views -----------------------------------------------------------------
 
+interface AgentHost {
+  host: string; state: 'live' | 'late' | 'gone'; agent_version: string; clock_offset_ns: number | null;
+  rtt_ns: number | null; clock_off: boolean; agent_cpu: number | null; backlog_batches: number | null;
+  spool_dropped_samples: number | null; samples: number; wire_bytes: number; interval_ns: number;
+}
+
+/// On `kansoku server`: every agent, its state, clock offset and overhead,
+/// refreshed every 2 s. Elsewhere /api/v1/hosts answers 503 and this stays empty.
+function agentsTable(gen: number): void {
+  const ms = (ns: number | null) => (ns === null ? '–' : `${(ns / 1e6).toFixed(ns < 1e7 && ns > -1e7 ? 2 : 0)} ms`);
+  const draw = async () => {
+    let hosts: AgentHost[];
+    try { hosts = (await getJson<{ hosts: AgentHost[] }>('/api/v1/hosts')).hosts; } catch { return; }
+    if (gen !== generation) return;
+    const el = document.querySelector<HTMLElement>('#agents');
+    if (!el) return;
+    const off = hosts.filter((h) => h.clock_off).length;
+    const count = (s: string) => hosts.filter((h) => h.state === s).length;
+    el.innerHTML = `<table class="agents"><caption>${hosts.length} agents: ${count('live')} live, ${count('late')} late, ${count('gone')} gone${off ? ` · <span class="badge warn">${off} with clocks off by more than their interval</span>` : ''}</caption>
+      <tr><th>host</th><th>state</th><th>version</th><th>clock offset</th><th>rtt</th><th>agent CPU</th><th>backlog</th><th>spool drops</th><th>samples</th><th>wire B/sample</th></tr>
+      ${hosts.map((h) => `<tr data-host="${h.host}"><td><a href="#view=host&host=${encodeURIComponent(h.host)}&range=15m">${h.host}</a></td>
+        <td><span class="badge ${h.state === 'live' ? 'ok' : 'warn'}">${h.state}</span></td><td>${h.agent_version}</td>
+        <td class="${h.clock_off ? 'warn' : ''}" title="interval ${ms(h.interval_ns)}">${ms(h.clock_offset_ns)}</td><td>${ms(h.rtt_ns)}</td>
+        <td>${h.agent_cpu === null ? '–' : (h.agent_cpu * 100).toFixed(2) + ' %'}</td><td>${h.backlog_batches ?? '–'}</td>
+        <td class="${h.spool_dropped_samples ? 'warn' : ''}">${h.spool_dropped_samples ?? '–'}</td><td>${h.samples}</td>
+        <td>${h.samples ? (h.wire_bytes / h.samples).toFixed(2) : '–'}</td></tr>`).join('')}</table>`;
+  };
+  draw();
+  const t = setInterval(draw, 2000);
+  teardown.push(() => clearInterval(t));
+}
+
 async function clusterView(main: HTMLElement, gen: number): Promise<void> {
   const key = view.metric && view.metric in CLUSTER_METRICS ? view.metric : 'cpu';
   const spec = CLUSTER_METRICS[key];
   main.innerHTML = `<div class="bar"><label>metric <select id="metric">${Object.entries(CLUSTER_METRICS).map(([k, m]) =>
     `<option value="${k}" ${k === key ? 'selected' : ''}>${m.title}</option>`).join('')}</select></label>
     <label>sort <select id="sort"><option value="name">by name</option><option value="value">by current value</option></select></label>
-    <span id="count"></span></div><div class="cluster"><div id="names"></div><div id="heat"></div></div>`;
+    <span id="count"></span></div><div id="agents"></div><div class="cluster"><div id="names"></div><div id="heat"></div></div>`;
+  agentsTable(gen);
   $<HTMLSelectElement>('#metric').onchange = (e) => setView({ ...view, metric: (e.target as HTMLSelectElement).value });
   const [lo, hi] = rangeOf(view);
   const feed = new Feed(spec, stepFor(lo, hi));
