@@ -3,6 +3,7 @@
 
 mod cluster;
 mod export;
+mod lab_transfer;
 mod read;
 mod up;
 
@@ -53,6 +54,9 @@ enum LabCmd {
     /// The store's budgets: series ingest, range query, event size, event
     /// ingest and top-N queries (peers: scripts/bench-store-peers.sh).
     Store(lab::store_bench::Args),
+    /// Agents to a server: wire bytes, server and agent CPU per sample at
+    /// 100 ms and 10 ms; server capacity; InfluxDB line protocol beside it.
+    Transfer(lab_transfer::Args),
     /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
     SnmpFarm(lab::snmp_bench::FarmArgs),
     /// Synthetic hosts (every core, network, disk, memory, load) written
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
+        Cmd::Lab(LabCmd::Transfer(args)) => lab_transfer::run(&args),
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
         Cmd::Lab(LabCmd::Synth(args)) => up::run_synth(args),
     };
