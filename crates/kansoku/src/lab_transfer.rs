@@ -39,6 +39,9 @@ pub struct Args {
     /// Cores per simulated host in the capacity run.
     #[arg(long, default_value_t = 64)]
     blast_cores: usize,
+    /// Compression of the agents' batches (as `kansoku agent --codec`).
+    #[arg(long, default_value = "zstd")]
+    codec: String,
     /// Skip the line-protocol comparison (needs `influxd` on PATH).
     #[arg(long)]
     no_influx: bool,
@@ -242,7 +245,7 @@ fn agents_run(args: &Args, interval: Duration, n: usize) -> anyhow::Result<serde
     for k in 0..n {
         let mut cmd = Command::new(&exe);
         cmd.args(["agent", "--server", &srv.ingest, "--host", &format!("lab-{k:03}")])
-            .args(["--interval", &format!("{}ms", interval.as_millis()), "--batch", "1s"])
+            .args(["--interval", &format!("{}ms", interval.as_millis()), "--batch", "1s", "--codec", &args.codec])
             .arg("--data")
             .arg(base.join(format!("agent-{k}")));
         agents.push(Proc::spawn(cmd)?);
@@ -291,6 +294,7 @@ fn agents_run(args: &Args, interval: Duration, n: usize) -> anyhow::Result<serde
     srv.proc.stop();
     Ok(json!({
         "agents": n,
+        "codec": args.codec,
         "interval_ms": interval.as_millis() as u64,
         "seconds": wall,
         "samples": samples,
