@@ -298,7 +298,7 @@ function subscribe(match: string, feeds: Feed[], onGrow: () => void): void {
 interface AgentHost {
   host: string; state: 'live' | 'late' | 'gone'; agent_version: string; clock_offset_ns: number | null;
   rtt_ns: number | null; clock_off: boolean; agent_cpu: number | null; backlog_batches: number | null;
-  spool_dropped_samples: number | null; samples: number; wire_bytes: number; interval_ns: number;
+  spool_dropped_samples: number | null; spool_bytes: number | null; samples: number; wire_bytes: number; interval_ns: number;
 }
 
 /// On `kansoku server`: every agent, its state, clock offset and overhead,
@@ -314,11 +314,11 @@ function agentsTable(gen: number): void {
     const off = hosts.filter((h) => h.clock_off).length;
     const count = (s: string) => hosts.filter((h) => h.state === s).length;
     el.innerHTML = `<table class="agents"><caption>${hosts.length} agents: ${count('live')} live, ${count('late')} late, ${count('gone')} gone${off ? ` · <span class="badge warn">${off} with clocks off by more than their interval</span>` : ''}</caption>
-      <tr><th>host</th><th>state</th><th>version</th><th>clock offset</th><th>rtt</th><th>agent CPU</th><th>backlog</th><th>spool drops</th><th>samples</th><th>wire B/sample</th></tr>
+      <tr><th>host</th><th>state</th><th>version</th><th>clock offset</th><th>rtt</th><th>agent CPU</th><th>backlog</th><th>spool</th><th>spool drops</th><th>samples</th><th>wire B/sample</th></tr>
       ${hosts.map((h) => `<tr data-host="${h.host}"><td><a href="#view=host&host=${encodeURIComponent(h.host)}&range=15m">${h.host}</a></td>
         <td><span class="badge ${h.state === 'live' ? 'ok' : 'warn'}">${h.state}</span></td><td>${h.agent_version}</td>
         <td class="${h.clock_off ? 'warn' : ''}" title="interval ${ms(h.interval_ns)}">${ms(h.clock_offset_ns)}</td><td>${ms(h.rtt_ns)}</td>
-        <td>${h.agent_cpu === null ? '–' : (h.agent_cpu * 100).toFixed(2) + ' %'}</td><td>${h.backlog_batches ?? '–'}</td>
+        <td>${h.agent_cpu === null ? '–' : (h.agent_cpu * 100).toFixed(2) + ' %'}</td><td>${h.backlog_batches ?? '–'}</td><td>${h.spool_bytes === null ? '–' : (h.spool_bytes / 1048576).toFixed(1) + ' MiB'}</td>
         <td class="${h.spool_dropped_samples ? 'warn' : ''}">${h.spool_dropped_samples ?? '–'}</td><td>${h.samples}</td>
         <td>${h.samples ? (h.wire_bytes / h.samples).toFixed(2) : '–'}</td></tr>`).join('')}</table>`;
   };

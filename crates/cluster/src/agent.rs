@@ -274,16 +274,14 @@ impl Agent {
         wr.write_all(&out).await?;
         wr.flush().await?;
 
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Msg, NetError>>(256);
-        let reader = tokio::spawn(read_loop(rd, tx));
-        let _reader = AbortOnDrop(reader);
+        let (mut rx, _reader) = net::spawn_reader(rd, wire::FRAME_MAX);
         let next_seq = match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
             Err(_) => return Err(NetError::Protocol("no welcome within 10 s".into())),
             Ok(None) => return Err(NetError::Closed),
             Ok(Some(Err(e))) => return Err(e),
-            Ok(Some(Ok(Msg::Welcome { next_seq, .. }))) => next_seq,
-            Ok(Some(Ok(Msg::Reject { reason }))) => return Err(NetError::Rejected(reason)),
-            Ok(Some(Ok(m))) => return Err(NetError::Protocol(format!("expected welcome, got {}", m.name()))),
+            Ok(Some(Ok((Msg::Welcome { next_seq, .. }, _)))) => next_seq,
+            Ok(Some(Ok((Msg::Reject { reason }, _)))) => return Err(NetError::Rejected(reason)),
+            Ok(Some(Ok((m, _)))) => return Err(NetError::Protocol(format!("expected welcome, got {}", m.name()))),
         };
         self.sender.connects.fetch_add(1, Ordering::Relaxed);
         self.sender.connected.store(true, Ordering::Relaxed);
@@ -338,21 +336,21 @@ impl Agent {
                 msg = rx.recv() => match msg {
                     None => return Err(NetError::Closed),
                     Some(Err(e)) => return Err(e),
-                    Some(Ok(Msg::Ack { seq })) => {
+                    Some(Ok((Msg::Ack { seq }, _))) => {
                         self.spool.ack(seq)?;
                         while inflight.front().is_some_and(|f| f.0 <= seq) {
                             inflight.pop_front();
                             self.sender.acked_batches.fetch_add(1, Ordering::Relaxed);
                         }
                     }
-                    Some(Ok(Msg::Ping { id, .. })) => {
+                    Some(Ok((Msg::Ping { id, .. }, _))) => {
                         out.clear();
                         Msg::Pong { id, time_ns: Timestamp::now().as_nanos() }.encode(&mut out);
                         wr.write_all(&out).await?;
                         wr.flush().await?;
                     }
-                    Some(Ok(Msg::Reject { reason })) => return Err(NetError::Rejected(reason)),
-                    Some(Ok(m)) => return Err(NetError::Protocol(format!("unexpected {} from the server", m.name()))),
+                    Some(Ok((Msg::Reject { reason }, _))) => return Err(NetError::Rejected(reason)),
+                    Some(Ok((m, _))) => return Err(NetError::Protocol(format!("unexpected {} from the server", m.name()))),
                 },
                 _ = newest.changed(), if window_open => {}
                 _ = tick.tick() => {
@@ -382,28 +380,4 @@ fn split_events(body: &[u8]) -> Result<(SeriesKey, Vec<u8>), NetError> {
     let key = store::codec::varint::get_key(&mut r)
         .ok_or_else(|| NetError::Protocol("spooled event batch without a stream".into()))?;
     Ok((key, body[body.len() - r.remaining()..].to_vec()))
-}
-
-async fn read_loop<R: tokio::io::AsyncRead + Unpin>(mut rd: R, tx: tokio::sync::mpsc::Sender<Result<Msg, NetError>>) {
-    let mut buf = Vec::new();
-    loop {
-        let msg = net::read_msg(&mut rd, &mut buf, wire::FRAME_MAX).await;
-        let end = !matches!(msg, Ok(Some(_)));
-        let item = match msg {
-            Ok(Some(m)) => Ok(m),
-            Ok(None) => Err(NetError::Closed),
-            Err(e) => Err(e),
-        };
-        if tx.send(item).await.is_err() || end {
-            return;
-        }
-    }
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

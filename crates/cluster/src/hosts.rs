@@ -40,6 +40,7 @@ pub struct HostInfo {
     pub agent_cpu: Option<f64>,
     pub backlog_batches: Option<f64>,
     pub spool_dropped_samples: Option<f64>,
+    pub spool_bytes: Option<f64>,
     #[serde(skip)]
     cpu_last: Option<(i64, f64)>,
 }
@@ -95,9 +96,9 @@ impl Hosts {
     }
 
     /// The agent's own figures, as found in its batches.
-    pub fn agent_figures(&self, host: &str, cpu: Option<(i64, f64)>, backlog: Option<f64>, dropped: Option<f64>) {
+    pub fn agent_figures(&self, host: &str, fig: &crate::server::Figures) {
         self.with(host, |h| {
-            if let Some((t, c)) = cpu {
+            if let Some((t, c)) = fig.cpu {
                 if let Some((t0, c0)) = h.cpu_last
                     && t > t0
                 {
@@ -105,8 +106,9 @@ impl Hosts {
                 }
                 h.cpu_last = Some((t, c));
             }
-            h.backlog_batches = backlog.or(h.backlog_batches);
-            h.spool_dropped_samples = dropped.or(h.spool_dropped_samples);
+            h.backlog_batches = fig.backlog.or(h.backlog_batches);
+            h.spool_dropped_samples = fig.dropped.or(h.spool_dropped_samples);
+            h.spool_bytes = fig.spool_bytes.or(h.spool_bytes);
         });
     }
 
@@ -165,8 +167,9 @@ mod tests {
     fn overhead_and_clock_are_reported() {
         let hosts = Hosts::default();
         hosts.connected("a", "0.1.0", "127.0.0.1:5", 100_000_000, 1_000_000_000);
-        hosts.agent_figures("a", Some((0, 1.0)), None, None);
-        hosts.agent_figures("a", Some((2_000_000_000, 1.02)), Some(3.0), None);
+        let fig = |cpu, backlog| crate::server::Figures { cpu: Some(cpu), backlog, ..Default::default() };
+        hosts.agent_figures("a", &fig((0, 1.0), None));
+        hosts.agent_figures("a", &fig((2_000_000_000, 1.02), Some(3.0)));
         hosts.clock("a", -150_000_000, 1_000_000);
         let snap = hosts.snapshot();
         assert!((snap[0].agent_cpu.unwrap() - 0.01).abs() < 1e-9);

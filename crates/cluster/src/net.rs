@@ -48,6 +48,44 @@ pub async fn read_msg<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>, max: u
     Ok(Some(wire::decode_body(buf, crc)?))
 }
 
+/// Frames read by a task of their own: (message, frame bytes) or the error
+/// that ended the stream.
+pub type Frames = tokio::sync::mpsc::Receiver<Result<(Msg, usize), NetError>>;
+
+/// Reads frames from `rd` on a task of its own, handing them over a bounded
+/// channel (backpressure reaches TCP). Waiting on the channel in a
+/// `select!` is cancellation-safe; waiting on [`read_msg`] is not: a frame
+/// half read when another branch wins would be lost and the stream
+/// desynchronised. The task ends when the guard is dropped.
+pub fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(mut rd: R, max: u32) -> (Frames, AbortOnDrop) {
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let task = tokio::spawn(async move {
+        let mut buf = Vec::new();
+        loop {
+            let item = match read_msg(&mut rd, &mut buf, max).await {
+                Ok(Some(m)) => Ok((m, buf.len() + wire::HEADER)),
+                Ok(None) => Err(NetError::Closed),
+                Err(e) => Err(e),
+            };
+            let end = item.is_err();
+            if tx.send(item).await.is_err() || end {
+                return;
+            }
+        }
+    });
+    (rx, AbortOnDrop(task))
+}
+
+/// Aborts a task when dropped.
+#[derive(Debug)]
+pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Splits `tcp://host:port`, `tls://host:port` or `host:port` into
 /// (address, wants TLS, host name for the certificate).
 pub fn parse_server(server: &str) -> Result<(String, bool, String), String> {

@@ -267,7 +267,8 @@ impl Ingest {
             work: Some(Work::default()),
             probes: Vec::new(),
         };
-        let result = session.run(&mut rd, &mut wr, &mark, generation).await;
+        let (mut frames, _reader) = net::spawn_reader(rd, self.cfg.max_frame);
+        let result = session.run(&mut frames, &mut wr, &mark, generation).await;
         self.hosts.disconnected(&host);
         if let Err(NetError::Rejected(why)) = &result {
             let _ = reject(&mut wr, why).await;
@@ -354,28 +355,26 @@ impl Session<'_> {
         }
     }
 
-    async fn run<R, W>(
+    async fn run<W>(
         &mut self,
-        rd: &mut R,
+        frames: &mut net::Frames,
         wr: &mut W,
         mark: &tokio::sync::Mutex<SpoolMark>,
         generation: u64,
     ) -> Result<(), NetError>
     where
-        R: tokio::io::AsyncRead + Unpin,
         W: tokio::io::AsyncWrite + Unpin,
     {
         self.declare_server_series();
         let cfg = &self.ingest.cfg;
         let stats = &self.ingest.stats;
-        let mut buf = Vec::new();
         let mut out = Vec::new();
         let mut ping = tokio::time::interval(cfg.ping_every);
         let mut probe_id = 0u64;
         let mut last_heard = Instant::now();
         loop {
             let msg = tokio::select! {
-                m = net::read_msg(rd, &mut buf, cfg.max_frame) => m,
+                m = frames.recv() => m.unwrap_or(Err(NetError::Closed)),
                 _ = ping.tick() => {
                     if last_heard.elapsed() > cfg.idle_timeout {
                         return Err(NetError::Protocol(format!("silent for {:?}; closing", cfg.idle_timeout)));
@@ -393,9 +392,9 @@ impl Session<'_> {
                     continue;
                 }
             };
-            let msg = match msg {
-                Ok(Some(m)) => m,
-                Ok(None) => return Ok(()),
+            let (msg, frame_bytes) = match msg {
+                Ok(m) => m,
+                Err(NetError::Closed) => return Ok(()),
                 Err(NetError::Wire(e)) => {
                     match e {
                         wire::WireError::TooLarge { .. } => stats.rejected_limits.fetch_add(1, Ordering::Relaxed),
@@ -406,7 +405,7 @@ impl Session<'_> {
                 Err(e) => return Err(e),
             };
             last_heard = Instant::now();
-            let frame_bytes = (buf.len() + wire::HEADER) as u64;
+            let frame_bytes = frame_bytes as u64;
             stats.wire_bytes.fetch_add(frame_bytes, Ordering::Relaxed);
             match msg {
                 Msg::Series(defs) => self.define(defs)?,
@@ -449,6 +448,7 @@ impl Session<'_> {
                 "process_cpu_seconds_total" => work.cpu_id = Some(aid),
                 "kansoku_agent_backlog_batches" => work.backlog_id = Some(aid),
                 "kansoku_agent_spool_dropped_samples_total" => work.dropped_id = Some(aid),
+                "kansoku_agent_spool_bytes" => work.spool_bytes_id = Some(aid),
                 _ => {}
             }
             if work.local.len() <= aid as usize {
@@ -500,7 +500,7 @@ impl Session<'_> {
         if figures.unknown > 0 {
             stats.unknown_series.fetch_add(figures.unknown, Ordering::Relaxed);
         }
-        ingest.hosts.agent_figures(&self.host, figures.cpu, figures.backlog, figures.dropped);
+        ingest.hosts.agent_figures(&self.host, &figures);
         let (n_samples, n_events) = (figures.samples, figures.events);
         match result {
             Ok(appended) => {
@@ -574,14 +574,16 @@ enum BatchError {
 
 /// What a stored batch told about its agent.
 #[derive(Debug, Default)]
-struct Figures {
-    samples: u64,
-    events: u64,
-    unknown: u64,
-    cpu_ns: i64,
-    cpu: Option<(i64, f64)>,
-    backlog: Option<f64>,
-    dropped: Option<f64>,
+pub struct Figures {
+    pub samples: u64,
+    pub events: u64,
+    pub unknown: u64,
+    pub cpu_ns: i64,
+    /// (time ns, the agent's process_cpu_seconds_total)
+    pub cpu: Option<(i64, f64)>,
+    pub backlog: Option<f64>,
+    pub dropped: Option<f64>,
+    pub spool_bytes: Option<f64>,
 }
 
 /// The part of a session that moves to the blocking thread for an append.
@@ -595,6 +597,7 @@ struct Work {
     cpu_id: Option<u32>,
     backlog_id: Option<u32>,
     dropped_id: Option<u32>,
+    spool_bytes_id: Option<u32>,
 }
 
 impl Work {
@@ -622,6 +625,8 @@ impl Work {
                             fig.backlog = Some(p.1);
                         } else if Some(aid) == self.dropped_id {
                             fig.dropped = Some(p.1);
+                        } else if Some(aid) == self.spool_bytes_id {
+                            fig.spool_bytes = Some(p.1);
                         }
                         match self.local.get(aid as usize) {
                             Some(&l) if l != u32::MAX => {

@@ -321,7 +321,7 @@ fn capacity(args: &Args) -> anyhow::Result<serde_json::Value> {
     let cpu0 = srv.proc.cpu();
     let s0 = ingest_stat(&srv.http, "samples")?;
     let started = Instant::now();
-    let sent: u64 = rt.block_on(async move {
+    let sent = rt.block_on(async move {
         let mut tasks = Vec::new();
         for k in 0..args.blast_agents {
             let ingest = ingest.clone();
@@ -332,6 +332,11 @@ fn capacity(args: &Args) -> anyhow::Result<serde_json::Value> {
             total += t.await.map_err(|e| anyhow::anyhow!("blaster: {e}"))??;
         }
         Ok::<u64, anyhow::Error>(total)
+    });
+    let sent = sent.map_err(|e| {
+        let log = srv.proc.log.lock().map(|l| l.clone()).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(5).collect();
+        anyhow::anyhow!("{e:#}; the server's last words: {}", tail.join(" | "))
     })?;
     let wall = started.elapsed().as_secs_f64();
     let cpu = srv.proc.cpu() - cpu0;
