@@ -80,12 +80,34 @@ pub async fn write(
     let Ok(text) = String::from_utf8(text) else {
         return influx_error(StatusCode::BAD_REQUEST, "body is not UTF-8".into());
     };
+    // With tokens configured (`kansoku server --tokens`), writing is ingest:
+    // a token is required, and one bound to a host writes as that host.
+    let forced_host = match &st.tokens {
+        None => None,
+        Some(tokens) => match credential(&headers, &params).map(|t| tokens.host_of(&t)) {
+            None => {
+                return influx_error(
+                    StatusCode::UNAUTHORIZED,
+                    "authorization failed: a token is required (Authorization: Token T, Bearer T, Basic with the token as password, or p=T)".into(),
+                );
+            }
+            Some(Err(why)) => return influx_error(StatusCode::UNAUTHORIZED, format!("authorization failed: {why}")),
+            Some(Ok(h)) => h.map(str::to_owned),
+        },
+    };
     let rp = params.get("rp").filter(|r| !r.is_empty()).cloned();
     let store = Arc::clone(&st.store);
     let live = st.live.clone();
     let influx = Arc::clone(&st.influx);
     let result = tokio::task::spawn_blocking(move || {
-        let parsed = influx::parse_lines(&text, precision, Timestamp::now().as_nanos(), &db, rp.as_deref());
+        let mut parsed = influx::parse_lines(&text, precision, Timestamp::now().as_nanos(), &db, rp.as_deref());
+        if let Some(host) = forced_host {
+            for p in &mut parsed.points {
+                let mut labels = p.0.labels().to_vec();
+                labels.push(("host".into(), host.clone()));
+                p.0 = model::SeriesKey::new(p.0.name(), labels);
+            }
+        }
         let s = &influx.stats;
         s.writes.fetch_add(1, Relaxed);
         s.bad_lines.fetch_add(parsed.errors.len() as u64, Relaxed);
@@ -108,6 +130,26 @@ pub async fn write(
         Ok(Err(e)) => influx_error(StatusCode::SERVICE_UNAVAILABLE, format!("cannot store now: {e}")),
         Err(e) => influx_error(StatusCode::INTERNAL_SERVER_ERROR, format!("write task: {e}")),
     }
+}
+
+/// The token of a request: `Authorization: Token T` or `Bearer T`, HTTP
+/// Basic with the token as password (InfluxDB clients' username/password),
+/// or the `p` parameter.
+fn credential(headers: &HeaderMap, params: &HashMap<String, String>) -> Option<String> {
+    if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        let (scheme, rest) = v.split_once(' ')?;
+        return match scheme.to_ascii_lowercase().as_str() {
+            "token" | "bearer" => Some(rest.trim().to_owned()),
+            "basic" => {
+                use base64::Engine;
+                let raw = base64::engine::general_purpose::STANDARD.decode(rest.trim()).ok()?;
+                let text = String::from_utf8(raw).ok()?;
+                Some(text.split_once(':')?.1.to_owned())
+            }
+            _ => None,
+        };
+    }
+    params.get("p").cloned()
 }
 
 pub async fn query(

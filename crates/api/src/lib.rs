@@ -46,6 +46,8 @@ pub struct ApiState {
     pub cluster: Option<ClusterView>,
     /// The InfluxDB 1.x compatibility endpoints.
     pub influx: Arc<influx::Influx>,
+    /// Agents' tokens (`kansoku server --tokens`): `/write` requires one.
+    pub tokens: Option<Arc<cluster::server::Tokens>>,
     /// Set on shutdown: live streams end so a graceful stop does not wait
     /// for open dashboards forever.
     pub closing: Arc<tokio::sync::watch::Sender<bool>>,
@@ -62,6 +64,7 @@ impl ApiState {
             snmp_views: None,
             cluster: None,
             influx: Arc::default(),
+            tokens: None,
             closing: Arc::new(tokio::sync::watch::channel(false).0),
         }
     }

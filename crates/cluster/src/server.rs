@@ -89,6 +89,15 @@ impl Tokens {
         Ok(Tokens { by_token })
     }
 
+    /// The host a known token is bound to: Ok(None) for a token valid for
+    /// any host, Err for an unknown one.
+    pub fn host_of(&self, token: &str) -> Result<Option<&str>, &'static str> {
+        match self.by_token.iter().find(|(t, _)| constant_time_eq(t.as_bytes(), token.as_bytes())) {
+            None => Err("unknown token"),
+            Some((_, h)) => Ok(h.as_deref()),
+        }
+    }
+
     /// Ok when `token` may send as `host`.
     pub fn check(&self, token: &str, host: &str) -> Result<(), &'static str> {
         match self.by_token.iter().find(|(t, _)| constant_time_eq(t.as_bytes(), token.as_bytes())) {

@@ -294,6 +294,7 @@ fn serve(
 
     let ingest = match ingest {
         Some(setup) => {
+            state.tokens = setup.config.tokens.clone();
             let ingest = Arc::new(cluster::server::Ingest::new(Arc::clone(&store), state.live.clone(), setup.config));
             state.cluster =
                 Some(api::ClusterView { hosts: Arc::clone(&ingest.hosts), ingest: Arc::clone(&ingest.stats) });

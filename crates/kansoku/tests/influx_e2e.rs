@@ -71,3 +71,35 @@ fn gzip_precision_bad_lines_and_metrics() {
     assert!(metrics.contains("kansoku_influx_points 5\n"), "{metrics}");
     assert!(metrics.contains("# TYPE kansoku_store_samples_appended gauge"), "{metrics}");
 }
+
+#[test]
+fn with_tokens_writing_needs_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "bound-token-0123456789 node-9\nfree-token-0123456789\n").unwrap();
+    let data = dir.path().join("data");
+    let srv = start(
+        &["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap()],
+        &data,
+    );
+    let a = &srv.addr;
+    let line = b"m,host=spoofed v=1 1700000000000000000\n";
+    let (status, resp) = post(a, "/write?db=d", "", line);
+    assert_eq!(status, 401, "{resp}");
+    let (status, resp) = post(a, "/write?db=d", "Authorization: Token wrong-token-0123456789\r\n", line);
+    assert_eq!((status, resp.contains("unknown token")), (401, true), "{resp}");
+    // A host-bound token writes as its host, whatever the tags say.
+    let (status, resp) = post(a, "/write?db=d", "Authorization: Bearer bound-token-0123456789\r\n", line);
+    assert_eq!(status, 204, "{resp}");
+    // The Python client's username/password: Basic, the token as password.
+    let basic = "Authorization: Basic dXNlcjpmcmVlLXRva2VuLTAxMjM0NTY3ODk=\r\n"; // user:free-token-0123456789
+    let (status, resp) = post(a, "/write?db=d", basic, b"m,host=h2 v=2 1700000000000000000\n");
+    assert_eq!(status, 204, "{resp}");
+    let (status, resp) = post(a, "/write?db=d&p=free-token-0123456789", "", b"m,host=h3 v=3 1700000000000000000\n");
+    assert_eq!(status, 204, "{resp}");
+    let (_, resp) = http_get(a, "/query?db=d&q=SELECT%20*%20FROM%20m");
+    assert!(
+        resp.contains("\"node-9\"") && !resp.contains("spoofed") && resp.contains("\"h2\"") && resp.contains("\"h3\""),
+        "{resp}"
+    );
+}
