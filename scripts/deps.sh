@@ -17,6 +17,7 @@ case "${1:-test}" in
     want python3-pandas    # (its DataFrameClient)
     want openssl           # certificates for the TLS tests
     want iproute2          # network namespaces for the outage test
+    want linux-perf        # perf script: the oracle of the perf.data import test
     ;;
   bench)
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`

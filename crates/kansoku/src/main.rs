@@ -3,6 +3,7 @@
 
 mod cluster;
 mod export;
+mod import;
 mod lab_transfer;
 mod read;
 mod up;
@@ -38,6 +39,9 @@ enum Cmd {
     /// Every raw sample (or event, with --events) a selector matches, as
     /// CSV, InfluxDB line protocol, OpenMetrics or Parquet.
     Export(export::ExportArgs),
+    /// Recordings of `perf record` (perf.data, or `perf script` text) into
+    /// the event columns.
+    Import(import::ImportArgs),
     /// Reproducible experiments and benchmarks.
     #[command(subcommand)]
     Lab(LabCmd),
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
         Cmd::Series(args) => read::series(args),
         Cmd::Query(args) => read::query(args),
         Cmd::Export(args) => export::run(args),
+        Cmd::Import(args) => import::run(args),
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
