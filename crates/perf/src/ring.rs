@@ -1,0 +1,223 @@
+//! The records of a perf ring buffer (`man perf_event_open`, "MMAP layout"),
+//! from bytes: no unsafe, no I/O.
+//!
+//! ```text
+//! record = u32 type | u16 misc | u16 size (header included) | body
+//! SAMPLE (sample_type IP|TID|TIME|CPU) = u64 ip | u32 pid | u32 tid | u64 time | u32 cpu | u32 res
+//! LOST   = u64 id | u64 lost          THROTTLE, UNTHROTTLE = u64 time | u64 id | u64 stream_id
+//! ```
+
+use perf_event_open_sys::bindings as sys;
+
+/// Every record counted by kind; `lost` is the sum the kernel reported in
+/// its LOST records (samples it could not write because the ring was full).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub samples: u64,
+    pub lost: u64,
+    pub lost_records: u64,
+    pub throttle: u64,
+    pub unthrottle: u64,
+    pub other: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record<'a> {
+    Sample { ip: u64, pid: u32, tid: u32, time: u64, cpu: u32 },
+    Lost { lost: u64 },
+    Throttle { time: u64 },
+    Unthrottle { time: u64 },
+    Other { kind: u32, body: &'a [u8] },
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RingError {
+    #[error("perf ring: record at byte {at} has size {size}")]
+    BadSize { at: usize, size: usize },
+    #[error("perf ring: {kind} record at byte {at} is too short")]
+    Short { kind: u32, at: usize },
+}
+
+const HEADER: usize = 8;
+pub const SAMPLE_BODY: usize = 32;
+
+/// Copies the bytes between the absolute positions `tail` and `head` of a
+/// ring of `len` bytes (a power of two) into `out`, in at most two pieces
+/// when they wrap the end; `read(offset, dst)` copies from the ring.
+pub fn copy_span(len: usize, tail: u64, head: u64, out: &mut Vec<u8>, mut read: impl FnMut(usize, &mut [u8])) {
+    debug_assert!(len.is_power_of_two());
+    let n = head.saturating_sub(tail) as usize;
+    let n = n.min(len);
+    let start = (tail as usize) & (len - 1);
+    let first = n.min(len - start);
+    let at = out.len();
+    out.resize(at + n, 0);
+    read(start, &mut out[at..at + first]);
+    if first < n {
+        read(0, &mut out[at + first..at + n]);
+    }
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// Parses consecutive records, counting them into `counts`.
+pub fn parse<'a>(buf: &'a [u8], counts: &mut Counts, mut f: impl FnMut(Record<'a>)) -> Result<(), RingError> {
+    let mut at = 0;
+    while at < buf.len() {
+        if buf.len() - at < HEADER {
+            return Err(RingError::BadSize { at, size: buf.len() - at });
+        }
+        let kind = u32_at(buf, at);
+        let size = usize::from(u16::from_le_bytes([buf[at + 6], buf[at + 7]]));
+        if size < HEADER || size % 8 != 0 || at + size > buf.len() {
+            return Err(RingError::BadSize { at, size });
+        }
+        let body = &buf[at + HEADER..at + size];
+        let short = || RingError::Short { kind, at };
+        let rec = match kind {
+            sys::PERF_RECORD_SAMPLE => {
+                if body.len() < SAMPLE_BODY {
+                    return Err(short());
+                }
+                counts.samples += 1;
+                Record::Sample {
+                    ip: u64_at(body, 0),
+                    pid: u32_at(body, 8),
+                    tid: u32_at(body, 12),
+                    time: u64_at(body, 16),
+                    cpu: u32_at(body, 24),
+                }
+            }
+            sys::PERF_RECORD_LOST => {
+                if body.len() < 16 {
+                    return Err(short());
+                }
+                let lost = u64_at(body, 8);
+                counts.lost += lost;
+                counts.lost_records += 1;
+                Record::Lost { lost }
+            }
+            sys::PERF_RECORD_THROTTLE | sys::PERF_RECORD_UNTHROTTLE => {
+                if body.len() < 8 {
+                    return Err(short());
+                }
+                let time = u64_at(body, 0);
+                if kind == sys::PERF_RECORD_THROTTLE {
+                    counts.throttle += 1;
+                    Record::Throttle { time }
+                } else {
+                    counts.unthrottle += 1;
+                    Record::Unthrottle { time }
+                }
+            }
+            _ => {
+                counts.other += 1;
+                Record::Other { kind, body }
+            }
+        };
+        f(rec);
+        at += size;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn sample(ip: u64, pid: u32, tid: u32, time: u64, cpu: u32) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&sys::PERF_RECORD_SAMPLE.to_le_bytes());
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&((HEADER + SAMPLE_BODY) as u16).to_le_bytes());
+        r.extend_from_slice(&ip.to_le_bytes());
+        r.extend_from_slice(&pid.to_le_bytes());
+        r.extend_from_slice(&tid.to_le_bytes());
+        r.extend_from_slice(&time.to_le_bytes());
+        r.extend_from_slice(&cpu.to_le_bytes());
+        r.extend_from_slice(&0u32.to_le_bytes());
+        r
+    }
+
+    pub fn lost(n: u64) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&sys::PERF_RECORD_LOST.to_le_bytes());
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&24u16.to_le_bytes());
+        r.extend_from_slice(&7u64.to_le_bytes());
+        r.extend_from_slice(&n.to_le_bytes());
+        r
+    }
+
+    /// A ring of `len` bytes holding `records` from absolute position `tail`.
+    fn ring_with(len: usize, tail: u64, records: &[Vec<u8>]) -> (Vec<u8>, u64) {
+        let mut ring = vec![0xAAu8; len];
+        let mut pos = tail;
+        for r in records {
+            for &b in r {
+                ring[(pos as usize) & (len - 1)] = b;
+                pos += 1;
+            }
+        }
+        (ring, pos)
+    }
+
+    #[test]
+    fn records_that_wrap_the_ring_are_whole() {
+        let records: Vec<Vec<u8>> =
+            (0..10).map(|i| sample(0xffff_ffff_8100_0000 + i, 10 + i as u32, 20, 1000 * i, 1)).collect();
+        // Every starting position around the end of a 256-byte ring: records
+        // cut anywhere, including in their headers.
+        for tail in 0..256u64 {
+            let base = 10 * 256 + tail; // positions are absolute, laps behind
+            let (ring, head) = ring_with(256, base, &records[..6]);
+            let mut bytes = Vec::new();
+            copy_span(256, base, head, &mut bytes, |off, dst| dst.copy_from_slice(&ring[off..off + dst.len()]));
+            let mut got = Vec::new();
+            let mut counts = Counts::default();
+            parse(&bytes, &mut counts, |r| got.push(r)).unwrap();
+            assert_eq!(counts.samples, 6, "tail {tail}");
+            for (i, r) in got.iter().enumerate() {
+                let i = i as u64;
+                assert_eq!(
+                    *r,
+                    Record::Sample {
+                        ip: 0xffff_ffff_8100_0000 + i,
+                        pid: 10 + i as u32,
+                        tid: 20,
+                        time: 1000 * i,
+                        cpu: 1
+                    }
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn losses_are_counted_exactly() {
+        let recs = [sample(1, 2, 3, 4, 0), lost(17), sample(1, 2, 3, 5, 0), lost(3), lost(0)];
+        let bytes: Vec<u8> = recs.concat();
+        let mut counts = Counts::default();
+        parse(&bytes, &mut counts, |_| {}).unwrap();
+        assert_eq!(counts, Counts { samples: 2, lost: 20, lost_records: 3, ..Counts::default() });
+    }
+
+    #[test]
+    fn damage_is_an_error() {
+        let mut bytes = sample(1, 2, 3, 4, 0);
+        bytes[6] = 4; // size below the header
+        assert!(matches!(parse(&bytes, &mut Counts::default(), |_| {}), Err(RingError::BadSize { at: 0, .. })));
+        let bytes = sample(1, 2, 3, 4, 0);
+        assert!(parse(&bytes[..20], &mut Counts::default(), |_| {}).is_err());
+        let mut short = lost(1);
+        short[6] = 16;
+        short.truncate(16);
+        assert_eq!(parse(&short, &mut Counts::default(), |_| {}), Err(RingError::Short { kind: 2, at: 0 }));
+    }
+}
