@@ -77,6 +77,13 @@ pub struct Agent {
     sender: Arc<SenderStats>,
 }
 
+/// Sender ids below this map through a vector, others (another producer's,
+/// offset by [`SECOND_PRODUCER`]) through a hash map.
+const DENSE_IDS: usize = 1 << 16;
+/// Added to the ids of a second producer (the perf sampler's own series)
+/// sharing the collector's queue.
+pub const SECOND_PRODUCER: u32 = 1 << 24;
+
 /// The agent's own series, sent with every batch.
 const OWN: [&str; 10] = [
     "kansoku_agent_spool_bytes",
@@ -110,6 +117,7 @@ impl Agent {
     /// batches of `cfg.batch`, plus the agent's own series.
     pub fn spool_rounds(&self, rx: Receiver<Batch>) -> io::Result<()> {
         let mut ids: Vec<Option<u32>> = Vec::new();
+        let mut sparse: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
         let own: Vec<u32> = OWN
             .iter()
             .map(|n| self.spool.intern(&SeriesKey::new(*n, [("host", self.cfg.host.as_str())])))
@@ -122,13 +130,25 @@ impl Agent {
         let mut failures = 0u64;
         for round in rx {
             for (cid, key) in &round.defs {
+                let sid = self.spool.intern(key)?;
                 let slot = *cid as usize;
-                if ids.len() <= slot {
-                    ids.resize(slot + 1, None);
+                if slot < DENSE_IDS {
+                    if ids.len() <= slot {
+                        ids.resize(slot + 1, None);
+                    }
+                    ids[slot] = Some(sid);
+                } else {
+                    sparse.insert(*cid, sid);
                 }
-                ids[slot] = Some(self.spool.intern(key)?);
             }
-            let points = round.points.iter().filter_map(|&(cid, v)| Some((ids.get(cid as usize).copied()??, v)));
+            let lookup = |cid: u32| {
+                if (cid as usize) < DENSE_IDS {
+                    ids.get(cid as usize).copied().flatten()
+                } else {
+                    sparse.get(&cid).copied()
+                }
+            };
+            let points = round.points.iter().filter_map(|&(cid, v)| Some((lookup(cid)?, v)));
             pending.push(Batch { time: round.time, defs: Vec::new(), points: points.collect() });
             let span = round.time.as_nanos() - pending[0].time.as_nanos() + interval_ns;
             if span >= batch_ns {

@@ -108,6 +108,10 @@ pub struct AgentArgs {
     /// host's data at the measured rate, within a quarter of the filesystem).
     #[arg(long, default_value = "auto", value_parser = parse_spool_size)]
     spool_size: SpoolSize,
+    /// Also sample what every CPU executes, HZ times a second (cpu-clock via
+    /// perf_event_open), encoded here and shipped as event batches.
+    #[arg(long, value_name = "HZ")]
+    perf: Option<u64>,
     /// A connection whose oldest batch waits longer than this for its
     /// acknowledgement is dropped and made anew.
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
@@ -175,8 +179,57 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         spool_dir.display()
     );
 
+    let sampler = match args.perf {
+        Some(hz) => Some(perf::sampler::Sampler::open(&host, hz, crate::up::PERF_RING_PAGES).context("--perf")?),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::sync_channel(crate::up::QUEUE_ROUNDS);
+    let mut perf_threads = Vec::new();
+    if let Some(sampler) = sampler {
+        let hz = sampler.hz();
+        // Event batches: encoded here (Fast), spooled, shipped as Events frames.
+        let (ev_tx, ev_rx) = std::sync::mpsc::sync_channel::<store::events::EventBatch>(crate::up::PERF_QUEUE);
+        let stream = model::SeriesKey::new("perf_cpu_clock", [("host", host.as_str())]);
+        let spooler_agent = Arc::clone(&agent);
+        perf_threads.push(std::thread::Builder::new().name("perf-spooler".into()).spawn(move || {
+            let mut buf = Vec::new();
+            let mut failures = 0u64;
+            for mut b in ev_rx {
+                if b.validate().is_err() {
+                    continue;
+                }
+                buf.clear();
+                b.encode(&mut buf, store::events::Encoding::Fast);
+                let t0 = b.time.first().copied().unwrap_or(0);
+                if let Err(e) = spooler_agent.spool_events(&stream, &buf, b.len() as u32, t0) {
+                    if failures == 0 {
+                        tracing::error!("perf: event batch not spooled: {e}");
+                    }
+                    failures += 1;
+                }
+            }
+        })?);
+        // The sampler's own series join the collector's queue under ids of their own.
+        let (series_tx, series_rx) = std::sync::mpsc::sync_channel::<model::Batch>(16);
+        let forward = tx.clone();
+        perf_threads.push(std::thread::Builder::new().name("perf-series".into()).spawn(move || {
+            for mut b in series_rx {
+                b.defs.iter_mut().for_each(|d| d.0 += cluster::agent::SECOND_PRODUCER);
+                b.points.iter_mut().for_each(|p| p.0 += cluster::agent::SECOND_PRODUCER);
+                if forward.send(b).is_err() {
+                    return;
+                }
+            }
+        })?);
+        let stop = Arc::clone(&stop);
+        perf_threads.push(
+            std::thread::Builder::new()
+                .name("perf-sampler".into())
+                .spawn(move || sampler.run(ev_tx, series_tx, crate::up::PERF_DRAIN, stop))?,
+        );
+        tracing::info!("perf: sampling every CPU {hz} times a second, shipped as perf_cpu_clock{{host={host:?}}}");
+    }
     let collector = Collector::new(&CollectorConfig { interval: args.interval, host, root: "/".into() });
     let producer = {
         let stop = Arc::clone(&stop);
@@ -199,6 +252,9 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         // The spooler ends once the collector's channel closes.
         let _ = tokio::task::spawn_blocking(move || {
             let _ = producer.join();
+            for t in perf_threads {
+                let _ = t.join();
+            }
             spooler.join()
         })
         .await;

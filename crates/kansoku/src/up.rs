@@ -19,6 +19,10 @@ use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
 /// stalls longer makes the collector drop rounds (counted), never block.
 pub const QUEUE_ROUNDS: usize = 256;
 
+/// Per-CPU event batches buffered between the sampler and the store: 6.4 s
+/// of 50 ms drains on 2 CPUs. Full: batches dropped and counted.
+pub const PERF_QUEUE: usize = 256;
+
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
     #[command(flatten)]
@@ -30,6 +34,10 @@ pub struct UpArgs {
     /// at --interval.
     #[arg(long, value_name = "FILE")]
     snmp_targets: Option<PathBuf>,
+    /// Also sample what every CPU executes, HZ times a second (cpu-clock via
+    /// perf_event_open; 10000 = every 100 us), into the event columns.
+    #[arg(long, value_name = "HZ")]
+    perf: Option<u64>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -173,18 +181,27 @@ pub fn hostname() -> String {
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    serve(&args.common, Some(host), snmp, None, None)
+    let sampler = match args.perf {
+        Some(hz) => Some(perf::sampler::Sampler::open(&host, hz, PERF_RING_PAGES).context("--perf")?),
+        None => None,
+    };
+    serve(&args.common, Some(host), snmp, None, None, sampler)
 }
 
+/// Ring data pages per CPU: 1 MiB, ~26,000 samples, 2.6 s at 10 kHz.
+pub const PERF_RING_PAGES: usize = 256;
+/// How often the sampler drains the rings.
+pub const PERF_DRAIN: Duration = Duration::from_millis(50);
+
 pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
-    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None)
+    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, None)
 }
 
 /// `kansoku server`: the store, API and dashboard, and the agents' ingest.
 pub fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let ingest = crate::cluster::ingest_setup(&args.ingest)?;
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    serve(&args.common, None, snmp, None, Some(ingest))
+    serve(&args.common, None, snmp, None, Some(ingest), None)
 }
 
 /// `kansoku lab synth`: synthetic hosts through the same store path as `up`.
@@ -200,7 +217,7 @@ pub fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         synth.n_series(),
         f64::from(synth.n_series()) / args.common.interval.as_secs_f64()
     );
-    serve(&args.common, None, None, Some(synth), None)
+    serve(&args.common, None, None, Some(synth), None, None)
 }
 
 /// A producer's thread and the store writer thread draining its queue.
@@ -216,6 +233,7 @@ fn serve(
     snmp: Option<(&std::path::Path, Option<Duration>)>,
     synth: Option<lab::synth::Synth>,
     ingest: Option<crate::cluster::IngestSetup>,
+    sampler: Option<perf::sampler::Sampler>,
 ) -> anyhow::Result<()> {
     let addr: SocketAddr = args
         .listen
@@ -302,6 +320,27 @@ fn serve(
         }
         None => None,
     };
+    let mut perf_writer = None;
+    if let (Some(sampler), Some(host)) = (sampler, &host) {
+        let hz = sampler.hz();
+        let (ev_tx, ev_rx) = sync_channel::<store::events::EventBatch>(PERF_QUEUE);
+        let stream = model::SeriesKey::new("perf_cpu_clock", [("host", host.as_str())]);
+        let events_store = Arc::clone(&store);
+        perf_writer = Some(std::thread::Builder::new().name("perf-writer".into()).spawn(move || {
+            let mut failures = 0u64;
+            for mut b in ev_rx {
+                if let Err(e) = events_store.events().append(&stream, &mut b, store::events::Encoding::Fast) {
+                    if failures == 0 {
+                        tracing::error!("perf: event batch not stored (counted): {e}");
+                    }
+                    failures += 1;
+                }
+            }
+        })?);
+        let stop = Arc::clone(&stop);
+        jobs.push(spawn_job("perf-sampler", &store, &state.live, move |tx| sampler.run(ev_tx, tx, PERF_DRAIN, stop))?);
+        tracing::info!("perf: sampling every CPU {hz} times a second into perf_cpu_clock{{host={host:?}}}");
+    }
     let synthetic = synth.is_some();
     if let Some(synth) = synth {
         let stop = Arc::clone(&stop);
@@ -361,6 +400,11 @@ fn serve(
         if job.writer.join().is_err() {
             bail!("store writer of {} panicked", job.name);
         }
+    }
+    if let Some(w) = perf_writer
+        && w.join().is_err()
+    {
+        bail!("perf event writer panicked");
     }
     store.close().context("flush store")?;
     served.context("HTTP server")?;

@@ -9,6 +9,7 @@
 
 pub mod mmap;
 pub mod ring;
+pub mod sampler;
 
 use std::io;
 
@@ -64,14 +65,19 @@ impl Capture {
         Ok(Capture { events, scratch: Vec::new(), counts: Counts::default() })
     }
 
-    /// Hands every record written since the last call to `f`, CPU by CPU,
-    /// and frees the ring space they used.
-    pub fn drain(&mut self, mut f: impl FnMut(Record<'_>)) -> Result<(), ring::RingError> {
+    /// Hands every record written since the last call to `f` with the CPU
+    /// of its ring, CPU by CPU, and frees the ring space they used.
+    pub fn drain(&mut self, mut f: impl FnMut(u32, Record<'_>)) -> Result<(), ring::RingError> {
         for e in &mut self.events {
             self.scratch.clear();
             e.read(&mut self.scratch);
-            ring::parse(&self.scratch, &mut self.counts, &mut f)?;
+            let cpu = e.cpu;
+            ring::parse(&self.scratch, &mut self.counts, |r| f(cpu, r))?;
         }
         Ok(())
+    }
+
+    pub fn cpus(&self) -> Vec<u32> {
+        self.events.iter().map(|e| e.cpu).collect()
     }
 }

@@ -28,7 +28,7 @@ fn a_busy_process_is_on_top_and_times_are_monotonic() {
     // Sample for 400 ms, draining every 20 ms as an agent would.
     while started.elapsed() < Duration::from_millis(400) {
         std::thread::sleep(Duration::from_millis(20));
-        cap.drain(|r| {
+        cap.drain(|_, r| {
             if let Record::Sample { pid, time, cpu, .. } = r {
                 *by_pid.entry(pid).or_default() += 1;
                 times.entry(cpu).or_default().push(time);
@@ -63,7 +63,7 @@ fn a_full_ring_reports_what_it_lost() {
     let mut lost_records = 0;
     let deadline = Instant::now() + Duration::from_secs(5);
     while cap.counts.lost == 0 && Instant::now() < deadline {
-        cap.drain(|r| {
+        cap.drain(|_, r| {
             if let Record::Lost { .. } = r {
                 lost_records += 1;
             }

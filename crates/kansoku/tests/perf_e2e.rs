@@ -1,0 +1,121 @@
+//! `--perf`: real per-CPU sampling (perf_event_open, cpu-clock at 10 kHz)
+//! beside a busy process. With `kansoku up` every sample the sampler took is
+//! stored and the busy process is on top; with an agent the samples travel
+//! to the server as event batches, all of them.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{BIN, http_get};
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn busy() -> Killed {
+    Killed(Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())
+}
+
+fn stop(child: &mut Child) {
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let st = child.wait().unwrap();
+    assert!(st.success(), "exit {st}");
+}
+
+fn last_value(data: &Path, selector: &str) -> f64 {
+    let out = Command::new(BIN).args(["query", selector, "--from", "0"]).arg("--data").arg(data).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines().last().and_then(|l| l.rsplit(',').next()).and_then(|v| v.parse().ok()).unwrap_or(-1.0)
+}
+
+/// Events per pid, from the data directory.
+fn events_by_pid(data: &Path, selector: &str) -> (u64, HashMap<u32, u64>) {
+    let out = Command::new(BIN)
+        .args(["export", selector, "--events", "--format", "csv"])
+        .arg("--data")
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut by_pid = HashMap::new();
+    let mut n = 0;
+    for l in text.lines().skip(1) {
+        let pid: u32 = l.split(',').nth(4).unwrap().parse().unwrap();
+        *by_pid.entry(pid).or_default() += 1;
+        n += 1;
+    }
+    (n, by_pid)
+}
+
+fn wait_samples(addr: &str, host: &str, at_least: f64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = http_get(
+            addr,
+            &format!("/api/v1/query?query=kansoku_perf_samples_total%7Bhost%3D%22{host}%22%7D&since=1m"),
+        );
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let last = v["series"][0]["values"].as_array().and_then(|a| a.iter().rev().find_map(|x| x.as_f64()));
+        if last.is_some_and(|l| l >= at_least) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no {at_least} samples in 30 s: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One test, two phases: their busy loops must not compete.
+#[test]
+fn perf_sampling_in_up_and_through_an_agent() {
+    up_stores_every_sample_and_the_busy_process_is_on_top();
+    an_agent_ships_its_samples_to_the_server();
+}
+
+fn up_stores_every_sample_and_the_busy_process_is_on_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let b = busy();
+    let mut up = common::start(&["up", "--listen", "127.0.0.1:0", "--host", "perf-up", "--perf", "10000"], &data);
+    wait_samples(&up.addr, "perf-up", 15_000.0);
+    stop(&mut up.child);
+    let sampled = last_value(&data, "kansoku_perf_samples_total");
+    let (n, by_pid) = events_by_pid(&data, "perf_cpu_clock{host=\"perf-up\"}");
+    assert_eq!(n as f64, sampled, "stored events vs samples the sampler took");
+    assert_eq!(last_value(&data, "kansoku_perf_dropped_samples_total"), 0.0);
+    assert_eq!(last_value(&data, "kansoku_perf_lost_samples_total"), 0.0);
+    let top = by_pid.iter().filter(|(p, _)| **p != 0).max_by_key(|(_, n)| **n).map(|(p, _)| *p);
+    assert_eq!(top, Some(b.0.id()), "{by_pid:?}");
+}
+
+fn an_agent_ships_its_samples_to_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("server");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let ingest = format!("127.0.0.1:{port}");
+    let mut srv = common::start(&["server", "--listen", "127.0.0.1:0", "--ingest", &ingest], &data);
+    let _b = busy();
+    let mut agent = Command::new(BIN)
+        .args(["agent", "--server", &ingest, "--host", "perf-agent", "--perf", "10000", "--batch", "500ms"])
+        .arg("--data")
+        .arg(dir.path().join("agent"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_samples(&srv.addr, "perf-agent", 15_000.0);
+    stop(&mut agent);
+    stop(&mut srv.child);
+    let sampled = last_value(&data, "kansoku_perf_samples_total{host=\"perf-agent\"}");
+    let (n, _) = events_by_pid(&data, "perf_cpu_clock{host=\"perf-agent\"}");
+    assert!(sampled >= 15_000.0);
+    assert_eq!(n as f64, sampled, "events on the server vs samples the agent took");
+}

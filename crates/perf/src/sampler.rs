@@ -1,0 +1,165 @@
+//! The sampling loop of `kansoku up --perf HZ` and `kansoku agent --perf HZ`:
+//! drains every CPU's ring every `drain` interval into per-CPU event batches
+//! on the wall clock, hands them to a bounded queue (full: the batch is
+//! dropped and counted, sampling never waits), and reports its own figures
+//! once a second as series.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::{Duration, Instant};
+
+use model::{Batch, SeriesKey, Timestamp};
+use rustix::time::{ClockId, clock_gettime};
+use store::events::EventBatch;
+
+use crate::{Capture, Config, Record};
+
+/// Counters, readable while the sampler runs.
+#[derive(Debug, Default)]
+pub struct SamplerStats {
+    pub samples: AtomicU64,
+    /// Samples the kernel could not write (ring full), from LOST records.
+    pub lost: AtomicU64,
+    pub throttled: AtomicU64,
+    /// Batches (and their samples) dropped because the queue was full.
+    pub dropped_batches: AtomicU64,
+    pub dropped_samples: AtomicU64,
+    /// CPU time of the sampling thread.
+    pub cpu_ns: AtomicU64,
+}
+
+fn ns(id: ClockId) -> i64 {
+    let t = clock_gettime(id);
+    t.tv_sec * 1_000_000_000 + t.tv_nsec
+}
+
+/// Nanoseconds to add to a CLOCK_MONOTONIC time (perf's, with
+/// `use_clockid`) to get wall-clock time.
+pub fn monotonic_to_wall() -> i64 {
+    ns(ClockId::Realtime) - ns(ClockId::Monotonic)
+}
+
+/// Per-second figures as series: name, labels, value.
+const OWN: [&str; 6] = [
+    "kansoku_perf_samples_total",
+    "kansoku_perf_lost_samples_total",
+    "kansoku_perf_throttled_total",
+    "kansoku_perf_dropped_samples_total",
+    "kansoku_perf_sampler_cpu_seconds_total",
+    "kansoku_perf_max_sample_rate",
+];
+
+#[derive(Debug)]
+pub struct Sampler {
+    cap: Capture,
+    host: String,
+    hz: u64,
+    pub stats: Arc<SamplerStats>,
+}
+
+impl Sampler {
+    /// Opens the events (every online CPU) at `hz` samples per second each.
+    pub fn open(host: &str, hz: u64, ring_pages: usize) -> std::io::Result<Sampler> {
+        if !(1..=100_000).contains(&hz) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("--perf {hz}: use 1 to 100000 Hz"),
+            ));
+        }
+        let cfg = Config { period_ns: 1_000_000_000 / hz, ring_pages, cpus: Vec::new() };
+        Ok(Sampler { cap: Capture::open(&cfg)?, host: host.to_owned(), hz, stats: Arc::default() })
+    }
+
+    pub fn hz(&self) -> u64 {
+        self.hz
+    }
+
+    /// Runs until `stop`: batches to `events` (per CPU, every `drain`), own
+    /// figures to `series` once a second.
+    pub fn run(
+        mut self,
+        events: SyncSender<EventBatch>,
+        series: SyncSender<Batch>,
+        drain: Duration,
+        stop: Arc<AtomicBool>,
+    ) {
+        let host = self.host.clone();
+        let mut defs: Vec<(u32, SeriesKey)> =
+            OWN.iter().enumerate().map(|(i, n)| (i as u32, SeriesKey::new(*n, [("host", host.as_str())]))).collect();
+        let mut per_cpu: Vec<EventBatch> = Vec::new();
+        let mut last_report = Instant::now();
+        let started_cpu = ns(ClockId::ThreadCPUTime);
+        let mut failures = 0u64;
+        loop {
+            let done = stop.load(Ordering::Relaxed);
+            let offset = monotonic_to_wall();
+            let st = &self.stats;
+            let result = self.cap.drain(|cpu, r| match r {
+                Record::Sample { ip, pid, tid, time, .. } => {
+                    let slot = cpu as usize;
+                    if per_cpu.len() <= slot {
+                        per_cpu.resize_with(slot + 1, EventBatch::default);
+                    }
+                    let b = &mut per_cpu[slot];
+                    b.cpu = cpu;
+                    b.push(time as i64 + offset, pid, tid, ip);
+                }
+                Record::Throttle { .. } => {
+                    st.throttled.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {}
+            });
+            if let Err(e) = result {
+                if failures == 0 {
+                    tracing::error!("perf: a ring held a damaged record; its remaining records were skipped: {e}");
+                }
+                failures += 1;
+            }
+            let c = &self.cap.counts;
+            st.samples.store(c.samples, Ordering::Relaxed);
+            st.lost.store(c.lost, Ordering::Relaxed);
+            for b in per_cpu.iter_mut().filter(|b| !b.is_empty()) {
+                let n = b.len() as u64;
+                let batch = std::mem::take(b);
+                match events.try_send(batch) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) => {
+                        st.dropped_batches.fetch_add(1, Ordering::Relaxed);
+                        st.dropped_samples.fetch_add(n, Ordering::Relaxed);
+                    }
+                    Err(TrySendError::Disconnected(_)) => return,
+                }
+            }
+            st.cpu_ns.store((ns(ClockId::ThreadCPUTime) - started_cpu).max(0) as u64, Ordering::Relaxed);
+            if done || last_report.elapsed() >= Duration::from_secs(1) {
+                last_report = Instant::now();
+                let max_rate = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+                    .ok()
+                    .and_then(|s| s.trim().parse::<f64>().ok())
+                    .unwrap_or(f64::NAN);
+                let values = [
+                    st.samples.load(Ordering::Relaxed) as f64,
+                    st.lost.load(Ordering::Relaxed) as f64,
+                    st.throttled.load(Ordering::Relaxed) as f64,
+                    st.dropped_samples.load(Ordering::Relaxed) as f64,
+                    st.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9,
+                    max_rate,
+                ];
+                let batch = Batch {
+                    time: Timestamp::now(),
+                    defs: std::mem::take(&mut defs),
+                    points: values.iter().enumerate().map(|(i, v)| (i as u32, *v)).collect(),
+                };
+                if let Err(TrySendError::Full(b)) = series.try_send(batch) {
+                    // Declarations must not be lost with a dropped round.
+                    defs = b.defs;
+                }
+            }
+            if done {
+                return;
+            }
+            std::thread::sleep(drain);
+        }
+    }
+}
