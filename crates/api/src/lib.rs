@@ -6,6 +6,7 @@
 mod error;
 pub mod influx;
 mod live;
+mod profile;
 mod query;
 mod status;
 
@@ -86,6 +87,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/status", get(status::status))
         .route("/api/v1/snmp/targets", get(snmp_targets))
         .route("/api/v1/hosts", get(hosts))
+        .route("/api/v1/profile/top", get(profile::top))
         .route("/metrics", get(influx::metrics))
         .route("/ping", get(influx::ping).head(influx::ping))
         .route(

@@ -1,6 +1,6 @@
 //! `--perf`: real per-CPU sampling (perf_event_open, cpu-clock at 10 kHz)
 //! beside a busy process. With `kansoku up` every sample the sampler took is
-//! stored and the busy process is on top; with an agent the samples travel
+//! stored, the busy process is on top and its function tops the symbols; with an agent the samples travel
 //! to the server as event batches, all of them.
 
 mod common;
@@ -81,12 +81,39 @@ fn perf_sampling_in_up_and_through_an_agent() {
     an_agent_ships_its_samples_to_the_server();
 }
 
+/// Burns a CPU in a function with a name the profile must find.
+#[inline(never)]
+fn spin_here_for_kansoku(stop: &std::sync::atomic::AtomicBool) -> u64 {
+    let mut x = 1u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        for _ in 0..10_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+    x
+}
+
 fn up_stores_every_sample_and_the_busy_process_is_on_top() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let b = busy();
+    let spinning = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinner = {
+        let stop = std::sync::Arc::clone(&spinning);
+        std::thread::spawn(move || spin_here_for_kansoku(&stop))
+    };
     let mut up = common::start(&["up", "--listen", "127.0.0.1:0", "--host", "perf-up", "--perf", "10000"], &data);
     wait_samples(&up.addr, "perf-up", 15_000.0);
+    // The top-symbols table, symbolised by the running server.
+    let (status, body) = http_get(&up.addr, "/api/v1/profile/top?host=perf-up&since=1m&n=10");
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let user_top = rows.iter().find(|r| r["module"] != "[kernel]").expect("a user-space row");
+    assert!(user_top["symbol"].as_str().unwrap().contains("spin_here_for_kansoku"), "{body}");
+    assert!(user_top["share"].as_f64().unwrap() > 25.0, "{body}");
+    assert!(user_top["module"].as_str().unwrap().starts_with("perf_e2e"), "{body}");
+    spinning.store(true, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
     stop(&mut up.child);
     let sampled = last_value(&data, "kansoku_perf_samples_total");
     let (n, by_pid) = events_by_pid(&data, "perf_cpu_clock{host=\"perf-up\"}");
@@ -94,7 +121,7 @@ fn up_stores_every_sample_and_the_busy_process_is_on_top() {
     assert_eq!(last_value(&data, "kansoku_perf_dropped_samples_total"), 0.0);
     assert_eq!(last_value(&data, "kansoku_perf_lost_samples_total"), 0.0);
     let top = by_pid.iter().filter(|(p, _)| **p != 0).max_by_key(|(_, n)| **n).map(|(p, _)| *p);
-    assert_eq!(top, Some(b.0.id()), "{by_pid:?}");
+    assert_eq!(top, Some(std::process::id()), "{by_pid:?}");
 }
 
 fn an_agent_ships_its_samples_to_the_server() {
