@@ -150,3 +150,22 @@ test('a server with three agents: three live hosts in the agents table and the h
     await k.stop();
   }
 });
+
+test('host view with --perf: a top-symbols table of what the CPUs ran', async () => {
+  const k = await startKansoku(['up', '--host', 'perf-web', '--interval', '100ms', '--perf', '10000']);
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e.stack ?? e)));
+    await page.goto(k.url + '/#view=host&host=perf-web&range=1m');
+    await page.waitForFunction(() => document.querySelectorAll('table.profile tr').length >= 4, null, { timeout: 30000 });
+    const rows = await page.$$eval('table.profile tr', (trs) => trs.slice(1).map((tr) => [...tr.children].map((td) => td.textContent.trim())));
+    // Ranked, each with a share, the kernel's idle or whatever ran on top.
+    assert.equal(rows[0][0], '1');
+    assert.ok(rows.every((r) => /%$/.test(r[4])), JSON.stringify(rows));
+    await page.screenshot({ path: OUT + 'host-profile.png', fullPage: true });
+    assert.deepEqual(errors, []);
+  } finally {
+    await k.stop();
+  }
+});

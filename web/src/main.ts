@@ -370,12 +370,38 @@ async function clusterView(main: HTMLElement, gen: number): Promise<void> {
   teardown.push(() => clearInterval(t));
 }
 
+interface TopRow { rank: number; symbol: string; module: string; samples: number; share: number }
+
+/// What this host's CPUs executed over the view's range (per-CPU samples,
+/// `--perf`): rank, symbol, module, samples, share. Hidden when there are
+/// none; refreshed every 2 s while following live.
+function topSymbols(host: string, gen: number): void {
+  const esc = (t: string) => t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]!));
+  const draw = async () => {
+    const [lo, hi] = rangeOf(view);
+    let r: { samples: number; rows: TopRow[] };
+    try { r = await getJson(`/api/v1/profile/top?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&n=15`); } catch { return; }
+    if (gen !== generation) return;
+    const el = document.querySelector<HTMLElement>('#profile');
+    if (!el || r.samples === 0) { if (el) el.replaceChildren(); return; }
+    el.innerHTML = `<table class="agents profile"><caption>top symbols · ${r.samples.toLocaleString()} CPU samples in range</caption>
+      <tr><th>#</th><th>symbol</th><th>module</th><th>samples</th><th>share</th></tr>
+      ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${esc(x.symbol)}</td><td>${esc(x.module)}</td><td>${x.samples}</td>
+        <td><span class="bar" style="width:${Math.max(1, x.share).toFixed(0)}px"></span> ${x.share.toFixed(1)} %</td></tr>`).join('')}</table>`;
+  };
+  draw();
+  const t = setInterval(() => { if (view.from === undefined) draw(); }, 2000);
+  teardown.push(() => clearInterval(t));
+}
+
 async function hostView(main: HTMLElement, host: string, gen: number): Promise<void> {
   const [lo, hi] = rangeOf(view);
   const core = view.core ?? '0';
   const specs = [...HOST_PANELS.slice(0, 1), coreModes(core), ...HOST_PANELS.slice(1)];
   main.innerHTML = `<h2 class="heat-title">${CORE_HEAT.title} <small>(click a core for its modes)</small></h2><div id="cores" class="cores"></div>` +
+    `<div id="profile"></div>` +
     `<div class="grid">${specs.map((s) => `<div class="panel" id="p-${s.id}"></div>`).join('')}</div>`;
+  topSymbols(host, gen);
   const step = stepFor(lo, hi);
   const feeds = specs.map((s) => new Feed(s, step));
   const coreFeed = new Feed(CORE_HEAT, step);

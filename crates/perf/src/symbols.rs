@@ -67,7 +67,11 @@ pub fn top(counts: &HashMap<(u32, u64), u64>, n: usize) -> Vec<TopRow> {
     }
     for (pid, addrs_counts) in user {
         let addrs: Vec<Addr> = addrs_counts.iter().map(|k| k.0).collect();
-        let unknown = format!("[unknown] (pid {pid})");
+        // A stripped binary, JIT code, or a process gone: name the process.
+        let unknown = match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+            Ok(comm) if pid > 0 => format!("[unknown] ({}, pid {pid})", comm.trim()),
+            _ => format!("[unknown] (pid {pid})"),
+        };
         let src = Source::Process(Process::new(Pid::from(pid)));
         match (pid, symbolizer.symbolize(&src, Input::AbsAddr(&addrs))) {
             (1.., Ok(syms)) => {
