@@ -237,11 +237,17 @@ impl Agent {
             if *stop.borrow() {
                 break;
             }
+            let connects = self.sender.connects.load(Ordering::Relaxed);
             let result = tokio::select! {
                 r = self.session(false) => r,
                 _ = crate::net::stopped(&mut stop) => break,
             };
             self.sender.connected.store(false, Ordering::Relaxed);
+            if self.sender.connects.load(Ordering::Relaxed) > connects {
+                // It was welcomed: a new outage starts afresh.
+                backoff = Duration::from_millis(100);
+                failures = 0;
+            }
             match result {
                 Ok(true) => {
                     backoff = Duration::from_millis(100);
