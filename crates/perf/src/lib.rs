@@ -10,6 +10,7 @@
 pub mod mmap;
 pub mod ring;
 pub mod sampler;
+#[cfg(feature = "symbols")]
 pub mod symbols;
 
 use std::io;
