@@ -75,7 +75,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
         Store::open(&args.data, Options::default()).with_context(|| format!("open store {}", args.data.display()))?;
     let mut stored = 0usize;
     for b in batches {
-        for mut piece in split(b, 100_000_000, 65_536) {
+        for mut piece in lab::perf_script::pieces(&b, 100_000_000, store::events::MAX_EVENTS) {
             stored += store.events().append(&stream, &mut piece, Encoding::Compact)?;
         }
     }
@@ -88,22 +88,6 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Per-CPU batches of at most `span_ns` and `max` events, as agents send them.
-fn split(b: EventBatch, span_ns: i64, max: usize) -> Vec<EventBatch> {
-    let mut out = Vec::new();
-    let mut cur = EventBatch { cpu: b.cpu, ..EventBatch::default() };
-    for i in 0..b.len() {
-        if !cur.is_empty() && (b.time[i] - cur.time[0] >= span_ns || cur.len() >= max) {
-            out.push(std::mem::replace(&mut cur, EventBatch { cpu: b.cpu, ..EventBatch::default() }));
-        }
-        cur.push(b.time[i], b.pid[i], b.tid[i], b.ip[i]);
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
 fn perf_script(file: &Path) -> anyhow::Result<String> {
     let out = Command::new("perf")
         .args(["script", "-F", "cpu,pid,tid,time,ip", "--ns", "-i"])
@@ -114,20 +98,4 @@ fn perf_script(file: &Path) -> anyhow::Result<String> {
         bail!("perf script -i {}: {}", file.display(), String::from_utf8_lossy(&out.stderr).trim());
     }
     String::from_utf8(out.stdout).context("perf script printed non-UTF-8")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batches_are_split_by_span_and_size() {
-        let mut b = EventBatch { cpu: 3, ..EventBatch::default() };
-        for i in 0..10 {
-            b.push(i * 40, 1, 2, 3);
-        }
-        let parts = split(b, 100, 2);
-        assert_eq!(parts.iter().map(EventBatch::len).collect::<Vec<_>>(), [2, 2, 2, 2, 2]);
-        assert!(parts.iter().all(|p| p.cpu == 3));
-    }
 }

@@ -136,25 +136,21 @@ fn server(data: &Path) -> anyhow::Result<Server> {
     Ok(Server { proc, http, ingest })
 }
 
-fn get_json(addr: &str, path: &str) -> anyhow::Result<serde_json::Value> {
-    let body = ureq::get(&format!("http://{addr}{path}")).call()?.body_mut().read_to_string()?;
-    Ok(serde_json::from_str(&body)?)
+/// The JSON of `path` on a server at `addr` (the read commands' client).
+fn get_json(addr: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<serde_json::Value> {
+    crate::read::get_json(&format!("http://{addr}"), path, params)
 }
 
 fn ingest_stat(addr: &str, field: &str) -> anyhow::Result<f64> {
-    get_json(addr, "/api/v1/status")?["ingest"]["stats"][field].as_f64().context("ingest stats")
+    get_json(addr, "/api/v1/status", &[])?["ingest"]["stats"][field].as_f64().context("ingest stats")
 }
 
 /// Sum over hosts of the last value of `name{host=~"lab-.*"}` in [from, to].
 fn sum_last(addr: &str, name: &str, at: Timestamp) -> anyhow::Result<f64> {
     let sel = format!("{name}{{host=~\"lab-.*\"}}");
-    let url = format!(
-        "/api/v1/query?query={}&from={}&to={}",
-        urlencode(&sel),
-        (at.as_nanos() - 5_000_000_000) as f64 / 1e9,
-        at.as_nanos() as f64 / 1e9
-    );
-    let v = get_json(addr, &url)?;
+    let from = format!("{}", (at.as_nanos() - 5_000_000_000) as f64 / 1e9);
+    let to = format!("{}", at.as_nanos() as f64 / 1e9);
+    let v = get_json(addr, "/api/v1/query", &[("query", &sel), ("from", &from), ("to", &to)])?;
     let mut sum = 0.0;
     for s in v["series"].as_array().into_iter().flatten() {
         if let Some(last) = s["values"].as_array().and_then(|vs| vs.iter().rev().find_map(serde_json::Value::as_f64)) {
@@ -162,18 +158,6 @@ fn sum_last(addr: &str, name: &str, at: Timestamp) -> anyhow::Result<f64> {
         }
     }
     Ok(sum)
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 // A benchmark's report is its output.
@@ -252,7 +236,7 @@ fn agents_run(args: &Args, interval: Duration, n: usize) -> anyhow::Result<serde
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let live = get_json(&srv.http, "/api/v1/hosts")?["hosts"]
+        let live = get_json(&srv.http, "/api/v1/hosts", &[])?["hosts"]
             .as_array()
             .map_or(0, |h| h.iter().filter(|h| h["state"] == "live").count());
         if live == n {

@@ -78,7 +78,7 @@ fn agent() -> ureq::Agent {
 
 /// GETs a JSON document from a kansoku server, turning its `{"error"}` bodies
 /// into errors.
-fn get_json(base: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn get_json(base: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<serde_json::Value> {
     let url = format!("{}{path}", base.trim_end_matches('/'));
     let mut req = agent().get(&url);
     for (k, v) in params {

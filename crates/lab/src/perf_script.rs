@@ -28,6 +28,28 @@ pub fn parse(text: &str, offset_ns: i64) -> anyhow::Result<Vec<EventBatch>> {
     Ok(per_cpu.into_iter().filter(|b| !b.is_empty()).collect())
 }
 
+/// Cuts one CPU's events into batches spanning at most `span_ns` and
+/// holding at most `max` events: how agents send them (`kansoku import`,
+/// `kansoku lab store`).
+pub fn pieces(b: &EventBatch, span_ns: i64, max: usize) -> Vec<EventBatch> {
+    let mut out = Vec::new();
+    let mut lo = 0;
+    while lo < b.len() {
+        let end = b.time[lo].saturating_add(span_ns);
+        let hi = (lo + b.time[lo..].partition_point(|&t| t < end)).min(lo + max.max(1));
+        out.push(EventBatch {
+            cpu: b.cpu,
+            time: b.time[lo..hi].to_vec(),
+            pid: b.pid[lo..hi].to_vec(),
+            tid: b.tid[lo..hi].to_vec(),
+            ip: b.ip[lo..hi].to_vec(),
+            chain: if b.chain.is_empty() { Vec::new() } else { b.chain[lo..hi].to_vec() },
+        });
+        lo = hi;
+    }
+    out
+}
+
 fn parse_line(line: &str) -> anyhow::Result<(u32, u32, u32, i64, u64)> {
     let mut it = line.split_whitespace();
     let (pid, tid) = it.next().and_then(|f| f.split_once('/')).context("no pid/tid")?;
@@ -71,6 +93,19 @@ pub fn record(dir: &Path, hz: u32, workload: &[&str]) -> anyhow::Result<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pieces_are_cut_by_span_and_size() {
+        let mut b = EventBatch { cpu: 3, ..EventBatch::default() };
+        for i in 0..10 {
+            b.push(i * 40, 1, 2, 3);
+        }
+        let parts = pieces(&b, 100, 2);
+        assert_eq!(parts.iter().map(EventBatch::len).collect::<Vec<_>>(), [2, 2, 2, 2, 2]);
+        assert!(parts.iter().all(|p| p.cpu == 3));
+        let parts = pieces(&b, 100, 1000);
+        assert_eq!(parts.iter().map(|p| p.time[0]).collect::<Vec<_>>(), [0, 120, 240, 360]);
+    }
 
     #[test]
     fn parses_perf_script_lines_and_rejects_others() {

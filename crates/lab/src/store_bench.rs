@@ -225,21 +225,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Batches of 100 ms per CPU, as an agent sends them.
     let mut pieces: Vec<EventBatch> = Vec::new();
     for b in &capture {
-        let mut lo = 0;
-        while lo < b.len() {
-            let end = b.time[lo] + 100_000_000;
-            let hi = lo + b.time[lo..].partition_point(|&t| t < end);
-            let mut piece = EventBatch {
-                cpu: b.cpu,
-                time: b.time[lo..hi].to_vec(),
-                pid: b.pid[lo..hi].to_vec(),
-                tid: b.tid[lo..hi].to_vec(),
-                ip: b.ip[lo..hi].to_vec(),
-                chain: Vec::new(),
-            };
+        for mut piece in crate::perf_script::pieces(b, 100_000_000, store::events::MAX_EVENTS) {
             piece.validate()?;
             pieces.push(piece);
-            lo = hi;
         }
     }
     let mut out = Vec::new();

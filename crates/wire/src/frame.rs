@@ -8,7 +8,7 @@
 //! ```
 
 use model::SeriesKey;
-use store::codec::varint::{Reader, get_key, put_i64, put_key, put_u64};
+use store::codec::varint::{Reader, get_key, put_i64, put_key, put_str, put_u64};
 
 /// First bytes of every Hello: tells a kansoku ingest port from anything else.
 pub const MAGIC: [u8; 4] = *b"KNSK";
@@ -281,11 +281,6 @@ pub fn decode_all(data: &[u8], max: u32) -> Result<(Vec<Msg>, usize), WireError>
         pos += HEADER + len;
     }
     Ok((out, pos))
-}
-
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    put_u64(out, s.len() as u64);
-    out.extend_from_slice(s.as_bytes());
 }
 
 #[cfg(test)]

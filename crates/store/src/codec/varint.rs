@@ -83,7 +83,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
+/// A varint length and the UTF-8 bytes; read by [`Reader::str`].
+pub fn put_str(out: &mut Vec<u8>, s: &str) {
     put_u64(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
 }
