@@ -112,10 +112,15 @@ impl Hosts {
         });
     }
 
+    /// One clock probe. NTP's clock filter, simplified: a probe counts when
+    /// its round trip is at most twice the one trusted so far (less
+    /// queueing, a tighter bound on the offset).
     pub fn clock(&self, host: &str, offset_ns: i64, rtt_ns: i64) {
         self.with(host, |h| {
-            h.clock_offset_ns = Some(offset_ns);
-            h.rtt_ns = Some(rtt_ns);
+            if h.rtt_ns.is_none_or(|best| rtt_ns <= best.saturating_mul(2)) {
+                h.clock_offset_ns = Some(offset_ns);
+                h.rtt_ns = Some(rtt_ns);
+            }
         });
     }
 
@@ -171,6 +176,8 @@ mod tests {
         hosts.agent_figures("a", &fig((0, 1.0), None));
         hosts.agent_figures("a", &fig((2_000_000_000, 1.02), Some(3.0)));
         hosts.clock("a", -150_000_000, 1_000_000);
+        // A probe stuck in a queue (10x the round trip) does not move the offset.
+        hosts.clock("a", 5_000_000_000, 10_000_000);
         let snap = hosts.snapshot();
         assert!((snap[0].agent_cpu.unwrap() - 0.01).abs() < 1e-9);
         assert_eq!(snap[0].backlog_batches, Some(3.0));

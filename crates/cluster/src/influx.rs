@@ -139,7 +139,7 @@ fn parse_line(
         labels.push(("rp".into(), rp.to_owned()));
     }
     let mut n = 0;
-    for field in split_fields(fields)? {
+    for field in split_fields(fields) {
         let Some(eq) = find_unescaped(field, b'=') else { return Err(format!("bad field {field:?}")) };
         let (k, v) = (unescape(&field[..eq]), &field[eq + 1..]);
         if k.is_empty() {
@@ -185,7 +185,7 @@ fn parse_value(v: &str) -> Result<Option<Value>, String> {
     }))
 }
 
-fn split_fields(s: &str) -> Result<Vec<&str>, String> {
+fn split_fields(s: &str) -> Vec<&str> {
     let b = s.as_bytes();
     let (mut out, mut start, mut i, mut quoted) = (Vec::new(), 0, 0, false);
     while i < b.len() {
@@ -201,7 +201,7 @@ fn split_fields(s: &str) -> Result<Vec<&str>, String> {
         i += 1;
     }
     out.push(&s[start..]);
-    Ok(out)
+    out
 }
 
 fn find_unescaped(s: &str, c: u8) -> Option<usize> {

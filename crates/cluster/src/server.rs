@@ -540,16 +540,10 @@ impl Session<'_> {
     async fn pong(&mut self, id: u64, agent_ns: i64) -> Result<(), NetError> {
         let now = Timestamp::now().as_nanos();
         let Some(i) = self.probes.iter().position(|p| p.0 == id) else { return Ok(()) };
-        let (_, sent) = self.probes[i];
+        let (_, sent) = self.probes.remove(i);
         let rtt = now - sent;
-        // NTP's clock filter, simplified: of recent probes, trust the one
-        // with the shortest round trip (least queueing).
-        self.probes[i].1 = i64::MIN; // answered
         let offset = agent_ns - (sent + now) / 2;
-        let best = self.ingest.hosts.snapshot().into_iter().find(|h| h.host == self.host).and_then(|h| h.rtt_ns);
-        if best.is_none_or(|b| rtt <= b.saturating_mul(2)) {
-            self.ingest.hosts.clock(&self.host, offset, rtt);
-        }
+        self.ingest.hosts.clock(&self.host, offset, rtt);
         let store = Arc::clone(&self.ingest.store);
         let mut work = self.work.take().expect("work is put back after each append");
         let batch = Batch {

@@ -74,6 +74,16 @@ struct Segment {
     bytes: u64,
     /// (seq, payload offset, payload length, samples, time)
     index: Vec<(u64, u64, u32, u32, i64)>,
+    /// Samples of `index[..=i]`: the backlog in O(log n) per segment, so
+    /// acknowledging a long backlog batch by batch stays linear.
+    cum: Vec<u64>,
+}
+
+impl Segment {
+    fn add(&mut self, entry: (u64, u64, u32, u32, i64)) {
+        self.cum.push(self.cum.last().copied().unwrap_or(0) + u64::from(entry.3));
+        self.index.push(entry);
+    }
 }
 
 #[derive(Debug)]
@@ -209,7 +219,9 @@ impl Spool {
             }
             let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_ctx("open", &path))?;
             file.set_len(valid).map_err(io_ctx("truncate", &path))?;
-            segments.push_back(Segment { path, file, bytes: valid, index });
+            let mut seg = Segment { path, file, bytes: valid, index: Vec::with_capacity(index.len()), cum: Vec::new() };
+            index.into_iter().for_each(|e| seg.add(e));
+            segments.push_back(seg);
         }
         let spool = Spool {
             dir: dir.to_path_buf(),
@@ -308,7 +320,7 @@ impl Spool {
                 .open(&path)
                 .map_err(io_ctx("create", &path))?;
             file.write_all_at(SEGMENT_MAGIC, 0).map_err(io_ctx("write", &path))?;
-            g.segments.push_back(Segment { path, file, bytes: 8, index: Vec::new() });
+            g.segments.push_back(Segment { path, file, bytes: 8, index: Vec::new(), cum: Vec::new() });
         }
         let mut buf = Vec::with_capacity(body.len() + 40);
         let start = begin_frame(&mut buf);
@@ -321,7 +333,8 @@ impl Spool {
         let seg = g.segments.back_mut().expect("a segment");
         seg.file.write_all_at(&buf, seg.bytes).map_err(io_ctx("write", &seg.path))?;
         seg.file.sync_data().map_err(io_ctx("fsync", &seg.path))?;
-        seg.index.push((seq, seg.bytes + 8, (buf.len() - 8) as u32, samples, time_ns));
+        let entry = (seq, seg.bytes + 8, (buf.len() - 8) as u32, samples, time_ns);
+        seg.add(entry);
         seg.bytes += buf.len() as u64;
         g.next_seq += 1;
         self.stats.written_batches.fetch_add(1, Ordering::Relaxed);
@@ -408,13 +421,16 @@ impl Spool {
         let mut samples = 0u64;
         let mut oldest = 0i64;
         for seg in &g.segments {
-            for r in seg.index.iter().filter(|r| r.0 > g.acked) {
-                if batches == 0 {
-                    oldest = r.4;
-                }
-                batches += 1;
-                samples += u64::from(r.3);
+            let first = seg.index.partition_point(|r| r.0 <= g.acked);
+            if first == seg.index.len() {
+                continue;
             }
+            if batches == 0 {
+                oldest = seg.index[first].4;
+            }
+            batches += (seg.index.len() - first) as u64;
+            let before = if first == 0 { 0 } else { seg.cum[first - 1] };
+            samples += seg.cum.last().copied().unwrap_or(0) - before;
         }
         self.stats.backlog_batches.store(batches, Ordering::Relaxed);
         self.stats.backlog_samples.store(samples, Ordering::Relaxed);
