@@ -70,19 +70,22 @@ pub struct SenderStats {
     pub last_error: Mutex<String>,
 }
 
-#[derive(Debug)]
+/// Figures another part of the agent (the perf sampler) reports with
+/// every batch: (series name, value); the host label is added.
+pub type Figures = Box<dyn Fn() -> Vec<(&'static str, f64)> + Send + Sync>;
+
 pub struct Agent {
     cfg: AgentConfig,
     spool: Arc<Spool>,
     sender: Arc<SenderStats>,
+    figures: Vec<Figures>,
 }
 
-/// Sender ids below this map through a vector, others (another producer's,
-/// offset by [`SECOND_PRODUCER`]) through a hash map.
-const DENSE_IDS: usize = 1 << 16;
-/// Added to the ids of a second producer (the perf sampler's own series)
-/// sharing the collector's queue.
-pub const SECOND_PRODUCER: u32 = 1 << 24;
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("cfg", &self.cfg).field("figures", &self.figures.len()).finish_non_exhaustive()
+    }
+}
 
 /// The agent's own series, sent with every batch.
 const OWN: [&str; 10] = [
@@ -102,7 +105,12 @@ impl Agent {
     /// Opens the spool in `spool_dir`.
     pub fn new(cfg: AgentConfig, spool_dir: &std::path::Path) -> io::Result<Agent> {
         let spool = Spool::open(spool_dir, cfg.spool_limit.unwrap_or(crate::spool::MIN_BYTES))?;
-        Ok(Agent { cfg, spool: Arc::new(spool), sender: Arc::default() })
+        Ok(Agent { cfg, spool: Arc::new(spool), sender: Arc::default(), figures: Vec::new() })
+    }
+
+    /// Adds figures read at every batch, beside the agent's own.
+    pub fn add_figures(&mut self, f: Figures) {
+        self.figures.push(f);
     }
 
     pub fn spool(&self) -> &Arc<Spool> {
@@ -117,7 +125,6 @@ impl Agent {
     /// batches of `cfg.batch`, plus the agent's own series.
     pub fn spool_rounds(&self, rx: Receiver<Batch>) -> io::Result<()> {
         let mut ids: Vec<Option<u32>> = Vec::new();
-        let mut sparse: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
         let own: Vec<u32> = OWN
             .iter()
             .map(|n| self.spool.intern(&SeriesKey::new(*n, [("host", self.cfg.host.as_str())])))
@@ -130,25 +137,13 @@ impl Agent {
         let mut failures = 0u64;
         for round in rx {
             for (cid, key) in &round.defs {
-                let sid = self.spool.intern(key)?;
                 let slot = *cid as usize;
-                if slot < DENSE_IDS {
-                    if ids.len() <= slot {
-                        ids.resize(slot + 1, None);
-                    }
-                    ids[slot] = Some(sid);
-                } else {
-                    sparse.insert(*cid, sid);
+                if ids.len() <= slot {
+                    ids.resize(slot + 1, None);
                 }
+                ids[slot] = Some(self.spool.intern(key)?);
             }
-            let lookup = |cid: u32| {
-                if (cid as usize) < DENSE_IDS {
-                    ids.get(cid as usize).copied().flatten()
-                } else {
-                    sparse.get(&cid).copied()
-                }
-            };
-            let points = round.points.iter().filter_map(|&(cid, v)| Some((lookup(cid)?, v)));
+            let points = round.points.iter().filter_map(|&(cid, v)| Some((ids.get(cid as usize).copied()??, v)));
             pending.push(Batch { time: round.time, defs: Vec::new(), points: points.collect() });
             let span = round.time.as_nanos() - pending[0].time.as_nanos() + interval_ns;
             if span >= batch_ns {
@@ -195,6 +190,13 @@ impl Agent {
         ];
         let last = pending.last_mut().expect("pending rounds");
         last.points.extend(own.iter().copied().zip(values));
+        for f in &self.figures {
+            for (name, v) in f() {
+                // Interned once: the spool's dictionary answers repeats from memory.
+                let id = self.spool.intern(&SeriesKey::new(name, [("host", self.cfg.host.as_str())]))?;
+                last.points.push((id, v));
+            }
+        }
         buf.clear();
         let samples = rounds::encode(pending, self.cfg.codec, buf);
         self.spool.push(Kind::Rounds, samples as u32, pending[0].time.as_nanos(), buf)?;

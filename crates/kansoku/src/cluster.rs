@@ -169,7 +169,17 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     cfg.spool_limit = args.spool_size.0;
     cfg.ack_timeout = args.ack_timeout;
     let spool_dir = args.data.join("spool");
-    let agent = Arc::new(Agent::new(cfg, &spool_dir).with_context(|| format!("open spool {}", spool_dir.display()))?);
+    let mut agent = Agent::new(cfg, &spool_dir).with_context(|| format!("open spool {}", spool_dir.display()))?;
+    let sampler = match args.perf {
+        Some(hz) => Some(perf::sampler::Sampler::open(&host, hz, crate::up::PERF_RING_PAGES).context("--perf")?),
+        None => None,
+    };
+    if let Some(sampler) = &sampler {
+        // The sampler's figures travel with every batch, beside the agent's own.
+        let stats = Arc::clone(&sampler.stats);
+        agent.add_figures(Box::new(move || stats.figures()));
+    }
+    let agent = Arc::new(agent);
     let backlog = agent.spool().stats().backlog_batches.load(Ordering::Relaxed);
     tracing::info!(
         "kansoku agent: host {host:?}, interval {:?}, shipping to {} every {:?}; spool {} ({backlog} batches waiting)",
@@ -179,10 +189,6 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         spool_dir.display()
     );
 
-    let sampler = match args.perf {
-        Some(hz) => Some(perf::sampler::Sampler::open(&host, hz, crate::up::PERF_RING_PAGES).context("--perf")?),
-        None => None,
-    };
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::sync_channel(crate::up::QUEUE_ROUNDS);
     let mut perf_threads = Vec::new();
@@ -210,23 +216,11 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 }
             }
         })?);
-        // The sampler's own series join the collector's queue under ids of their own.
-        let (series_tx, series_rx) = std::sync::mpsc::sync_channel::<model::Batch>(16);
-        let forward = tx.clone();
-        perf_threads.push(std::thread::Builder::new().name("perf-series".into()).spawn(move || {
-            for mut b in series_rx {
-                b.defs.iter_mut().for_each(|d| d.0 += cluster::agent::SECOND_PRODUCER);
-                b.points.iter_mut().for_each(|p| p.0 += cluster::agent::SECOND_PRODUCER);
-                if forward.send(b).is_err() {
-                    return;
-                }
-            }
-        })?);
         let stop = Arc::clone(&stop);
         perf_threads.push(
             std::thread::Builder::new()
                 .name("perf-sampler".into())
-                .spawn(move || sampler.run(ev_tx, series_tx, crate::up::PERF_DRAIN, stop))?,
+                .spawn(move || sampler.run(ev_tx, None, crate::up::PERF_DRAIN, stop))?,
         );
         tracing::info!("perf: sampling every CPU {hz} times a second, shipped as perf_cpu_clock{{host={host:?}}}");
     }

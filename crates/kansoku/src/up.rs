@@ -338,7 +338,9 @@ fn serve(
             }
         })?);
         let stop = Arc::clone(&stop);
-        jobs.push(spawn_job("perf-sampler", &store, &state.live, move |tx| sampler.run(ev_tx, tx, PERF_DRAIN, stop))?);
+        jobs.push(spawn_job("perf-sampler", &store, &state.live, move |tx| {
+            sampler.run(ev_tx, Some(tx), PERF_DRAIN, stop)
+        })?);
         tracing::info!("perf: sampling every CPU {hz} times a second into perf_cpu_clock{{host={host:?}}}");
     }
     let synthetic = synth.is_some();

@@ -29,6 +29,26 @@ pub struct SamplerStats {
     pub cpu_ns: AtomicU64,
 }
 
+impl SamplerStats {
+    /// The sampler's figures as (series name, value), for `up` (a round of
+    /// its own every second) and the agent (with every batch).
+    pub fn figures(&self) -> Vec<(&'static str, f64)> {
+        let max_rate = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .unwrap_or(f64::NAN);
+        let values = [
+            self.samples.load(Ordering::Relaxed) as f64,
+            self.lost.load(Ordering::Relaxed) as f64,
+            self.throttled.load(Ordering::Relaxed) as f64,
+            self.dropped_samples.load(Ordering::Relaxed) as f64,
+            self.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            max_rate,
+        ];
+        OWN.into_iter().zip(values).collect()
+    }
+}
+
 fn ns(id: ClockId) -> i64 {
     let t = clock_gettime(id);
     t.tv_sec * 1_000_000_000 + t.tv_nsec
@@ -40,7 +60,7 @@ pub fn monotonic_to_wall() -> i64 {
     ns(ClockId::Realtime) - ns(ClockId::Monotonic)
 }
 
-/// Per-second figures as series: name, labels, value.
+/// The sampler's own series (labelled with the host).
 const OWN: [&str; 6] = [
     "kansoku_perf_samples_total",
     "kansoku_perf_lost_samples_total",
@@ -75,12 +95,13 @@ impl Sampler {
         self.hz
     }
 
-    /// Runs until `stop`: batches to `events` (per CPU, every `drain`), own
-    /// figures to `series` once a second.
+    /// Runs until `stop`: batches to `events` (per CPU, every `drain`), its
+    /// figures to `series` once a second when given (an agent reads
+    /// [`SamplerStats::figures`] with its batches instead).
     pub fn run(
         mut self,
         events: SyncSender<EventBatch>,
-        series: SyncSender<Batch>,
+        series: Option<SyncSender<Batch>>,
         drain: Duration,
         stop: Arc<AtomicBool>,
     ) {
@@ -132,24 +153,14 @@ impl Sampler {
                 }
             }
             st.cpu_ns.store((ns(ClockId::ThreadCPUTime) - started_cpu).max(0) as u64, Ordering::Relaxed);
-            if done || last_report.elapsed() >= Duration::from_secs(1) {
+            if let Some(series) = &series
+                && (done || last_report.elapsed() >= Duration::from_secs(1))
+            {
                 last_report = Instant::now();
-                let max_rate = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
-                    .ok()
-                    .and_then(|s| s.trim().parse::<f64>().ok())
-                    .unwrap_or(f64::NAN);
-                let values = [
-                    st.samples.load(Ordering::Relaxed) as f64,
-                    st.lost.load(Ordering::Relaxed) as f64,
-                    st.throttled.load(Ordering::Relaxed) as f64,
-                    st.dropped_samples.load(Ordering::Relaxed) as f64,
-                    st.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9,
-                    max_rate,
-                ];
                 let batch = Batch {
                     time: Timestamp::now(),
                     defs: std::mem::take(&mut defs),
-                    points: values.iter().enumerate().map(|(i, v)| (i as u32, *v)).collect(),
+                    points: st.figures().into_iter().enumerate().map(|(i, (_, v))| (i as u32, v)).collect(),
                 };
                 if let Err(TrySendError::Full(b)) = series.try_send(batch) {
                     // Declarations must not be lost with a dropped round.
