@@ -166,9 +166,12 @@ impl Agent {
                 }
             }
         }
-        if !pending.is_empty() {
-            self.flush(&mut pending, &own, &mut buf, started)?;
+        // A last batch, even without rounds: the final figures (the sampler's
+        // last count, the spool's state) are its points.
+        if pending.is_empty() {
+            pending.push(Batch::new(Timestamp::now()));
         }
+        self.flush(&mut pending, &own, &mut buf, started)?;
         Ok(())
     }
 

@@ -224,6 +224,9 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         );
         tracing::info!("perf: sampling every CPU {hz} times a second, shipped as perf_cpu_clock{{host={host:?}}}");
     }
+    // Held until the sampler has finished: the spooler's last batch (written
+    // when its queue closes) then carries the sampler's final figures.
+    let hold_queue = tx.clone();
     let collector = Collector::new(&CollectorConfig { interval: args.interval, host, root: "/".into() });
     let producer = {
         let stop = Arc::clone(&stop);
@@ -249,6 +252,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             for t in perf_threads {
                 let _ = t.join();
             }
+            drop(hold_queue);
             spooler.join()
         })
         .await;
