@@ -86,11 +86,15 @@ async fn a_slow_frame_survives_clock_probes() {
     let mut frame = Vec::new();
     Msg::Rounds { seq: 1, body: rounds(1_000_000_000_000, 300) }.encode(&mut frame);
     assert!(frame.len() > 20_000);
-    // Trickle it: many probes fire while it is half read.
+    // Trickle it: after each piece, wait until the server has sent a clock
+    // probe, so probes certainly fire while the frame is half read.
     for chunk in frame.chunks(700) {
         wr.write_all(chunk).await.unwrap();
         wr.flush().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        match frames.recv().await.expect("stream open").expect("frame") {
+            (Msg::Ping { .. }, _) => {}
+            (m, _) => panic!("{m:?} before the frame was whole"),
+        }
     }
     assert_eq!(next(&mut frames).await, Msg::Ack { seq: 1 });
     assert_eq!(ingest.stats.samples.load(Ordering::Relaxed), 3000);

@@ -26,11 +26,14 @@ pub struct Config {
     pub ring_pages: usize,
     /// CPUs to sample; empty: every online CPU.
     pub cpus: Vec<u32>,
+    /// A ring is readable for [`Capture::wait`] once this many bytes wait
+    /// in it; 0: a quarter of the ring.
+    pub wakeup_bytes: usize,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { period_ns: 100_000, ring_pages: 64, cpus: Vec::new() }
+        Config { period_ns: 100_000, ring_pages: 64, cpus: Vec::new(), wakeup_bytes: 0 }
     }
 }
 
@@ -77,6 +80,15 @@ impl Capture {
             ring::parse(&self.scratch, &mut self.counts, |r| f(cpu, r))?;
         }
         Ok(())
+    }
+
+    /// Blocks until some ring holds `Config::wakeup_bytes` (or `timeout`
+    /// passes); returns whether one does.
+    pub fn wait(&self, timeout: std::time::Duration) -> io::Result<bool> {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let mut fds: Vec<PollFd<'_>> = self.events.iter().map(|e| PollFd::from_borrowed_fd(e.fd(), PollFlags::IN)).collect();
+        let ts = Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: i64::from(timeout.subsec_nanos()) };
+        Ok(poll(&mut fds, Some(&ts))? > 0)
     }
 
     pub fn cpus(&self) -> Vec<u32> {

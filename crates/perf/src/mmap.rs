@@ -57,7 +57,11 @@ impl CpuEvent {
             ..Default::default()
         };
         attr.__bindgen_anon_1.sample_period = cfg.period_ns;
-        attr.__bindgen_anon_2.wakeup_events = 0;
+        // Readable (poll) once this many bytes wait in the ring.
+        let page = page_size();
+        let wakeup = if cfg.wakeup_bytes == 0 { cfg.ring_pages * page / 4 } else { cfg.wakeup_bytes };
+        attr.__bindgen_anon_2.wakeup_watermark = wakeup.min(cfg.ring_pages * page - 64).max(1) as u32;
+        attr.set_watermark(1);
         attr.set_disabled(1);
         attr.set_use_clockid(1);
         // SAFETY: attr is a valid, fully initialised perf_event_attr that
@@ -76,7 +80,6 @@ impl CpuEvent {
         }
         // SAFETY: fd was just returned by the kernel and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let page = page_size();
         let data_len = cfg.ring_pages * page;
         let map_len = page + data_len;
         // SAFETY: a fresh shared mapping of the event's ring, as the kernel
@@ -107,6 +110,11 @@ impl CpuEvent {
         // Kernels before 4.1 leave them 0: the data follows the first page.
         let (data_off, data_len) = if size == 0 { (page, data_len) } else { (off as usize, size as usize) };
         Ok(CpuEvent { fd, base, map_len, data_off, data_len, cpu })
+    }
+
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
     }
 
     pub fn enable(&self) -> io::Result<()> {

@@ -87,7 +87,7 @@ impl Sampler {
                 format!("--perf {hz}: use 1 to 100000 Hz"),
             ));
         }
-        let cfg = Config { period_ns: 1_000_000_000 / hz, ring_pages, cpus: Vec::new() };
+        let cfg = Config { period_ns: 1_000_000_000 / hz, ring_pages, ..Config::default() };
         Ok(Sampler { cap: Capture::open(&cfg)?, host: host.to_owned(), hz, stats: Arc::default() })
     }
 
