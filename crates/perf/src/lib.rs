@@ -86,7 +86,8 @@ impl Capture {
     /// passes); returns whether one does.
     pub fn wait(&self, timeout: std::time::Duration) -> io::Result<bool> {
         use rustix::event::{PollFd, PollFlags, Timespec, poll};
-        let mut fds: Vec<PollFd<'_>> = self.events.iter().map(|e| PollFd::from_borrowed_fd(e.fd(), PollFlags::IN)).collect();
+        let mut fds: Vec<PollFd<'_>> =
+            self.events.iter().map(|e| PollFd::from_borrowed_fd(e.fd(), PollFlags::IN)).collect();
         let ts = Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: i64::from(timeout.subsec_nanos()) };
         Ok(poll(&mut fds, Some(&ts))? > 0)
     }
