@@ -14,11 +14,14 @@ use std::time::{Duration, Instant};
 use common::{BIN, enc, http_get};
 use wire::{Hello, Msg};
 
+/// A process's stderr lines so far, `true` once it closed (the process
+/// exited), and a condition variable signalled at each line.
+type Log = (Mutex<(Vec<String>, bool)>, Condvar);
+
 /// A kansoku process whose stderr is kept (for failures) and watched.
 struct Proc {
     child: Child,
-    /// Its stderr so far, and `true` once stderr closed (it exited).
-    log: Arc<(Mutex<(Vec<String>, bool)>, Condvar)>,
+    log: Arc<Log>,
     name: String,
 }
 
