@@ -343,8 +343,8 @@ impl Agent {
                 match rec.kind {
                     Kind::Rounds => Msg::Rounds { seq: rec.seq, body: rec.body },
                     Kind::Events => {
-                        let (stream, encoded) = split_events(&rec.body)?;
-                        Msg::Events { seq: rec.seq, stream, encoded }
+                        let (stream, batches) = split_events(&rec.body)?;
+                        Msg::Events { seq: rec.seq, stream, batches }
                     }
                 }
                 .encode(&mut out);
@@ -397,18 +397,35 @@ impl Agent {
         }
     }
 
-    /// Spools one encoded event batch of `stream` (per-CPU samples).
-    pub fn spool_events(&self, stream: &SeriesKey, encoded: &[u8], events: u32, time_ns: i64) -> io::Result<u64> {
-        let mut body = Vec::with_capacity(encoded.len() + 64);
-        store::codec::varint::put_key(&mut body, stream);
-        body.extend_from_slice(encoded);
+    /// Spools encoded event batches of `stream` (per-CPU samples, one
+    /// batch per CPU) as one batch of the spool: sent in one frame, stored
+    /// with one fsync.
+    pub fn spool_events(&self, stream: &SeriesKey, encoded: &[Vec<u8>], events: u32, time_ns: i64) -> io::Result<u64> {
+        use store::codec::varint::{put_key, put_u64};
+        let mut body = Vec::with_capacity(encoded.iter().map(|e| e.len() + 4).sum::<usize>() + 64);
+        put_key(&mut body, stream);
+        put_u64(&mut body, encoded.len() as u64);
+        for e in encoded {
+            put_u64(&mut body, e.len() as u64);
+            body.extend_from_slice(e);
+        }
         self.spool.push(Kind::Events, events, time_ns, &body)
     }
 }
 
-fn split_events(body: &[u8]) -> Result<(SeriesKey, Vec<u8>), NetError> {
+/// The stream and batches of a spooled event record (`spool_events`).
+fn split_events(body: &[u8]) -> Result<(SeriesKey, Vec<Vec<u8>>), NetError> {
+    let bad = || NetError::Protocol("spooled event batches are damaged".into());
     let mut r = store::codec::varint::Reader::new(body);
-    let key = store::codec::varint::get_key(&mut r)
-        .ok_or_else(|| NetError::Protocol("spooled event batch without a stream".into()))?;
-    Ok((key, body[body.len() - r.remaining()..].to_vec()))
+    let key = store::codec::varint::get_key(&mut r).ok_or_else(bad)?;
+    let count = r.u64().ok_or_else(bad)?;
+    if count > r.remaining() as u64 {
+        return Err(bad());
+    }
+    let mut batches = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let len = usize::try_from(r.u64().ok_or_else(bad)?).map_err(|_| bad())?;
+        batches.push(r.bytes(len).ok_or_else(bad)?.to_vec());
+    }
+    Ok((key, batches))
 }

@@ -425,8 +425,8 @@ impl Session<'_> {
                     wr.write_all(&out).await?;
                     wr.flush().await?;
                 }
-                Msg::Events { seq, stream, encoded } => {
-                    self.store_batch(mark, generation, seq, frame_bytes, Payload::Events(stream, encoded)).await?;
+                Msg::Events { seq, stream, batches } => {
+                    self.store_batch(mark, generation, seq, frame_bytes, Payload::Events(stream, batches)).await?;
                     out.clear();
                     Msg::Ack { seq }.encode(&mut out);
                     wr.write_all(&out).await?;
@@ -564,7 +564,7 @@ impl Session<'_> {
 
 enum Payload {
     Rounds(Vec<u8>),
-    Events(SeriesKey, Vec<u8>),
+    Events(SeriesKey, Vec<Vec<u8>>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -652,7 +652,10 @@ impl Work {
                 let mut labels: Vec<(String, String)> = stream.labels().to_vec();
                 labels.push(("host".into(), host.to_owned()));
                 let stream = SeriesKey::new(stream.name(), labels);
-                fig.events = store.events().append_encoded(&stream, &encoded)? as u64;
+                fig.events = store.events().append_encoded_many(&stream, &encoded).map_err(|e| match e {
+                    store::StoreError::Events(e) => BatchError::Malformed(format!("event batch: {e}")),
+                    e => BatchError::Store(e),
+                })? as u64;
                 let mark = Batch { time: Timestamp::now(), defs, points: vec![seq_point] };
                 Ok(vec![store.append(&mut self.appender, &mark)?])
             }

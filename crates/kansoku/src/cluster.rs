@@ -194,21 +194,24 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     let mut perf_threads = Vec::new();
     if let Some(sampler) = sampler {
         let hz = sampler.hz();
-        // Event batches: encoded here (Fast), spooled, shipped as Events frames.
-        let (ev_tx, ev_rx) = std::sync::mpsc::sync_channel::<store::events::EventBatch>(crate::up::PERF_QUEUE);
+        // Every CPU's batch of a `--batch` period: encoded here (Fast),
+        // spooled as one batch, shipped as one Events frame.
+        let (ev_tx, ev_rx) = std::sync::mpsc::sync_channel::<Vec<store::events::EventBatch>>(crate::up::PERF_QUEUE);
         let stream = model::SeriesKey::new("perf_cpu_clock", [("host", host.as_str())]);
         let spooler_agent = Arc::clone(&agent);
         perf_threads.push(std::thread::Builder::new().name("perf-spooler".into()).spawn(move || {
-            let mut buf = Vec::new();
             let mut failures = 0u64;
-            for mut b in ev_rx {
-                if b.validate().is_err() {
+            for mut set in ev_rx {
+                set.retain_mut(|b| b.validate().is_ok());
+                if set.is_empty() {
                     continue;
                 }
-                buf.clear();
-                b.encode(&mut buf, store::events::Encoding::Fast);
-                let t0 = b.time.first().copied().unwrap_or(0);
-                if let Err(e) = spooler_agent.spool_events(&stream, &buf, b.len() as u32, t0) {
+                let n: usize = set.iter().map(store::events::EventBatch::len).sum();
+                let t0 = set.iter().map(|b| b.time[0]).min().unwrap_or(0);
+                let encoded =
+                    store::events::encode_many(&set, store::events::Encoding::Fast, store::events::threads_for(n));
+                let n = n as u32;
+                if let Err(e) = spooler_agent.spool_events(&stream, &encoded, n, t0) {
                     if failures == 0 {
                         tracing::error!("perf: event batch not spooled: {e}");
                     }
@@ -217,10 +220,11 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             }
         })?);
         let stop = Arc::clone(&stop);
+        let batch = args.batch;
         perf_threads.push(
             std::thread::Builder::new()
                 .name("perf-sampler".into())
-                .spawn(move || sampler.run(ev_tx, None, crate::up::PERF_DRAIN, stop))?,
+                .spawn(move || sampler.run(ev_tx, None, crate::up::PERF_DRAIN, batch, stop))?,
         );
         tracing::info!("perf: sampling every CPU {hz} times a second, shipped as perf_cpu_clock{{host={host:?}}}");
     }

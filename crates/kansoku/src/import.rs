@@ -88,7 +88,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn perf_script(file: &Path) -> anyhow::Result<String> {
+pub(crate) fn perf_script(file: &Path) -> anyhow::Result<String> {
     let out = Command::new("perf")
         .args(["script", "-F", "cpu,pid,tid,time,ip", "--ns", "-i"])
         .arg(file)

@@ -47,20 +47,35 @@ pub struct Args {
     no_influx: bool,
     /// Scratch directory (data of servers and agents).
     #[arg(long, default_value = "/tmp/kansoku-lab-transfer")]
-    dir: PathBuf,
+    pub dir: PathBuf,
     /// Write the results as JSON here.
     #[arg(long)]
-    out: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    /// Instead of the above: replay one core-second of per-CPU samples
+    /// replicated to each of these core counts (the paper's first
+    /// experiment), e.g. 1,2,4,8,14,16,28.
+    #[arg(long, value_delimiter = ',')]
+    pub cores: Vec<usize>,
+    /// How the replayed cores send (with --cores).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "single,per-core,staggered,set")]
+    pub mode: Vec<crate::lab_replay::Mode>,
+    /// The recording to replay (perf.data or `perf script` text); default:
+    /// `perf record -e cpu-clock -F 10000 -a` under stress-ng, made now.
+    #[arg(long)]
+    pub recording: Option<PathBuf>,
+    /// Core-seconds sent per configuration, a second apart (with --cores).
+    #[arg(long, default_value_t = 10)]
+    pub rounds: usize,
 }
 
 /// A child process whose stderr is collected.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     log: Arc<Mutex<String>>,
 }
 
 impl Proc {
-    fn spawn(mut cmd: Command) -> anyhow::Result<Proc> {
+    pub fn spawn(mut cmd: Command) -> anyhow::Result<Proc> {
         let mut child = cmd.stderr(Stdio::piped()).stdout(Stdio::null()).spawn().context("spawn")?;
         let log = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&log);
@@ -75,7 +90,7 @@ impl Proc {
         Ok(Proc { child, log })
     }
 
-    fn wait_for(&mut self, needle: &str) -> anyhow::Result<String> {
+    pub fn wait_for(&mut self, needle: &str) -> anyhow::Result<String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
@@ -92,11 +107,11 @@ impl Proc {
         }
     }
 
-    fn cpu(&self) -> f64 {
+    pub fn cpu(&self) -> f64 {
         cpu_seconds(self.child.id())
     }
 
-    fn stop(mut self) {
+    pub fn stop(mut self) {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let _ = self.child.wait();
     }
@@ -116,13 +131,13 @@ fn cpu_seconds(pid: u32) -> f64 {
     nix::time::clock_gettime(id).map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
 }
 
-struct Server {
-    proc: Proc,
-    http: String,
-    ingest: String,
+pub(crate) struct Server {
+    pub proc: Proc,
+    pub http: String,
+    pub ingest: String,
 }
 
-fn server(data: &Path) -> anyhow::Result<Server> {
+pub(crate) fn server(data: &Path) -> anyhow::Result<Server> {
     let _ = std::fs::remove_dir_all(data);
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0", "--tiers", "none"])
@@ -141,7 +156,7 @@ fn get_json(addr: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<s
     crate::read::get_json(&format!("http://{addr}"), path, params)
 }
 
-fn ingest_stat(addr: &str, field: &str) -> anyhow::Result<f64> {
+pub(crate) fn ingest_stat(addr: &str, field: &str) -> anyhow::Result<f64> {
     get_json(addr, "/api/v1/status", &[])?["ingest"]["stats"][field].as_f64().context("ingest stats")
 }
 
@@ -163,6 +178,9 @@ fn sum_last(addr: &str, name: &str, at: Timestamp) -> anyhow::Result<f64> {
 // A benchmark's report is its output.
 #[allow(clippy::print_stdout)]
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if !args.cores.is_empty() {
+        return crate::lab_replay::run(args);
+    }
     std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
     let mut results = json!({ "machine": machine(), "agents": [], "capacity": null, "line_protocol": null });
     let mut last_data = None;
@@ -209,7 +227,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn machine() -> serde_json::Value {
+pub(crate) fn machine() -> serde_json::Value {
     let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
         c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
     });

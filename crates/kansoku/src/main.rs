@@ -4,6 +4,8 @@
 mod cluster;
 mod export;
 mod import;
+mod lab_interference;
+mod lab_replay;
 mod lab_transfer;
 mod read;
 mod up;
@@ -60,7 +62,12 @@ enum LabCmd {
     Store(lab::store_bench::Args),
     /// Agents to a server: wire bytes, server and agent CPU per sample at
     /// 100 ms and 10 ms; server capacity; InfluxDB line protocol beside it.
+    /// With --cores: the paper's replay of per-CPU samples to n cores.
     Transfer(lab_transfer::Args),
+    /// The paper's second experiment: CPU benchmarks alone and beside
+    /// per-CPU sampling (the kernel's own cost, kansoku's agent, perf
+    /// record) at each rate; degradation and the transfer's stretch.
+    Interference(lab_interference::Args),
     /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
     SnmpFarm(lab::snmp_bench::FarmArgs),
     /// Synthetic hosts (every core, network, disk, memory, load) written
@@ -97,6 +104,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
         Cmd::Lab(LabCmd::Transfer(args)) => lab_transfer::run(&args),
+        Cmd::Lab(LabCmd::Interference(args)) => lab_interference::run(&args),
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
         Cmd::Lab(LabCmd::Synth(args)) => up::run_synth(args),
     };

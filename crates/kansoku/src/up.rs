@@ -19,9 +19,10 @@ use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
 /// stalls longer makes the collector drop rounds (counted), never block.
 pub const QUEUE_ROUNDS: usize = 256;
 
-/// Per-CPU event batches buffered between the sampler and the store: 6.4 s
-/// of 50 ms drains on 2 CPUs. Full: batches dropped and counted.
-pub const PERF_QUEUE: usize = 256;
+/// Sets of per-CPU event batches (a second of every CPU each) buffered
+/// between the sampler and the store or spool: 16 s. Full: sets dropped and
+/// counted.
+pub const PERF_QUEUE: usize = 16;
 
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
@@ -192,6 +193,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
 pub const PERF_RING_PAGES: usize = 256;
 /// How often the sampler drains the rings.
 pub const PERF_DRAIN: Duration = Duration::from_millis(50);
+/// Per-CPU samples go downstream as one set per this much wall-clock time.
+pub const PERF_BATCH: Duration = Duration::from_secs(1);
 
 pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
     serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, None)
@@ -323,13 +326,14 @@ fn serve(
     let mut perf_writer = None;
     if let (Some(sampler), Some(host)) = (sampler, &host) {
         let hz = sampler.hz();
-        let (ev_tx, ev_rx) = sync_channel::<store::events::EventBatch>(PERF_QUEUE);
+        let (ev_tx, ev_rx) = sync_channel::<Vec<store::events::EventBatch>>(PERF_QUEUE);
         let stream = model::SeriesKey::new("perf_cpu_clock", [("host", host.as_str())]);
         let events_store = Arc::clone(&store);
         perf_writer = Some(std::thread::Builder::new().name("perf-writer".into()).spawn(move || {
             let mut failures = 0u64;
-            for mut b in ev_rx {
-                if let Err(e) = events_store.events().append(&stream, &mut b, store::events::Encoding::Fast) {
+            // A second of every CPU: one write, one fsync.
+            for mut set in ev_rx {
+                if let Err(e) = events_store.events().append_many(&stream, &mut set, store::events::Encoding::Fast) {
                     if failures == 0 {
                         tracing::error!("perf: event batch not stored (counted): {e}");
                     }
@@ -339,7 +343,7 @@ fn serve(
         })?);
         let stop = Arc::clone(&stop);
         jobs.push(spawn_job("perf-sampler", &store, &state.live, move |tx| {
-            sampler.run(ev_tx, Some(tx), PERF_DRAIN, stop)
+            sampler.run(ev_tx, Some(tx), PERF_DRAIN, PERF_BATCH, stop)
         })?);
         tracing::info!("perf: sampling every CPU {hz} times a second into perf_cpu_clock{{host={host:?}}}");
     }

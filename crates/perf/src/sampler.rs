@@ -1,8 +1,11 @@
 //! The sampling loop of `kansoku up --perf HZ` and `kansoku agent --perf HZ`:
 //! drains every CPU's ring every `drain` interval into per-CPU event batches
-//! on the wall clock, hands them to a bounded queue (full: the batch is
-//! dropped and counted, sampling never waits), and reports its own figures
-//! once a second as series.
+//! on the wall clock; at each multiple of `batch` on the wall clock (a
+//! second by default) hands every CPU's batch, as one set, to a bounded
+//! queue (full: the set is dropped and counted, sampling never waits), and
+//! reports its own figures once a second as series. One set is one write
+//! and one fsync downstream, however many CPUs (`kansoku lab transfer
+//! --cores`: the paper's per-core sending measured against this).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,7 +25,7 @@ pub struct SamplerStats {
     /// Samples the kernel could not write (ring full), from LOST records.
     pub lost: AtomicU64,
     pub throttled: AtomicU64,
-    /// Batches (and their samples) dropped because the queue was full.
+    /// Sets of batches (and their samples) dropped because the queue was full.
     pub dropped_batches: AtomicU64,
     pub dropped_samples: AtomicU64,
     /// CPU time of the sampling thread.
@@ -95,16 +98,20 @@ impl Sampler {
         self.hz
     }
 
-    /// Runs until `stop`: batches to `events` (per CPU, every `drain`), its
-    /// figures to `series` once a second when given (an agent reads
+    /// Runs until `stop`: sets of per-CPU batches to `events` (every
+    /// `batch` of the wall clock, rings drained every `drain`), its figures
+    /// to `series` once a second when given (an agent reads
     /// [`SamplerStats::figures`] with its batches instead).
     pub fn run(
         mut self,
-        events: SyncSender<EventBatch>,
+        events: SyncSender<Vec<EventBatch>>,
         series: Option<SyncSender<Batch>>,
         drain: Duration,
+        batch: Duration,
         stop: Arc<AtomicBool>,
     ) {
+        let batch_ns = (batch.as_nanos() as i64).max(1);
+        let mut period_end = (Timestamp::now().as_nanos() / batch_ns + 1) * batch_ns;
         let host = self.host.clone();
         let mut defs: Vec<(u32, SeriesKey)> =
             OWN.iter().enumerate().map(|(i, n)| (i as u32, SeriesKey::new(*n, [("host", host.as_str())]))).collect();
@@ -140,16 +147,20 @@ impl Sampler {
             let c = &self.cap.counts;
             st.samples.store(c.samples, Ordering::Relaxed);
             st.lost.store(c.lost, Ordering::Relaxed);
-            for b in per_cpu.iter_mut().filter(|b| !b.is_empty()) {
-                let n = b.len() as u64;
-                let batch = std::mem::take(b);
-                match events.try_send(batch) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(_)) => {
-                        st.dropped_batches.fetch_add(1, Ordering::Relaxed);
-                        st.dropped_samples.fetch_add(n, Ordering::Relaxed);
+            let now = Timestamp::now().as_nanos();
+            if done || now >= period_end {
+                period_end = (now / batch_ns + 1) * batch_ns;
+                let set: Vec<EventBatch> = per_cpu.iter_mut().filter(|b| !b.is_empty()).map(std::mem::take).collect();
+                let n: u64 = set.iter().map(|b| b.len() as u64).sum();
+                if n > 0 {
+                    match events.try_send(set) {
+                        Ok(()) => {}
+                        Err(TrySendError::Full(_)) => {
+                            st.dropped_batches.fetch_add(1, Ordering::Relaxed);
+                            st.dropped_samples.fetch_add(n, Ordering::Relaxed);
+                        }
+                        Err(TrySendError::Disconnected(_)) => return,
                     }
-                    Err(TrySendError::Disconnected(_)) => return,
                 }
             }
             st.cpu_ns.store((ns(ClockId::ThreadCPUTime) - started_cpu).max(0) as u64, Ordering::Relaxed);

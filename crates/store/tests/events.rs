@@ -240,3 +240,40 @@ fn read_only_open_serves_the_prefix_of_a_file_being_written() {
     assert_eq!(reader.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 1).total, 2);
     assert_eq!(fs::read(&file).unwrap(), data, "a reader never truncates");
 }
+
+/// A second of every CPU goes in as one write: all of it, or none of it
+/// when one batch is bad; and it reads back whole after a reopen.
+#[test]
+fn a_set_of_batches_is_stored_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let per_cpu = |cpu: u32, n: i64| {
+        let mut b = EventBatch { cpu, ..Default::default() };
+        for i in 0..n {
+            b.push(1_000 + i * 100_000, 7, 7 + (i % 3) as u32, 0xffff_ffff_8100_0000 + (i as u64 % 50) * 8);
+        }
+        b.validate().unwrap();
+        b
+    };
+    let set: Vec<EventBatch> = (0..8).map(|c| per_cpu(c, 60_000 + i64::from(c))).collect();
+    {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let encoded = store::events::encode_many(&set, Encoding::Fast, 2);
+        let mut bad = encoded.clone();
+        let cut = bad[5].len() - 1;
+        bad[5].truncate(cut);
+        assert!(store.events().append_encoded_many(&stream("a"), &bad).is_err());
+        assert_eq!(store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10).total, 0, "none stored");
+        let n = store.events().append_encoded_many(&stream("a"), &encoded).unwrap();
+        assert_eq!(n, set.iter().map(EventBatch::len).sum::<usize>());
+        let mut again = vec![per_cpu(9, 3), per_cpu(10, 4)];
+        assert_eq!(store.events().append_many(&stream("b"), &mut again, Encoding::Compact).unwrap(), 7);
+    }
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let (batches, corrupt) = store.events().scan(&query(i64::MIN, i64::MAX), Want::ALL);
+    assert_eq!(corrupt, 0);
+    assert_eq!(batches.len(), 10);
+    for (key, b) in batches {
+        let want = if key == stream("a") { &set[b.cpu as usize] } else { &per_cpu(b.cpu, i64::from(b.cpu) - 6) };
+        assert_eq!(&b, want, "cpu {}", b.cpu);
+    }
+}

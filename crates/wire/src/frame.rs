@@ -13,7 +13,7 @@ use store::codec::varint::{Reader, get_key, put_i64, put_key, put_str, put_u64};
 /// First bytes of every Hello: tells a kansoku ingest port from anything else.
 pub const MAGIC: [u8; 4] = *b"KNSK";
 /// Protocol version spoken by this build. A server refuses other versions.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Bytes of a frame header (length, checksum).
 pub const HEADER: usize = 8;
 /// Default limit on one frame's body.
@@ -64,11 +64,12 @@ pub enum Msg {
         seq: u64,
         body: Vec<u8>,
     },
-    /// One batch of per-CPU events of `stream`, as the store encodes them.
+    /// Batches of per-CPU events of `stream` (one per CPU, a second each
+    /// from the agent), as the store encodes them; stored with one fsync.
     Events {
         seq: u64,
         stream: SeriesKey,
-        encoded: Vec<u8>,
+        batches: Vec<Vec<u8>>,
     },
     /// Every batch up to and including `seq` is durable on the server.
     Ack {
@@ -155,11 +156,15 @@ impl Msg {
                 put_u64(out, *seq);
                 out.extend_from_slice(body);
             }
-            Msg::Events { seq, stream, encoded } => {
+            Msg::Events { seq, stream, batches } => {
                 out.push(T_EVENTS);
                 put_u64(out, *seq);
                 put_key(out, stream);
-                out.extend_from_slice(encoded);
+                put_u64(out, batches.len() as u64);
+                for b in batches {
+                    put_u64(out, b.len() as u64);
+                    out.extend_from_slice(b);
+                }
             }
             Msg::Ack { seq } => {
                 out.push(T_ACK);
@@ -249,9 +254,23 @@ pub fn decode_body(body: &[u8], crc: u32) -> Result<Msg, WireError> {
         T_EVENTS => {
             let bad = WireError::Malformed("events");
             let seq = r.u64().ok_or(bad.clone())?;
-            let stream = get_key(&mut r).ok_or(bad)?;
-            let encoded = r.bytes(r.remaining()).unwrap_or_default().to_vec();
-            Msg::Events { seq, stream, encoded }
+            let stream = get_key(&mut r).ok_or(bad.clone())?;
+            let count = r.u64().ok_or(bad.clone())?;
+            // Each batch takes at least its length byte: a count beyond the
+            // bytes left is a lie, refused before allocating for it.
+            if count == 0 || count > r.remaining() as u64 {
+                return Err(bad);
+            }
+            let mut batches = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                let len = r.u64().ok_or(bad.clone())?;
+                let b = usize::try_from(len).ok().and_then(|len| r.bytes(len)).ok_or(bad.clone())?;
+                batches.push(b.to_vec());
+            }
+            if r.remaining() != 0 {
+                return Err(bad);
+            }
+            Msg::Events { seq, stream, batches }
         }
         T_ACK => Msg::Ack { seq: r.u64().ok_or(WireError::Malformed("ack"))? },
         T_PING | T_PONG => {
@@ -303,7 +322,7 @@ mod tests {
             Msg::Reject { reason: "wrong token".into() },
             Msg::Series(vec![(0, key.clone()), (u32::MAX, SeriesKey::new("x", Vec::<(String, String)>::new()))]),
             Msg::Rounds { seq: 7, body: vec![1, 2, 3] },
-            Msg::Events { seq: 8, stream: key, encoded: vec![9; 100] },
+            Msg::Events { seq: 8, stream: key, batches: vec![vec![9; 100], vec![7; 3]] },
             Msg::Ack { seq: u64::MAX },
             Msg::Ping { id: 1, time_ns: i64::MIN },
             Msg::Pong { id: 1, time_ns: i64::MAX },

@@ -38,15 +38,6 @@ const FLAG_REGULAR: u8 = 0x80;
 /// which zstd shrinks 2-4x more.
 const FLAG_ZSTD: u8 = 0x40;
 const ZSTD_LEVEL: i32 = 3;
-thread_local! {
-    // One zstd context per thread, reused: making one per chunk costs more
-    // than decoding a small chunk.
-    static ZSTD_C: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        std::cell::RefCell::new(zstd::bulk::Compressor::new(ZSTD_LEVEL).ok());
-    static ZSTD_D: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        std::cell::RefCell::new(zstd::bulk::Decompressor::new().ok());
-}
-
 /// A sample takes at most 69 bits of delta-of-delta and 78 of XOR value.
 const BITS_PER_SAMPLE_MAX: usize = 147;
 /// Largest decimal exponent tried: µs-resolution values in seconds need 6;
@@ -104,10 +95,7 @@ pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
         values.push(vals[i], &mut w);
     }
     let mut out = w.finish();
-    let packed = ZSTD_C.with(|c| match &mut *c.borrow_mut() {
-        Some(c) => c.compress(&out[header..]).ok(),
-        None => None,
-    });
+    let packed = super::zctx::compress(&out[header..], ZSTD_LEVEL);
     if let Some(z) = packed {
         let mut lenbuf = Vec::new();
         put_u64(&mut lenbuf, z.len() as u64);
@@ -167,12 +155,7 @@ pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Resu
             return Err(ChunkError::Header("bytes after the compressed stream"));
         }
         let bound = (n * BITS_PER_SAMPLE_MAX).div_ceil(8) + 16;
-        unpacked = ZSTD_D
-            .with(|d| match &mut *d.borrow_mut() {
-                Some(d) => d.decompress(frame, bound).ok(),
-                None => None,
-            })
-            .ok_or(ChunkError::Header("zstd stream does not decode"))?;
+        unpacked = super::zctx::decompress(frame, bound).ok_or(ChunkError::Header("zstd stream does not decode"))?;
         &unpacked[..]
     } else {
         &data[r.pos..]

@@ -4,5 +4,6 @@
 pub mod bits;
 pub mod chunk;
 pub mod varint;
+pub mod zctx;
 
 pub use chunk::{ChunkError, decode_chunk, encode_chunk};

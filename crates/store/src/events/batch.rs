@@ -75,6 +75,10 @@ pub const MAX_EVENTS: usize = 1 << 20;
 const CODEC_RAW: u8 = 0;
 const CODEC_ZSTD: u8 = 1;
 const CODEC_PCO: u8 = 2;
+/// Raw and zstd of values cut to their `width` low bytes (the width of the
+/// column's largest value; signed columns zigzag first): a u8 width follows.
+const CODEC_RAW_NARROW: u8 = 3;
+const CODEC_ZSTD_NARROW: u8 = 4;
 const FLAG_CHAIN: u8 = 1;
 
 /// How hard [`EventBatch::encode`] works. Measured on a real `perf record -F
@@ -214,6 +218,39 @@ impl EventBatch {
     }
 }
 
+/// Runs `f` on every item, the items split over up to `threads` threads
+/// (scoped; one thread runs it inline). Results in input order.
+pub fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        return items.iter().map(f).collect();
+    }
+    let per = items.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let f = &f;
+        let parts: Vec<_> =
+            items.chunks(per).map(|part| s.spawn(move || part.iter().map(f).collect::<Vec<R>>())).collect();
+        parts.into_iter().flat_map(|h| h.join().expect("BUG: par_map worker panicked")).collect()
+    })
+}
+
+/// Encodes validated batches (a second of every CPU) over up to `threads`
+/// threads: the agent's half of moving many cores' samples in one go.
+pub fn encode_many(batches: &[EventBatch], enc: Encoding, threads: usize) -> Vec<Vec<u8>> {
+    par_map(batches, threads, |b| {
+        let mut out = Vec::with_capacity(b.len() * 4 + 64);
+        b.encode(&mut out, enc);
+        out
+    })
+}
+
+/// Threads worth using for `events` events: one per 50,000 beyond the first,
+/// up to the CPUs here (a thread costs ~20 us to start).
+pub fn threads_for(events: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    (events / 50_000).clamp(1, cpus)
+}
+
 fn permute<T: Copy>(v: &[T], order: &[u32]) -> Vec<T> {
     order.iter().map(|&i| v[i as usize]).collect()
 }
@@ -277,11 +314,14 @@ impl Header {
     }
 }
 
-/// A column's number type: fixed-width little-endian, and pco-compressible.
+/// A column's number type: fixed-width little-endian, as u64 (zigzag for
+/// signed) for narrow columns, and pco-compressible.
 trait Num: pco::data_types::Number + Copy + Default {
     const WIDTH: usize;
     fn to_le(self, out: &mut Vec<u8>);
     fn from_le(b: &[u8]) -> Self;
+    fn to_u64(self) -> u64;
+    fn from_u64(v: u64) -> Option<Self>;
 }
 
 macro_rules! num {
@@ -294,27 +334,57 @@ macro_rules! num {
             fn from_le(b: &[u8]) -> Self {
                 <$t>::from_le_bytes(b.try_into().expect("BUG: width"))
             }
+            fn to_u64(self) -> u64 {
+                self.into()
+            }
+            fn from_u64(v: u64) -> Option<Self> {
+                <$t>::try_from(v).ok()
+            }
         }
     };
 }
 num!(u32);
 num!(u64);
-num!(i64);
+
+impl Num for i64 {
+    const WIDTH: usize = 8;
+    fn to_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn from_le(b: &[u8]) -> Self {
+        i64::from_le_bytes(b.try_into().expect("BUG: width"))
+    }
+    fn to_u64(self) -> u64 {
+        ((self << 1) ^ (self >> 63)) as u64
+    }
+    fn from_u64(v: u64) -> Option<Self> {
+        Some(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+}
+
+/// Bytes needed for the largest value of a column, 0..=8.
+fn width_of<T: Num>(vals: &[T]) -> usize {
+    let max = vals.iter().fold(0u64, |m, &v| m | v.to_u64());
+    (64 - max.leading_zeros() as usize).div_ceil(8)
+}
 
 fn put_column<T: Num>(out: &mut Vec<u8>, vals: &[T], enc: Encoding) {
-    let mut raw = Vec::with_capacity(vals.len() * T::WIDTH);
-    for &v in vals {
-        v.to_le(&mut raw);
+    let width = width_of(vals);
+    let mut raw = Vec::with_capacity(vals.len() * width);
+    if width == T::WIDTH {
+        vals.iter().for_each(|&v| v.to_le(&mut raw));
+    } else {
+        vals.iter().for_each(|&v| raw.extend_from_slice(&v.to_u64().to_le_bytes()[..width]));
     }
     let (zstd, pco) = match enc {
-        Encoding::Fast => (zstd::bulk::compress(&raw, 1).ok(), None),
+        Encoding::Fast => (crate::codec::zctx::compress(&raw, 1), None),
         Encoding::Compact => (
-            zstd::bulk::compress(&raw, 3).ok(),
+            crate::codec::zctx::compress(&raw, 3),
             pco::standalone::simple_compress(vals, &pco::ChunkConfig::default()).ok(),
         ),
     };
-    let mut best = (CODEC_RAW, raw);
-    for (codec, bytes) in [(CODEC_ZSTD, zstd), (CODEC_PCO, pco)] {
+    let mut best = (CODEC_RAW_NARROW, raw);
+    for (codec, bytes) in [(CODEC_ZSTD_NARROW, zstd), (CODEC_PCO, pco)] {
         if let Some(b) = bytes
             && b.len() < best.1.len()
         {
@@ -322,6 +392,9 @@ fn put_column<T: Num>(out: &mut Vec<u8>, vals: &[T], enc: Encoding) {
         }
     }
     out.push(best.0);
+    if best.0 != CODEC_PCO {
+        out.push(width as u8);
+    }
     put_u64(out, best.1.len() as u64);
     out.extend_from_slice(&best.1);
 }
@@ -331,27 +404,54 @@ fn put_column<T: Num>(out: &mut Vec<u8>, vals: &[T], enc: Encoding) {
 fn get_column<T: Num>(r: &mut Reader<'_>, n: usize, decode: bool) -> Result<Vec<T>, BatchError> {
     let bad = BatchError::Malformed;
     let codec = r.fixed::<1>().ok_or(bad("column codec"))?[0];
+    let width = match codec {
+        CODEC_RAW | CODEC_ZSTD => T::WIDTH,
+        CODEC_RAW_NARROW | CODEC_ZSTD_NARROW => {
+            let w = usize::from(r.fixed::<1>().ok_or(bad("column width"))?[0]);
+            if w > T::WIDTH {
+                return Err(bad("column width exceeds its type"));
+            }
+            w
+        }
+        CODEC_PCO => 0,
+        _ => return Err(bad("unknown column codec")),
+    };
     let len = usize::try_from(r.u64().ok_or(bad("column length"))?).map_err(|_| bad("column length"))?;
     let bytes = r.bytes(len).ok_or(bad("column shorter than its length"))?;
     if !decode {
-        return match codec {
-            CODEC_RAW | CODEC_ZSTD | CODEC_PCO => Ok(Vec::new()),
-            _ => Err(bad("unknown column codec")),
-        };
+        return Ok(Vec::new());
     }
     let from_raw = |raw: &[u8]| -> Result<Vec<T>, BatchError> {
-        if raw.len() != n * T::WIDTH {
+        if raw.len() != n * width {
             return Err(bad("column holds the wrong number of values"));
         }
-        Ok(raw.chunks_exact(T::WIDTH).map(T::from_le).collect())
+        if width == T::WIDTH {
+            return Ok(raw.chunks_exact(T::WIDTH).map(T::from_le).collect());
+        }
+        let mask = if width == 0 { 0 } else { u64::MAX >> (64 - 8 * width) };
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let at = i * width;
+            // An 8-byte window where there is one, masked to the width.
+            let v = match raw.get(at..at + 8) {
+                Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")) & mask,
+                None => {
+                    let mut b = [0u8; 8];
+                    b[..width].copy_from_slice(&raw[at..at + width]);
+                    u64::from_le_bytes(b)
+                }
+            };
+            out.push(T::from_u64(v).ok_or(bad("narrow value out of range"))?);
+        }
+        Ok(out)
     };
     match codec {
-        CODEC_RAW => from_raw(bytes),
-        CODEC_ZSTD => {
-            let raw = zstd::bulk::decompress(bytes, n * T::WIDTH).map_err(|_| bad("zstd column does not decode"))?;
+        CODEC_RAW | CODEC_RAW_NARROW => from_raw(bytes),
+        CODEC_ZSTD | CODEC_ZSTD_NARROW => {
+            let raw = crate::codec::zctx::decompress(bytes, n * width).ok_or(bad("zstd column does not decode"))?;
             from_raw(&raw)
         }
-        CODEC_PCO => {
+        _ => {
             let mut vals = vec![T::default(); n];
             let progress = pco::standalone::simple_decompress_into(bytes, &mut vals)
                 .map_err(|_| bad("pco column does not decode"))?;
@@ -360,7 +460,6 @@ fn get_column<T: Num>(r: &mut Reader<'_>, n: usize, decode: bool) -> Result<Vec<
             }
             Ok(vals)
         }
-        _ => Err(bad("unknown column codec")),
     }
 }
 
