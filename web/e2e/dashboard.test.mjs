@@ -151,8 +151,8 @@ test('a server with three agents: three live hosts in the agents table and the h
   }
 });
 
-test('host view with --perf: a top-symbols table of what the CPUs ran', async () => {
-  const k = await startKansoku(['up', '--host', 'perf-web', '--interval', '100ms', '--perf', '10000']);
+test('host view with --perf: top symbols, a flame graph and a per-CPU timeline', async () => {
+  const k = await startKansoku(['up', '--host', 'perf-web', '--interval', '100ms', '--perf', '10000', '--perf-callchain']);
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
     const errors = [];
@@ -163,6 +163,19 @@ test('host view with --perf: a top-symbols table of what the CPUs ran', async ()
     // Ranked, each with a share, the kernel's idle or whatever ran on top.
     assert.equal(rows[0][0], '1');
     assert.ok(rows.every((r) => /%$/.test(r[4])), JSON.stringify(rows));
+    // The flame graph: the root, processes above it, call chains above them.
+    await page.waitForFunction(() => document.querySelectorAll('#flame .fr').length >= 10, null, { timeout: 30000 });
+    const bottoms = await page.$$eval('#flame .fr', (bs) => bs.map((b) => parseInt(b.style.bottom, 10)));
+    assert.ok(Math.max(...bottoms) >= 3 * 17, `frames stack up: ${Math.max(...bottoms)}px`);
+    assert.ok(!(await page.textContent('.flame-title')).includes('no call chains'));
+    // Zoom into the first process and back out.
+    const procBox = await page.$('#flame .fr[data-d="1"]');
+    await procBox.click();
+    await page.waitForFunction(() => document.querySelector('.flame-title').textContent.includes('zoomed into'));
+    await page.click('#flame .fr[data-d="0"]');
+    await page.waitForFunction(() => !document.querySelector('.flame-title').textContent.includes('zoomed into'));
+    // The per-CPU timeline: a row per CPU and a legend of processes.
+    await page.waitForFunction(() => document.querySelector('#timeline canvas')?.height >= 12 && document.querySelectorAll('#timeline .legend span').length >= 1, null, { timeout: 30000 });
     await page.screenshot({ path: OUT + 'host-profile.png', fullPage: true });
     assert.deepEqual(errors, []);
   } finally {

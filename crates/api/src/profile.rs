@@ -1,23 +1,39 @@
-//! `GET /api/v1/profile/top`: the top symbols of per-CPU samples over a
-//! range (host, optional CPU and pid), symbolised here (`perf::symbols`).
+//! Per-CPU samples over a range (host, optional CPU and pid), symbolised
+//! here (`perf::symbols`):
+//! - `GET /api/v1/profile/top`: the top symbols (rank, symbol, module,
+//!   samples, share);
+//! - `GET /api/v1/profile/flame`: the flame graph of the call chains, its
+//!   frames in preorder as [name, samples, depth] (flat: deep stacks meet
+//!   no client's nesting limit); samples without a chain are their process
+//!   and symbol;
+//! - `GET /api/v1/profile/folded`: the same stacks as folded-stacks text
+//!   for flamegraph.pl, inferno or speedscope;
+//! - `GET /api/v1/profile/timeline`: per CPU and time bucket, the process
+//!   that ran most, for the dashboard's timeline strip.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Query, State};
+use axum::response::IntoResponse;
 use model::{Selector, Timestamp};
-use store::events::{EventQuery, Want};
+use store::events::{EventBatch, EventQuery, Want};
 
 use crate::{ApiError, ApiState};
 
 /// Most events one request may scan (a minute of 64 CPUs at 10 kHz is 38 M).
 const SCAN_MAX: usize = 50_000_000;
 
-pub async fn top(
-    State(st): State<ApiState>,
-    Query(params): Query<HashMap<String, String>>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+/// The range, stream and filters of a profile request.
+struct Request {
+    query: EventQuery,
+    pid: Option<u32>,
+    n: usize,
+    buckets: usize,
+}
+
+fn request(params: &HashMap<String, String>) -> Result<Request, ApiError> {
     let get = |k: &str| params.get(k).map(String::as_str);
     let host = get("host").ok_or_else(|| ApiError::BadRequest("missing parameter `host`".into()))?;
     let stream = get("stream").unwrap_or("perf_cpu_clock");
@@ -31,30 +47,150 @@ pub async fn top(
         get(k).map(|v| v.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("`{k}`: a number")))).transpose()
     };
     let cpus: Vec<u32> = num("cpu")?.map(|c| vec![c as u32]).unwrap_or_default();
-    let pid = num("pid")?.map(|p| p as u32);
-    let n = num("n")?.unwrap_or(20).clamp(1, 1000) as usize;
+    Ok(Request {
+        query: EventQuery { streams: sel, cpus, from: from.as_nanos(), to: to.as_nanos() },
+        pid: num("pid")?.map(|p| p as u32),
+        n: num("n")?.unwrap_or(20).clamp(1, 1000) as usize,
+        buckets: num("buckets")?.unwrap_or(200).clamp(1, 2000) as usize,
+    })
+}
+
+/// Scans the request's events (the columns of `want`) on a blocking
+/// thread and hands them to `f`.
+async fn scan<T: Send + 'static>(
+    st: &ApiState,
+    req: Request,
+    want: Want,
+    f: impl FnOnce(&Request, Vec<EventBatch>, u64) -> T + Send + 'static,
+) -> Result<T, ApiError> {
     let store = Arc::clone(&st.store);
-    let result = tokio::task::spawn_blocking(move || {
-        let q = EventQuery { streams: sel, cpus, from: from.as_nanos(), to: to.as_nanos() };
-        let want = Want { time: true, pid: true, tid: false, ip: true, chain: false };
-        let (batches, corrupt) = store.events().scan(&q, want);
+    tokio::task::spawn_blocking(move || {
+        let (batches, corrupt) = store.events().scan(&req.query, want);
         let total: usize = batches.iter().map(|(_, b)| b.len()).sum();
         if total > SCAN_MAX {
             return Err(ApiError::TooLarge(format!("{total} samples in the range; narrow it (at most {SCAN_MAX})")));
         }
+        Ok(f(&req, batches.into_iter().map(|(_, b)| b).collect(), corrupt))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("profile task: {e}")))?
+}
+
+pub async fn top(
+    State(st): State<ApiState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let want = Want { time: true, pid: true, tid: false, ip: true, chain: false };
+    let v = scan(&st, request(&params)?, want, |req, batches, corrupt| {
         let mut counts: HashMap<(u32, u64), u64> = HashMap::new();
-        for (_, b) in &batches {
+        for b in &batches {
             for (p, ip) in b.pid.iter().zip(&b.ip) {
-                if pid.is_none_or(|want| want == *p) {
+                if req.pid.is_none_or(|want| want == *p) {
                     *counts.entry((*p, *ip)).or_default() += 1;
                 }
             }
         }
         let samples: u64 = counts.values().sum();
-        let rows = perf::symbols::top(&counts, n);
-        Ok(serde_json::json!({ "samples": samples, "corrupt_batches": corrupt, "rows": rows }))
+        let rows = perf::symbols::top(&counts, req.n);
+        serde_json::json!({ "samples": samples, "corrupt_batches": corrupt, "rows": rows })
     })
-    .await
-    .map_err(|e| ApiError::Internal(format!("profile task: {e}")))??;
-    Ok(Json(result))
+    .await?;
+    Ok(Json(v))
+}
+
+/// (pid, call chain) -> samples over the request.
+fn stacks(req: &Request, batches: &[EventBatch]) -> HashMap<(u32, Vec<u64>), u64> {
+    let mut out: HashMap<(u32, Vec<u64>), u64> = HashMap::new();
+    for b in batches {
+        // Counted per batch-local chain first: one key built per stack.
+        let mut local: HashMap<(u32, usize), u64> = HashMap::new();
+        for i in 0..b.len() {
+            if req.pid.is_none_or(|want| want == b.pid[i]) {
+                let key = if b.chain.is_empty() { usize::MAX - i } else { b.chain[i] as usize };
+                *local.entry((b.pid[i], key)).or_default() += 1;
+            }
+        }
+        for ((pid, key), c) in local {
+            let stack = if b.chain.is_empty() { vec![b.ip[usize::MAX - key]] } else { b.stacks[key].clone() };
+            *out.entry((pid, stack)).or_default() += c;
+        }
+    }
+    out
+}
+
+const CHAINS: Want = Want { time: true, pid: true, tid: false, ip: true, chain: true };
+
+pub async fn flame(
+    State(st): State<ApiState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let v = scan(&st, request(&params)?, CHAINS, |req, batches, corrupt| {
+        let with_chains = batches.iter().filter(|b| !b.chain.is_empty()).map(EventBatch::len).sum::<usize>();
+        let root = perf::symbols::flame(&stacks(req, &batches));
+        serde_json::json!({
+            "samples": root.value, "with_call_chains": with_chains, "corrupt_batches": corrupt, "frames": root.flatten(),
+        })
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+pub async fn folded(
+    State(st): State<ApiState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let text =
+        scan(&st, request(&params)?, CHAINS, |req, batches, _| perf::symbols::folded(&stacks(req, &batches))).await?;
+    Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
+}
+
+pub async fn timeline(
+    State(st): State<ApiState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let want = Want { time: true, pid: true, tid: false, ip: false, chain: false };
+    let v = scan(&st, request(&params)?, want, |req, batches, corrupt| {
+        let (from, to) = (req.query.from, req.query.to);
+        let width = ((to - from) / req.buckets as i64).max(1);
+        // cpu -> bucket -> pid -> samples
+        let mut cells: std::collections::BTreeMap<u32, Vec<HashMap<u32, u32>>> = Default::default();
+        for b in &batches {
+            let row = cells.entry(b.cpu).or_insert_with(|| vec![HashMap::new(); req.buckets]);
+            for (t, p) in b.time.iter().zip(&b.pid) {
+                let k = (((t - from) / width) as usize).min(req.buckets - 1);
+                *row[k].entry(*p).or_default() += 1;
+            }
+        }
+        let mut names: HashMap<u32, String> = HashMap::new();
+        let cpus: Vec<serde_json::Value> = cells
+            .into_iter()
+            .map(|(cpu, row)| {
+                let cells: Vec<serde_json::Value> = row
+                    .iter()
+                    .map(|m| match m.iter().max_by_key(|(p, c)| (**c, std::cmp::Reverse(**p))) {
+                        Some((&pid, &c)) => {
+                            let total: u32 = m.values().sum();
+                            names.entry(pid).or_insert_with(|| process_name(pid));
+                            serde_json::json!([pid, c, total])
+                        }
+                        None => serde_json::Value::Null,
+                    })
+                    .collect();
+                serde_json::json!({ "cpu": cpu, "cells": cells })
+            })
+            .collect();
+        serde_json::json!({
+            "from": from, "to": to, "bucket_ns": width, "corrupt_batches": corrupt,
+            "cpus": cpus, "processes": names,
+        })
+    })
+    .await?;
+    Ok(Json(v))
+}
+
+fn process_name(pid: u32) -> String {
+    if pid == 0 {
+        return "idle".into();
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or_else(|_| format!("pid {pid}"), |c| c.trim().to_owned())
 }

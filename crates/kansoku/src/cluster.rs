@@ -112,6 +112,10 @@ pub struct AgentArgs {
     /// perf_event_open), encoded here and shipped as event batches.
     #[arg(long, value_name = "HZ")]
     perf: Option<u64>,
+    /// With --perf: also record each sample's call chain (frame pointers,
+    /// kernel and user), for flame graphs.
+    #[arg(long, requires = "perf")]
+    perf_callchain: bool,
     /// A connection whose oldest batch waits longer than this for its
     /// acknowledgement is dropped and made anew.
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
@@ -171,7 +175,10 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     let spool_dir = args.data.join("spool");
     let mut agent = Agent::new(cfg, &spool_dir).with_context(|| format!("open spool {}", spool_dir.display()))?;
     let sampler = match args.perf {
-        Some(hz) => Some(perf::sampler::Sampler::open(&host, hz, crate::up::PERF_RING_PAGES).context("--perf")?),
+        Some(hz) => Some(
+            perf::sampler::Sampler::open(&host, hz, crate::up::PERF_RING_PAGES, args.perf_callchain)
+                .context("--perf")?,
+        ),
         None => None,
     };
     if let Some(sampler) = &sampler {

@@ -39,6 +39,10 @@ pub struct UpArgs {
     /// perf_event_open; 10000 = every 100 us), into the event columns.
     #[arg(long, value_name = "HZ")]
     perf: Option<u64>,
+    /// With --perf: also record each sample's call chain (frame pointers,
+    /// kernel and user), for flame graphs.
+    #[arg(long, requires = "perf")]
+    perf_callchain: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -183,7 +187,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
     let sampler = match args.perf {
-        Some(hz) => Some(perf::sampler::Sampler::open(&host, hz, PERF_RING_PAGES).context("--perf")?),
+        Some(hz) => {
+            Some(perf::sampler::Sampler::open(&host, hz, PERF_RING_PAGES, args.perf_callchain).context("--perf")?)
+        }
         None => None,
     };
     serve(&args.common, Some(host), snmp, None, None, sampler)

@@ -101,7 +101,10 @@ fn up_stores_every_sample_and_the_busy_process_is_on_top() {
         let stop = std::sync::Arc::clone(&spinning);
         std::thread::spawn(move || spin_here_for_kansoku(&stop))
     };
-    let mut up = common::start(&["up", "--listen", "127.0.0.1:0", "--host", "perf-up", "--perf", "10000"], &data);
+    let mut up = common::start(
+        &["up", "--listen", "127.0.0.1:0", "--host", "perf-up", "--perf", "10000", "--perf-callchain"],
+        &data,
+    );
     wait_samples(&up.addr, "perf-up", 15_000.0);
     // The top-symbols table, symbolised by the running server.
     let (status, body) = http_get(&up.addr, "/api/v1/profile/top?host=perf-up&since=1m&n=10");
@@ -112,6 +115,7 @@ fn up_stores_every_sample_and_the_busy_process_is_on_top() {
     assert!(user_top["symbol"].as_str().unwrap().contains("spin_here_for_kansoku"), "{body}");
     assert!(user_top["share"].as_f64().unwrap() > 25.0, "{body}");
     assert!(user_top["module"].as_str().unwrap().starts_with("perf_e2e"), "{body}");
+    call_chains_make_a_flame_graph_folded_stacks_and_a_timeline(&up.addr, "perf-up");
     spinning.store(true, std::sync::atomic::Ordering::Relaxed);
     spinner.join().unwrap();
     stop(&mut up.child);
@@ -124,6 +128,57 @@ fn up_stores_every_sample_and_the_busy_process_is_on_top() {
     assert_eq!(top, Some(std::process::id()), "{by_pid:?}");
 }
 
+/// The flame graph holds every sample in the range, the spinning function
+/// under this process; the folded stacks add up to the same and hold the
+/// kernel's call chains (deeper than one frame); the timeline has a row per
+/// CPU and knows this process.
+fn call_chains_make_a_flame_graph_folded_stacks_and_a_timeline(addr: &str, host: &str) {
+    // A fixed range, complete once a sample after it is stored (each set
+    // holds every CPU's samples up to its drain): the views see the same.
+    let to = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = http_get(addr, &format!("/api/v1/profile/top?host={host}&from={to}&to={}&n=1", to + 600));
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        if v["samples"].as_u64().is_some_and(|n| n > 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no samples after {to} in 30 s: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let range = format!("host={host}&from={}&to={to}", to - 60);
+    let (status, body) = http_get(addr, &format!("/api/v1/profile/flame?{range}"));
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let samples = v["samples"].as_u64().unwrap();
+    assert!(samples > 1000 && v["with_call_chains"].as_u64().unwrap() == samples, "{}", &body[..body.len().min(300)]);
+    // Frames in preorder: [name, samples, depth].
+    let frames: Vec<(String, u64, u64)> = serde_json::from_value(v["frames"].clone()).unwrap();
+    assert_eq!((frames[0].1, frames[0].2), (samples, 0), "the root holds every sample");
+    let me = format!("({})", std::process::id());
+    let at = frames.iter().position(|f| f.2 == 1 && f.0.ends_with(&me)).expect("this process");
+    let below = frames[at + 1..].iter().take_while(|f| f.2 > 1);
+    assert!(below.clone().any(|f| f.0.contains("spin_here_for_kansoku")), "its function under it");
+    let children: u64 = frames.iter().filter(|f| f.2 == 1).map(|f| f.1).sum();
+    assert_eq!(children, samples, "processes add up to the root");
+    let (status, folded) = http_get(addr, &format!("/api/v1/profile/folded?{range}"));
+    assert_eq!(status, 200, "{folded}");
+    let mut sum = 0;
+    let mut deepest = 0;
+    for line in folded.lines() {
+        let (stack, count) = line.rsplit_once(' ').expect("stack count");
+        sum += count.parse::<u64>().expect("a count");
+        deepest = deepest.max(stack.split(';').count());
+    }
+    assert_eq!(sum, samples, "folded stacks hold every sample");
+    assert!(deepest >= 4, "kernel call chains are several frames deep: {deepest}");
+    let (status, body) = http_get(addr, &format!("/api/v1/profile/timeline?{range}&buckets=30"));
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["cpus"].as_array().unwrap().len(), perf::online_cpus().unwrap().len(), "{body}");
+    assert!(v["processes"].get(std::process::id().to_string()).is_some(), "{body}");
+}
+
 fn an_agent_ships_its_samples_to_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("server");
@@ -132,13 +187,19 @@ fn an_agent_ships_its_samples_to_the_server() {
     let mut srv = common::start(&["server", "--listen", "127.0.0.1:0", "--ingest", &ingest], &data);
     let _b = busy();
     let mut agent = Command::new(BIN)
-        .args(["agent", "--server", &ingest, "--host", "perf-agent", "--perf", "10000", "--batch", "500ms"])
+        .args(["agent", "--server", &ingest, "--host", "perf-agent", "--perf", "10000", "--perf-callchain"])
+        .args(["--batch", "500ms"])
         .arg("--data")
         .arg(dir.path().join("agent"))
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     wait_samples(&srv.addr, "perf-agent", 15_000.0);
+    // Call chains travel with the samples.
+    let (status, body) = http_get(&srv.addr, "/api/v1/profile/flame?host=perf-agent&since=1m");
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(v["with_call_chains"].as_u64().unwrap() > 1000, "{}", &body[..body.len().min(300)]);
     stop(&mut agent);
     stop(&mut srv.child);
     let sampled = last_value(&data, "kansoku_perf_samples_total{host=\"perf-agent\"}");

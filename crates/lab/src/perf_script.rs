@@ -44,6 +44,7 @@ pub fn pieces(b: &EventBatch, span_ns: i64, max: usize) -> Vec<EventBatch> {
             tid: b.tid[lo..hi].to_vec(),
             ip: b.ip[lo..hi].to_vec(),
             chain: if b.chain.is_empty() { Vec::new() } else { b.chain[lo..hi].to_vec() },
+            stacks: b.stacks.clone(),
         });
         lo = hi;
     }

@@ -29,11 +29,14 @@ pub struct Config {
     /// A ring is readable for [`Capture::wait`] once this many bytes wait
     /// in it; 0: a quarter of the ring.
     pub wakeup_bytes: usize,
+    /// Also record each sample's call chain (kernel and user, frame
+    /// pointers; at most 127 frames).
+    pub callchain: bool,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { period_ns: 100_000, ring_pages: 64, cpus: Vec::new(), wakeup_bytes: 0 }
+        Config { period_ns: 100_000, ring_pages: 64, cpus: Vec::new(), wakeup_bytes: 0, callchain: false }
     }
 }
 

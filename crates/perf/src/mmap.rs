@@ -57,6 +57,10 @@ impl CpuEvent {
             ..Default::default()
         };
         attr.__bindgen_anon_1.sample_period = cfg.period_ns;
+        if cfg.callchain {
+            attr.sample_type |= u64::from(sys::PERF_SAMPLE_CALLCHAIN);
+            attr.sample_max_stack = 127;
+        }
         // Readable (poll) once this many bytes wait in the ring.
         let page = page_size();
         let wakeup = if cfg.wakeup_bytes == 0 { cfg.ring_pages * page / 4 } else { cfg.wakeup_bytes };

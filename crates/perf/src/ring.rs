@@ -4,6 +4,7 @@
 //! ```text
 //! record = u32 type | u16 misc | u16 size (header included) | body
 //! SAMPLE (sample_type IP|TID|TIME|CPU) = u64 ip | u32 pid | u32 tid | u64 time | u32 cpu | u32 res
+//!        (+ CALLCHAIN)                  ... | u64 nr | u64 ips[nr]
 //! LOST   = u64 id | u64 lost          THROTTLE, UNTHROTTLE = u64 time | u64 id | u64 stream_id
 //! ```
 
@@ -23,11 +24,29 @@ pub struct Counts {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Record<'a> {
-    Sample { ip: u64, pid: u32, tid: u32, time: u64, cpu: u32 },
-    Lost { lost: u64 },
-    Throttle { time: u64 },
-    Unthrottle { time: u64 },
-    Other { kind: u32, body: &'a [u8] },
+    /// `chain`: the call chain's entries as little-endian u64s (context
+    /// markers included; see [`chain_ips`]), empty without CALLCHAIN.
+    Sample {
+        ip: u64,
+        pid: u32,
+        tid: u32,
+        time: u64,
+        cpu: u32,
+        chain: &'a [u8],
+    },
+    Lost {
+        lost: u64,
+    },
+    Throttle {
+        time: u64,
+    },
+    Unthrottle {
+        time: u64,
+    },
+    Other {
+        kind: u32,
+        body: &'a [u8],
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -58,6 +77,22 @@ pub fn copy_span(len: usize, tail: u64, head: u64, out: &mut Vec<u8>, mut read: 
     }
 }
 
+/// Entries at or above this are context markers (PERF_CONTEXT_KERNEL,
+/// PERF_CONTEXT_USER, ...), not addresses.
+pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+/// The addresses of a sample's call chain, leaf first, into `out` (cleared),
+/// context markers left out.
+pub fn chain_ips(chain: &[u8], out: &mut Vec<u64>) {
+    out.clear();
+    out.extend(
+        chain
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .filter(|&a| a < PERF_CONTEXT_MAX),
+    );
+}
+
 fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
@@ -85,6 +120,21 @@ pub fn parse<'a>(buf: &'a [u8], counts: &mut Counts, mut f: impl FnMut(Record<'a
                 if body.len() < SAMPLE_BODY {
                     return Err(short());
                 }
+                let chain = if body.len() > SAMPLE_BODY {
+                    if body.len() < SAMPLE_BODY + 8 {
+                        return Err(short());
+                    }
+                    let nr = u64_at(body, SAMPLE_BODY);
+                    let end = usize::try_from(nr)
+                        .ok()
+                        .and_then(|nr| nr.checked_mul(8))
+                        .and_then(|b| b.checked_add(SAMPLE_BODY + 8))
+                        .filter(|&end| end <= body.len())
+                        .ok_or_else(short)?;
+                    &body[SAMPLE_BODY + 8..end]
+                } else {
+                    &[][..]
+                };
                 counts.samples += 1;
                 Record::Sample {
                     ip: u64_at(body, 0),
@@ -92,6 +142,7 @@ pub fn parse<'a>(buf: &'a [u8], counts: &mut Counts, mut f: impl FnMut(Record<'a
                     tid: u32_at(body, 12),
                     time: u64_at(body, 16),
                     cpu: u32_at(body, 24),
+                    chain,
                 }
             }
             sys::PERF_RECORD_LOST => {
@@ -192,11 +243,34 @@ pub(crate) mod tests {
                         pid: 10 + i as u32,
                         tid: 20,
                         time: 1000 * i,
-                        cpu: 1
+                        cpu: 1,
+                        chain: &[],
                     }
                 );
             }
         }
+    }
+
+    #[test]
+    fn call_chains_are_read_and_their_markers_dropped() {
+        let mut r = sample(0x401000, 5, 5, 9, 0);
+        let entries =
+            [PERF_CONTEXT_MAX + 3583, 0xffff_ffff_8100_0010, PERF_CONTEXT_MAX + 3583 - 384, 0x401000, 0x402000];
+        r.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+        entries.iter().for_each(|e| r.extend_from_slice(&e.to_le_bytes()));
+        let size = r.len() as u16;
+        r[6..8].copy_from_slice(&size.to_le_bytes());
+        let mut got = Vec::new();
+        parse(&r, &mut Counts::default(), |rec| {
+            if let Record::Sample { chain, .. } = rec {
+                chain_ips(chain, &mut got);
+            }
+        })
+        .unwrap();
+        assert_eq!(got, [0xffff_ffff_8100_0010, 0x401000, 0x402000]);
+        // A count of frames beyond the record is damage.
+        r[SAMPLE_BODY + 8..SAMPLE_BODY + 16].copy_from_slice(&99u64.to_le_bytes());
+        assert!(matches!(parse(&r, &mut Counts::default(), |_| {}), Err(RingError::Short { .. })));
     }
 
     #[test]

@@ -83,14 +83,14 @@ pub struct Sampler {
 
 impl Sampler {
     /// Opens the events (every online CPU) at `hz` samples per second each.
-    pub fn open(host: &str, hz: u64, ring_pages: usize) -> std::io::Result<Sampler> {
+    pub fn open(host: &str, hz: u64, ring_pages: usize, callchain: bool) -> std::io::Result<Sampler> {
         if !(1..=100_000).contains(&hz) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("--perf {hz}: use 1 to 100000 Hz"),
             ));
         }
-        let cfg = Config { period_ns: 1_000_000_000 / hz, ring_pages, ..Config::default() };
+        let cfg = Config { period_ns: 1_000_000_000 / hz, ring_pages, callchain, ..Config::default() };
         Ok(Sampler { cap: Capture::open(&cfg)?, host: host.to_owned(), hz, stats: Arc::default() })
     }
 
@@ -116,6 +116,9 @@ impl Sampler {
         let mut defs: Vec<(u32, SeriesKey)> =
             OWN.iter().enumerate().map(|(i, n)| (i as u32, SeriesKey::new(*n, [("host", host.as_str())]))).collect();
         let mut per_cpu: Vec<EventBatch> = Vec::new();
+        // Per CPU: the stacks of its current batch, by content.
+        let mut stack_ids: Vec<std::collections::HashMap<Vec<u64>, u32>> = Vec::new();
+        let mut stack = Vec::new();
         let mut last_report = Instant::now();
         let started_cpu = ns(ClockId::ThreadCPUTime);
         let mut failures = 0u64;
@@ -124,14 +127,37 @@ impl Sampler {
             let offset = monotonic_to_wall();
             let st = &self.stats;
             let result = self.cap.drain(|cpu, r| match r {
-                Record::Sample { ip, pid, tid, time, .. } => {
+                Record::Sample { ip, pid, tid, time, chain, .. } => {
                     let slot = cpu as usize;
                     if per_cpu.len() <= slot {
                         per_cpu.resize_with(slot + 1, EventBatch::default);
+                        stack_ids.resize_with(slot + 1, Default::default);
                     }
                     let b = &mut per_cpu[slot];
                     b.cpu = cpu;
-                    b.push(time as i64 + offset, pid, tid, ip);
+                    let t = time as i64 + offset;
+                    crate::ring::chain_ips(chain, &mut stack);
+                    if stack.is_empty() && b.chain.is_empty() {
+                        b.push(t, pid, tid, ip);
+                    } else {
+                        if b.chain.is_empty() && !b.is_empty() {
+                            // The batch's first chain: the events before it
+                            // get their ip as theirs (every event has one).
+                            let ids = &mut stack_ids[slot];
+                            for i in 0..b.len() {
+                                let next = b.stacks.len() as u32;
+                                let id = *ids.entry(vec![b.ip[i]]).or_insert(next);
+                                if id == next {
+                                    b.stacks.push(vec![b.ip[i]]);
+                                }
+                                b.chain.push(id);
+                            }
+                        }
+                        if stack.is_empty() {
+                            stack.push(ip);
+                        }
+                        b.push_chain(t, pid, tid, &stack, &mut stack_ids[slot]);
+                    }
                 }
                 Record::Throttle { .. } => {
                     st.throttled.fetch_add(1, Ordering::Relaxed);
@@ -151,6 +177,7 @@ impl Sampler {
             if done || now >= period_end {
                 period_end = (now / batch_ns + 1) * batch_ns;
                 let set: Vec<EventBatch> = per_cpu.iter_mut().filter(|b| !b.is_empty()).map(std::mem::take).collect();
+                stack_ids.iter_mut().for_each(std::collections::HashMap::clear);
                 let n: u64 = set.iter().map(|b| b.len() as u64).sum();
                 if n > 0 {
                     match events.try_send(set) {

@@ -33,71 +33,176 @@ fn module_name(m: Option<&std::ffi::OsStr>) -> String {
     .unwrap_or_default()
 }
 
-/// Symbolises `counts` ((pid, ip) -> samples) and returns the `n` symbols
-/// with the most samples.
-pub fn top(counts: &HashMap<(u32, u64), u64>, n: usize) -> Vec<TopRow> {
+/// A symbol and its module, `[unknown] (comm, pid N)` when the address
+/// does not resolve (a stripped binary, JIT code, or a process gone).
+pub type Named = (String, String);
+
+fn comm(pid: u32) -> Option<String> {
+    if pid == 0 {
+        return Some("swapper".into());
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim().to_owned())
+}
+
+/// Names every (pid, address): kernel addresses through kallsyms, user
+/// addresses through the live process's mappings.
+pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>) -> HashMap<(u32, u64), Named> {
     let symbolizer = Symbolizer::new();
-    let total: u64 = counts.values().sum();
-    let mut by_sym: HashMap<(String, String), u64> = HashMap::new();
-    // Kernel addresses, all processes at once.
-    let mut kernel: Vec<(Addr, u64)> = Vec::new();
-    let mut user: HashMap<u32, Vec<(Addr, u64)>> = HashMap::new();
-    for (&(pid, ip), &c) in counts {
+    let mut out = HashMap::new();
+    let mut kernel: Vec<(u32, Addr)> = Vec::new();
+    let mut user: HashMap<u32, Vec<Addr>> = HashMap::new();
+    for (pid, ip) in addrs {
         if ip >= KERNEL_MIN {
-            kernel.push((ip, c));
+            kernel.push((pid, ip));
         } else {
-            user.entry(pid).or_default().push((ip, c));
+            user.entry(pid).or_default().push(ip);
         }
     }
-    let mut add = |sym: String, module: String, c: u64| *by_sym.entry((sym, module)).or_default() += c;
     if !kernel.is_empty() {
-        let addrs: Vec<Addr> = kernel.iter().map(|k| k.0).collect();
+        let addrs: Vec<Addr> = kernel.iter().map(|k| k.1).collect();
         let src = Source::Kernel(Kernel { vmlinux: blazesym::MaybeDefault::None, ..Kernel::default() });
-        match symbolizer.symbolize(&src, Input::AbsAddr(&addrs)) {
-            Ok(syms) => {
-                for (s, (_, c)) in syms.iter().zip(&kernel) {
-                    match s.as_sym() {
-                        Some(sym) => add(sym.name.to_string(), "[kernel]".into(), *c),
-                        None => add("[unknown]".into(), "[kernel]".into(), *c),
-                    }
-                }
-            }
-            Err(_) => kernel.iter().for_each(|(_, c)| add("[unknown]".into(), "[kernel]".into(), *c)),
+        let syms = symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok();
+        for (i, &(pid, ip)) in kernel.iter().enumerate() {
+            let name =
+                syms.as_ref().and_then(|s| s[i].as_sym()).map_or_else(|| "[unknown]".into(), |s| s.name.to_string());
+            out.insert((pid, ip), (name, "[kernel]".into()));
         }
     }
-    for (pid, addrs_counts) in user {
-        let addrs: Vec<Addr> = addrs_counts.iter().map(|k| k.0).collect();
-        // A stripped binary, JIT code, or a process gone: name the process.
-        let unknown = match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-            Ok(comm) if pid > 0 => format!("[unknown] ({}, pid {pid})", comm.trim()),
+    for (pid, addrs) in user {
+        let unknown = match comm(pid) {
+            Some(c) if pid > 0 => format!("[unknown] ({c}, pid {pid})"),
             _ => format!("[unknown] (pid {pid})"),
         };
         let src = Source::Process(Process::new(Pid::from(pid)));
-        match (pid, symbolizer.symbolize(&src, Input::AbsAddr(&addrs))) {
-            (1.., Ok(syms)) => {
-                for (s, (_, c)) in syms.iter().zip(&addrs_counts) {
-                    match s.as_sym() {
-                        Some(sym) => add(sym.name.to_string(), module_name(sym.module.as_deref()), *c),
-                        None => add(unknown.clone(), String::new(), *c),
-                    }
-                }
-            }
-            _ => addrs_counts.iter().for_each(|(_, c)| add(unknown.clone(), String::new(), *c)),
+        let syms = if pid > 0 { symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok() } else { None };
+        for (i, &ip) in addrs.iter().enumerate() {
+            let named = match syms.as_ref().and_then(|s| s[i].as_sym()) {
+                Some(sym) => (sym.name.to_string(), module_name(sym.module.as_deref())),
+                None => (unknown.clone(), String::new()),
+            };
+            out.insert((pid, ip), named);
         }
     }
-    let mut rows: Vec<((String, String), u64)> = by_sym.into_iter().collect();
-    rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// Symbolises `counts` ((pid, ip) -> samples) and returns the `n` symbols
+/// with the most samples.
+pub fn top(counts: &HashMap<(u32, u64), u64>, n: usize) -> Vec<TopRow> {
+    let names = symbolize(counts.keys().copied());
+    let total: u64 = counts.values().sum();
+    let mut by_sym: HashMap<&Named, u64> = HashMap::new();
+    for (k, &c) in counts {
+        *by_sym.entry(&names[k]).or_default() += c;
+    }
+    let mut rows: Vec<(&Named, u64)> = by_sym.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     rows.into_iter()
         .take(n)
         .enumerate()
         .map(|(i, ((symbol, module), samples))| TopRow {
             rank: i + 1,
-            symbol,
-            module,
+            symbol: symbol.clone(),
+            module: module.clone(),
             samples,
             share: if total > 0 { samples as f64 * 100.0 / total as f64 } else { 0.0 },
         })
         .collect()
+}
+
+/// One frame of a flame graph: its samples (its own and its callees').
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Frame {
+    pub name: String,
+    pub value: u64,
+    pub children: Vec<Frame>,
+}
+
+impl Frame {
+    fn child(&mut self, name: &str) -> &mut Frame {
+        let i = match self.children.iter().position(|c| c.name == name) {
+            Some(i) => i,
+            None => {
+                self.children.push(Frame { name: name.to_owned(), ..Frame::default() });
+                self.children.len() - 1
+            }
+        };
+        &mut self.children[i]
+    }
+
+    /// The tree in preorder (callees by samples, most first) as (name,
+    /// samples, depth): flat, so no client meets a nesting limit.
+    pub fn flatten(&self) -> Vec<(String, u64, u32)> {
+        let mut out = Vec::new();
+        let mut todo = vec![(self, 0u32)];
+        while let Some((f, d)) = todo.pop() {
+            out.push((f.name.clone(), f.value, d));
+            todo.extend(f.children.iter().rev().map(|c| (c, d + 1)));
+        }
+        out
+    }
+
+    fn sort(&mut self) {
+        self.children.sort_by(|a, b| b.value.cmp(&a.value).then_with(|| a.name.cmp(&b.name)));
+        self.children.iter_mut().for_each(Frame::sort);
+    }
+}
+
+/// Symbolised stacks, root first, each with its process and samples.
+pub fn named_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>) -> Vec<(Vec<String>, u64)> {
+    let names = symbolize(stacks.keys().flat_map(|(pid, s)| s.iter().map(move |&ip| (*pid, ip))));
+    let mut procs: HashMap<u32, String> = HashMap::new();
+    stacks
+        .iter()
+        .map(|((pid, stack), &c)| {
+            let process = procs
+                .entry(*pid)
+                .or_insert_with(|| comm(*pid).map_or_else(|| format!("pid {pid}"), |c| format!("{c} ({pid})")));
+            let mut frames = vec![process.clone()];
+            frames.extend(stack.iter().rev().map(|ip| names[&(*pid, *ip)].0.clone()));
+            (frames, c)
+        })
+        .collect()
+}
+
+/// The flame graph of `stacks` ((pid, call chain leaf first) -> samples):
+/// root "all", then the process, then frames from the outermost caller in.
+pub fn flame(stacks: &HashMap<(u32, Vec<u64>), u64>) -> Frame {
+    let mut root = Frame { name: "all".into(), ..Frame::default() };
+    for (frames, c) in named_stacks(stacks) {
+        root.value += c;
+        let mut at = &mut root;
+        for f in &frames {
+            at = at.child(f);
+            at.value += c;
+        }
+    }
+    root.sort();
+    root
+}
+
+/// The folded-stacks text of `stacks` (`process;outer;...;leaf count` per
+/// line), as Brendan Gregg's flamegraph.pl, inferno and speedscope read it.
+pub fn folded(stacks: &HashMap<(u32, Vec<u64>), u64>) -> String {
+    let mut lines: Vec<(String, u64)> = named_stacks(stacks)
+        .into_iter()
+        .map(|(frames, c)| (frames.iter().map(|f| f.replace([';', '\n'], "_")).collect::<Vec<_>>().join(";"), c))
+        .collect();
+    lines.sort();
+    // Stacks that name the same after symbolising are one line.
+    let mut out = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let mut c = lines[i].1;
+        let mut j = i + 1;
+        while j < lines.len() && lines[j].0 == lines[i].0 {
+            c += lines[j].1;
+            j += 1;
+        }
+        out.push_str(&format!("{} {c}\n", lines[i].0));
+        i = j;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -122,5 +227,42 @@ mod tests {
         assert!(rows[0].symbol.contains("a_function_with_a_name"), "{rows:?}");
         assert!((rows[0].share - 75.0).abs() < 1e-9);
         assert!(rows.iter().any(|r| r.symbol == "[unknown] (pid 999999999)" && r.samples == 5), "{rows:?}");
+    }
+}
+
+#[cfg(test)]
+mod flame_tests {
+    use super::*;
+
+    #[inline(never)]
+    fn outer_function_for_the_flame(x: u64) -> u64 {
+        x.rotate_left(3) ^ 0x55
+    }
+
+    #[test]
+    fn stacks_become_a_tree_and_folded_lines() {
+        let f = outer_function_for_the_flame as *const () as usize as u64;
+        std::hint::black_box(outer_function_for_the_flame(1));
+        let me = std::process::id();
+        let mut stacks = HashMap::new();
+        stacks.insert((me, vec![0x10, f + 1]), 3); // leaf unknown, called from the named function
+        stacks.insert((me, vec![f + 2]), 2);
+        let root = flame(&stacks);
+        assert_eq!(root.value, 5);
+        assert_eq!(root.children.len(), 1, "one process");
+        let process = &root.children[0];
+        assert!(process.name.ends_with(&format!("({me})")), "{}", process.name);
+        let outer = &process.children[0];
+        assert!(outer.name.contains("outer_function_for_the_flame"), "{root:?}");
+        assert_eq!((outer.value, outer.children.len()), (5, 1));
+        assert_eq!(outer.children[0].value, 3);
+        let flat = root.flatten();
+        assert_eq!(flat.len(), 4);
+        assert_eq!(flat.iter().map(|f| (f.1, f.2)).collect::<Vec<_>>(), [(5, 0), (5, 1), (5, 2), (3, 3)]);
+        let text = folded(&stacks);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines.iter().any(|l| l.ends_with(" 2") && l.split(';').count() == 2), "{text}");
+        assert!(lines.iter().any(|l| l.ends_with(" 3") && l.split(';').count() == 3), "{text}");
     }
 }

@@ -19,8 +19,11 @@ pub struct EventBatch {
     pub tid: Vec<u32>,
     /// Instruction pointer (user or kernel address).
     pub ip: Vec<u64>,
-    /// Call-chain id per event, or empty when the batch has no call chains.
+    /// Per event, its call chain: an index into `stacks`; empty when the
+    /// batch has no call chains.
     pub chain: Vec<u32>,
+    /// The batch's distinct call chains, leaf (the sampled ip) first.
+    pub stacks: Vec<Vec<u64>>,
 }
 
 /// The columns an event query can group or filter by.
@@ -71,6 +74,11 @@ pub enum BatchError {
 /// A batch holds at most this many events (about 1.6 s of one CPU at 10 kHz
 /// would be 16,000): bounds what a decoder allocates for a hostile header.
 pub const MAX_EVENTS: usize = 1 << 20;
+/// Frames of one call chain at most (the kernel's default
+/// `perf_event_max_stack` is 127).
+pub const MAX_DEPTH: usize = 512;
+/// Frames of a batch's stack table at most (32 MiB decoded).
+pub const MAX_FRAMES: usize = 1 << 22;
 
 const CODEC_RAW: u8 = 0;
 const CODEC_ZSTD: u8 = 1;
@@ -103,6 +111,39 @@ impl EventBatch {
         self.time.is_empty()
     }
 
+    /// Appends an event with its call chain (leaf first), kept once per
+    /// batch in `stacks`; `ids` maps each chain to its index (the caller
+    /// keeps it beside the batch, cleared with it).
+    pub fn push_chain(
+        &mut self,
+        time: i64,
+        pid: u32,
+        tid: u32,
+        stack: &[u64],
+        ids: &mut std::collections::HashMap<Vec<u64>, u32>,
+    ) {
+        let stack = &stack[..stack.len().min(MAX_DEPTH)];
+        let id = match ids.get(stack) {
+            Some(&id) => id,
+            None => {
+                let id = self.stacks.len() as u32;
+                self.stacks.push(stack.to_vec());
+                ids.insert(stack.to_vec(), id);
+                id
+            }
+        };
+        self.push(time, pid, tid, stack.first().copied().unwrap_or(0));
+        self.chain.push(id);
+    }
+
+    /// The call chain of event `i` (leaf first), or just its ip.
+    pub fn stack(&self, i: usize) -> &[u64] {
+        match self.chain.get(i).and_then(|&c| self.stacks.get(c as usize)) {
+            Some(s) => s,
+            None => std::slice::from_ref(&self.ip[i]),
+        }
+    }
+
     pub fn push(&mut self, time: i64, pid: u32, tid: u32, ip: u64) {
         self.time.push(time);
         self.pid.push(pid);
@@ -129,6 +170,14 @@ impl EventBatch {
         }
         if n > MAX_EVENTS {
             return Err(BatchError::TooLarge(n));
+        }
+        if self.chain.iter().any(|&c| c as usize >= self.stacks.len())
+            || (self.chain.is_empty() && !self.stacks.is_empty())
+            || self.stacks.len() > n
+            || self.stacks.iter().any(|s| s.len() > MAX_DEPTH)
+            || self.stacks.iter().map(Vec::len).sum::<usize>() > MAX_FRAMES
+        {
+            return Err(BatchError::Malformed("call chains do not match their table"));
         }
         let (lo, hi) = self.time.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
         if hi.checked_sub(lo).is_none() {
@@ -169,6 +218,12 @@ impl EventBatch {
         put_column(out, &self.ip, enc);
         if !self.chain.is_empty() {
             put_column(out, &self.chain, enc);
+            // The stack table: its size, each stack's depth, every frame.
+            put_u64(out, self.stacks.len() as u64);
+            let depths: Vec<u32> = self.stacks.iter().map(|s| s.len() as u32).collect();
+            put_column(out, &depths, enc);
+            let frames: Vec<u64> = self.stacks.iter().flatten().copied().collect();
+            put_column(out, &frames, enc);
         }
     }
 
@@ -210,6 +265,32 @@ impl EventBatch {
         b.ip = get_column(&mut r, n, want.ip)?;
         if head.has_chain {
             b.chain = get_column(&mut r, n, want.chain)?;
+            let bad = BatchError::Malformed;
+            let n_stacks = usize::try_from(r.u64().ok_or(bad("stack count"))?).map_err(|_| bad("stack count"))?;
+            if n_stacks == 0 || n_stacks > n {
+                return Err(bad("stack count out of range"));
+            }
+            let depths: Vec<u32> = get_column(&mut r, n_stacks, want.chain)?;
+            // Frames: no more than the depths allow, checked before decoding.
+            let total: usize = depths.iter().map(|&d| d as usize).sum();
+            if want.chain && (depths.iter().any(|&d| d as usize > MAX_DEPTH) || total > MAX_FRAMES) {
+                return Err(bad("stacks deeper or larger than allowed"));
+            }
+            let frames: Vec<u64> = get_column(&mut r, if want.chain { total } else { 0 }, want.chain)?;
+            if want.chain {
+                if b.chain.iter().any(|&c| c as usize >= n_stacks) {
+                    return Err(bad("call chain beyond the stack table"));
+                }
+                let mut at = 0;
+                b.stacks = depths
+                    .iter()
+                    .map(|&d| {
+                        let s = frames[at..at + d as usize].to_vec();
+                        at += d as usize;
+                        s
+                    })
+                    .collect();
+            }
         }
         if r.remaining() != 0 {
             return Err(BatchError::Malformed("trailing bytes"));
@@ -485,8 +566,13 @@ mod tests {
                 proptest::collection::vec(prop_oneof![Just(0u32), Just(u32::MAX), 1u32..5], n),
                 proptest::collection::vec(ips, n),
                 proptest::collection::vec(any::<u32>(), if chain { n } else { 0 }),
+                proptest::collection::vec(
+                    proptest::collection::vec(any::<u64>(), 0..20),
+                    if chain { 1..=n } else { 0..=0 },
+                ),
             )
-                .prop_map(move |(gaps, pid, tid, ip, chain)| {
+                .prop_map(move |(gaps, pid, tid, ip, chain, stacks)| {
+                    let chain = chain.iter().map(|c| c % stacks.len().max(1) as u32).collect();
                     // Times from t0, clamped so the span fits (validate's rule).
                     let mut t = t0.min(i64::MAX - 1_000_000 * 300);
                     let time = gaps
@@ -496,7 +582,7 @@ mod tests {
                             t
                         })
                         .collect();
-                    EventBatch { cpu, time, pid, tid, ip, chain }
+                    EventBatch { cpu, time, pid, tid, ip, chain, stacks }
                 })
         })
     }
@@ -528,6 +614,7 @@ mod tests {
                 tid: (0..n as u32).collect(),
                 ip: (0..n as u64).collect(),
                 chain: Vec::new(),
+                stacks: Vec::new(),
             };
             b.validate().unwrap();
             let mut want: Vec<(i64, u32)> = times.iter().copied().zip(0..n as u32).collect();

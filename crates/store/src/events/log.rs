@@ -524,7 +524,13 @@ impl EventLog {
                     Column::Tid => count(acc, &b.tid[r]),
                     Column::Ip => count(acc, &b.ip[r]),
                     Column::Chain if b.chain.is_empty() => {}
-                    Column::Chain => count(acc, &b.chain[r]),
+                    // Ids are the batch's own: grouped by the stack itself.
+                    Column::Chain => {
+                        for &c in &b.chain[r] {
+                            let key = b.stacks.get(c as usize).map_or(0, |s| stack_hash(s));
+                            *acc.entry(key).or_default() += 1;
+                        }
+                    }
                 }
             });
         let mut parts = parts.into_iter();
@@ -582,6 +588,14 @@ impl EventLog {
     }
 }
 
+/// A 64-bit hash of a call chain: `top` by chain groups by it.
+pub fn stack_hash(stack: &[u64]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    stack.hash(&mut h);
+    h.finish()
+}
+
 fn count<T: Copy + Into<u64>>(acc: &mut FxHashMap<u64, u64>, vals: &[T]) {
     for &v in vals {
         *acc.entry(v.into()).or_default() += 1;
@@ -597,5 +611,6 @@ fn slice(b: &EventBatch, r: std::ops::Range<usize>) -> EventBatch {
         tid: cut(&b.tid),
         ip: if b.ip.is_empty() { Vec::new() } else { b.ip[r.clone()].to_vec() },
         chain: cut(&b.chain),
+        stacks: b.stacks.clone(),
     }
 }
