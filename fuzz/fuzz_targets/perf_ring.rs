@@ -4,17 +4,21 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let mut counts = perf::ring::Counts::default();
-    let mut seen = 0u64;
-    let mut lost = 0u64;
-    let _ = perf::ring::parse(data, &mut counts, |r| {
-        seen += 1;
-        if let perf::ring::Record::Lost { lost: n } = r {
-            lost += n;
-        }
-    });
-    assert_eq!(seen, counts.samples + counts.lost_records + counts.throttle + counts.unthrottle + counts.other);
-    assert_eq!(lost, counts.lost);
+    // With and without sample ids after the side band's records.
+    for sample_id_all in [false, true] {
+        let mut counts = perf::ring::Counts::default();
+        let mut seen = 0u64;
+        let mut lost = 0u64;
+        let _ = perf::ring::parse_records(data, sample_id_all, &mut counts, |r| {
+            seen += 1;
+            if let perf::ring::Record::Lost { lost: n } = r {
+                lost += n;
+            }
+        });
+        let c = &counts;
+        assert_eq!(seen, c.samples + c.lost_records + c.throttle + c.unthrottle + c.sideband + c.other);
+        assert_eq!(lost, c.lost);
+    }
     // The same bytes through the ring copy, from every start.
     if data.len() >= 8 {
         let len = (data.len() / 2).next_power_of_two().min(1 << 12);

@@ -18,6 +18,7 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::response::IntoResponse;
 use model::{Selector, Timestamp};
+use perf::symbols::Procs;
 use store::events::{EventBatch, EventQuery, Want};
 
 use crate::{ApiError, ApiState};
@@ -61,7 +62,7 @@ async fn scan<T: Send + 'static>(
     st: &ApiState,
     req: Request,
     want: Want,
-    f: impl FnOnce(&Request, Vec<EventBatch>, u64) -> T + Send + 'static,
+    f: impl FnOnce(&Request, Vec<EventBatch>, u64, &Procs) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
     let store = Arc::clone(&st.store);
     tokio::task::spawn_blocking(move || {
@@ -70,7 +71,15 @@ async fn scan<T: Send + 'static>(
         if total > SCAN_MAX {
             return Err(ApiError::TooLarge(format!("{total} samples in the range; narrow it (at most {SCAN_MAX})")));
         }
-        Ok(f(&req, batches.into_iter().map(|(_, b)| b).collect(), corrupt))
+        // The processes as the batches saw them (in time order: the latest
+        // description of a process wins), and the store's build-id cache.
+        let mut procs = Procs::new(Some(store.root().join(perf::procs::CACHE_DIR)));
+        let mut batches: Vec<EventBatch> = batches.into_iter().map(|(_, b)| b).collect();
+        batches.sort_by_key(|b| b.time.first().copied().unwrap_or(i64::MIN));
+        for b in &batches {
+            procs.add(&b.procs);
+        }
+        Ok(f(&req, batches, corrupt, &procs))
     })
     .await
     .map_err(|e| ApiError::Internal(format!("profile task: {e}")))?
@@ -81,7 +90,7 @@ pub async fn top(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let want = Want { time: true, pid: true, tid: false, ip: true, chain: false };
-    let v = scan(&st, request(&params)?, want, |req, batches, corrupt| {
+    let v = scan(&st, request(&params)?, want, |req, batches, corrupt, procs| {
         let mut counts: HashMap<(u32, u64), u64> = HashMap::new();
         for b in &batches {
             for (p, ip) in b.pid.iter().zip(&b.ip) {
@@ -91,7 +100,7 @@ pub async fn top(
             }
         }
         let samples: u64 = counts.values().sum();
-        let rows = perf::symbols::top(&counts, req.n);
+        let rows = perf::symbols::top(&counts, req.n, procs);
         serde_json::json!({ "samples": samples, "corrupt_batches": corrupt, "rows": rows })
     })
     .await?;
@@ -124,9 +133,9 @@ pub async fn flame(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let v = scan(&st, request(&params)?, CHAINS, |req, batches, corrupt| {
+    let v = scan(&st, request(&params)?, CHAINS, |req, batches, corrupt, procs| {
         let with_chains = batches.iter().filter(|b| !b.chain.is_empty()).map(EventBatch::len).sum::<usize>();
-        let root = perf::symbols::flame(&stacks(req, &batches));
+        let root = perf::symbols::flame(&stacks(req, &batches), procs);
         serde_json::json!({
             "samples": root.value, "with_call_chains": with_chains, "corrupt_batches": corrupt, "frames": root.flatten(),
         })
@@ -139,8 +148,10 @@ pub async fn folded(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let text =
-        scan(&st, request(&params)?, CHAINS, |req, batches, _| perf::symbols::folded(&stacks(req, &batches))).await?;
+    let text = scan(&st, request(&params)?, CHAINS, |req, batches, _, procs| {
+        perf::symbols::folded(&stacks(req, &batches), procs)
+    })
+    .await?;
     Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
 }
 
@@ -149,7 +160,7 @@ pub async fn timeline(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let want = Want { time: true, pid: true, tid: false, ip: false, chain: false };
-    let v = scan(&st, request(&params)?, want, |req, batches, corrupt| {
+    let v = scan(&st, request(&params)?, want, |req, batches, corrupt, procs| {
         let (from, to) = (req.query.from, req.query.to);
         let width = ((to - from) / req.buckets as i64).max(1);
         // cpu -> bucket -> pid -> samples
@@ -170,7 +181,7 @@ pub async fn timeline(
                     .map(|m| match m.iter().max_by_key(|(p, c)| (**c, std::cmp::Reverse(**p))) {
                         Some((&pid, &c)) => {
                             let total: u32 = m.values().sum();
-                            names.entry(pid).or_insert_with(|| process_name(pid));
+                            names.entry(pid).or_insert_with(|| process_name(pid, procs));
                             serde_json::json!([pid, c, total])
                         }
                         None => serde_json::Value::Null,
@@ -188,9 +199,9 @@ pub async fn timeline(
     Ok(Json(v))
 }
 
-fn process_name(pid: u32) -> String {
+fn process_name(pid: u32, procs: &Procs) -> String {
     if pid == 0 {
         return "idle".into();
     }
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or_else(|_| format!("pid {pid}"), |c| c.trim().to_owned())
+    procs.comm(pid).unwrap_or_else(|| format!("pid {pid}"))
 }

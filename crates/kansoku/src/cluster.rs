@@ -176,8 +176,14 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     let mut agent = Agent::new(cfg, &spool_dir).with_context(|| format!("open spool {}", spool_dir.display()))?;
     let sampler = match args.perf {
         Some(hz) => Some(
-            perf::sampler::Sampler::open(&host, hz, crate::up::PERF_RING_PAGES, args.perf_callchain)
-                .context("--perf")?,
+            perf::sampler::Sampler::open(
+                &host,
+                hz,
+                crate::up::PERF_RING_PAGES,
+                args.perf_callchain,
+                Some(&args.data.join(perf::procs::CACHE_DIR)),
+            )
+            .context("--perf")?,
         ),
         None => None,
     };

@@ -188,7 +188,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
     let sampler = match args.perf {
         Some(hz) => {
-            Some(perf::sampler::Sampler::open(&host, hz, PERF_RING_PAGES, args.perf_callchain).context("--perf")?)
+            let cache = args.common.data.join(perf::procs::CACHE_DIR);
+            let s = perf::sampler::Sampler::open(&host, hz, PERF_RING_PAGES, args.perf_callchain, Some(&cache));
+            Some(s.context("--perf")?)
         }
         None => None,
     };

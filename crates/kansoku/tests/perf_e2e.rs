@@ -57,21 +57,38 @@ fn events_by_pid(data: &Path, selector: &str) -> (u64, HashMap<u32, u64>) {
     (n, by_pid)
 }
 
-fn wait_samples(addr: &str, host: &str, at_least: f64) {
+/// Asks `check` every 100 ms until it answers `Ok`; fails after 30 s with
+/// `what` and the last answer.
+fn poll<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
+        match check() {
+            Ok(v) => return v,
+            Err(last) => assert!(Instant::now() < deadline, "{what}: not in 30 s; last: {last}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn wait_samples(addr: &str, host: &str, at_least: f64) {
+    poll(&format!("{at_least} samples of {host}"), || {
         let (_, body) = http_get(
             addr,
             &format!("/api/v1/query?query=kansoku_perf_samples_total%7Bhost%3D%22{host}%22%7D&since=1m"),
         );
         let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
         let last = v["series"][0]["values"].as_array().and_then(|a| a.iter().rev().find_map(|x| x.as_f64()));
-        if last.is_some_and(|l| l >= at_least) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no {at_least} samples in 30 s: {body}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        if last.is_some_and(|l| l >= at_least) { Ok(()) } else { Err(body) }
+    });
+}
+
+/// The profile's sample count for `query` once it is above `more_than`.
+fn wait_profile(addr: &str, query: &str, more_than: u64) -> serde_json::Value {
+    poll(&format!("more than {more_than} samples in /api/v1/profile/top?{query}"), || {
+        let (_, body) = http_get(addr, &format!("/api/v1/profile/top?{query}"));
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        if v["samples"].as_u64().is_some_and(|n| n > more_than) { Ok(v) } else { Err(body) }
+    })
 }
 
 /// One test, two phases: their busy loops must not compete.
@@ -118,6 +135,7 @@ fn up_stores_every_sample_and_the_busy_process_is_on_top() {
     call_chains_make_a_flame_graph_folded_stacks_and_a_timeline(&up.addr, "perf-up");
     spinning.store(true, std::sync::atomic::Ordering::Relaxed);
     spinner.join().unwrap();
+    a_process_that_has_exited_is_named_though_its_binary_is_gone(&up.addr, "perf-up", &data, dir.path());
     stop(&mut up.child);
     let sampled = last_value(&data, "kansoku_perf_samples_total");
     let (n, by_pid) = events_by_pid(&data, "perf_cpu_clock{host=\"perf-up\"}");
@@ -136,16 +154,7 @@ fn call_chains_make_a_flame_graph_folded_stacks_and_a_timeline(addr: &str, host:
     // A fixed range, complete once a sample after it is stored (each set
     // holds every CPU's samples up to its drain): the views see the same.
     let to = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, body) = http_get(addr, &format!("/api/v1/profile/top?host={host}&from={to}&to={}&n=1", to + 600));
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        if v["samples"].as_u64().is_some_and(|n| n > 0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no samples after {to} in 30 s: {body}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_profile(addr, &format!("host={host}&from={to}&to={}&n=1", to + 600), 0);
     let range = format!("host={host}&from={}&to={to}", to - 60);
     let (status, body) = http_get(addr, &format!("/api/v1/profile/flame?{range}"));
     assert_eq!(status, 200, "{body}");
@@ -177,6 +186,50 @@ fn call_chains_make_a_flame_graph_folded_stacks_and_a_timeline(addr: &str, host:
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["cpus"].as_array().unwrap().len(), perf::online_cpus().unwrap().len(), "{body}");
     assert!(v["processes"].get(std::process::id().to_string()).is_some(), "{body}");
+}
+
+/// A C program spinning in a named function until SIGTERM.
+const SPINNER_C: &str = r#"
+#include <signal.h>
+static volatile sig_atomic_t done;
+static void on_term(int s) { (void)s; done = 1; }
+__attribute__((noinline)) unsigned long kansoku_exited_spinner(void) {
+    unsigned long x = 1;
+    while (!done) x = x * 6364136223846793005UL + 1;
+    return x;
+}
+int main(void) { signal(SIGTERM, on_term); return (int)(kansoku_exited_spinner() & 0); }
+"#;
+
+/// A process samples saw, gone, its binary deleted: its name and its
+/// function still come out, from the mappings its batches carry and the
+/// build-id cache of the data directory.
+fn a_process_that_has_exited_is_named_though_its_binary_is_gone(addr: &str, host: &str, data: &Path, tmp: &Path) {
+    let (src, exe) = (tmp.join("spinner.c"), tmp.join("exited-spinner"));
+    std::fs::write(&src, SPINNER_C).unwrap();
+    let cc = Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).status().expect("a C compiler (cc)");
+    assert!(cc.success());
+    let id = perf::procs::build_id(&exe).expect("cc links a build id");
+    let cached = data.join(perf::procs::CACHE_DIR).join(perf::procs::hex(&id));
+    let mut child = Killed(Command::new(&exe).spawn().unwrap());
+    let pid = child.0.id();
+    let query = format!("host={host}&since=1m&pid={pid}&n=5");
+    wait_profile(addr, &query, 2000);
+    poll("the binary in the build-id cache", || if cached.is_file() { Ok(()) } else { Err(format!("{cached:?}")) });
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    assert!(child.0.wait().unwrap().success());
+    std::fs::remove_file(&exe).unwrap();
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "the process is gone");
+    let v = wait_profile(addr, &query, 2000);
+    let top = &v["rows"][0];
+    assert!(top["symbol"].as_str().unwrap().contains("kansoku_exited_spinner"), "{v}");
+    assert_eq!(top["module"], "exited-spinner", "{v}");
+    assert!(top["share"].as_f64().unwrap() > 50.0, "{v}");
+    // Its name, too, came with its batches.
+    let (status, body) = http_get(addr, &format!("/api/v1/profile/flame?{query}"));
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["frames"][1][0], format!("exited-spinner ({pid})"), "{body}");
 }
 
 fn an_agent_ships_its_samples_to_the_server() {

@@ -45,6 +45,7 @@ pub fn pieces(b: &EventBatch, span_ns: i64, max: usize) -> Vec<EventBatch> {
             ip: b.ip[lo..hi].to_vec(),
             chain: if b.chain.is_empty() { Vec::new() } else { b.chain[lo..hi].to_vec() },
             stacks: b.stacks.clone(),
+            procs: b.procs.clone(),
         });
         lo = hi;
     }

@@ -4,10 +4,13 @@
 //! - [`mmap`]: the one unsafe module: opening an event per CPU, mapping its
 //!   ring, reading `data_head` (acquire) and publishing `data_tail`
 //!   (release);
+//! - [`procs`]: the processes behind the samples (side band and `/proc`),
+//!   so every batch names its processes' mappings, and a build-id cache;
 //! - [`Capture`]: every CPU at a fixed period, drained into [`ring::Record`]s
 //!   with every loss counted.
 
 pub mod mmap;
+pub mod procs;
 pub mod ring;
 pub mod sampler;
 #[cfg(feature = "symbols")]
@@ -32,11 +35,21 @@ pub struct Config {
     /// Also record each sample's call chain (kernel and user, frame
     /// pointers; at most 127 frames).
     pub callchain: bool,
+    /// Also record the processes' side band: executable mappings (MMAP2,
+    /// with build ids), names (COMM), FORK and EXIT.
+    pub sideband: bool,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { period_ns: 100_000, ring_pages: 64, cpus: Vec::new(), wakeup_bytes: 0, callchain: false }
+        Config {
+            period_ns: 100_000,
+            ring_pages: 64,
+            cpus: Vec::new(),
+            wakeup_bytes: 0,
+            callchain: false,
+            sideband: false,
+        }
     }
 }
 
@@ -45,6 +58,8 @@ impl Default for Config {
 pub struct Capture {
     events: Vec<mmap::CpuEvent>,
     scratch: Vec<u8>,
+    /// Non-sample records end in their sample id (with the side band).
+    sample_id_all: bool,
     pub counts: Counts,
 }
 
@@ -70,7 +85,7 @@ impl Capture {
         for e in &events {
             e.enable()?;
         }
-        Ok(Capture { events, scratch: Vec::new(), counts: Counts::default() })
+        Ok(Capture { events, scratch: Vec::new(), sample_id_all: cfg.sideband, counts: Counts::default() })
     }
 
     /// Hands every record written since the last call to `f` with the CPU
@@ -80,7 +95,7 @@ impl Capture {
             self.scratch.clear();
             e.read(&mut self.scratch);
             let cpu = e.cpu;
-            ring::parse(&self.scratch, &mut self.counts, |r| f(cpu, r))?;
+            ring::parse_records(&self.scratch, self.sample_id_all, &mut self.counts, |r| f(cpu, r))?;
         }
         Ok(())
     }

@@ -68,11 +68,32 @@ impl CpuEvent {
         attr.set_watermark(1);
         attr.set_disabled(1);
         attr.set_use_clockid(1);
+        if cfg.sideband {
+            // Executable mappings (with build ids), names, forks and exits:
+            // what names a sample's addresses after its process is gone.
+            // The kernel counts mmap listeners by `mmap`; `mmap2` picks the
+            // record's format.
+            attr.set_mmap(1);
+            attr.set_mmap2(1);
+            attr.set_comm(1);
+            attr.set_comm_exec(1);
+            attr.set_task(1);
+            attr.set_build_id(1);
+            // Their times, to apply them in order across the CPUs' rings.
+            attr.set_sample_id_all(1);
+        }
         // SAFETY: attr is a valid, fully initialised perf_event_attr that
         // outlives the call; pid -1 with a cpu samples every process there.
-        let fd = unsafe {
-            perf_event_open_sys::perf_event_open(&mut attr, -1, cpu as i32, -1, sys::PERF_FLAG_FD_CLOEXEC as _)
+        let open = |attr: &mut sys::perf_event_attr| unsafe {
+            perf_event_open_sys::perf_event_open(attr, -1, cpu as i32, -1, sys::PERF_FLAG_FD_CLOEXEC as _)
         };
+        let mut fd = open(&mut attr);
+        if fd < 0 && cfg.sideband && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+            // Kernels before 5.12 know no build ids in MMAP2 records: the
+            // reader then takes them from the files.
+            attr.set_build_id(0);
+            fd = open(&mut attr);
+        }
         if fd < 0 {
             let e = io::Error::last_os_error();
             return Err(io::Error::new(

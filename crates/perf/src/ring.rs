@@ -6,6 +6,12 @@
 //! SAMPLE (sample_type IP|TID|TIME|CPU) = u64 ip | u32 pid | u32 tid | u64 time | u32 cpu | u32 res
 //!        (+ CALLCHAIN)                  ... | u64 nr | u64 ips[nr]
 //! LOST   = u64 id | u64 lost          THROTTLE, UNTHROTTLE = u64 time | u64 id | u64 stream_id
+//! MMAP2  = u32 pid | u32 tid | u64 addr | u64 len | u64 pgoff
+//!          | (misc & MMAP_BUILD_ID: u8 size | u8[3] | u8[20] build id ; else u32 maj, min | u64 ino, gen)
+//!          | u32 prot | u32 flags | filename, NUL-terminated, padded to 8
+//! COMM   = u32 pid | u32 tid | comm, NUL-terminated     (misc & COMM_EXEC: the process exec'd)
+//! FORK, EXIT = u32 pid | u32 ppid | u32 tid | u32 ptid | u64 time
+//! (sample_id_all: records other than SAMPLE end in u32 pid | u32 tid | u64 time | u32 cpu | u32 res)
 //! ```
 
 use perf_event_open_sys::bindings as sys;
@@ -19,6 +25,8 @@ pub struct Counts {
     pub lost_records: u64,
     pub throttle: u64,
     pub unthrottle: u64,
+    /// MMAP2, COMM, FORK and EXIT records (the processes' side band).
+    pub sideband: u64,
     pub other: u64,
 }
 
@@ -43,6 +51,40 @@ pub enum Record<'a> {
     Unthrottle {
         time: u64,
     },
+    /// An executable mapping: `build_id` is empty when the kernel sent
+    /// device and inode instead.
+    /// `time`: 0 unless the records carry their sample id (`sample_id_all`).
+    Mmap2 {
+        time: u64,
+        pid: u32,
+        tid: u32,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        build_id: &'a [u8],
+        filename: &'a [u8],
+    },
+    /// A thread's new name; `exec`: its process exec'd a new image.
+    Comm {
+        time: u64,
+        pid: u32,
+        tid: u32,
+        comm: &'a [u8],
+        exec: bool,
+    },
+    /// A new thread (`pid == ppid`) or process.
+    Fork {
+        time: u64,
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+    },
+    /// A thread ended (`pid == tid`: its process's main thread).
+    Exit {
+        time: u64,
+        pid: u32,
+        tid: u32,
+    },
     Other {
         kind: u32,
         body: &'a [u8],
@@ -58,6 +100,22 @@ pub enum RingError {
 }
 
 const HEADER: usize = 8;
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+const MISC_COMM_EXEC: u16 = 1 << 13;
+
+/// A record's body without its sample id, and the id's time (0 without).
+fn split_id(body: &[u8], trailer: usize) -> (&[u8], u64) {
+    if trailer == 0 {
+        return (body, 0);
+    }
+    let at = body.len() - trailer;
+    (&body[..at], u64_at(body, at + 8))
+}
+
+/// The bytes of `b` before its first NUL.
+fn c_str(b: &[u8]) -> &[u8] {
+    b.iter().position(|&c| c == 0).map_or(b, |n| &b[..n])
+}
 pub const SAMPLE_BODY: usize = 32;
 
 /// Copies the bytes between the absolute positions `tail` and `head` of a
@@ -101,14 +159,30 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
+/// The sample id ending every non-sample record under `sample_id_all` with
+/// sample_type IP|TID|TIME|CPU: pid, tid, time, cpu.
+const SAMPLE_ID: usize = 24;
+
 /// Parses consecutive records, counting them into `counts`.
-pub fn parse<'a>(buf: &'a [u8], counts: &mut Counts, mut f: impl FnMut(Record<'a>)) -> Result<(), RingError> {
+pub fn parse<'a>(buf: &'a [u8], counts: &mut Counts, f: impl FnMut(Record<'a>)) -> Result<(), RingError> {
+    parse_records(buf, false, counts, f)
+}
+
+/// [`parse`] of records that end in their sample id (`sample_id_all`).
+pub fn parse_records<'a>(
+    buf: &'a [u8],
+    sample_id_all: bool,
+    counts: &mut Counts,
+    mut f: impl FnMut(Record<'a>),
+) -> Result<(), RingError> {
+    let trailer = if sample_id_all { SAMPLE_ID } else { 0 };
     let mut at = 0;
     while at < buf.len() {
         if buf.len() - at < HEADER {
             return Err(RingError::BadSize { at, size: buf.len() - at });
         }
         let kind = u32_at(buf, at);
+        let misc = u16::from_le_bytes([buf[at + 4], buf[at + 5]]);
         let size = usize::from(u16::from_le_bytes([buf[at + 6], buf[at + 7]]));
         if size < HEADER || size % 8 != 0 || at + size > buf.len() {
             return Err(RingError::BadSize { at, size });
@@ -167,6 +241,55 @@ pub fn parse<'a>(buf: &'a [u8], counts: &mut Counts, mut f: impl FnMut(Record<'a
                     Record::Unthrottle { time }
                 }
             }
+            sys::PERF_RECORD_MMAP2 => {
+                if body.len() < 64 + trailer {
+                    return Err(short());
+                }
+                let (body, time) = split_id(body, trailer);
+                let build_id = if misc & MISC_MMAP_BUILD_ID != 0 {
+                    let n = usize::from(body[32]).min(20);
+                    &body[36..36 + n]
+                } else {
+                    &[][..]
+                };
+                counts.sideband += 1;
+                Record::Mmap2 {
+                    time,
+                    pid: u32_at(body, 0),
+                    tid: u32_at(body, 4),
+                    addr: u64_at(body, 8),
+                    len: u64_at(body, 16),
+                    pgoff: u64_at(body, 24),
+                    build_id,
+                    filename: c_str(&body[64..]),
+                }
+            }
+            sys::PERF_RECORD_COMM => {
+                if body.len() < 8 + trailer {
+                    return Err(short());
+                }
+                let (body, time) = split_id(body, trailer);
+                counts.sideband += 1;
+                Record::Comm {
+                    time,
+                    pid: u32_at(body, 0),
+                    tid: u32_at(body, 4),
+                    comm: c_str(&body[8..]),
+                    exec: misc & MISC_COMM_EXEC != 0,
+                }
+            }
+            sys::PERF_RECORD_FORK | sys::PERF_RECORD_EXIT => {
+                if body.len() < 16 {
+                    return Err(short());
+                }
+                counts.sideband += 1;
+                let (pid, ppid, tid, time) = (u32_at(body, 0), u32_at(body, 4), u32_at(body, 8), u64_at(body, 16));
+                if kind == sys::PERF_RECORD_FORK {
+                    Record::Fork { time, pid, ppid, tid }
+                } else {
+                    Record::Exit { time, pid, tid }
+                }
+            }
             _ => {
                 counts.other += 1;
                 Record::Other { kind, body }
@@ -204,6 +327,95 @@ pub(crate) mod tests {
         r.extend_from_slice(&7u64.to_le_bytes());
         r.extend_from_slice(&n.to_le_bytes());
         r
+    }
+
+    fn record(kind: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&kind.to_le_bytes());
+        r.extend_from_slice(&misc.to_le_bytes());
+        let padded = body.len().div_ceil(8) * 8;
+        r.extend_from_slice(&((HEADER + padded) as u16).to_le_bytes());
+        r.extend_from_slice(body);
+        r.resize(HEADER + padded, 0);
+        r
+    }
+
+    #[test]
+    fn side_band_records_are_read() {
+        let mut mmap = Vec::new();
+        for v in [7u32, 8] {
+            mmap.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [0x5555_0000_0000u64, 0x2000, 0x1000] {
+            mmap.extend_from_slice(&v.to_le_bytes());
+        }
+        mmap.push(20);
+        mmap.extend_from_slice(&[0; 3]);
+        mmap.extend((1..=20).map(|i| i as u8));
+        mmap.extend_from_slice(&[5, 0, 0, 0, 2, 0, 0, 0]); // prot, flags
+        mmap.extend_from_slice(b"/usr/bin/app\0");
+        let mut comm = Vec::new();
+        for v in [7u32, 7] {
+            comm.extend_from_slice(&v.to_le_bytes());
+        }
+        comm.extend_from_slice(b"app\0");
+        let task = |pid: u32, ppid: u32, tid: u32| {
+            let mut b = Vec::new();
+            for v in [pid, ppid, tid, 1] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            b.extend_from_slice(&99u64.to_le_bytes());
+            b
+        };
+        let bytes = [
+            record(sys::PERF_RECORD_MMAP2, MISC_MMAP_BUILD_ID, &mmap),
+            record(sys::PERF_RECORD_COMM, MISC_COMM_EXEC, &comm),
+            record(sys::PERF_RECORD_FORK, 0, &task(9, 7, 9)),
+            record(sys::PERF_RECORD_EXIT, 0, &task(9, 9, 9)),
+        ]
+        .concat();
+        let mut got = Vec::new();
+        let mut counts = Counts::default();
+        parse(&bytes, &mut counts, |r| got.push(r)).unwrap();
+        let id: Vec<u8> = (1..=20).collect();
+        assert_eq!(
+            got,
+            [
+                Record::Mmap2 {
+                    time: 0,
+                    pid: 7,
+                    tid: 8,
+                    addr: 0x5555_0000_0000,
+                    len: 0x2000,
+                    pgoff: 0x1000,
+                    build_id: &id,
+                    filename: b"/usr/bin/app"
+                },
+                Record::Comm { time: 0, pid: 7, tid: 7, comm: b"app", exec: true },
+                Record::Fork { time: 99, pid: 9, ppid: 7, tid: 9 },
+                Record::Exit { time: 99, pid: 9, tid: 9 },
+            ]
+        );
+        assert_eq!(counts.sideband, 4);
+        // Without the build-id flag the union holds device and inode.
+        let plain = record(sys::PERF_RECORD_MMAP2, 0, &mmap);
+        parse(&plain, &mut counts, |r| assert!(matches!(r, Record::Mmap2 { build_id: &[], .. }))).unwrap();
+        // Cut short: an error, not a panic.
+        let short = record(sys::PERF_RECORD_MMAP2, 0, &mmap[..40]);
+        assert!(matches!(parse(&short, &mut counts, |_| {}), Err(RingError::Short { .. })));
+        // With their sample id: the time is the id's, the name ends before it.
+        let mut with_id = comm.clone();
+        with_id.resize(16, 0);
+        for v in [7u64, 1234, 0] {
+            with_id.extend_from_slice(&v.to_le_bytes());
+        }
+        let r = record(sys::PERF_RECORD_COMM, 0, &with_id);
+        parse_records(&r, true, &mut counts, |r| {
+            assert_eq!(r, Record::Comm { time: 1234, pid: 7, tid: 7, comm: b"app", exec: false });
+        })
+        .unwrap();
+        let short = record(sys::PERF_RECORD_COMM, 0, &with_id[..16]);
+        assert!(matches!(parse_records(&short, true, &mut counts, |_| {}), Err(RingError::Short { .. })));
     }
 
     /// A ring of `len` bytes holding `records` from absolute position `tail`.

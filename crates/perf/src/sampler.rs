@@ -16,7 +16,9 @@ use model::{Batch, SeriesKey, Timestamp};
 use rustix::time::{ClockId, clock_gettime};
 use store::events::EventBatch;
 
+use crate::procs::{BuildIdCache, CacheStats, Table};
 use crate::{Capture, Config, Record};
+use std::path::Path;
 
 /// Counters, readable while the sampler runs.
 #[derive(Debug, Default)]
@@ -30,6 +32,9 @@ pub struct SamplerStats {
     pub dropped_samples: AtomicU64,
     /// CPU time of the sampling thread.
     pub cpu_ns: AtomicU64,
+    /// Files kept in the build-id cache, and files that could not be.
+    pub buildid_cached: AtomicU64,
+    pub buildid_failed: AtomicU64,
 }
 
 impl SamplerStats {
@@ -47,6 +52,8 @@ impl SamplerStats {
             self.dropped_samples.load(Ordering::Relaxed) as f64,
             self.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9,
             max_rate,
+            self.buildid_cached.load(Ordering::Relaxed) as f64,
+            self.buildid_failed.load(Ordering::Relaxed) as f64,
         ];
         OWN.into_iter().zip(values).collect()
     }
@@ -64,13 +71,15 @@ pub fn monotonic_to_wall() -> i64 {
 }
 
 /// The sampler's own series (labelled with the host).
-const OWN: [&str; 6] = [
+const OWN: [&str; 8] = [
     "kansoku_perf_samples_total",
     "kansoku_perf_lost_samples_total",
     "kansoku_perf_throttled_total",
     "kansoku_perf_dropped_samples_total",
     "kansoku_perf_sampler_cpu_seconds_total",
     "kansoku_perf_max_sample_rate",
+    "kansoku_perf_buildid_cached_total",
+    "kansoku_perf_buildid_failed_total",
 ];
 
 #[derive(Debug)]
@@ -78,20 +87,36 @@ pub struct Sampler {
     cap: Capture,
     host: String,
     hz: u64,
+    procs: Table,
+    cache: Option<Arc<CacheStats>>,
     pub stats: Arc<SamplerStats>,
 }
 
 impl Sampler {
-    /// Opens the events (every online CPU) at `hz` samples per second each.
-    pub fn open(host: &str, hz: u64, ring_pages: usize, callchain: bool) -> std::io::Result<Sampler> {
+    /// Opens the events (every online CPU) at `hz` samples per second each,
+    /// with the processes' side band; `buildid_cache`: keep each mapped
+    /// file there by build id.
+    pub fn open(
+        host: &str,
+        hz: u64,
+        ring_pages: usize,
+        callchain: bool,
+        buildid_cache: Option<&Path>,
+    ) -> std::io::Result<Sampler> {
         if !(1..=100_000).contains(&hz) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("--perf {hz}: use 1 to 100000 Hz"),
             ));
         }
-        let cfg = Config { period_ns: 1_000_000_000 / hz, ring_pages, callchain, ..Config::default() };
-        Ok(Sampler { cap: Capture::open(&cfg)?, host: host.to_owned(), hz, stats: Arc::default() })
+        let cfg = Config { period_ns: 1_000_000_000 / hz, ring_pages, callchain, sideband: true, ..Config::default() };
+        let cap = Capture::open(&cfg)?;
+        let cache = buildid_cache.map(BuildIdCache::new);
+        let stats = cache.as_ref().map(|c| Arc::clone(&c.stats));
+        // The side band announces what starts from now; the rest is in /proc.
+        let mut procs = Table::new(cache);
+        procs.seed_all();
+        Ok(Sampler { cap, host: host.to_owned(), hz, procs, cache: stats, stats: Arc::default() })
     }
 
     pub fn hz(&self) -> u64 {
@@ -110,6 +135,9 @@ impl Sampler {
         batch: Duration,
         stop: Arc<AtomicBool>,
     ) {
+        if let Err(e) = self.procs.start_cache() {
+            tracing::error!("perf: {e}; user frames of processes gone resolve only while their files stay");
+        }
         let batch_ns = (batch.as_nanos() as i64).max(1);
         let mut period_end = (Timestamp::now().as_nanos() / batch_ns + 1) * batch_ns;
         let host = self.host.clone();
@@ -126,6 +154,7 @@ impl Sampler {
             let done = stop.load(Ordering::Relaxed);
             let offset = monotonic_to_wall();
             let st = &self.stats;
+            let procs = &mut self.procs;
             let result = self.cap.drain(|cpu, r| match r {
                 Record::Sample { ip, pid, tid, time, chain, .. } => {
                     let slot = cpu as usize;
@@ -162,8 +191,12 @@ impl Sampler {
                 Record::Throttle { .. } => {
                     st.throttled.fetch_add(1, Ordering::Relaxed);
                 }
+                Record::Mmap2 { .. } | Record::Comm { .. } | Record::Fork { .. } | Record::Exit { .. } => {
+                    procs.record(&r);
+                }
                 _ => {}
             });
+            self.procs.settle();
             if let Err(e) = result {
                 if failures == 0 {
                     tracing::error!("perf: a ring held a damaged record; its remaining records were skipped: {e}");
@@ -176,7 +209,12 @@ impl Sampler {
             let now = Timestamp::now().as_nanos();
             if done || now >= period_end {
                 period_end = (now / batch_ns + 1) * batch_ns;
-                let set: Vec<EventBatch> = per_cpu.iter_mut().filter(|b| !b.is_empty()).map(std::mem::take).collect();
+                let mut set: Vec<EventBatch> =
+                    per_cpu.iter_mut().filter(|b| !b.is_empty()).map(std::mem::take).collect();
+                for b in &mut set {
+                    b.procs = self.procs.infos(b);
+                }
+                self.procs.end_period();
                 stack_ids.iter_mut().for_each(std::collections::HashMap::clear);
                 let n: u64 = set.iter().map(|b| b.len() as u64).sum();
                 if n > 0 {
@@ -191,6 +229,10 @@ impl Sampler {
                 }
             }
             st.cpu_ns.store((ns(ClockId::ThreadCPUTime) - started_cpu).max(0) as u64, Ordering::Relaxed);
+            if let Some(c) = &self.cache {
+                st.buildid_cached.store(c.files.load(Ordering::Relaxed), Ordering::Relaxed);
+                st.buildid_failed.store(c.failed.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
             if let Some(series) = &series
                 && (done || last_report.elapsed() >= Duration::from_secs(1))
             {

@@ -1,15 +1,22 @@
 //! Top symbols of per-CPU samples (the table of `seeds/001`: rank, symbol,
-//! module, samples, share), symbolised with blazesym on the machine that
-//! serves the query: kernel addresses through its kallsyms, user addresses
-//! through the live process's mappings. Samples of processes that have
-//! exited, or of other machines' user space, stay `[unknown]` per process;
-//! normalising at capture with a build-id cache is the next step.
+//! module, samples, share), flame graphs and folded stacks, symbolised with
+//! blazesym on the machine that serves the query:
+//! - kernel addresses through its kallsyms;
+//! - user addresses through the mappings their batches carry ([`Procs`],
+//!   from the sampler's side band): (build id, file offset), the file taken
+//!   from the build-id cache, else from its path when its build id still
+//!   matches — so processes that have exited, and binaries since deleted or
+//!   replaced, resolve;
+//! - else through the live process's mappings (batches without a side band,
+//!   such as imports); else `[unknown] (comm, pid N)`.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
-use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolizer};
 use blazesym::{Addr, Pid};
+use store::events::{MapInfo, ProcInfo};
 
 /// Addresses at or above this are the kernel's (x86-64 and arm64 canonical
 /// upper half).
@@ -37,25 +44,110 @@ fn module_name(m: Option<&std::ffi::OsStr>) -> String {
 /// does not resolve (a stripped binary, JIT code, or a process gone).
 pub type Named = (String, String);
 
-fn comm(pid: u32) -> Option<String> {
-    if pid == 0 {
-        return Some("swapper".into());
+/// The processes of a range of samples, as their batches described them,
+/// and where mapped files are kept by build id.
+#[derive(Debug, Default)]
+pub struct Procs {
+    by_pid: HashMap<u32, (String, Vec<MapInfo>)>,
+    cache: Option<PathBuf>,
+}
+
+impl Procs {
+    /// `cache`: the build-id cache directory (files named by hex build id).
+    pub fn new(cache: Option<PathBuf>) -> Procs {
+        Procs { by_pid: HashMap::new(), cache }
     }
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim().to_owned())
+
+    /// Adds a batch's process table; later batches win where they differ.
+    pub fn add(&mut self, infos: &[ProcInfo]) {
+        for p in infos {
+            let (comm, maps) = self.by_pid.entry(p.pid).or_default();
+            if !p.comm.is_empty() {
+                comm.clone_from(&p.comm);
+            }
+            for m in &p.maps {
+                if let Some(i) = maps.iter().position(|o| o == m) {
+                    maps.remove(i);
+                }
+                maps.push(m.clone());
+            }
+        }
+    }
+
+    /// The mapping `ip` of `pid` fell in (the latest seen).
+    pub fn find(&self, pid: u32, ip: u64) -> Option<&MapInfo> {
+        self.by_pid.get(&pid)?.1.iter().rev().find(|m| m.file_offset(ip).is_some())
+    }
+
+    /// The process's name: as its batches said, else as `/proc` says now.
+    pub fn comm(&self, pid: u32) -> Option<String> {
+        if pid == 0 {
+            return Some("swapper".into());
+        }
+        match self.by_pid.get(&pid) {
+            Some((c, _)) if !c.is_empty() => Some(c.clone()),
+            _ => std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim().to_owned()),
+        }
+    }
+
+    /// The file holding a mapping's code: the cached copy of its build id,
+    /// else the file at its path if that is still the same build.
+    fn file(&self, m: &MapInfo) -> Option<PathBuf> {
+        if !m.build_id.is_empty()
+            && let Some(dir) = &self.cache
+        {
+            let cached = dir.join(crate::procs::hex(&m.build_id));
+            if cached.is_file() {
+                return Some(cached);
+            }
+        }
+        let path = Path::new(&m.path);
+        let same = m.build_id.is_empty() || crate::procs::build_id(path).is_some_and(|id| id == m.build_id);
+        (path.is_file() && same).then(|| path.to_owned())
+    }
 }
 
 /// Names every (pid, address): kernel addresses through kallsyms, user
-/// addresses through the live process's mappings.
-pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>) -> HashMap<(u32, u64), Named> {
+/// addresses through their mappings in `procs` (or the live process).
+pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> HashMap<(u32, u64), Named> {
     let symbolizer = Symbolizer::new();
     let mut out = HashMap::new();
     let mut kernel: Vec<(u32, Addr)> = Vec::new();
     let mut user: HashMap<u32, Vec<Addr>> = HashMap::new();
+    // File -> (module, [(pid, ip, file offset)]).
+    type Offsets = (String, Vec<(u32, u64, u64)>);
+    let mut files: HashMap<PathBuf, Offsets> = HashMap::new();
+    let mut file_of: HashMap<(Vec<u8>, String), Option<PathBuf>> = HashMap::new();
     for (pid, ip) in addrs {
         if ip >= KERNEL_MIN {
             kernel.push((pid, ip));
-        } else {
-            user.entry(pid).or_default().push(ip);
+            continue;
+        }
+        let found = procs.find(pid, ip).and_then(|m| {
+            let file = file_of.entry((m.build_id.clone(), m.path.clone())).or_insert_with(|| procs.file(m)).clone()?;
+            Some((file, m))
+        });
+        match found {
+            Some((file, m)) => {
+                let e = files.entry(file).or_insert_with(|| (module_name(Some(m.path.as_ref())), Vec::new()));
+                e.1.push((pid, ip, m.file_offset(ip).expect("BUG: found by its range")));
+            }
+            None => user.entry(pid).or_default().push(ip),
+        }
+    }
+    for (file, (module, addrs)) in files {
+        let offsets: Vec<u64> = addrs.iter().map(|a| a.2).collect();
+        let src = Source::Elf(Elf::new(&file));
+        let syms = symbolizer.symbolize(&src, Input::FileOffset(&offsets)).ok();
+        for (i, &(pid, ip, _)) in addrs.iter().enumerate() {
+            match syms.as_ref().and_then(|s| s[i].as_sym()) {
+                Some(sym) => {
+                    out.insert((pid, ip), (sym.name.to_string(), module.clone()));
+                }
+                // Not in the file's symbols (stripped): perhaps the live
+                // process knows more; else unknown below.
+                None => user.entry(pid).or_default().push(ip),
+            }
         }
     }
     if !kernel.is_empty() {
@@ -69,7 +161,7 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>) -> HashMap<(u32, u
         }
     }
     for (pid, addrs) in user {
-        let unknown = match comm(pid) {
+        let unknown = match procs.comm(pid) {
             Some(c) if pid > 0 => format!("[unknown] ({c}, pid {pid})"),
             _ => format!("[unknown] (pid {pid})"),
         };
@@ -88,8 +180,8 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>) -> HashMap<(u32, u
 
 /// Symbolises `counts` ((pid, ip) -> samples) and returns the `n` symbols
 /// with the most samples.
-pub fn top(counts: &HashMap<(u32, u64), u64>, n: usize) -> Vec<TopRow> {
-    let names = symbolize(counts.keys().copied());
+pub fn top(counts: &HashMap<(u32, u64), u64>, n: usize, procs: &Procs) -> Vec<TopRow> {
+    let names = symbolize(counts.keys().copied(), procs);
     let total: u64 = counts.values().sum();
     let mut by_sym: HashMap<&Named, u64> = HashMap::new();
     for (k, &c) in counts {
@@ -149,15 +241,15 @@ impl Frame {
 }
 
 /// Symbolised stacks, root first, each with its process and samples.
-pub fn named_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>) -> Vec<(Vec<String>, u64)> {
-    let names = symbolize(stacks.keys().flat_map(|(pid, s)| s.iter().map(move |&ip| (*pid, ip))));
-    let mut procs: HashMap<u32, String> = HashMap::new();
+pub fn named_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Vec<(Vec<String>, u64)> {
+    let names = symbolize(stacks.keys().flat_map(|(pid, s)| s.iter().map(move |&ip| (*pid, ip))), procs);
+    let mut processes: HashMap<u32, String> = HashMap::new();
     stacks
         .iter()
         .map(|((pid, stack), &c)| {
-            let process = procs
+            let process = processes
                 .entry(*pid)
-                .or_insert_with(|| comm(*pid).map_or_else(|| format!("pid {pid}"), |c| format!("{c} ({pid})")));
+                .or_insert_with(|| procs.comm(*pid).map_or_else(|| format!("pid {pid}"), |c| format!("{c} ({pid})")));
             let mut frames = vec![process.clone()];
             frames.extend(stack.iter().rev().map(|ip| names[&(*pid, *ip)].0.clone()));
             (frames, c)
@@ -167,9 +259,9 @@ pub fn named_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>) -> Vec<(Vec<String>,
 
 /// The flame graph of `stacks` ((pid, call chain leaf first) -> samples):
 /// root "all", then the process, then frames from the outermost caller in.
-pub fn flame(stacks: &HashMap<(u32, Vec<u64>), u64>) -> Frame {
+pub fn flame(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Frame {
     let mut root = Frame { name: "all".into(), ..Frame::default() };
-    for (frames, c) in named_stacks(stacks) {
+    for (frames, c) in named_stacks(stacks, procs) {
         root.value += c;
         let mut at = &mut root;
         for f in &frames {
@@ -183,8 +275,8 @@ pub fn flame(stacks: &HashMap<(u32, Vec<u64>), u64>) -> Frame {
 
 /// The folded-stacks text of `stacks` (`process;outer;...;leaf count` per
 /// line), as Brendan Gregg's flamegraph.pl, inferno and speedscope read it.
-pub fn folded(stacks: &HashMap<(u32, Vec<u64>), u64>) -> String {
-    let mut lines: Vec<(String, u64)> = named_stacks(stacks)
+pub fn folded(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> String {
+    let mut lines: Vec<(String, u64)> = named_stacks(stacks, procs)
         .into_iter()
         .map(|(frames, c)| (frames.iter().map(|f| f.replace([';', '\n'], "_")).collect::<Vec<_>>().join(";"), c))
         .collect();
@@ -222,7 +314,7 @@ mod tests {
         counts.insert((std::process::id(), f + 1), 30);
         counts.insert((std::process::id(), 0x10), 5); // nothing mapped there
         counts.insert((999_999_999, 0x401000), 5); // no such process
-        let rows = top(&counts, 10);
+        let rows = top(&counts, 10, &Procs::default());
         assert_eq!(rows[0].samples, 30);
         assert!(rows[0].symbol.contains("a_function_with_a_name"), "{rows:?}");
         assert!((rows[0].share - 75.0).abs() < 1e-9);
@@ -247,7 +339,7 @@ mod flame_tests {
         let mut stacks = HashMap::new();
         stacks.insert((me, vec![0x10, f + 1]), 3); // leaf unknown, called from the named function
         stacks.insert((me, vec![f + 2]), 2);
-        let root = flame(&stacks);
+        let root = flame(&stacks, &Procs::default());
         assert_eq!(root.value, 5);
         assert_eq!(root.children.len(), 1, "one process");
         let process = &root.children[0];
@@ -259,7 +351,7 @@ mod flame_tests {
         let flat = root.flatten();
         assert_eq!(flat.len(), 4);
         assert_eq!(flat.iter().map(|f| (f.1, f.2)).collect::<Vec<_>>(), [(5, 0), (5, 1), (5, 2), (3, 3)]);
-        let text = folded(&stacks);
+        let text = folded(&stacks, &Procs::default());
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(lines.iter().any(|l| l.ends_with(" 2") && l.split(';').count() == 2), "{text}");

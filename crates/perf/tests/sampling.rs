@@ -86,3 +86,42 @@ fn a_full_ring_reports_what_it_lost() {
     let kept_and_lost = cap.counts.samples + cap.counts.lost;
     assert!(kept_and_lost > 4096 / 40, "{:?}", cap.counts);
 }
+
+/// The side band of a real process: its fork, its exec (a COMM record),
+/// the executable mapping of its binary with the binary's build id, its
+/// exit — in this order by their times (the rings of different CPUs are
+/// read one after the other).
+#[test]
+fn a_process_s_life_is_in_the_side_band() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut cap = Capture::open(&Config { period_ns: 1_000_000, sideband: true, ..Config::default() }).unwrap();
+    let exe = std::fs::canonicalize("/bin/true").unwrap();
+    let mut child = Command::new(&exe).spawn().unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    let mut seen: Vec<(u64, String)> = Vec::new();
+    let mut build_id = Vec::new();
+    let started = Instant::now();
+    while !seen.iter().any(|s| s.1 == "exit") {
+        assert!(started.elapsed() < Duration::from_secs(30), "no exit record in 30 s: {seen:?}");
+        cap.wait(Duration::from_millis(50)).unwrap();
+        cap.drain(|_, r| match r {
+            Record::Fork { time, pid: p, .. } if p == pid => seen.push((time, "fork".into())),
+            Record::Comm { time, pid: p, exec: true, .. } if p == pid => seen.push((time, "exec".into())),
+            Record::Mmap2 { time, pid: p, filename, build_id: id, .. }
+                if p == pid && std::path::Path::new(std::str::from_utf8(filename).unwrap()) == exe =>
+            {
+                build_id = id.to_vec();
+                seen.push((time, "binary".into()));
+            }
+            Record::Exit { time, pid: p, tid, .. } if p == pid && tid == pid => seen.push((time, "exit".into())),
+            _ => {}
+        })
+        .unwrap();
+    }
+    seen.sort();
+    assert_eq!(seen.iter().map(|s| s.1.as_str()).collect::<Vec<_>>(), ["fork", "exec", "binary", "exit"], "{seen:?}");
+    assert!(cap.counts.sideband >= 4);
+    let want = perf::procs::build_id(&exe).expect("/bin/true has a build id");
+    assert!(build_id.is_empty() || build_id == want, "the kernel's build id is the file's");
+}

@@ -7,7 +7,7 @@
 //! checks every length against the header, so a damaged or hostile batch is
 //! an error, never a wrong answer or an unbounded allocation.
 
-use crate::codec::varint::{Reader, put_i64, put_u64};
+use crate::codec::varint::{Reader, put_i64, put_str, put_u64};
 
 /// Events of one CPU, as parallel columns of equal length, times ascending.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,7 +24,43 @@ pub struct EventBatch {
     pub chain: Vec<u32>,
     /// The batch's distinct call chains, leaf (the sampled ip) first.
     pub stacks: Vec<Vec<u64>>,
+    /// The processes of the batch's events as they were then: name and the
+    /// executable mappings its user addresses fall in, so they can be named
+    /// after the process has gone (empty when the source had no side band).
+    pub procs: Vec<ProcInfo>,
 }
+
+/// A process as its samples saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub pid: u32,
+    pub comm: String,
+    pub maps: Vec<MapInfo>,
+}
+
+/// An executable mapping: `[start, end)` of the address space shows the
+/// file from byte `pgoff`; `build_id` empty when unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MapInfo {
+    pub start: u64,
+    pub end: u64,
+    pub pgoff: u64,
+    pub build_id: Vec<u8>,
+    pub path: String,
+}
+
+impl MapInfo {
+    /// The offset in the file of address `ip` of this mapping.
+    pub fn file_offset(&self, ip: u64) -> Option<u64> {
+        (self.start..self.end).contains(&ip).then(|| ip - self.start + self.pgoff)
+    }
+}
+
+/// Bounds of the process table (a decoder never allocates beyond them).
+pub const MAX_MAPS: usize = 4096;
+const MAX_COMM: usize = 256;
+const MAX_PATH: usize = 4096;
+const MAX_BUILD_ID: usize = 64;
 
 /// The columns an event query can group or filter by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,6 +124,7 @@ const CODEC_PCO: u8 = 2;
 const CODEC_RAW_NARROW: u8 = 3;
 const CODEC_ZSTD_NARROW: u8 = 4;
 const FLAG_CHAIN: u8 = 1;
+const FLAG_PROCS: u8 = 2;
 
 /// How hard [`EventBatch::encode`] works. Measured on a real `perf record -F
 /// 10000 -a` capture in batches of 1,000 events (`docs/benchmarks.md`).
@@ -179,6 +216,17 @@ impl EventBatch {
         {
             return Err(BatchError::Malformed("call chains do not match their table"));
         }
+        if self.procs.len() > n
+            || self.procs.iter().any(|p| {
+                p.comm.len() > MAX_COMM
+                    || p.maps.len() > MAX_MAPS
+                    || p.maps
+                        .iter()
+                        .any(|m| m.end <= m.start || m.path.len() > MAX_PATH || m.build_id.len() > MAX_BUILD_ID)
+            })
+        {
+            return Err(BatchError::Malformed("process table out of bounds"));
+        }
         let (lo, hi) = self.time.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
         if hi.checked_sub(lo).is_none() {
             return Err(BatchError::Malformed("time span exceeds 292 years"));
@@ -205,7 +253,9 @@ impl EventBatch {
         put_u64(out, u64::from(self.cpu));
         put_i64(out, self.time[0]);
         put_i64(out, self.time[n - 1]);
-        out.push(if self.chain.is_empty() { 0 } else { FLAG_CHAIN });
+        let flags =
+            if self.chain.is_empty() { 0 } else { FLAG_CHAIN } | if self.procs.is_empty() { 0 } else { FLAG_PROCS };
+        out.push(flags);
         // Deltas of an ascending column are >= 0; as i64 they stay exact.
         let mut deltas = Vec::with_capacity(n);
         deltas.push(0i64);
@@ -224,6 +274,9 @@ impl EventBatch {
             put_column(out, &depths, enc);
             let frames: Vec<u64> = self.stacks.iter().flatten().copied().collect();
             put_column(out, &frames, enc);
+        }
+        if !self.procs.is_empty() {
+            put_procs(out, &self.procs);
         }
     }
 
@@ -292,11 +345,60 @@ impl EventBatch {
                     .collect();
             }
         }
+        if head.has_procs {
+            b.procs = get_procs(&mut r, n)?;
+        }
         if r.remaining() != 0 {
             return Err(BatchError::Malformed("trailing bytes"));
         }
         Ok(b)
     }
+}
+
+/// The process table, uncompressed (a few hundred bytes a batch):
+/// `n, (pid, comm, n_maps, (start, end - start, pgoff, build id, path)*)*`.
+fn put_procs(out: &mut Vec<u8>, procs: &[ProcInfo]) {
+    put_u64(out, procs.len() as u64);
+    for p in procs {
+        put_u64(out, u64::from(p.pid));
+        put_str(out, &p.comm);
+        put_u64(out, p.maps.len() as u64);
+        for m in &p.maps {
+            put_u64(out, m.start);
+            put_u64(out, m.end - m.start);
+            put_u64(out, m.pgoff);
+            put_u64(out, m.build_id.len() as u64);
+            out.extend_from_slice(&m.build_id);
+            put_str(out, &m.path);
+        }
+    }
+}
+
+fn get_procs(r: &mut Reader<'_>, n: usize) -> Result<Vec<ProcInfo>, BatchError> {
+    let bad = BatchError::Malformed;
+    let count = |r: &mut Reader<'_>, max: usize, what: &'static str| {
+        r.u64().and_then(|v| usize::try_from(v).ok()).filter(|&v| v <= max).ok_or(bad(what))
+    };
+    let n_procs = count(r, n, "process count")?;
+    let mut procs = Vec::with_capacity(n_procs.min(r.remaining()));
+    for _ in 0..n_procs {
+        let pid = r.u32().ok_or(bad("process id"))?;
+        let comm = r.str().filter(|c| c.len() <= MAX_COMM).ok_or(bad("process name"))?.to_owned();
+        let n_maps = count(r, MAX_MAPS, "mapping count")?;
+        let mut maps = Vec::with_capacity(n_maps.min(r.remaining()));
+        for _ in 0..n_maps {
+            let start = r.u64().ok_or(bad("mapping start"))?;
+            let len = r.u64().filter(|&l| l > 0).ok_or(bad("mapping length"))?;
+            let end = start.checked_add(len).ok_or(bad("mapping end"))?;
+            let pgoff = r.u64().ok_or(bad("mapping offset"))?;
+            let id_len = count(r, MAX_BUILD_ID, "build id length")?;
+            let build_id = r.bytes(id_len).ok_or(bad("build id"))?.to_vec();
+            let path = r.str().filter(|p| p.len() <= MAX_PATH).ok_or(bad("mapping path"))?.to_owned();
+            maps.push(MapInfo { start, end, pgoff, build_id, path });
+        }
+        procs.push(ProcInfo { pid, comm, maps });
+    }
+    Ok(procs)
 }
 
 /// Runs `f` on every item, the items split over up to `threads` threads
@@ -371,6 +473,7 @@ pub struct Header {
     pub min_t: i64,
     pub max_t: i64,
     pub has_chain: bool,
+    pub has_procs: bool,
 }
 
 impl Header {
@@ -388,10 +491,11 @@ impl Header {
             return Err(bad("max time before min time"));
         }
         let flags = r.fixed::<1>().ok_or(bad("flags"))?[0];
-        if flags & !FLAG_CHAIN != 0 {
+        if flags & !(FLAG_CHAIN | FLAG_PROCS) != 0 {
             return Err(bad("unknown flags"));
         }
-        Ok((Header { n, cpu, min_t, max_t, has_chain: flags & FLAG_CHAIN != 0 }, r))
+        let has = |f: u8| flags & f != 0;
+        Ok((Header { n, cpu, min_t, max_t, has_chain: has(FLAG_CHAIN), has_procs: has(FLAG_PROCS) }, r))
     }
 }
 
@@ -570,8 +674,9 @@ mod tests {
                     proptest::collection::vec(any::<u64>(), 0..20),
                     if chain { 1..=n } else { 0..=0 },
                 ),
+                proptest::collection::vec(procs(), 0..=n.min(3)),
             )
-                .prop_map(move |(gaps, pid, tid, ip, chain, stacks)| {
+                .prop_map(move |(gaps, pid, tid, ip, chain, stacks, procs)| {
                     let chain = chain.iter().map(|c| c % stacks.len().max(1) as u32).collect();
                     // Times from t0, clamped so the span fits (validate's rule).
                     let mut t = t0.min(i64::MAX - 1_000_000 * 300);
@@ -582,8 +687,25 @@ mod tests {
                             t
                         })
                         .collect();
-                    EventBatch { cpu, time, pid, tid, ip, chain, stacks }
+                    EventBatch { cpu, time, pid, tid, ip, chain, stacks, procs }
                 })
+        })
+    }
+
+    fn procs() -> impl Strategy<Value = ProcInfo> {
+        let map =
+            (any::<u64>(), 1u64..1 << 30, any::<u64>(), proptest::collection::vec(any::<u8>(), 0..=20), ".{0,40}")
+                .prop_map(|(start, len, pgoff, build_id, path)| MapInfo {
+                    start: start.min(u64::MAX - len),
+                    end: start.min(u64::MAX - len) + len,
+                    pgoff,
+                    build_id,
+                    path,
+                });
+        (any::<u32>(), ".{0,16}", proptest::collection::vec(map, 0..4)).prop_map(|(pid, comm, maps)| ProcInfo {
+            pid,
+            comm,
+            maps,
         })
     }
 
@@ -613,8 +735,7 @@ mod tests {
                 pid: (0..n as u32).collect(),
                 tid: (0..n as u32).collect(),
                 ip: (0..n as u64).collect(),
-                chain: Vec::new(),
-                stacks: Vec::new(),
+                ..EventBatch::default()
             };
             b.validate().unwrap();
             let mut want: Vec<(i64, u32)> = times.iter().copied().zip(0..n as u32).collect();

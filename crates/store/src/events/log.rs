@@ -612,5 +612,6 @@ fn slice(b: &EventBatch, r: std::ops::Range<usize>) -> EventBatch {
         ip: if b.ip.is_empty() { Vec::new() } else { b.ip[r.clone()].to_vec() },
         chain: cut(&b.chain),
         stacks: b.stacks.clone(),
+        procs: b.procs.clone(),
     }
 }

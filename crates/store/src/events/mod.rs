@@ -5,6 +5,7 @@ mod batch;
 mod log;
 
 pub use batch::{
-    BatchError, Column, Encoding, EventBatch, Header, MAX_EVENTS, Want, encode_many, par_map, threads_for,
+    BatchError, Column, Encoding, EventBatch, Header, MAX_EVENTS, MapInfo, ProcInfo, Want, encode_many, par_map,
+    threads_for,
 };
 pub use log::{EVENTS, EventLog, EventQuery, EventStats, Top};
