@@ -90,6 +90,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/profile/top", get(profile::top))
         .route("/api/v1/profile/flame", get(profile::flame))
         .route("/api/v1/profile/folded", get(profile::folded))
+        .route("/api/v1/profile/pprof", get(profile::pprof))
         .route("/api/v1/profile/timeline", get(profile::timeline))
         .route("/metrics", get(influx::metrics))
         .route("/ping", get(influx::ping).head(influx::ping))

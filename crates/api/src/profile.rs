@@ -8,6 +8,8 @@
 //!   and symbol;
 //! - `GET /api/v1/profile/folded`: the same stacks as folded-stacks text
 //!   for flamegraph.pl, inferno or speedscope;
+//! - `GET /api/v1/profile/pprof`: the same as a gzipped pprof profile
+//!   (`go tool pprof`, Parca, Pyroscope);
 //! - `GET /api/v1/profile/timeline`: per CPU and time bucket, the process
 //!   that ran most, for the dashboard's timeline strip.
 
@@ -153,6 +155,25 @@ pub async fn folded(
     })
     .await?;
     Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
+}
+
+pub async fn pprof(
+    State(st): State<ApiState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    use std::io::Write;
+    let bytes = scan(&st, request(&params)?, CHAINS, |req, batches, _, procs| {
+        let p = perf::pprof::profile(&stacks(req, &batches), procs, req.query.from, req.query.to);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&perf::pprof::encode(&p)).and_then(|()| gz.finish())
+    })
+    .await?
+    .map_err(|e| ApiError::Internal(format!("pprof: {e}")))?;
+    let headers = [
+        (axum::http::header::CONTENT_TYPE, "application/octet-stream"),
+        (axum::http::header::CONTENT_DISPOSITION, "attachment; filename=\"profile.pb.gz\""),
+    ];
+    Ok((headers, bytes))
 }
 
 pub async fn timeline(

@@ -181,6 +181,7 @@ fn call_chains_make_a_flame_graph_folded_stacks_and_a_timeline(addr: &str, host:
     }
     assert_eq!(sum, samples, "folded stacks hold every sample");
     assert!(deepest >= 4, "kernel call chains are several frames deep: {deepest}");
+    pprof_holds_the_same_samples_and_go_s_pprof_reads_it(addr, &range, samples);
     let (status, body) = http_get(addr, &format!("/api/v1/profile/timeline?{range}&buckets=30"));
     assert_eq!(status, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -230,6 +231,31 @@ fn a_process_that_has_exited_is_named_though_its_binary_is_gone(addr: &str, host
     assert_eq!(status, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["frames"][1][0], format!("exited-spinner ({pid})"), "{body}");
+}
+
+/// The pprof export: every sample of the range, the spinning function
+/// among its functions; and the real `go tool pprof` reads the file.
+fn pprof_holds_the_same_samples_and_go_s_pprof_reads_it(addr: &str, range: &str, samples: u64) {
+    use std::io::Read;
+    let (status, gz) = common::http_get_bytes(addr, &format!("/api/v1/profile/pprof?{range}"));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&gz));
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut raw).expect("gzip");
+    let p = perf::pprof::decode(&raw).expect("a profile");
+    assert_eq!(p.sample.iter().map(|s| s.value[0] as u64).sum::<u64>(), samples);
+    assert!(p.function.iter().any(|f| p.string_table[f.name as usize].contains("spin_here_for_kansoku")));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("profile.pb.gz");
+    std::fs::write(&file, &gz).unwrap();
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-top", "-symbolize=none", "-nodecount=1000"])
+        .arg(&file)
+        .output()
+        .expect("go (for go tool pprof)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("Total samples = {samples}")), "{text}");
+    assert!(text.contains("spin_here_for_kansoku"), "{text}");
 }
 
 fn an_agent_ships_its_samples_to_the_server() {

@@ -10,6 +10,8 @@
 //!   with every loss counted.
 
 pub mod mmap;
+#[cfg(feature = "symbols")]
+pub mod pprof;
 pub mod procs;
 pub mod ring;
 pub mod sampler;

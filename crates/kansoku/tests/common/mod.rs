@@ -45,14 +45,21 @@ pub fn start(args: &[&str], data: &Path) -> Up {
 }
 
 pub fn http_get(addr: &str, path_and_query: &str) -> (u16, String) {
+    let (status, body) = http_get_bytes(addr, path_and_query);
+    (status, String::from_utf8(body).expect("a UTF-8 body"))
+}
+
+/// [`http_get`] of a binary body.
+pub fn http_get_bytes(addr: &str, path_and_query: &str) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     write!(s, "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).unwrap();
+    let at = resp.windows(4).position(|w| w == b"\r\n\r\n").expect("a header");
+    let head = String::from_utf8_lossy(&resp[..at]);
     let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, body.to_owned())
+    (status, resp[at + 4..].to_vec())
 }
 
 pub fn enc(s: &str) -> String {
