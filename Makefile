@@ -57,8 +57,9 @@ bench: build
 	./target/release/kansoku lab store --span 1h --events 10000000 --data /tmp/kansoku-bench-store
 	scripts/bench-store-peers.sh /tmp/kansoku-bench-store
 	./target/release/kansoku lab transfer --agents 1,5,20 --intervals 100ms,10ms --duration 20s
-	./target/release/kansoku lab transfer --cores 1,2,4,8,14,16,28 --rounds 10
-	./target/release/kansoku lab interference --repeat 2
+	./target/release/kansoku lab transfer --cores 1,2,4,8,14,16,28 --rounds 10 --out /tmp/kansoku-replay.json
+	./target/release/kansoku lab interference --repeat 2 --out /tmp/kansoku-interference.json
+	./target/release/kansoku lab report /tmp/kansoku-replay.json /tmp/kansoku-interference.json --out kansoku-lab-report.html
 
 # The dashboard with 256 synthetic hosts x 16 cores at 10 Hz: frame time and
 # browser memory in headless Chromium (MINUTES=10 by default).

@@ -6,6 +6,7 @@ mod export;
 mod import;
 mod lab_interference;
 mod lab_replay;
+mod lab_report;
 mod lab_transfer;
 mod read;
 mod up;
@@ -68,6 +69,9 @@ enum LabCmd {
     /// per-CPU sampling (the kernel's own cost, kansoku's agent, perf
     /// record) at each rate; degradation and the transfer's stretch.
     Interference(lab_interference::Args),
+    /// The results of `lab transfer --cores` and `lab interference` (their
+    /// --out files) as one HTML page with plots, beside the paper's figures.
+    Report(lab_report::Args),
     /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
     SnmpFarm(lab::snmp_bench::FarmArgs),
     /// Synthetic hosts (every core, network, disk, memory, load) written
@@ -105,6 +109,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
         Cmd::Lab(LabCmd::Transfer(args)) => lab_transfer::run(&args),
         Cmd::Lab(LabCmd::Interference(args)) => lab_interference::run(&args),
+        Cmd::Lab(LabCmd::Report(args)) => lab_report::run(&args),
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
         Cmd::Lab(LabCmd::Synth(args)) => up::run_synth(args),
     };

@@ -1,0 +1,402 @@
+//! `kansoku lab report RESULT.json... --out report.html`: the results of
+//! `lab transfer --cores` (the replay) and `lab interference` as one HTML
+//! page with plots (inline SVG: no script, no network, opens anywhere),
+//! each beside the paper's figures (`seeds/000_8748c71b7784e574.txt`).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde_json::Value;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Result files written by `lab transfer --cores ... --out` and `lab
+    /// interference --out`.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// The HTML page to write.
+    #[arg(long, default_value = "kansoku-lab-report.html")]
+    out: PathBuf,
+}
+
+/// The paper's parallel transfer: cores -> ms until every core-second was
+/// stored (its figure of 1, 8, 14 and 28 cores).
+const PAPER_TRANSFER_MS: [(f64, f64); 4] = [(1.0, 170.0), (8.0, 240.0), (14.0, 310.0), (28.0, 510.0)];
+/// The paper's benchmark degradation beside its sampling, per cent.
+const PAPER_DEGRADATION: f64 = 7.5;
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let mut docs = Vec::new();
+    for path in &args.inputs {
+        let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        let doc: Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        docs.push((path.display().to_string(), doc));
+    }
+    let html = render(&docs)?;
+    std::fs::write(&args.out, html).with_context(|| format!("write {}", args.out.display()))?;
+    eprintln!("kansoku lab report: wrote {}", args.out.display());
+    Ok(())
+}
+
+/// The page for result documents (name, JSON); a document of no known
+/// experiment is an error naming it.
+pub fn render(docs: &[(String, Value)]) -> anyhow::Result<String> {
+    let mut body = String::new();
+    for (name, doc) in docs {
+        let section = if doc.get("replay").is_some() {
+            replay(doc)
+        } else if doc.get("results").is_some() && doc.get("idle_transfer_ms").is_some() {
+            interference(doc)
+        } else {
+            anyhow::bail!("{name}: neither `lab transfer --cores` nor `lab interference` output");
+        };
+        let machine = &doc["machine"];
+        let _ = write!(
+            body,
+            "<section>{section}<p class=src>From <code>{}</code>; machine: {} × {}, kernel {}.</p></section>",
+            esc(name),
+            machine["cores"],
+            esc(machine["cpu"].as_str().unwrap_or("?")),
+            esc(machine["kernel"].as_str().unwrap_or("?")),
+        );
+    }
+    Ok(format!(
+        "<!doctype html><html lang=en><meta charset=utf-8><title>kansoku lab report</title><style>{STYLE}</style>\
+         <h1>kansoku lab report</h1>{body}</html>\n"
+    ))
+}
+
+const STYLE: &str = "body{font:14px system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}\
+h2{margin-top:2em}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
+th{background:#f4f4f4}.src{color:#666;font-size:12px}svg{display:block;margin:1em 0}svg text{font:11px sans-serif}";
+
+const COLOURS: [&str; 6] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn num(v: &Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or(f64::NAN)
+}
+
+/// A named line of (x, y) points; dashed: a reference.
+type Series = (String, Vec<(f64, f64)>, bool);
+
+/// A line per series over a log2 x axis (cores), y from 0.
+struct Lines<'a> {
+    title: &'a str,
+    y_label: &'a str,
+    series: Vec<Series>,
+}
+
+impl Lines<'_> {
+    fn svg(&self) -> String {
+        let (w, h, l, r, t, b) = (760.0, 320.0, 60.0, 210.0, 30.0, 40.0);
+        let pts = self.series.iter().flat_map(|s| s.1.iter()).filter(|p| p.1.is_finite());
+        let (x_max, y_max) = pts.fold((1.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
+        let y_max = nice(y_max);
+        let x_of = |x: f64| l + (x.max(1.0).log2() / x_max.log2().max(1.0)) * (w - l - r);
+        let y_of = |y: f64| h - b - y / y_max * (h - t - b);
+        let mut s =
+            format!("<svg width={w} height={h} viewBox='0 0 {w} {h}' role=img aria-label='{}'>", esc(self.title));
+        let _ = write!(s, "<text x={l} y=18 font-weight=bold>{}</text>", esc(self.title));
+        for i in 0..=4 {
+            let y = y_max * f64::from(i) / 4.0;
+            let _ = write!(
+                s,
+                "<line x1={l} x2={} y1={y1:.1} y2={y1:.1} stroke=#eee /><text x={} y={:.1} text-anchor=end>{}</text>",
+                w - r,
+                l - 4.0,
+                y_of(y) + 4.0,
+                fmt(y),
+                y1 = y_of(y)
+            );
+        }
+        let mut xs: Vec<f64> = self.series.iter().flat_map(|s| s.1.iter().map(|p| p.0)).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        for x in xs {
+            let _ = write!(s, "<text x={:.1} y={} text-anchor=middle>{x}</text>", x_of(x), h - b + 14.0);
+        }
+        let _ = write!(s, "<text x={:.1} y={} text-anchor=middle>cores</text>", (l + w - r) / 2.0, h - 6.0);
+        let _ = write!(
+            s,
+            "<text transform='translate(14 {:.1}) rotate(-90)' text-anchor=middle>{}</text>",
+            h / 2.0,
+            esc(self.y_label)
+        );
+        for (i, (name, points, dashed)) in self.series.iter().enumerate() {
+            let c = COLOURS[i % COLOURS.len()];
+            let path: Vec<String> = points
+                .iter()
+                .filter(|p| p.1.is_finite())
+                .map(|p| format!("{:.1},{:.1}", x_of(p.0), y_of(p.1)))
+                .collect();
+            let dash = if *dashed { " stroke-dasharray='5 4'" } else { "" };
+            let _ = write!(
+                s,
+                "<polyline class=series fill=none stroke='{c}' stroke-width=2{dash} points='{}' />",
+                path.join(" ")
+            );
+            for p in points.iter().filter(|p| p.1.is_finite()) {
+                let _ = write!(
+                    s,
+                    "<circle cx={:.1} cy={:.1} r=3 fill='{c}'><title>{}: {} cores, {}</title></circle>",
+                    x_of(p.0),
+                    y_of(p.1),
+                    esc(name),
+                    p.0,
+                    fmt(p.1)
+                );
+            }
+            let ly = t + 16.0 * i as f64;
+            let _ = write!(
+                s,
+                "<line x1={} x2={} y1={ly} y2={ly} stroke='{c}' stroke-width=2{dash} /><text x={} y={}>{}</text>",
+                w - r + 10.0,
+                w - r + 30.0,
+                w - r + 34.0,
+                ly + 4.0,
+                esc(name)
+            );
+        }
+        s.push_str("</svg>");
+        s
+    }
+}
+
+/// Horizontal bars, one group per label, a bar per value, with an optional
+/// reference line.
+fn bars(title: &str, unit: &str, groups: &[(String, Vec<(String, f64)>)], reference: Option<(f64, &str)>) -> String {
+    let (w, l, r, row) = (720.0, 250.0, 80.0, 16.0);
+    let n: usize = groups.iter().map(|g| g.1.len() + 1).sum();
+    let h = 40.0 + row * n as f64;
+    let vals = groups.iter().flat_map(|g| g.1.iter().map(|v| v.1)).chain(reference.map(|r| r.0));
+    let lo = vals.clone().filter(|v| v.is_finite()).fold(0.0f64, f64::min);
+    let hi = nice(vals.filter(|v| v.is_finite()).fold(0.0f64, f64::max));
+    let span = (hi - lo).max(1e-9);
+    let x_of = |v: f64| l + (v - lo) / span * (w - l - r);
+    let mut s = format!("<svg width={w} height={h} viewBox='0 0 {w} {h}' role=img aria-label='{}'>", esc(title));
+    let _ = write!(s, "<text x=4 y=16 font-weight=bold>{}</text>", esc(title));
+    let mut y = 30.0;
+    for (group, values) in groups {
+        let _ = write!(s, "<text x=4 y={:.1} font-weight=bold>{}</text>", y + 11.0, esc(group));
+        y += row;
+        for (i, (label, v)) in values.iter().enumerate() {
+            let c = COLOURS[i % COLOURS.len()];
+            let (a, b) = (x_of(0.0_f64.max(lo)), x_of(if v.is_finite() { *v } else { 0.0 }));
+            let _ = write!(
+                s,
+                "<text x={} y={:.1} text-anchor=end>{}</text><rect class=bar x={:.1} y={:.1} width={:.1} height={} fill='{c}'><title>{}: {}{}</title></rect><text x={:.1} y={:.1}>{}{}</text>",
+                l - 6.0,
+                y + 11.0,
+                esc(label),
+                a.min(b),
+                y + 2.0,
+                (b - a).abs().max(0.5),
+                row - 4.0,
+                esc(label),
+                fmt(*v),
+                esc(unit),
+                a.max(b) + 4.0,
+                y + 11.0,
+                fmt(*v),
+                esc(unit)
+            );
+            y += row;
+        }
+    }
+    if let Some((v, label)) = reference {
+        let x = x_of(v);
+        let _ = write!(
+            s,
+            "<line x1={x:.1} x2={x:.1} y1=24 y2={:.1} stroke=#555 stroke-dasharray='4 3' /><text x={:.1} y={:.1} fill=#555>{}</text>",
+            h - 4.0,
+            x + 3.0,
+            h - 6.0,
+            esc(label)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// A round number at or above `v` for an axis's end.
+fn nice(v: f64) -> f64 {
+    if v.is_nan() || v <= 0.0 {
+        return 1.0;
+    }
+    let p = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 7.5, 10.0].iter().map(|m| m * p).find(|&c| c >= v).unwrap_or(10.0 * p)
+}
+
+fn fmt(v: f64) -> String {
+    if !v.is_finite() {
+        "–".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
+
+fn replay(doc: &Value) -> String {
+    let rows = doc["replay"].as_array().cloned().unwrap_or_default();
+    let mut modes: Vec<String> = Vec::new();
+    for r in &rows {
+        let m = r["mode"].as_str().unwrap_or("?").to_owned();
+        if !modes.contains(&m) {
+            modes.push(m);
+        }
+    }
+    let of = |m: &str, k: &str| -> Vec<(f64, f64)> {
+        rows.iter().filter(|r| r["mode"] == m).map(|r| (num(r, "cores"), num(r, k))).collect()
+    };
+    let mut durable =
+        Lines { title: "Time until all n core-seconds are durable (mean)", y_label: "ms", series: Vec::new() };
+    for m in &modes {
+        // Staggered sends are spread over the second by design: each core's
+        // own time to durable is its figure.
+        let (name, key) = if m == "staggered" {
+            (format!("{m} (each core's own)"), "per_sender_ms_mean")
+        } else {
+            (m.clone(), "all_durable_ms_mean")
+        };
+        durable.series.push((name, of(m, key), false));
+    }
+    durable.series.push(("paper (parallel)".into(), PAPER_TRANSFER_MS.to_vec(), true));
+    let mut cpu = Lines { title: "CPU per sample, sender + server", y_label: "µs/sample", series: Vec::new() };
+    for m in &modes {
+        cpu.series.push((m.clone(), of(m, "end_to_end_cpu_us_per_sample"), false));
+    }
+    let mut table = String::from(
+        "<table><tr><th>mode<th>cores<th>all durable, ms mean<th>max<th>sender µs/sample<th>server µs/sample<th>wire B/sample",
+    );
+    for r in &rows {
+        let _ = write!(
+            table,
+            "<tr><td>{}<td>{}<td>{}<td>{}<td>{}<td>{}<td>{}",
+            esc(r["mode"].as_str().unwrap_or("?")),
+            r["cores"],
+            fmt(num(r, "all_durable_ms_mean")),
+            fmt(num(r, "all_durable_ms_max")),
+            fmt(num(r, "sender_cpu_us_per_sample")),
+            fmt(num(r, "server_cpu_us_per_sample")),
+            fmt(num(r, "wire_bytes_per_sample")),
+        );
+    }
+    table.push_str("</table>");
+    format!(
+        "<h2>Transfer: n core-seconds of 10 kHz samples to the server</h2><p>One core-second of <code>{}</code>, \
+         replicated to n cores and sent once a second; targets: 28 core-seconds durable in ≤ 30 ms, ≤ 0.1 µs CPU \
+         and ≤ 4 B on the wire per sample.</p>{}{}{table}",
+        esc(doc["recording"].as_str().unwrap_or("?")),
+        durable.svg(),
+        cpu.svg()
+    )
+}
+
+fn interference(doc: &Value) -> String {
+    let mut out = format!(
+        "<h2>Interference: CPU benchmarks beside sampling</h2><p>Medians of {} interleaved repetitions; degradation \
+         against the benchmark alone. The transfer alone (idle machine): {} ms.</p>",
+        doc["repeat"],
+        fmt(num(doc, "idle_transfer_ms"))
+    );
+    let mut groups = Vec::new();
+    let mut table = String::from("<table><tr><th>benchmark<th>configuration<th>median score<th>degradation %<th>notes");
+    for w in doc["results"].as_array().into_iter().flatten() {
+        let name = w["workload"].as_str().unwrap_or("?").to_owned();
+        let mut values = Vec::new();
+        for r in w["rows"].as_array().into_iter().flatten() {
+            let cfg = r["config"].as_str().unwrap_or("?");
+            let mut notes = String::new();
+            if let Some(a) = r["agent_cpu_share"].as_f64() {
+                let _ = write!(notes, "agent {:.2} % of a core", a * 100.0);
+            }
+            if let Some(s) = r["transfer_stretch"].as_f64() {
+                let _ = write!(notes, "transfer stretched {s:.2}×");
+            }
+            let _ = write!(
+                table,
+                "<tr><td>{}<td>{}<td>{}<td>{}<td>{}",
+                esc(&name),
+                esc(cfg),
+                fmt(num(r, "median_score")),
+                fmt(num(r, "degradation_percent")),
+                esc(&notes)
+            );
+            if cfg != "none" {
+                values.push((cfg.to_owned(), num(r, "degradation_percent")));
+            }
+        }
+        groups.push((name, values));
+    }
+    table.push_str("</table>");
+    out.push_str(&bars(
+        "Benchmark degradation, % (lower is better)",
+        " %",
+        &groups,
+        Some((PAPER_DEGRADATION, "paper: 7–8 %")),
+    ));
+    out.push_str(&table);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(s: &str, needle: &str) -> usize {
+        s.matches(needle).count()
+    }
+
+    #[test]
+    fn both_experiments_become_plots_and_tables() {
+        let replay = serde_json::json!({
+            "machine": { "cores": 2, "cpu": "Test <CPU>", "kernel": "6.1" },
+            "recording": "perf record -F 10000",
+            "replay": [
+                { "mode": "set", "cores": 1, "all_durable_ms_mean": 2.5, "all_durable_ms_max": 3.0,
+                  "end_to_end_cpu_us_per_sample": 0.13, "wire_bytes_per_sample": 3.7 },
+                { "mode": "set", "cores": 28, "all_durable_ms_mean": 21.9, "all_durable_ms_max": 28.7,
+                  "end_to_end_cpu_us_per_sample": 0.12, "wire_bytes_per_sample": 3.7 },
+                { "mode": "single", "cores": 28, "all_durable_ms_mean": 47.5, "all_durable_ms_max": 50.0,
+                  "end_to_end_cpu_us_per_sample": 0.15, "wire_bytes_per_sample": 3.7 },
+            ],
+        });
+        let interference = serde_json::json!({
+            "machine": { "cores": 2, "cpu": "x", "kernel": "6.1" }, "repeat": 3, "idle_transfer_ms": 4.0,
+            "results": [{ "workload": "7z b", "rows": [
+                { "config": "none", "median_score": 100.0, "degradation_percent": 0.0 },
+                { "config": "kernel@10000", "median_score": 95.0, "degradation_percent": 5.0 },
+                { "config": "kansoku@10000", "median_score": 94.0, "degradation_percent": 6.0, "agent_cpu_share": 0.007 },
+            ]}],
+        });
+        let html = render(&[("r.json".into(), replay), ("i.json".into(), interference)]).unwrap();
+        // Two modes in each of two plots, the paper's transfer in the first.
+        assert_eq!(count(&html, "<polyline class=series"), 5);
+        assert_eq!(count(&html, "<circle"), 2 * 3 + 4, "a point per row per plot, four of the paper");
+        // A bar per configuration other than `none`; the table has them all.
+        assert_eq!(count(&html, "<rect class=bar"), 2);
+        assert_eq!(count(&html, "<tr>"), 1 + 3 + 1 + 3);
+        assert!(html.contains("agent 0.70 % of a core"), "{html}");
+        assert!(html.contains("Test &lt;CPU&gt;") && !html.contains("<CPU>"), "escaped");
+        let bad = render(&[("x.json".into(), serde_json::json!({ "a": 1 }))]).unwrap_err();
+        assert!(bad.to_string().contains("x.json"), "{bad}");
+    }
+
+    #[test]
+    fn axis_ends_are_round() {
+        assert_eq!(nice(21.9), 25.0);
+        assert_eq!(nice(510.0), 750.0);
+        assert_eq!(nice(0.13), 0.2);
+        assert_eq!(nice(0.0), 1.0);
+        assert_eq!(fmt(0.1290), "0.129");
+        assert_eq!(fmt(21.94), "21.9");
+    }
+}
