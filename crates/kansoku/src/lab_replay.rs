@@ -134,11 +134,10 @@ impl Conn {
 /// CPU time of the sender: its thread's, or in `set` mode (the only sender,
 /// encoding on helper threads) this process's.
 fn sender_cpu_ns(mode: Mode) -> i64 {
-    let clock = match mode {
-        Mode::Set => nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID,
-        _ => nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID,
-    };
-    nix::time::clock_gettime(clock).map_or(0, |t| t.tv_sec() * 1_000_000_000 + t.tv_nsec())
+    match mode {
+        Mode::Set => collect::own_cost::process_cpu_ns(),
+        _ => collect::own_cost::thread_cpu_ns(),
+    }
 }
 
 /// One core-second of the recording: the CPU with the most samples, the

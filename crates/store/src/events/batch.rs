@@ -403,7 +403,7 @@ fn get_procs(r: &mut Reader<'_>, n: usize) -> Result<Vec<ProcInfo>, BatchError> 
 
 /// Runs `f` on every item, the items split over up to `threads` threads
 /// (scoped; one thread runs it inline). Results in input order.
-pub fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+pub(crate) fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = threads.clamp(1, items.len().max(1));
     if threads == 1 {
         return items.iter().map(f).collect();

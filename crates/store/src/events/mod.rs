@@ -4,8 +4,8 @@
 mod batch;
 mod log;
 
+pub(crate) use batch::par_map;
 pub use batch::{
-    BatchError, Column, Encoding, EventBatch, Header, MAX_EVENTS, MapInfo, ProcInfo, Want, encode_many, par_map,
-    threads_for,
+    BatchError, Column, Encoding, EventBatch, Header, MAX_EVENTS, MapInfo, ProcInfo, Want, encode_many, threads_for,
 };
 pub use log::{EVENTS, EventLog, EventQuery, EventStats, Top};
