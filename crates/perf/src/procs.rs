@@ -317,6 +317,7 @@ pub const CACHE_MAX_FILE: u64 = 512 << 20;
 #[derive(Debug, Default)]
 pub struct CacheStats {
     pub files: AtomicU64,
+    /// Bytes copied (hard links copy none).
     pub bytes: AtomicU64,
     /// Files that could not be kept (gone before they were copied, too
     /// large, or their build id differed): their addresses resolve only
@@ -324,8 +325,9 @@ pub struct CacheStats {
     pub failed: AtomicU64,
 }
 
-/// Copies every mapped file, once per build id, into `DIR/<hex build id>`
-/// on a thread of its own (sampling never waits for a copy).
+/// Keeps every mapped file, once per build id, as `DIR/<hex build id>` (a
+/// hard link, or a copy across filesystems) on a thread of its own
+/// (sampling never waits for a copy).
 #[derive(Debug)]
 pub struct BuildIdCache {
     dir: PathBuf,
@@ -359,7 +361,7 @@ impl BuildIdCache {
             return;
         }
         let from =
-            vec![PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)), PathBuf::from(&m.path)];
+            vec![PathBuf::from(&m.path), PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))];
         if let Err(TrySendError::Full(_)) = self.tx.try_send((m.build_id.clone(), from)) {
             self.stats.failed.fetch_add(1, Ordering::Relaxed);
         }
@@ -373,13 +375,18 @@ fn copier(dir: &Path, rx: &Receiver<(Vec<u8>, Vec<PathBuf>)>, stats: &CacheStats
             continue;
         }
         let tmp = dir.join(format!(".{}.tmp", hex(&id)));
+        let _ = std::fs::remove_file(&tmp);
+        // A hard link where the file is on the same filesystem (no copy;
+        // the inode stays when the path is deleted or replaced by a new
+        // file, as package managers and linkers do), else a copy.
         let copied = from.iter().any(|src| {
             let fits = std::fs::metadata(src).is_ok_and(|m| m.len() <= CACHE_MAX_FILE);
             fits && build_id(src).as_deref() == Some(&id[..])
-                && std::fs::copy(src, &tmp).is_ok_and(|n| {
-                    stats.bytes.fetch_add(n, Ordering::Relaxed);
-                    true
-                })
+                && (std::fs::hard_link(src, &tmp).is_ok()
+                    || std::fs::copy(src, &tmp).is_ok_and(|n| {
+                        stats.bytes.fetch_add(n, Ordering::Relaxed);
+                        true
+                    }))
                 && std::fs::rename(&tmp, &dest).is_ok()
         });
         if copied {
