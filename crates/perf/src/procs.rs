@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
-use store::events::{EventBatch, MapInfo, ProcInfo};
+use store::events::{EventBatch, MAX_BUILD_ID, MAX_COMM, MAX_MAPS, MAX_PATH, MapInfo, ProcInfo};
 
 use crate::Record;
 
@@ -245,7 +245,11 @@ impl Table {
             .map(|(pid, mut h)| {
                 let p = &self.procs[&pid];
                 h.sort_unstable();
-                ProcInfo { pid, comm: p.comm.clone(), maps: h.iter().map(|&i| p.maps[i].clone()).collect() }
+                // Within the batch format's bounds (a batch beyond them
+                // would be refused, and its samples with it).
+                h.truncate(MAX_MAPS);
+                let maps = h.iter().map(|&i| bounded(p.maps[i].clone())).collect();
+                ProcInfo { pid, comm: cut(p.comm.clone(), MAX_COMM), maps }
             })
             .collect();
         out.sort_by_key(|p| p.pid);
@@ -260,6 +264,24 @@ impl Table {
         }
         self.exited = std::mem::take(&mut self.exiting);
     }
+}
+
+/// `s` cut to at most `max` bytes, at a character boundary.
+fn cut(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut at = max;
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        s.truncate(at);
+    }
+    s
+}
+
+fn bounded(mut m: MapInfo) -> MapInfo {
+    m.path = cut(m.path, MAX_PATH);
+    m.build_id.truncate(MAX_BUILD_ID);
+    m
 }
 
 /// One line of `/proc/PID/maps` if it is an executable file mapping, with a
@@ -462,6 +484,23 @@ mod tests {
         assert_eq!(t.infos(&b)[0].comm, "c");
         t.end_period();
         assert!(!t.procs.contains_key(&9));
+    }
+
+    #[test]
+    fn batches_stay_within_the_format_s_bounds() {
+        let mut t = Table::new(None);
+        let long = format!("/{}", "é".repeat(MAX_PATH));
+        let mut b = EventBatch::default();
+        for i in 0..MAX_MAPS as u64 + 10 {
+            t.record(&mmap(i, 7, 0x1000 * (i + 1), 0x1000, long.as_bytes()));
+            b.push(0, 7, 7, 0x1000 * (i + 1));
+        }
+        t.record(&Record::Comm { time: 0, pid: 7, tid: 7, comm: "x".repeat(999).as_bytes(), exec: false });
+        t.settle();
+        b.procs = t.infos(&b);
+        assert_eq!(b.procs[0].maps.len(), MAX_MAPS);
+        assert!(b.procs[0].maps[0].path.len() <= MAX_PATH && b.procs[0].comm.len() <= MAX_COMM);
+        b.validate().unwrap();
     }
 
     #[test]

@@ -279,7 +279,7 @@ pub fn parse_records<'a>(
                 }
             }
             sys::PERF_RECORD_FORK | sys::PERF_RECORD_EXIT => {
-                if body.len() < 16 {
+                if body.len() < 24 {
                     return Err(short());
                 }
                 counts.sideband += 1;
@@ -414,6 +414,9 @@ pub(crate) mod tests {
             assert_eq!(r, Record::Comm { time: 1234, pid: 7, tid: 7, comm: b"app", exec: false });
         })
         .unwrap();
+        // (A fork without its time: found by the fuzzer.)
+        let fork = record(sys::PERF_RECORD_FORK, 0, &task(9, 7, 9)[..16]);
+        assert!(matches!(parse(&fork, &mut counts, |_| {}), Err(RingError::Short { .. })));
         let short = record(sys::PERF_RECORD_COMM, 0, &with_id[..16]);
         assert!(matches!(parse_records(&short, true, &mut counts, |_| {}), Err(RingError::Short { .. })));
     }

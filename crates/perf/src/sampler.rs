@@ -7,6 +7,7 @@
 //! and one fsync downstream, however many CPUs (`kansoku lab transfer
 //! --cores`: the paper's per-core sending measured against this).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
@@ -18,7 +19,6 @@ use store::events::EventBatch;
 
 use crate::procs::{BuildIdCache, CacheStats, Table};
 use crate::{Capture, Config, Record};
-use std::path::Path;
 
 /// Counters, readable while the sampler runs.
 #[derive(Debug, Default)]

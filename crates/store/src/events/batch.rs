@@ -58,9 +58,9 @@ impl MapInfo {
 
 /// Bounds of the process table (a decoder never allocates beyond them).
 pub const MAX_MAPS: usize = 4096;
-const MAX_COMM: usize = 256;
-const MAX_PATH: usize = 4096;
-const MAX_BUILD_ID: usize = 64;
+pub const MAX_COMM: usize = 256;
+pub const MAX_PATH: usize = 4096;
+pub const MAX_BUILD_ID: usize = 64;
 
 /// The columns an event query can group or filter by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
