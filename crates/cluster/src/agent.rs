@@ -401,31 +401,13 @@ impl Agent {
     /// batch per CPU) as one batch of the spool: sent in one frame, stored
     /// with one fsync.
     pub fn spool_events(&self, stream: &SeriesKey, encoded: &[Vec<u8>], events: u32, time_ns: i64) -> io::Result<u64> {
-        use store::codec::varint::{put_key, put_u64};
         let mut body = Vec::with_capacity(encoded.iter().map(|e| e.len() + 4).sum::<usize>() + 64);
-        put_key(&mut body, stream);
-        put_u64(&mut body, encoded.len() as u64);
-        for e in encoded {
-            put_u64(&mut body, e.len() as u64);
-            body.extend_from_slice(e);
-        }
+        wire::put_events(&mut body, stream, encoded);
         self.spool.push(Kind::Events, events, time_ns, &body)
     }
 }
 
 /// The stream and batches of a spooled event record (`spool_events`).
 fn split_events(body: &[u8]) -> Result<(SeriesKey, Vec<Vec<u8>>), NetError> {
-    let bad = || NetError::Protocol("spooled event batches are damaged".into());
-    let mut r = store::codec::varint::Reader::new(body);
-    let key = store::codec::varint::get_key(&mut r).ok_or_else(bad)?;
-    let count = r.u64().ok_or_else(bad)?;
-    if count > r.remaining() as u64 {
-        return Err(bad());
-    }
-    let mut batches = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        let len = usize::try_from(r.u64().ok_or_else(bad)?).map_err(|_| bad())?;
-        batches.push(r.bytes(len).ok_or_else(bad)?.to_vec());
-    }
-    Ok((key, batches))
+    wire::get_events(body).ok_or_else(|| NetError::Protocol("spooled event batches are damaged".into()))
 }

@@ -159,12 +159,7 @@ impl Msg {
             Msg::Events { seq, stream, batches } => {
                 out.push(T_EVENTS);
                 put_u64(out, *seq);
-                put_key(out, stream);
-                put_u64(out, batches.len() as u64);
-                for b in batches {
-                    put_u64(out, b.len() as u64);
-                    out.extend_from_slice(b);
-                }
+                put_events(out, stream, batches);
             }
             Msg::Ack { seq } => {
                 out.push(T_ACK);
@@ -200,6 +195,36 @@ pub fn parse_header(head: &[u8; HEADER], max: u32) -> Result<(usize, u32), WireE
         return Err(WireError::TooLarge { len, max });
     }
     Ok((len as usize, crc))
+}
+
+/// The body of an `Events` message after its sequence number: the stream,
+/// the count of batches (at least one), each batch length-prefixed. The
+/// agent spools exactly these bytes.
+pub fn put_events<B: AsRef<[u8]>>(out: &mut Vec<u8>, stream: &SeriesKey, batches: &[B]) {
+    put_key(out, stream);
+    put_u64(out, batches.len() as u64);
+    for b in batches {
+        put_u64(out, b.as_ref().len() as u64);
+        out.extend_from_slice(b.as_ref());
+    }
+}
+
+/// What [`put_events`] wrote, and nothing after it.
+pub fn get_events(data: &[u8]) -> Option<(SeriesKey, Vec<Vec<u8>>)> {
+    let mut r = Reader::new(data);
+    let stream = get_key(&mut r)?;
+    let count = r.u64()?;
+    // Each batch takes at least its length byte: a count beyond the bytes
+    // left is a lie, refused before allocating for it.
+    if count == 0 || count > r.remaining() as u64 {
+        return None;
+    }
+    let mut batches = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let len = usize::try_from(r.u64()?).ok()?;
+        batches.push(r.bytes(len)?.to_vec());
+    }
+    (r.remaining() == 0).then_some((stream, batches))
 }
 
 /// Verifies and decodes a frame's body.
@@ -254,22 +279,8 @@ pub fn decode_body(body: &[u8], crc: u32) -> Result<Msg, WireError> {
         T_EVENTS => {
             let bad = WireError::Malformed("events");
             let seq = r.u64().ok_or(bad.clone())?;
-            let stream = get_key(&mut r).ok_or(bad.clone())?;
-            let count = r.u64().ok_or(bad.clone())?;
-            // Each batch takes at least its length byte: a count beyond the
-            // bytes left is a lie, refused before allocating for it.
-            if count == 0 || count > r.remaining() as u64 {
-                return Err(bad);
-            }
-            let mut batches = Vec::with_capacity(count as usize);
-            for _ in 0..count {
-                let len = r.u64().ok_or(bad.clone())?;
-                let b = usize::try_from(len).ok().and_then(|len| r.bytes(len)).ok_or(bad.clone())?;
-                batches.push(b.to_vec());
-            }
-            if r.remaining() != 0 {
-                return Err(bad);
-            }
+            let rest = r.bytes(r.remaining()).unwrap_or_default();
+            let (stream, batches) = get_events(rest).ok_or(bad)?;
             Msg::Events { seq, stream, batches }
         }
         T_ACK => Msg::Ack { seq: r.u64().ok_or(WireError::Malformed("ack"))? },
