@@ -212,23 +212,35 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         let (ev_tx, ev_rx) = std::sync::mpsc::sync_channel::<Vec<store::events::EventBatch>>(crate::up::PERF_QUEUE);
         let stream = model::SeriesKey::new("perf_cpu_clock", [("host", host.as_str())]);
         let spooler_agent = Arc::clone(&agent);
+        // Samples that never reach the spool are counted as the sampler's
+        // drops (kansoku_perf_dropped_samples_total travels with the batches).
+        let stats = Arc::clone(&sampler.stats);
+        let drop_samples = move |batches: u64, samples: usize| {
+            stats.dropped_batches.fetch_add(batches, Ordering::Relaxed);
+            stats.dropped_samples.fetch_add(samples as u64, Ordering::Relaxed);
+        };
         perf_threads.push(std::thread::Builder::new().name("perf-spooler".into()).spawn(move || {
             let mut failures = 0u64;
             for mut set in ev_rx {
+                let (count, len) = (set.len(), set.iter().map(store::events::EventBatch::len).sum::<usize>());
                 set.retain_mut(|b| b.validate().is_ok());
+                let n: usize = set.iter().map(store::events::EventBatch::len).sum();
+                if set.len() < count {
+                    tracing::error!("perf: {} invalid event batches dropped (counted)", count - set.len());
+                    drop_samples((count - set.len()) as u64, len - n);
+                }
                 if set.is_empty() {
                     continue;
                 }
-                let n: usize = set.iter().map(store::events::EventBatch::len).sum();
                 let t0 = set.iter().map(|b| b.time[0]).min().unwrap_or(0);
                 let encoded =
                     store::events::encode_many(&set, store::events::Encoding::Fast, store::events::threads_for(n));
-                let n = n as u32;
-                if let Err(e) = spooler_agent.spool_events(&stream, &encoded, n, t0) {
+                if let Err(e) = spooler_agent.spool_events(&stream, &encoded, n as u32, t0) {
                     if failures == 0 {
-                        tracing::error!("perf: event batch not spooled: {e}");
+                        tracing::error!("perf: event batch not spooled (counted): {e}");
                     }
                     failures += 1;
+                    drop_samples(set.len() as u64, n);
                 }
             }
         })?);

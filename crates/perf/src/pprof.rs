@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use prost::Message;
 
-use crate::symbols::{Procs, symbolize};
+use crate::symbols::{Procs, symbolize_stacks};
 
 #[derive(Clone, PartialEq, Message)]
 pub struct Profile {
@@ -111,7 +111,7 @@ impl Strings {
 /// The profile of `stacks` ((pid, call chain leaf first) -> samples) over
 /// `[from, to)` (ns since the epoch), samples counted.
 pub fn profile(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs, from: i64, to: i64) -> Profile {
-    let names = symbolize(stacks.keys().flat_map(|(pid, s)| s.iter().map(move |&ip| (*pid, ip))), procs);
+    let names = symbolize_stacks(stacks, procs);
     let mut strings = Strings::default();
     let count = ValueType { r#type: strings.id("samples"), unit: strings.id("count") };
     let (pid_key, process_key) = (strings.id("pid"), strings.id("process"));

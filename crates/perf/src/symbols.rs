@@ -240,9 +240,14 @@ impl Frame {
     }
 }
 
+/// Names every frame of `stacks` ((pid, call chain) -> samples).
+pub fn symbolize_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> HashMap<(u32, u64), Named> {
+    symbolize(stacks.keys().flat_map(|(pid, s)| s.iter().map(move |&ip| (*pid, ip))), procs)
+}
+
 /// Symbolised stacks, root first, each with its process and samples.
 pub fn named_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Vec<(Vec<String>, u64)> {
-    let names = symbolize(stacks.keys().flat_map(|(pid, s)| s.iter().map(move |&ip| (*pid, ip))), procs);
+    let names = symbolize_stacks(stacks, procs);
     let mut processes: HashMap<u32, String> = HashMap::new();
     stacks
         .iter()

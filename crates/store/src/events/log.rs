@@ -256,13 +256,7 @@ impl EventLog {
     /// `perf_cpu_clock{host="a"}`). Returns when it is acknowledged per the
     /// fsync policy.
     pub fn append(&self, stream: &SeriesKey, batch: &mut EventBatch, enc: Encoding) -> Result<usize, StoreError> {
-        if let Err(e) = batch.validate() {
-            self.stats.batches_rejected.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Events(e));
-        }
-        let mut encoded = Vec::new();
-        batch.encode(&mut encoded, enc);
-        self.write(stream, &[encoded])
+        self.append_many(stream, std::slice::from_mut(batch), enc)
     }
 
     /// Appends a batch encoded elsewhere (an agent). It is decoded in full
