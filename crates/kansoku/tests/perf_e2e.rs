@@ -8,9 +8,8 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::{BIN, http_get};
+use common::{BIN, Live, http_get};
 
 struct Killed(Child);
 
@@ -57,37 +56,51 @@ fn events_by_pid(data: &Path, selector: &str) -> (u64, HashMap<u32, u64>) {
     (n, by_pid)
 }
 
-/// Asks `check` every 100 ms until it answers `Ok`; fails after 30 s with
-/// `what` and the last answer.
-fn poll<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+/// The sampler's own reports of `host` (its samples so far) on the live
+/// tail: once a second from `up`, with every batch from an agent. The
+/// waits below move on them — each report follows a set of batches handed
+/// downstream — never on a clock. (A subscription per wait: one left
+/// unread for long would lag.)
+fn sampler_reports(addr: &str, host: &str) -> Live {
+    Live::open(addr, &format!("kansoku_perf_samples_total{{host=\"{host}\"}}"))
+}
+
+/// Asks `check` at each sampler report of `host` until it answers `Ok`;
+/// fails after 30 reports with `what` and the last answer.
+fn until<T>(addr: &str, host: &str, what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let mut reports = sampler_reports(addr, host);
+    for _ in 0..30 {
         match check() {
             Ok(v) => return v,
-            Err(last) => assert!(Instant::now() < deadline, "{what}: not in 30 s; last: {last}"),
+            Err(_) => {
+                reports.next_points();
+            }
         }
-        std::thread::sleep(Duration::from_millis(100));
     }
+    check().unwrap_or_else(|last| panic!("{what}: not after 30 sampler reports; last: {last}"))
 }
 
+/// Until the sampler of `host` reports `at_least` samples taken.
 fn wait_samples(addr: &str, host: &str, at_least: f64) {
-    poll(&format!("{at_least} samples of {host}"), || {
-        let (_, body) = http_get(
-            addr,
-            &format!("/api/v1/query?query=kansoku_perf_samples_total%7Bhost%3D%22{host}%22%7D&since=1m"),
-        );
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        let last = v["series"][0]["values"].as_array().and_then(|a| a.iter().rev().find_map(|x| x.as_f64()));
-        if last.is_some_and(|l| l >= at_least) { Ok(()) } else { Err(body) }
-    });
+    let mut reports = sampler_reports(addr, host);
+    for _ in 0..60 {
+        if reports.next_points().1[0].is_some_and(|n| n >= at_least) {
+            return;
+        }
+    }
+    panic!("{at_least} samples not reported in 60 reports");
 }
 
-/// The profile's sample count for `query` once it is above `more_than`.
-fn wait_profile(addr: &str, query: &str, more_than: u64) -> serde_json::Value {
-    poll(&format!("more than {more_than} samples in /api/v1/profile/top?{query}"), || {
-        let (_, body) = http_get(addr, &format!("/api/v1/profile/top?{query}"));
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        if v["samples"].as_u64().is_some_and(|n| n > more_than) { Ok(v) } else { Err(body) }
+fn profile_top(addr: &str, query: &str) -> Result<serde_json::Value, String> {
+    let (_, body) = http_get(addr, &format!("/api/v1/profile/top?{query}"));
+    serde_json::from_str(&body).map_err(|_| body)
+}
+
+/// The top symbols of `query` once it holds more than `more_than` samples.
+fn wait_profile(addr: &str, host: &str, query: &str, more_than: u64) -> serde_json::Value {
+    until(addr, host, &format!("more than {more_than} samples in /api/v1/profile/top?{query}"), || {
+        let v = profile_top(addr, query)?;
+        if v["samples"].as_u64().is_some_and(|n| n > more_than) { Ok(v) } else { Err(v.to_string()) }
     })
 }
 
@@ -154,7 +167,7 @@ fn call_chains_make_a_flame_graph_folded_stacks_and_a_timeline(addr: &str, host:
     // A fixed range, complete once a sample after it is stored (each set
     // holds every CPU's samples up to its drain): the views see the same.
     let to = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    wait_profile(addr, &format!("host={host}&from={to}&to={}&n=1", to + 600), 0);
+    wait_profile(addr, host, &format!("host={host}&from={to}&to={}&n=1", to + 600), 0);
     let range = format!("host={host}&from={}&to={to}", to - 60);
     let (status, body) = http_get(addr, &format!("/api/v1/profile/flame?{range}"));
     assert_eq!(status, 200, "{body}");
@@ -215,13 +228,17 @@ fn a_process_that_has_exited_is_named_though_its_binary_is_gone(addr: &str, host
     let mut child = Killed(Command::new(&exe).spawn().unwrap());
     let pid = child.0.id();
     let query = format!("host={host}&since=1m&pid={pid}&n=5");
-    wait_profile(addr, &query, 2000);
-    poll("the binary in the build-id cache", || if cached.is_file() { Ok(()) } else { Err(format!("{cached:?}")) });
+    wait_profile(addr, host, &query, 2000);
+    until(addr, host, "the binary in the build-id cache", || {
+        if cached.is_file() { Ok(()) } else { Err(format!("{cached:?}")) }
+    });
     assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
     assert!(child.0.wait().unwrap().success());
     std::fs::remove_file(&exe).unwrap();
     assert!(!Path::new(&format!("/proc/{pid}")).exists(), "the process is gone");
-    let v = wait_profile(addr, &query, 2000);
+    // Its samples were stored before it exited: no wait.
+    let v = profile_top(addr, &query).unwrap();
+    assert!(v["samples"].as_u64().unwrap() > 2000, "{v}");
     let top = &v["rows"][0];
     assert!(top["symbol"].as_str().unwrap().contains("kansoku_exited_spinner"), "{v}");
     assert_eq!(top["module"], "exited-spinner", "{v}");

@@ -74,29 +74,43 @@ pub fn enc(s: &str) -> String {
         .collect()
 }
 
-/// Reads `n` `points` events from the live tail; returns their times (ns).
-pub fn live_times(addr: &str, selector: &str, n: usize) -> Vec<i64> {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    write!(s, "GET /api/v1/live?match={} HTTP/1.1\r\nHost: {addr}\r\n\r\n", enc(selector)).unwrap();
-    let mut times = Vec::new();
-    let mut event = String::new();
-    for line in BufReader::new(s).lines() {
-        let line = line.expect("live tail stalled");
-        if let Some(e) = line.strip_prefix("event: ") {
-            event = e.to_owned();
-        } else if let Some(data) = line.strip_prefix("data: ") {
-            assert_ne!(event, "lagged", "test client lagged: {data}");
-            if event == "points" {
-                let v: serde_json::Value = serde_json::from_str(data).unwrap();
-                times.push(v["t_ns"].as_i64().unwrap());
-                if times.len() == n {
-                    break;
+/// A subscription to the live tail (`/api/v1/live`): its `points` events
+/// as they come, each read within [`IO_TIMEOUT`].
+pub struct Live {
+    lines: std::io::Lines<BufReader<TcpStream>>,
+}
+
+impl Live {
+    pub fn open(addr: &str, selector: &str) -> Live {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        write!(s, "GET /api/v1/live?match={} HTTP/1.1\r\nHost: {addr}\r\n\r\n", enc(selector)).unwrap();
+        Live { lines: BufReader::new(s).lines() }
+    }
+
+    /// The next `points` event: its time (ns) and values.
+    pub fn next_points(&mut self) -> (i64, Vec<Option<f64>>) {
+        let mut event = String::new();
+        loop {
+            let line = self.lines.next().expect("live tail closed").expect("live tail stalled");
+            if let Some(e) = line.strip_prefix("event: ") {
+                event = e.to_owned();
+            } else if let Some(data) = line.strip_prefix("data: ") {
+                assert_ne!(event, "lagged", "test client lagged: {data}");
+                if event == "points" {
+                    let v: serde_json::Value = serde_json::from_str(data).unwrap();
+                    let values = v["values"].as_array().unwrap().iter().map(serde_json::Value::as_f64).collect();
+                    return (v["t_ns"].as_i64().unwrap(), values);
                 }
             }
         }
     }
-    times
+}
+
+/// Reads `n` `points` events from the live tail; returns their times (ns).
+pub fn live_times(addr: &str, selector: &str, n: usize) -> Vec<i64> {
+    let mut live = Live::open(addr, selector);
+    (0..n).map(|_| live.next_points().0).collect()
 }
 
 pub fn query(addr: &str, selector: &str, from: i64, to: i64) -> serde_json::Value {
