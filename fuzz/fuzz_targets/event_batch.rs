@@ -1,12 +1,16 @@
 //! Event batches arrive from agents and are read from disk: decoding
-//! arbitrary bytes never panics or over-allocates; whatever decodes
-//! re-encodes (both encodings) to a batch that decodes to the same events.
+//! arbitrary bytes never panics or over-allocates; checking (what a server
+//! does before storing) agrees with decoding; whatever decodes re-encodes
+//! (both encodings) to a batch that decodes to the same events.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use store::events::{Encoding, EventBatch, Want};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(b) = EventBatch::decode(data, Want::ALL) else { return };
+    let decoded = EventBatch::decode(data, Want::ALL);
+    // A server checks without decoding: the same verdict.
+    assert_eq!(EventBatch::check(data).is_ok(), decoded.is_ok(), "check and decode disagree: {decoded:?}");
+    let Ok(b) = decoded else { return };
     for enc in [Encoding::Fast, Encoding::Compact] {
         let mut again = b.clone();
         again.validate().expect("a decoded batch is valid");

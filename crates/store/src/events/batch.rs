@@ -294,13 +294,33 @@ impl EventBatch {
     /// Decodes one batch; `want` limits which columns are decompressed (the
     /// rest are left empty).
     pub fn decode(data: &[u8], want: Want) -> Result<EventBatch, BatchError> {
+        Self::read(data, want, false).map(|(b, _)| b)
+    }
+
+    /// Checks that `decode(data, Want::ALL)` would succeed, without building
+    /// the columns it would return (a server's check of an agent's batch
+    /// before it stores the bytes as they came); returns the header.
+    pub fn check(data: &[u8]) -> Result<Header, BatchError> {
+        Self::read(data, Want::ALL, true).map(|(_, h)| h)
+    }
+
+    /// [`EventBatch::decode`], or with `check` every test of it but an empty batch.
+    fn read(data: &[u8], want: Want, check: bool) -> Result<(EventBatch, Header), BatchError> {
         let (head, mut r) = Header::read(data)?;
         let n = head.n;
         let mut b = EventBatch { cpu: head.cpu, ..EventBatch::default() };
-        let deltas: Vec<i64> = get_column(&mut r, n, want.time)?;
+        // Values where the checks need them (any column may be a
+        // dictionary); ips and frames are only checked when checking.
+        let values = |wanted: bool| if wanted { Read::Values } else { Read::Skip };
+        let leaves = |wanted: bool| match (wanted, check) {
+            (false, _) => Read::Skip,
+            (true, false) => Read::Values,
+            (true, true) => Read::Check,
+        };
+        let deltas: Vec<i64> = get_column(&mut r, n, values(want.time))?;
+        // (The first delta is 0 by definition and not read.)
+        let rest = deltas.get(1..).unwrap_or_default();
         if want.time {
-            // (The first delta is 0 by definition and not read.)
-            let rest = deltas.get(1..).unwrap_or_default();
             if rest.iter().any(|&d| d < 0) {
                 return Err(BatchError::Malformed("times not ascending"));
             }
@@ -308,6 +328,8 @@ impl EventBatch {
             if span != i128::from(head.max_t) - i128::from(head.min_t) {
                 return Err(BatchError::Malformed("times disagree with the header"));
             }
+        }
+        if want.time && !check {
             // Non-negative deltas summing to max_t - min_t: no partial sum overflows.
             b.time.reserve_exact(n);
             b.time.push(head.min_t);
@@ -317,37 +339,42 @@ impl EventBatch {
                 t
             }));
         }
-        let pid: Vec<u32> = get_column(&mut r, n, want.pid || want.tid)?;
-        let rel: Vec<i64> = get_column(&mut r, n, want.tid)?;
-        if want.tid {
+        let pid: Vec<u32> = get_column(&mut r, n, values(want.pid || want.tid))?;
+        let rel: Vec<i64> = get_column(&mut r, n, values(want.tid))?;
+        let tid_of = |(&d, &p): (&i64, &u32)| u32::try_from(i64::from(p) + d).ok();
+        if want.tid && check {
+            if !rel.iter().zip(&pid).all(|x| tid_of(x).is_some()) {
+                return Err(BatchError::Malformed("tid out of range"));
+            }
+        } else if want.tid {
             b.tid = rel
                 .iter()
                 .zip(&pid)
-                .map(|(&d, &p)| u32::try_from(i64::from(p) + d).map_err(|_| BatchError::Malformed("tid out of range")))
+                .map(|x| tid_of(x).ok_or(BatchError::Malformed("tid out of range")))
                 .collect::<Result<_, _>>()?;
         }
         if want.pid {
             b.pid = pid;
         }
-        b.ip = get_column(&mut r, n, want.ip)?;
+        b.ip = get_column(&mut r, n, leaves(want.ip))?;
         if head.has_chain {
-            b.chain = get_column(&mut r, n, want.chain)?;
+            b.chain = get_column(&mut r, n, values(want.chain))?;
             let bad = BatchError::Malformed;
             let n_stacks = usize::try_from(r.u64().ok_or(bad("stack count"))?).map_err(|_| bad("stack count"))?;
             if n_stacks == 0 || n_stacks > n {
                 return Err(bad("stack count out of range"));
             }
-            let depths: Vec<u32> = get_column(&mut r, n_stacks, want.chain)?;
+            let depths: Vec<u32> = get_column(&mut r, n_stacks, values(want.chain))?;
             // Frames: no more than the depths allow, checked before decoding.
             let total: usize = depths.iter().map(|&d| d as usize).sum();
             if want.chain && (depths.iter().any(|&d| d as usize > MAX_DEPTH) || total > MAX_FRAMES) {
                 return Err(bad("stacks deeper or larger than allowed"));
             }
-            let frames: Vec<u64> = get_column(&mut r, if want.chain { total } else { 0 }, want.chain)?;
-            if want.chain {
-                if b.chain.iter().any(|&c| c as usize >= n_stacks) {
-                    return Err(bad("call chain beyond the stack table"));
-                }
+            let frames: Vec<u64> = get_column(&mut r, if want.chain { total } else { 0 }, leaves(want.chain))?;
+            if want.chain && b.chain.iter().any(|&c| c as usize >= n_stacks) {
+                return Err(bad("call chain beyond the stack table"));
+            }
+            if want.chain && !check {
                 let mut at = 0;
                 b.stacks = depths
                     .iter()
@@ -365,7 +392,10 @@ impl EventBatch {
         if r.remaining() != 0 {
             return Err(BatchError::Malformed("trailing bytes"));
         }
-        Ok(b)
+        if check {
+            b = EventBatch::default();
+        }
+        Ok((b, head))
     }
 }
 
@@ -746,14 +776,26 @@ fn width_of<T: Num>(vals: &[T]) -> usize {
     (64 - max.leading_zeros() as usize).div_ceil(8)
 }
 
-/// Reads one column of `n` values; skips its bytes (returning an empty
-/// vector) when `decode` is false.
-fn get_column<T: Num>(r: &mut Reader<'_>, n: usize, decode: bool) -> Result<Vec<T>, BatchError> {
-    get_col(r, n, decode, false)
+/// What [`get_column`] does with a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// Steps over its bytes: an empty vector.
+    Skip,
+    /// Checks it would decode; the values where they come cheap (an empty
+    /// vector for a dictionary, whose values are not looked up).
+    Check,
+    /// Its values.
+    Values,
+}
+
+/// Reads one column of `n` values.
+fn get_column<T: Num>(r: &mut Reader<'_>, n: usize, read: Read) -> Result<Vec<T>, BatchError> {
+    get_col(r, n, read, false)
 }
 
 /// [`get_column`]; `nested` inside a dictionary, which cannot nest.
-fn get_col<T: Num>(r: &mut Reader<'_>, n: usize, decode: bool, nested: bool) -> Result<Vec<T>, BatchError> {
+fn get_col<T: Num>(r: &mut Reader<'_>, n: usize, read: Read, nested: bool) -> Result<Vec<T>, BatchError> {
+    let decode = read != Read::Skip;
     let bad = BatchError::Malformed;
     let codec = r.fixed::<1>().ok_or(bad("column codec"))?[0];
     if codec == CODEC_DICT {
@@ -766,8 +808,9 @@ fn get_col<T: Num>(r: &mut Reader<'_>, n: usize, decode: bool, nested: bool) -> 
             .and_then(|k| usize::try_from(k).ok())
             .filter(|&k| !decode || k <= n)
             .ok_or(bad("dictionary size"))?;
-        let gaps: Vec<u64> = get_col(r, k, decode, true)?;
-        let index: Vec<u32> = get_col(r, n, decode, true)?;
+        let inner = if decode { Read::Values } else { Read::Skip };
+        let gaps: Vec<u64> = get_col(r, k, inner, true)?;
+        let index: Vec<u32> = get_col(r, n, inner, true)?;
         if !decode {
             return Ok(Vec::new());
         }
@@ -779,6 +822,13 @@ fn get_col<T: Num>(r: &mut Reader<'_>, n: usize, decode: bool, nested: bool) -> 
                 T::from_bits(at).ok_or(bad("dictionary value out of range"))
             })
             .collect::<Result<_, _>>()?;
+        if read == Read::Check {
+            return if index.iter().all(|&i| (i as usize) < k) {
+                Ok(Vec::new())
+            } else {
+                Err(bad("dictionary index out of range"))
+            };
+        }
         return index
             .iter()
             .map(|&i| dict.get(i as usize).copied().ok_or(bad("dictionary index out of range")))
@@ -960,9 +1010,11 @@ mod tests {
             let mut out = Vec::new();
             b.encode(&mut out, if compact { Encoding::Compact } else { Encoding::Fast });
             prop_assert_eq!(EventBatch::decode(&out, Want::ALL).unwrap(), b.clone());
+            prop_assert!(EventBatch::check(&out).is_ok());
             // Every truncation is detected, never a shorter answer.
             for cut in [0, 1, out.len() / 2, out.len() - 1] {
                 prop_assert!(EventBatch::decode(&out[..cut], Want::ALL).is_err());
+                prop_assert!(EventBatch::check(&out[..cut]).is_err());
             }
             let only_ip = EventBatch::decode(&out, Want::column(Column::Ip)).unwrap();
             prop_assert_eq!(&only_ip.ip, &b.ip);
@@ -1037,9 +1089,9 @@ mod tests {
         let mut column = |shape: &str| {
             let at = r.pos;
             match shape {
-                "u32" => drop(get_column::<u32>(&mut r, n, false).unwrap()),
-                "u64" => drop(get_column::<u64>(&mut r, n, false).unwrap()),
-                _ => drop(get_column::<i64>(&mut r, n, false).unwrap()),
+                "u32" => drop(get_column::<u32>(&mut r, n, Read::Skip).unwrap()),
+                "u64" => drop(get_column::<u64>(&mut r, n, Read::Skip).unwrap()),
+                _ => drop(get_column::<i64>(&mut r, n, Read::Skip).unwrap()),
             }
             (out[at], r.pos - at)
         };
@@ -1067,7 +1119,7 @@ mod tests {
             let mut out = Vec::new();
             put_offset(&mut out, &vals, median_bits(&vals), level);
             assert_eq!(out[1], 1, "most values fit a byte");
-            assert_eq!(get_column::<i64>(&mut Reader::new(&out), vals.len(), true).unwrap(), vals);
+            assert_eq!(get_column::<i64>(&mut Reader::new(&out), vals.len(), Read::Values).unwrap(), vals);
         }
         // Width 1, base 0: the n bytes, then the escaped values' varints.
         let raw = |fixed: &[u8], tail: &[u8]| {
@@ -1077,13 +1129,13 @@ mod tests {
             c.extend_from_slice(tail);
             c
         };
-        let get = |c: &[u8], n| get_column::<i64>(&mut Reader::new(c), n, true);
+        let get = |c: &[u8], n| get_column::<i64>(&mut Reader::new(c), n, Read::Values);
         assert_eq!(get(&raw(&[2, 255], &[0x80, 0x01]), 2).unwrap(), vec![1, 64]);
         assert!(get(&raw(&[2, 255], &[]), 2).is_err(), "an escape without its value");
         assert!(get(&raw(&[2, 3], &[7]), 2).is_err(), "bytes beyond the values");
         assert!(get(&raw(&[2], &[]), 2).is_err(), "fewer values than n");
         let beyond_u32 = raw(&[255], &[0x80, 0x80, 0x80, 0x80, 0x20]);
-        assert!(get_column::<u32>(&mut Reader::new(&beyond_u32), 1, true).is_err());
+        assert!(get_column::<u32>(&mut Reader::new(&beyond_u32), 1, Read::Values).is_err());
         let mut wide = raw(&[2], &[]);
         wide[1] = 9;
         assert!(get(&wide, 1).is_err(), "width beyond 8 bytes");
@@ -1097,10 +1149,10 @@ mod tests {
         for level in [1, 3] {
             let mut out = Vec::new();
             put_dict(&mut out, &vals, level);
-            assert_eq!(get_column::<u64>(&mut Reader::new(&out), vals.len(), true).unwrap(), vals);
+            assert_eq!(get_column::<u64>(&mut Reader::new(&out), vals.len(), Read::Values).unwrap(), vals);
             // Skipped unread, its n unknown (a stack table's frames).
             let mut r = Reader::new(&out);
-            assert!(get_column::<u64>(&mut r, 0, false).unwrap().is_empty());
+            assert!(get_column::<u64>(&mut r, 0, Read::Skip).unwrap().is_empty());
             assert_eq!(r.remaining(), 0);
         }
         // k, the gaps (offsets, width 1, base 0), the indexes (narrow, width 1).
@@ -1111,7 +1163,13 @@ mod tests {
             c.extend([CODEC_RAW_NARROW, 1, 1, index]);
             c
         };
-        let get = |c: &[u8]| get_column::<u32>(&mut Reader::new(c), 1, true);
+        // Checked (values not looked up) and read alike.
+        let get = |c: &[u8]| {
+            let checked = get_column::<u32>(&mut Reader::new(c), 1, Read::Check);
+            let read = get_column::<u32>(&mut Reader::new(c), 1, Read::Values);
+            assert_eq!(checked.is_ok(), read.is_ok(), "{checked:?} {read:?}");
+            read
+        };
         assert_eq!(get(&dict(&[14], 0)).unwrap(), vec![7]);
         assert!(get(&dict(&[14], 1)).is_err(), "an index past the dictionary");
         assert!(get(&dict(&[14, 2], 0)).is_err(), "more distinct values than values");
@@ -1121,5 +1179,48 @@ mod tests {
         nested.extend(dict(&[14], 0));
         nested.extend([CODEC_RAW_NARROW, 1, 1, 0]);
         assert!(get(&nested).is_err(), "a dictionary inside a dictionary");
+    }
+
+    #[test]
+    fn a_batch_checks_as_it_decodes_whichever_column_is_a_dictionary() {
+        // (Compact picks a dictionary for any column where it is smallest;
+        // the fuzzer found check() reading a dictionary of times as empty.)
+        let b = second_of_samples(2);
+        let deltas: Vec<i64> = std::iter::once(0).chain(b.time.windows(2).map(|w| w[1] - w[0])).collect();
+        let rel: Vec<i64> = b.tid.iter().zip(&b.pid).map(|(&t, &p)| i64::from(t) - i64::from(p)).collect();
+        for dict in 0..4 {
+            let mut out = Vec::new();
+            put_u64(&mut out, b.len() as u64);
+            put_u64(&mut out, u64::from(b.cpu));
+            put_i64(&mut out, b.time[0]);
+            put_i64(&mut out, b.time[b.len() - 1]);
+            out.push(0);
+            if dict == 0 {
+                put_dict(&mut out, &deltas, 1)
+            } else {
+                put_narrow(&mut out, &deltas, 1)
+            }
+            if dict == 1 {
+                put_dict(&mut out, &b.pid, 1)
+            } else {
+                put_narrow(&mut out, &b.pid, 1)
+            }
+            if dict == 2 {
+                put_dict(&mut out, &rel, 1)
+            } else {
+                put_narrow(&mut out, &rel, 1)
+            }
+            if dict == 3 {
+                put_dict(&mut out, &b.ip, 1)
+            } else {
+                put_narrow(&mut out, &b.ip, 1)
+            }
+            assert_eq!(EventBatch::decode(&out, Want::ALL).unwrap(), b, "dictionary in column {dict}");
+            assert!(EventBatch::check(&out).is_ok(), "dictionary in column {dict}");
+            // A time that disagrees with the header is found either way.
+            let mut bad = out.clone();
+            bad[out.len() - 1] ^= 1;
+            assert_eq!(EventBatch::check(&bad).is_ok(), EventBatch::decode(&bad, Want::ALL).is_ok());
+        }
     }
 }

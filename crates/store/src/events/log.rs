@@ -277,7 +277,7 @@ impl EventLog {
         // when there are many (a second of many CPUs).
         let bytes: usize = encoded.iter().map(|e| e.as_ref().len()).sum();
         let threads = super::threads_for(bytes / 4);
-        let checked = super::par_map(encoded, threads, |e| EventBatch::decode(e.as_ref(), Want::ALL).map(|_| ()));
+        let checked = super::par_map(encoded, threads, |e| EventBatch::check(e.as_ref()).map(|_| ()));
         if let Some(Err(e)) = checked.into_iter().find(Result::is_err) {
             self.stats.batches_rejected.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::Events(e));
