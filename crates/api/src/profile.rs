@@ -39,9 +39,13 @@ struct Request {
 fn request(params: &HashMap<String, String>) -> Result<Request, ApiError> {
     let get = |k: &str| params.get(k).map(String::as_str);
     let host = get("host").ok_or_else(|| ApiError::BadRequest("missing parameter `host`".into()))?;
-    let stream = get("stream").unwrap_or("perf_cpu_clock");
     let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
-    let sel = Selector::parse(&format!("{}{{host=\"{}\"}}", esc(stream), esc(host)))
+    // Without a stream: the samples of whichever event the host sampled.
+    let stream = match get("stream") {
+        Some(s) => format!("{{__name__=\"{}\",", esc(s)),
+        None => "{__name__=~\"perf_cpu_clock|perf_cycles\",".to_owned(),
+    };
+    let sel = Selector::parse(&format!("{stream}host=\"{}\"}}", esc(host)))
         .map_err(|e| ApiError::BadRequest(format!("stream or host: {e}")))?;
     let now = Timestamp::now();
     let (from, to) = model::resolve_range(get("from"), get("to"), get("since"), now)

@@ -116,6 +116,12 @@ pub struct AgentArgs {
     /// kernel and user), for flame graphs.
     #[arg(long, requires = "perf")]
     perf_callchain: bool,
+    /// With --perf: what takes a sample: cpu-clock (a software timer at a
+    /// fixed period; every machine has it) or cycles (the hardware cycle
+    /// counter at that rate on average; machines with a PMU). Stored as
+    /// perf_cpu_clock or perf_cycles.
+    #[arg(long, requires = "perf", default_value = "cpu-clock", value_parser = crate::up::parse_perf_event)]
+    perf_event: perf::Event,
     /// A connection whose oldest batch waits longer than this for its
     /// acknowledgement is dropped and made anew.
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
@@ -179,6 +185,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             perf::sampler::Sampler::open(
                 &host,
                 hz,
+                args.perf_event,
                 crate::up::PERF_RING_PAGES,
                 args.perf_callchain,
                 Some(&args.data.join(perf::procs::CACHE_DIR)),
@@ -206,11 +213,11 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     let (tx, rx) = std::sync::mpsc::sync_channel(crate::up::QUEUE_ROUNDS);
     let mut perf_threads = Vec::new();
     if let Some(sampler) = sampler {
-        let hz = sampler.hz();
+        let (hz, event) = (sampler.hz(), sampler.event());
         // Every CPU's batch of a `--batch` period: encoded here (Fast),
         // spooled as one batch, shipped as one Events frame.
         let (ev_tx, ev_rx) = std::sync::mpsc::sync_channel::<Vec<store::events::EventBatch>>(crate::up::PERF_QUEUE);
-        let stream = model::SeriesKey::new("perf_cpu_clock", [("host", host.as_str())]);
+        let stream = model::SeriesKey::new(event.stream(), [("host", host.as_str())]);
         let spooler_agent = Arc::clone(&agent);
         // Samples that never reach the spool are counted as the sampler's
         // drops (kansoku_perf_dropped_samples_total travels with the batches).
@@ -251,7 +258,11 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 .name("perf-sampler".into())
                 .spawn(move || sampler.run(ev_tx, None, crate::up::PERF_DRAIN, batch, stop))?,
         );
-        tracing::info!("perf: sampling every CPU {hz} times a second, shipped as perf_cpu_clock{{host={host:?}}}");
+        tracing::info!(
+            "perf: sampling every CPU {hz} times a second ({}), shipped as {}{{host={host:?}}}",
+            event.name(),
+            event.stream()
+        );
     }
     // Held until the sampler has finished: the spooler's last batch (written
     // when its queue closes) then carries the sampler's final figures.

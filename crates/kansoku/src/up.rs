@@ -43,6 +43,12 @@ pub struct UpArgs {
     /// kernel and user), for flame graphs.
     #[arg(long, requires = "perf")]
     perf_callchain: bool,
+    /// With --perf: what takes a sample: cpu-clock (a software timer at a
+    /// fixed period; every machine has it) or cycles (the hardware cycle
+    /// counter at that rate on average; machines with a PMU). Stored as
+    /// perf_cpu_clock or perf_cycles.
+    #[arg(long, requires = "perf", default_value = "cpu-clock", value_parser = parse_perf_event)]
+    perf_event: perf::Event,
 }
 
 #[derive(clap::Args, Debug)]
@@ -153,6 +159,10 @@ pub fn parse_budget(s: &str) -> Result<DiskBudget, String> {
     n.checked_mul(mult).filter(|&b| b > 0).map(DiskBudget::Bytes).ok_or_else(bad)
 }
 
+pub fn parse_perf_event(s: &str) -> Result<perf::Event, String> {
+    perf::Event::parse(s).ok_or_else(|| format!("{s:?}: use cpu-clock or cycles"))
+}
+
 pub fn parse_dur(s: &str) -> Result<Duration, String> {
     model::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -189,7 +199,14 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let sampler = match args.perf {
         Some(hz) => {
             let cache = args.common.data.join(perf::procs::CACHE_DIR);
-            let s = perf::sampler::Sampler::open(&host, hz, PERF_RING_PAGES, args.perf_callchain, Some(&cache));
+            let s = perf::sampler::Sampler::open(
+                &host,
+                hz,
+                args.perf_event,
+                PERF_RING_PAGES,
+                args.perf_callchain,
+                Some(&cache),
+            );
             Some(s.context("--perf")?)
         }
         None => None,
@@ -333,9 +350,9 @@ fn serve(
     };
     let mut perf_writer = None;
     if let (Some(sampler), Some(host)) = (sampler, &host) {
-        let hz = sampler.hz();
+        let (hz, event) = (sampler.hz(), sampler.event());
         let (ev_tx, ev_rx) = sync_channel::<Vec<store::events::EventBatch>>(PERF_QUEUE);
-        let stream = model::SeriesKey::new("perf_cpu_clock", [("host", host.as_str())]);
+        let stream = model::SeriesKey::new(event.stream(), [("host", host.as_str())]);
         let events_store = Arc::clone(&store);
         perf_writer = Some(std::thread::Builder::new().name("perf-writer".into()).spawn(move || {
             let mut failures = 0u64;
@@ -353,7 +370,11 @@ fn serve(
         jobs.push(spawn_job("perf-sampler", &store, &state.live, move |tx| {
             sampler.run(ev_tx, Some(tx), PERF_DRAIN, PERF_BATCH, stop)
         })?);
-        tracing::info!("perf: sampling every CPU {hz} times a second into perf_cpu_clock{{host={host:?}}}");
+        tracing::info!(
+            "perf: sampling every CPU {hz} times a second ({}) into {}{{host={host:?}}}",
+            event.name(),
+            event.stream()
+        );
     }
     let synthetic = synth.is_some();
     if let Some(synth) = synth {

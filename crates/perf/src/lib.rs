@@ -22,10 +22,52 @@ use std::io;
 
 pub use ring::{Counts, Record};
 
+/// The event whose overflow takes a sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Event {
+    /// The software `cpu-clock` timer, at a fixed period: every machine has
+    /// it, and every sample is the same slice of time.
+    #[default]
+    CpuClock,
+    /// The CPU's hardware cycle counter, at a frequency (the kernel adjusts
+    /// the period in cycles to keep the rate): where the machine has a PMU;
+    /// virtual machines often have none.
+    Cycles,
+}
+
+impl Event {
+    pub fn parse(s: &str) -> Option<Event> {
+        match s {
+            "cpu-clock" => Some(Event::CpuClock),
+            "cycles" => Some(Event::Cycles),
+            _ => None,
+        }
+    }
+
+    /// The name `perf` knows it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::CpuClock => "cpu-clock",
+            Event::Cycles => "cycles",
+        }
+    }
+
+    /// The event stream its samples are stored as (with a host label).
+    pub fn stream(self) -> &'static str {
+        match self {
+            Event::CpuClock => "perf_cpu_clock",
+            Event::Cycles => "perf_cycles",
+        }
+    }
+}
+
 /// What to sample.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Sampling period of the software `cpu-clock` event, ns (100 µs = 10 kHz).
+    /// What takes a sample.
+    pub event: Event,
+    /// Sampling period, ns (100 µs = 10 kHz): of `cpu-clock` exactly, of
+    /// `cycles` on average.
     pub period_ns: u64,
     /// Ring data pages per CPU (a power of two).
     pub ring_pages: usize,
@@ -45,6 +87,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
+            event: Event::CpuClock,
             period_ns: 100_000,
             ring_pages: 64,
             cpus: Vec::new(),

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event_open_sys::bindings as sys;
 
-use crate::Config;
+use crate::{Config, Event};
 
 #[derive(Debug)]
 pub struct CpuEvent {
@@ -39,24 +39,35 @@ fn page_size() -> usize {
 }
 
 impl CpuEvent {
-    /// A `cpu-clock` event on `cpu` every `cfg.period_ns`, every process,
-    /// samples of IP, pid/tid, time (CLOCK_MONOTONIC) and CPU, with a ring
-    /// of `cfg.ring_pages` data pages.
+    /// A `cpu-clock` event on `cpu` every `cfg.period_ns` (or `cycles` at
+    /// that rate on average), every process, samples of IP, pid/tid, time
+    /// (CLOCK_MONOTONIC) and CPU, with a ring of `cfg.ring_pages` data pages.
     pub fn open(cpu: u32, cfg: &Config) -> io::Result<CpuEvent> {
         if !cfg.ring_pages.is_power_of_two() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring pages must be a power of two"));
         }
+        let (type_, config) = match cfg.event {
+            Event::CpuClock => (sys::PERF_TYPE_SOFTWARE, u64::from(sys::PERF_COUNT_SW_CPU_CLOCK)),
+            Event::Cycles => (sys::PERF_TYPE_HARDWARE, u64::from(sys::PERF_COUNT_HW_CPU_CYCLES)),
+        };
         let mut attr = sys::perf_event_attr {
-            type_: sys::PERF_TYPE_SOFTWARE,
+            type_,
             size: std::mem::size_of::<sys::perf_event_attr>() as u32,
-            config: u64::from(sys::PERF_COUNT_SW_CPU_CLOCK),
+            config,
             sample_type: u64::from(
                 sys::PERF_SAMPLE_IP | sys::PERF_SAMPLE_TID | sys::PERF_SAMPLE_TIME | sys::PERF_SAMPLE_CPU,
             ),
             clockid: libc::CLOCK_MONOTONIC,
             ..Default::default()
         };
-        attr.__bindgen_anon_1.sample_period = cfg.period_ns;
+        match cfg.event {
+            Event::CpuClock => attr.__bindgen_anon_1.sample_period = cfg.period_ns,
+            Event::Cycles => {
+                // Cycles per sample vary with the clock: ask for a rate.
+                attr.set_freq(1);
+                attr.__bindgen_anon_1.sample_freq = 1_000_000_000 / cfg.period_ns.max(1);
+            }
+        }
         if cfg.callchain {
             attr.sample_type |= u64::from(sys::PERF_SAMPLE_CALLCHAIN);
             attr.sample_max_stack = 127;
@@ -96,11 +107,16 @@ impl CpuEvent {
         }
         if fd < 0 {
             let e = io::Error::last_os_error();
+            let errno = e.raw_os_error().unwrap_or(0);
+            let hint = if cfg.event == Event::Cycles && [libc::ENOENT, libc::EOPNOTSUPP, libc::ENODEV].contains(&errno)
+            {
+                "this machine has no hardware cycle counter (virtual machines often have none): sample with cpu-clock"
+            } else {
+                "root, or kernel.perf_event_paranoid <= 0 for every process"
+            };
             return Err(io::Error::new(
                 e.kind(),
-                format!(
-                    "perf_event_open(cpu-clock, cpu {cpu}): {e} (root, or kernel.perf_event_paranoid <= 0 for every process)"
-                ),
+                format!("perf_event_open({}, cpu {cpu}): {e} ({hint})", cfg.event.name()),
             ));
         }
         // SAFETY: fd was just returned by the kernel and is owned by nobody else.

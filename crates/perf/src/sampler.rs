@@ -18,7 +18,7 @@ use rustix::time::{ClockId, clock_gettime};
 use store::events::EventBatch;
 
 use crate::procs::{BuildIdCache, CacheStats, Table};
-use crate::{Capture, Config, Record};
+use crate::{Capture, Config, Event, Record};
 
 /// Counters, readable while the sampler runs.
 #[derive(Debug, Default)]
@@ -87,18 +87,20 @@ pub struct Sampler {
     cap: Capture,
     host: String,
     hz: u64,
+    event: Event,
     procs: Table,
     cache: Option<Arc<CacheStats>>,
     pub stats: Arc<SamplerStats>,
 }
 
 impl Sampler {
-    /// Opens the events (every online CPU) at `hz` samples per second each,
+    /// Opens `event` on every online CPU at `hz` samples per second each,
     /// with the processes' side band; `buildid_cache`: keep each mapped
     /// file there by build id.
     pub fn open(
         host: &str,
         hz: u64,
+        event: Event,
         ring_pages: usize,
         callchain: bool,
         buildid_cache: Option<&Path>,
@@ -109,18 +111,23 @@ impl Sampler {
                 format!("--perf {hz}: use 1 to 100000 Hz"),
             ));
         }
-        let cfg = Config { period_ns: 1_000_000_000 / hz, ring_pages, callchain, sideband: true, ..Config::default() };
+        let cfg =
+            Config { event, period_ns: 1_000_000_000 / hz, ring_pages, callchain, sideband: true, ..Config::default() };
         let cap = Capture::open(&cfg)?;
         let cache = buildid_cache.map(BuildIdCache::new);
         let stats = cache.as_ref().map(|c| Arc::clone(&c.stats));
         // The side band announces what starts from now; the rest is in /proc.
         let mut procs = Table::new(cache);
         procs.seed_all();
-        Ok(Sampler { cap, host: host.to_owned(), hz, procs, cache: stats, stats: Arc::default() })
+        Ok(Sampler { cap, host: host.to_owned(), hz, event, procs, cache: stats, stats: Arc::default() })
     }
 
     pub fn hz(&self) -> u64 {
         self.hz
+    }
+
+    pub fn event(&self) -> Event {
+        self.event
     }
 
     /// Runs until `stop`: sets of per-CPU batches to `events` (every

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use perf::{Capture, Config, Record};
+use perf::{Capture, Config, Event, Record};
 
 /// The tests run one at a time: each one's busy process must be the only one.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -55,6 +55,38 @@ fn a_busy_process_is_on_top_and_times_are_monotonic() {
         assert!(t.windows(2).all(|w| w[0] <= w[1]), "cpu {cpu}: times go back");
         let span = t.last().unwrap() - t.first().unwrap();
         assert!(span <= elapsed.as_nanos() as u64, "cpu {cpu}: samples span {span} ns in {elapsed:?}");
+    }
+}
+
+#[test]
+fn cycles_sample_where_the_machine_counts_them_and_say_what_to_use_where_not() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let busy = Busy(Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap());
+    let pid = busy.0.id();
+    let cfg = Config { event: Event::Cycles, period_ns: 1_000_000, ring_pages: 64, ..Config::default() };
+    match Capture::open(&cfg) {
+        // A machine with a PMU: the busy loop's cycles are sampled.
+        Ok(mut cap) => {
+            let started = Instant::now();
+            let mut busy_n = 0;
+            while busy_n < 100 {
+                cap.wait(Duration::from_millis(100)).unwrap();
+                assert!(started.elapsed() < Duration::from_secs(30), "100 cycle samples of the busy loop not in 30 s");
+                cap.drain(|_, r| {
+                    if matches!(r, Record::Sample { pid: p, .. } if p == pid) {
+                        busy_n += 1;
+                    }
+                })
+                .unwrap();
+            }
+        }
+        // Without one (this project's VMs): an error that says so and names
+        // the event that works.
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("perf_event_open(cycles, cpu "), "{msg}");
+            assert!(msg.contains("no hardware cycle counter") && msg.contains("sample with cpu-clock"), "{msg}");
+        }
     }
 }
 
