@@ -29,8 +29,14 @@ pub fn compress(src: &[u8], level: i32) -> Option<Vec<u8>> {
 }
 
 /// Decompresses a zstd frame of at most `capacity` bytes; `None` if it does
-/// not decode or is larger.
+/// not decode or is larger. Allocates the size the frame declares (every
+/// frame written here declares it), not the bound: a hostile column's bound
+/// can be tens of MB.
 pub fn decompress(src: &[u8], capacity: usize) -> Option<Vec<u8>> {
+    let capacity = match zstd::zstd_safe::get_frame_content_size(src) {
+        Ok(Some(declared)) => usize::try_from(declared).ok().filter(|&d| d <= capacity)?,
+        _ => capacity,
+    };
     D.with(|d| d.borrow_mut().as_mut()?.decompress(src, capacity).ok())
 }
 
@@ -46,5 +52,11 @@ mod tests {
             assert!(super::decompress(&z, data.len() - 1).is_none(), "larger than the capacity");
         }
         assert!(super::decompress(b"not zstd", 100).is_none());
+        // A frame declaring more than the bound is refused before allocating.
+        let z = super::compress(&data, 1).unwrap();
+        assert!(super::decompress(&z, data.len() - 1).is_none());
+        // Two frames where one is declared: refused, not a longer answer.
+        let two = [z.clone(), z].concat();
+        assert!(super::decompress(&two, data.len() * 2).is_none());
     }
 }
