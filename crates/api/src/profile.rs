@@ -80,6 +80,10 @@ async fn scan<T: Send + 'static>(
         // The processes as the batches saw them (in time order: the latest
         // description of a process wins), and the store's build-id cache.
         let mut procs = Procs::new(Some(store.root().join(perf::procs::CACHE_DIR)));
+        // Streams sampled on another boot (or machine) say so in their
+        // `boot` label; streams without one (imports) are taken as this one's.
+        let here = perf::boot_id();
+        procs.set_foreign(batches.iter().any(|(k, _)| k.get("boot").is_some_and(|b| Some(b) != here.as_deref())));
         let mut batches: Vec<EventBatch> = batches.into_iter().map(|(_, b)| b).collect();
         batches.sort_by_key(|b| b.time.first().copied().unwrap_or(i64::MIN));
         for b in &batches {

@@ -46,10 +46,12 @@ fn events_by_pid(data: &Path, selector: &str) -> (u64, HashMap<u32, u64>) {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
+    // (Columns by name: the stream's labels come first, and vary.)
+    let at = text.lines().next().unwrap().split(',').position(|c| c == "pid").expect("a pid column");
     let mut by_pid = HashMap::new();
     let mut n = 0;
     for l in text.lines().skip(1) {
-        let pid: u32 = l.split(',').nth(4).unwrap().parse().unwrap();
+        let pid: u32 = l.split(',').nth(at).unwrap().parse().unwrap();
         *by_pid.entry(pid).or_default() += 1;
         n += 1;
     }
@@ -151,7 +153,9 @@ fn up_stores_every_sample_and_the_busy_process_is_on_top() {
     a_process_that_has_exited_is_named_though_its_binary_is_gone(&up.addr, "perf-up", &data, dir.path());
     stop(&mut up.child);
     let sampled = last_value(&data, "kansoku_perf_samples_total");
-    let (n, by_pid) = events_by_pid(&data, "perf_cpu_clock{host=\"perf-up\"}");
+    // The stream says which boot's kernel and processes its samples name.
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let (n, by_pid) = events_by_pid(&data, &format!("perf_cpu_clock{{host=\"perf-up\",boot=\"{}\"}}", boot.trim()));
     assert_eq!(n as f64, sampled, "stored events vs samples the sampler took");
     assert_eq!(last_value(&data, "kansoku_perf_dropped_samples_total"), 0.0);
     assert_eq!(last_value(&data, "kansoku_perf_lost_samples_total"), 0.0);
@@ -302,4 +306,47 @@ fn an_agent_ships_its_samples_to_the_server() {
     let (n, _) = events_by_pid(&data, "perf_cpu_clock{host=\"perf-agent\"}");
     assert!(sampled >= 15_000.0);
     assert_eq!(n as f64, sampled, "events on the server vs samples the agent took");
+}
+
+/// Samples whose stream says they are of another boot (or machine) are not
+/// named from this one: this kernel's symbols would put another kernel's
+/// addresses (KASLR) on wrong functions. The same address labelled with
+/// this boot is named.
+#[test]
+fn another_boot_s_kernel_addresses_are_not_named_from_this_kernel() {
+    use model::{SeriesKey, Timestamp};
+    use store::events::{Encoding, EventBatch};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let this_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap().trim().to_owned();
+    // A kernel function's address, as this kernel has it (root reads them).
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let schedule = kallsyms
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let a = u64::from_str_radix(f.first()?, 16).ok()?;
+            (a != 0 && f.get(2) == Some(&"schedule")).then_some(a)
+        })
+        .expect("schedule in /proc/kallsyms with its address");
+    {
+        let store = store::Store::open(&data, store::Options::default()).unwrap();
+        let t0 = Timestamp::now().as_nanos() - 10_000_000_000;
+        for (host, boot) in [("here", this_boot.as_str()), ("far", "00000000-0000-0000-0000-not-this-boot")] {
+            let mut b = EventBatch::default();
+            (0..20).for_each(|i| b.push(t0 + i * 100_000, 4242, 4242, schedule + 4));
+            let stream = SeriesKey::new("perf_cpu_clock", [("host", host), ("boot", boot)]);
+            store.events().append(&stream, &mut b, Encoding::Fast).unwrap();
+        }
+        store.close().unwrap();
+    }
+    let srv = common::start(&["up", "--listen", "127.0.0.1:0", "--host", "e2e-boot"], &data);
+    let top = |host: &str| {
+        let (status, body) = http_get(&srv.addr, &format!("/api/v1/profile/top?host={host}&since=1h"));
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        (v["rows"][0]["symbol"].as_str().unwrap().to_owned(), v["rows"][0]["module"].clone(), v["samples"].clone())
+    };
+    assert_eq!(top("here"), ("schedule".to_owned(), "[kernel]".into(), 20.into()));
+    assert_eq!(top("far"), ("[unknown] (kernel of another boot)".to_owned(), "[kernel]".into(), 20.into()));
 }

@@ -108,6 +108,16 @@ pub struct Capture {
     pub counts: Counts,
 }
 
+/// This boot of this machine's kernel (`/proc/sys/kernel/random/boot_id`):
+/// the `boot` label of the event streams sampled here, so that a server
+/// names kernel addresses (and asks live processes) only for samples of
+/// the kernel it runs on — another boot's kernel sits at other addresses
+/// (KASLR), another machine's processes are not this one's.
+pub fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_owned()).filter(|id| !id.is_empty())
+}
+
 /// Online CPUs, from /sys/devices/system/cpu/online (`0-3,8`).
 pub fn online_cpus() -> io::Result<Vec<u32>> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;

@@ -50,12 +50,24 @@ pub type Named = (String, String);
 pub struct Procs {
     by_pid: HashMap<u32, (String, Vec<MapInfo>)>,
     cache: Option<PathBuf>,
+    /// The samples are of another boot or machine: its kernel addresses
+    /// and live processes are not this machine's to name.
+    foreign: bool,
 }
 
 impl Procs {
     /// `cache`: the build-id cache directory (files named by hex build id).
     pub fn new(cache: Option<PathBuf>) -> Procs {
-        Procs { by_pid: HashMap::new(), cache }
+        Procs { by_pid: HashMap::new(), cache, foreign: false }
+    }
+
+    /// Marks the samples as another boot's or machine's (see
+    /// [`crate::boot_id`]): kernel addresses are then not looked up in this
+    /// kernel's symbols, nor user addresses and names in this machine's
+    /// processes; only what the batches and the build-id cache say names
+    /// them.
+    pub fn set_foreign(&mut self, foreign: bool) {
+        self.foreign = foreign;
     }
 
     /// Adds a batch's process table; later batches win where they differ.
@@ -86,6 +98,7 @@ impl Procs {
         }
         match self.by_pid.get(&pid) {
             Some((c, _)) if !c.is_empty() => Some(c.clone()),
+            _ if self.foreign => None,
             _ => std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim().to_owned()),
         }
     }
@@ -150,7 +163,11 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
             }
         }
     }
-    if !kernel.is_empty() {
+    if !kernel.is_empty() && procs.foreign {
+        for (pid, ip) in kernel {
+            out.insert((pid, ip), ("[unknown] (kernel of another boot)".into(), "[kernel]".into()));
+        }
+    } else if !kernel.is_empty() {
         let addrs: Vec<Addr> = kernel.iter().map(|k| k.1).collect();
         let src = Source::Kernel(Kernel { vmlinux: blazesym::MaybeDefault::None, ..Kernel::default() });
         let syms = symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok();
@@ -166,7 +183,8 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
             _ => format!("[unknown] (pid {pid})"),
         };
         let src = Source::Process(Process::new(Pid::from(pid)));
-        let syms = if pid > 0 { symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok() } else { None };
+        let syms =
+            if pid > 0 && !procs.foreign { symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok() } else { None };
         for (i, &ip) in addrs.iter().enumerate() {
             let named = match syms.as_ref().and_then(|s| s[i].as_sym()) {
                 Some(sym) => (sym.name.to_string(), module_name(sym.module.as_deref())),
@@ -324,6 +342,29 @@ mod tests {
         assert!(rows[0].symbol.contains("a_function_with_a_name"), "{rows:?}");
         assert!((rows[0].share - 75.0).abs() < 1e-9);
         assert!(rows.iter().any(|r| r.symbol == "[unknown] (pid 999999999)" && r.samples == 5), "{rows:?}");
+    }
+
+    #[test]
+    fn another_boot_s_samples_are_not_named_from_this_machine() {
+        let f = a_function_with_a_name as *const () as usize as u64;
+        std::hint::black_box(a_function_with_a_name(5));
+        let me = std::process::id();
+        let kernel = 0xffff_ffff_8100_0000;
+        let mut counts = HashMap::new();
+        counts.insert((me, f + 1), 30);
+        counts.insert((me, kernel), 10);
+        // This machine's: the live process and kallsyms name them.
+        let here = top(&counts, 10, &Procs::default());
+        assert!(here[0].symbol.contains("a_function_with_a_name"), "{here:?}");
+        assert!(here.iter().any(|r| r.module == "[kernel]" && !r.symbol.contains("another boot")), "{here:?}");
+        // Another boot's (or machine's) pid and kernel addresses are not
+        // this machine's: unknown rather than wrongly named.
+        let mut foreign = Procs::default();
+        foreign.set_foreign(true);
+        let there = top(&counts, 10, &foreign);
+        assert!(there.iter().any(|r| r.symbol == format!("[unknown] (pid {me})") && r.samples == 30), "{there:?}");
+        assert!(there.iter().any(|r| r.symbol == "[unknown] (kernel of another boot)" && r.samples == 10), "{there:?}");
+        assert_eq!(foreign.comm(me), None, "not this machine's /proc");
     }
 }
 
