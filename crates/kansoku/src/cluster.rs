@@ -217,9 +217,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         // Every CPU's batch of a `--batch` period: encoded here (Fast),
         // spooled as one batch, shipped as one Events frame.
         let (ev_tx, ev_rx) = std::sync::mpsc::sync_channel::<Vec<store::events::EventBatch>>(crate::up::PERF_QUEUE);
-        // The boot label: whose kernel and processes the samples name.
-        let boot = perf::boot_id().unwrap_or_default();
-        let stream = model::SeriesKey::new(event.stream(), [("host", host.as_str()), ("boot", boot.as_str())]);
+        let stream = sampler.stream();
         let spooler_agent = Arc::clone(&agent);
         // Samples that never reach the spool are counted as the sampler's
         // drops (kansoku_perf_dropped_samples_total travels with the batches).

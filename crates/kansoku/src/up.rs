@@ -352,9 +352,7 @@ fn serve(
     if let (Some(sampler), Some(host)) = (sampler, &host) {
         let (hz, event) = (sampler.hz(), sampler.event());
         let (ev_tx, ev_rx) = sync_channel::<Vec<store::events::EventBatch>>(PERF_QUEUE);
-        // The boot label: whose kernel and processes the samples name.
-        let boot = perf::boot_id().unwrap_or_default();
-        let stream = model::SeriesKey::new(event.stream(), [("host", host.as_str()), ("boot", boot.as_str())]);
+        let stream = sampler.stream();
         let events_store = Arc::clone(&store);
         perf_writer = Some(std::thread::Builder::new().name("perf-writer".into()).spawn(move || {
             let mut failures = 0u64;

@@ -159,6 +159,8 @@ fn up_stores_every_sample_and_the_busy_process_is_on_top() {
     assert_eq!(n as f64, sampled, "stored events vs samples the sampler took");
     assert_eq!(last_value(&data, "kansoku_perf_dropped_samples_total"), 0.0);
     assert_eq!(last_value(&data, "kansoku_perf_lost_samples_total"), 0.0);
+    // The cache kept at least the exited program's binary (named above after it was deleted).
+    assert!(last_value(&data, "kansoku_perf_buildid_cached_total") >= 1.0);
     let top = by_pid.iter().filter(|(p, _)| **p != 0).max_by_key(|(_, n)| **n).map(|(p, _)| *p);
     assert_eq!(top, Some(std::process::id()), "{by_pid:?}");
 }

@@ -32,9 +32,9 @@ pub struct SamplerStats {
     pub dropped_samples: AtomicU64,
     /// CPU time of the sampling thread.
     pub cpu_ns: AtomicU64,
-    /// Files kept in the build-id cache, and files that could not be.
-    pub buildid_cached: AtomicU64,
-    pub buildid_failed: AtomicU64,
+    /// The build-id cache's own counters (files kept, files that could
+    /// not be), read as they are: its copier thread keeps them.
+    pub cache: Option<Arc<CacheStats>>,
 }
 
 impl SamplerStats {
@@ -52,8 +52,8 @@ impl SamplerStats {
             self.dropped_samples.load(Ordering::Relaxed) as f64,
             self.cpu_ns.load(Ordering::Relaxed) as f64 / 1e9,
             max_rate,
-            self.buildid_cached.load(Ordering::Relaxed) as f64,
-            self.buildid_failed.load(Ordering::Relaxed) as f64,
+            self.cache.as_ref().map_or(0.0, |c| c.files.load(Ordering::Relaxed) as f64),
+            self.cache.as_ref().map_or(0.0, |c| c.failed.load(Ordering::Relaxed) as f64),
         ];
         OWN.into_iter().zip(values).collect()
     }
@@ -89,7 +89,6 @@ pub struct Sampler {
     hz: u64,
     event: Event,
     procs: Table,
-    cache: Option<Arc<CacheStats>>,
     pub stats: Arc<SamplerStats>,
 }
 
@@ -115,11 +114,12 @@ impl Sampler {
             Config { event, period_ns: 1_000_000_000 / hz, ring_pages, callchain, sideband: true, ..Config::default() };
         let cap = Capture::open(&cfg)?;
         let cache = buildid_cache.map(BuildIdCache::new);
-        let stats = cache.as_ref().map(|c| Arc::clone(&c.stats));
+        let stats =
+            Arc::new(SamplerStats { cache: cache.as_ref().map(|c| Arc::clone(&c.stats)), ..Default::default() });
         // The side band announces what starts from now; the rest is in /proc.
         let mut procs = Table::new(cache);
         procs.seed_all();
-        Ok(Sampler { cap, host: host.to_owned(), hz, event, procs, cache: stats, stats: Arc::default() })
+        Ok(Sampler { cap, host: host.to_owned(), hz, event, procs, stats })
     }
 
     pub fn hz(&self) -> u64 {
@@ -128,6 +128,14 @@ impl Sampler {
 
     pub fn event(&self) -> Event {
         self.event
+    }
+
+    /// The event stream its samples are stored as: the event's name, the
+    /// host, and this machine's boot (whose kernel and processes name them,
+    /// see [`crate::boot_id`]).
+    pub fn stream(&self) -> SeriesKey {
+        let boot = crate::boot_id().unwrap_or_default();
+        SeriesKey::new(self.event.stream(), [("host", self.host.as_str()), ("boot", boot.as_str())])
     }
 
     /// Runs until `stop`: sets of per-CPU batches to `events` (every
@@ -236,10 +244,6 @@ impl Sampler {
                 }
             }
             st.cpu_ns.store((ns(ClockId::ThreadCPUTime) - started_cpu).max(0) as u64, Ordering::Relaxed);
-            if let Some(c) = &self.cache {
-                st.buildid_cached.store(c.files.load(Ordering::Relaxed), Ordering::Relaxed);
-                st.buildid_failed.store(c.failed.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
             if let Some(series) = &series
                 && (done || last_report.elapsed() >= Duration::from_secs(1))
             {
