@@ -53,10 +53,15 @@ fn request(params: &HashMap<String, String>) -> Result<Request, ApiError> {
     let num = |k: &str| -> Result<Option<u64>, ApiError> {
         get(k).map(|v| v.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("`{k}`: a number")))).transpose()
     };
-    let cpus: Vec<u32> = num("cpu")?.map(|c| vec![c as u32]).unwrap_or_default();
+    let num32 = |k: &str| -> Result<Option<u32>, ApiError> {
+        num(k)?
+            .map(|v| u32::try_from(v).map_err(|_| ApiError::BadRequest(format!("`{k}`: {v} is past 4294967295"))))
+            .transpose()
+    };
+    let cpus: Vec<u32> = num32("cpu")?.map(|c| vec![c]).unwrap_or_default();
     Ok(Request {
         query: EventQuery { streams: sel, cpus, from: from.as_nanos(), to: to.as_nanos() },
-        pid: num("pid")?.map(|p| p as u32),
+        pid: num32("pid")?,
         n: num("n")?.unwrap_or(20).clamp(1, 1000) as usize,
         buckets: num("buckets")?.unwrap_or(200).clamp(1, 2000) as usize,
     })

@@ -71,8 +71,10 @@ pub fn parse_range_query(params: &HashMap<String, String>, now: Timestamp) -> Re
     let sel = selector(params, "query")?;
     let get = |k: &str| params.get(k).map(String::as_str);
     let (from, to) = resolve_range(get("from"), get("to"), get("since"), now).map_err(|e| bad(&e))?;
-    let step_ns =
-        get("step").map(|s| model::parse_duration(s).map(|d| d.as_nanos() as i64)).transpose().map_err(|e| bad(&e))?;
+    let step_ns = get("step")
+        .map(|s| model::parse_duration(s).map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)))
+        .transpose()
+        .map_err(|e| bad(&e))?;
     let points = get("points")
         .map(|p| p.parse::<usize>().ok().filter(|&n| n > 0))
         .map(|p| p.ok_or_else(|| ApiError::BadRequest("points must be a positive integer".into())))

@@ -120,6 +120,13 @@ fn parse_line(
             .and_then(|t| t.checked_mul(precision))
             .ok_or_else(|| format!("bad timestamp {t:?}"))?,
     };
+    if !Timestamp(t).is_storable() {
+        return Err(format!(
+            "timestamp {t} ns is outside the range kansoku stores ({} to {}, exclusive)",
+            Timestamp::STORABLE_MIN,
+            Timestamp::STORABLE_END
+        ));
+    }
     let mut head_parts = split_unescaped(head, b',').into_iter();
     let measurement = unescape(head_parts.next().unwrap_or_default());
     if measurement.is_empty() {
@@ -138,13 +145,24 @@ fn parse_line(
     if let Some(rp) = rp {
         labels.push(("rp".into(), rp.to_owned()));
     }
+    if let Some(dup) = labels.iter().enumerate().find(|(i, (k, _))| labels[..*i].iter().any(|(k2, _)| k2 == k)) {
+        return Err(format!("duplicate tag {:?}", dup.1.0));
+    }
     let mut n = 0;
+    let mut seen: Vec<String> = Vec::new();
+    let mut line_points = Vec::new();
     for field in split_fields(fields) {
         let Some(eq) = find_unescaped(field, b'=') else { return Err(format!("bad field {field:?}")) };
         let (k, v) = (unescape(&field[..eq]), &field[eq + 1..]);
         if k.is_empty() {
             return Err(format!("bad field {field:?}"));
         }
+        // Two values of one field at one time: which is meant is unknowable,
+        // so the line is refused whole rather than one kept silently.
+        if seen.contains(&k) {
+            return Err(format!("duplicate field {k:?}"));
+        }
+        seen.push(k.clone());
         let Some(value) = parse_value(v)? else {
             out.string_fields += 1;
             continue;
@@ -155,12 +173,13 @@ fn parse_line(
         if let Some(ty) = ty {
             l.push((TYPE_LABEL.into(), ty.into()));
         }
-        out.points.push((SeriesKey::new(format!("{measurement}_{k}"), l), t, stored));
+        line_points.push((SeriesKey::new(format!("{measurement}_{k}"), l), t, stored));
         n += 1;
     }
-    if n == 0 && out.string_fields == 0 {
+    if n == 0 && seen.is_empty() {
         return Err("no fields".into());
     }
+    out.points.extend(line_points);
     Ok(())
 }
 
@@ -627,6 +646,20 @@ mod tests {
         assert_eq!(p.errors.len(), 6, "{:?}", p.errors);
         assert_eq!(p.points.len(), 1);
         assert!(p.errors[2].contains("bad timestamp"));
+    }
+
+    #[test]
+    fn times_outside_the_storable_range_and_duplicates_are_refused_by_line() {
+        let p = parse(
+            "n v=1 9223372036854775807\nn v=1 -1\nn v=1 7258118400000000000\nn v=1,v=2 5\nn,a=1,a=2 v=1 5\nok v=1 7258118399999999999\n",
+        );
+        assert_eq!(p.errors.len(), 5, "{:?}", p.errors);
+        for e in &p.errors[..3] {
+            assert!(e.contains("outside the range kansoku stores"), "{e}");
+        }
+        assert!(p.errors[3].contains("duplicate field \"v\""), "{}", p.errors[3]);
+        assert!(p.errors[4].contains("duplicate tag \"a\""), "{}", p.errors[4]);
+        assert_eq!(p.points.len(), 1, "only the good line, and nothing of a refused one");
     }
 
     #[test]

@@ -644,7 +644,13 @@ impl Work {
                     });
                     fig.samples += r.points.len() as u64;
                 }
-                rounds.last_mut().expect("decode returns at least one round").points.push(seq_point);
+                // The mark rides on the newest round the store will take (a
+                // round at a time outside the storable range is refused and
+                // counted there, and must not take the mark with it).
+                match rounds.iter_mut().rev().find(|r| r.time.is_storable()) {
+                    Some(r) => r.points.push(seq_point),
+                    None => rounds.push(Batch { time: Timestamp::now(), defs: Vec::new(), points: vec![seq_point] }),
+                }
                 rounds[0].defs = defs;
                 Ok(store.append_many(&mut self.appender, &rounds)?)
             }

@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -94,6 +94,9 @@ struct Inner {
     dict: Vec<SeriesKey>,
     dict_ids: HashMap<SeriesKey, u32>,
     dict_file: File,
+    /// Bytes of the dictionary file known good: the next definition goes
+    /// here (a positional write), so a failed one leaves no hole.
+    dict_bytes: u64,
     dict_dirty: bool,
     limit: u64,
     state_acked: u64,
@@ -162,7 +165,7 @@ impl Spool {
         } else {
             0
         };
-        let mut dict_file = OpenOptions::new()
+        let dict_file = OpenOptions::new()
             .create(true)
             .read(true)
             .write(true)
@@ -171,12 +174,9 @@ impl Spool {
             .map_err(io_ctx("open", &dict_path))?;
         dict_file.set_len(valid as u64).map_err(io_ctx("truncate", &dict_path))?;
         if valid == 0 {
-            dict_file.write_all(DICT_MAGIC).map_err(io_ctx("write", &dict_path))?;
+            dict_file.write_all_at(DICT_MAGIC, 0).map_err(io_ctx("write", &dict_path))?;
         }
-        {
-            use std::io::Seek;
-            dict_file.seek(io::SeekFrom::End(0)).map_err(io_ctx("seek", &dict_path))?;
-        }
+        let dict_bytes = if valid == 0 { DICT_MAGIC.len() as u64 } else { valid as u64 };
 
         // Segments, oldest first.
         let mut paths: Vec<(u64, PathBuf)> = fs::read_dir(dir)
@@ -233,6 +233,7 @@ impl Spool {
                 dict,
                 dict_ids,
                 dict_file,
+                dict_bytes,
                 dict_dirty: false,
                 limit: limit.max(MIN_BYTES),
                 state_acked: acked,
@@ -281,7 +282,12 @@ impl Spool {
         put_key(&mut buf, key);
         end_frame(&mut buf, start);
         let path = self.dir.join("series.ksd");
-        g.dict_file.write_all(&buf).map_err(io_ctx("write", &path))?;
+        if let Err(e) = g.dict_file.write_all_at(&buf, g.dict_bytes) {
+            // Cut what part of it was written (disk full); the next definition goes in its place.
+            let _ = g.dict_file.set_len(g.dict_bytes);
+            return Err(io_ctx("write", &path)(e));
+        }
+        g.dict_bytes += buf.len() as u64;
         // Synced with the next batch, which is the first that can refer to it.
         g.dict_dirty = true;
         g.dict.push(key.clone());
@@ -331,7 +337,10 @@ impl Spool {
         buf.extend_from_slice(body);
         end_frame(&mut buf, start);
         let seg = g.segments.back_mut().expect("a segment");
-        seg.file.write_all_at(&buf, seg.bytes).map_err(io_ctx("write", &seg.path))?;
+        if let Err(e) = seg.file.write_all_at(&buf, seg.bytes) {
+            let _ = seg.file.set_len(seg.bytes); // no partial record left behind (disk full)
+            return Err(io_ctx("write", &seg.path)(e));
+        }
         seg.file.sync_data().map_err(io_ctx("fsync", &seg.path))?;
         let entry = (seq, seg.bytes + 8, (buf.len() - 8) as u32, samples, time_ns);
         seg.add(entry);

@@ -12,6 +12,18 @@ pub struct Timestamp(pub i64);
 impl Timestamp {
     pub const MIN: Timestamp = Timestamp(i64::MIN);
     pub const MAX: Timestamp = Timestamp(i64::MAX);
+    /// The earliest time kansoku stores: 1970-01-01T00:00:00Z.
+    pub const STORABLE_MIN: Timestamp = Timestamp(0);
+    /// The first time past what kansoku stores: 2200-01-01T00:00:00Z. Past
+    /// it lie ~62 years of headroom before `i64` ends, so bucket, tier and
+    /// block arithmetic on stored times (a period's end, a step added to a
+    /// start) cannot overflow.
+    pub const STORABLE_END: Timestamp = Timestamp(7_258_118_400 * 1_000_000_000);
+
+    /// Whether a sample at this time may be stored (see [`Timestamp::STORABLE_END`]).
+    pub fn is_storable(self) -> bool {
+        (Timestamp::STORABLE_MIN..Timestamp::STORABLE_END).contains(&self)
+    }
 
     pub fn now() -> Timestamp {
         let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -177,7 +189,12 @@ fn parse_rfc3339(s: &str) -> Option<Timestamp> {
     }
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+    if !(1..=12).contains(&month)
+        || !(1..=days_in_month(year, month)).contains(&day)
+        || hour > 23
+        || min > 59
+        || sec > 60
+    {
         return None;
     }
     let mut i = 19;
@@ -215,6 +232,16 @@ fn parse_rfc3339(s: &str) -> Option<Timestamp> {
     Some(Timestamp(secs.checked_mul(1_000_000_000)?.checked_add(nanos)?))
 }
 
+fn days_in_month(year: i64, month: i64) -> i64 {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +270,22 @@ mod tests {
         assert_eq!(parse_time("2023-11-15T00:13:20.25+02:00", now), Ok(Timestamp(1_700_000_000_250_000_000)));
         assert!(parse_time("yesterday", now).is_err());
         assert!(parse_time("2023-13-01T00:00:00Z", now).is_err());
+        // Days past the month's end are refused, not rolled into the next month.
+        for bad in ["2026-02-31T00:00:00Z", "2026-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "1900-02-29T00:00:00Z"] {
+            assert!(parse_time(bad, now).is_err(), "{bad}");
+        }
+        assert!(parse_time("2024-02-29T00:00:00Z", now).is_ok());
+        assert!(parse_time("2000-02-29T00:00:00Z", now).is_ok());
+    }
+
+    #[test]
+    fn storable_range() {
+        assert_eq!(parse_time("2200-01-01T00:00:00Z", Timestamp(0)), Ok(Timestamp::STORABLE_END));
+        assert!(Timestamp(0).is_storable());
+        assert!(Timestamp(Timestamp::STORABLE_END.0 - 1).is_storable());
+        assert!(!Timestamp::STORABLE_END.is_storable());
+        assert!(!Timestamp(-1).is_storable());
+        assert!(!Timestamp::MAX.is_storable());
     }
 
     #[test]

@@ -13,6 +13,9 @@ use crate::tier::Tier;
 pub const QUERY_SERIES_MAX: usize = 20_000;
 /// Cells (times x series) one query may return.
 pub const QUERY_CELLS_MAX: usize = 50_000_000;
+/// The widest bucket: ten years. With ranges clamped to the storable times
+/// (`Timestamp::is_storable`), bucket arithmetic stays far inside `i64`.
+pub const STEP_NS_MAX: i64 = 3650 * 86_400 * 1_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Agg {
@@ -59,7 +62,7 @@ pub enum QueryError {
     TooManySeries(usize),
     #[error("result would hold {0} cells (limit {QUERY_CELLS_MAX}); ask for fewer points with step or points")]
     TooManyCells(usize),
-    #[error("step must be positive")]
+    #[error("step must be from 1ns to 3650d")]
     BadStep,
     #[error("grouping (by) needs step or points: series are combined per bucket")]
     GroupNeedsBuckets,
@@ -138,6 +141,10 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
     if q.from > q.to {
         return Err(QueryError::EmptyRange { from: q.from, to: q.to });
     }
+    // Nothing is stored outside the storable times: a range reaching past
+    // them reads the same data, and its bucket arithmetic cannot overflow.
+    let clamp = |t: Timestamp| Timestamp(t.0.clamp(Timestamp::STORABLE_MIN.0, Timestamp::STORABLE_END.0 - 1));
+    let q = &RangeQuery { from: clamp(q.from), to: clamp(q.to), ..q.clone() };
     let matched = store.series(&q.selector);
     if matched.len() > QUERY_SERIES_MAX {
         return Err(QueryError::TooManySeries(matched.len()));
@@ -146,7 +153,7 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
         return Err(QueryError::GroupNeedsBuckets);
     }
     let step = match (q.step_ns, q.points) {
-        (Some(s), _) if s <= 0 => return Err(QueryError::BadStep),
+        (Some(s), _) if !(1..=STEP_NS_MAX).contains(&s) => return Err(QueryError::BadStep),
         (Some(s), _) => Some(s),
         // A derived bucket of a second or more is rounded up to whole
         // seconds (minutes), so it can be answered from a tier.
@@ -207,7 +214,21 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
             let bucket = |(id, key): &(u32, SeriesKey)| {
                 if let Some(res) = tier_res {
                     let tier = store.read_tier(*id, res, Timestamp(start), q.to);
-                    return downsample_tier_all(&tier, start, step, n, &aggs)
+                    let mut columns = downsample_tier_all(&tier, start, step, n, &aggs);
+                    // A tier period holds samples outside [from, to] where the
+                    // range cuts a bucket: those edge buckets come from raw
+                    // samples, so the answer is the one raw data gives.
+                    let edges =
+                        [(q.from.0 > start).then_some(0), (q.to.0 < start + n as i64 * step - 1).then_some(n - 1)];
+                    for k in edges.into_iter().flatten().collect::<std::collections::BTreeSet<_>>() {
+                        let lo = start + k as i64 * step;
+                        let (ts, vals) =
+                            store.read(*id, Timestamp(lo.max(q.from.0)), Timestamp((lo + step - 1).min(q.to.0)));
+                        for (column, &agg) in columns.iter_mut().zip(&aggs) {
+                            column[k] = downsample(&ts, &vals, lo, step, 1, agg)[0];
+                        }
+                    }
+                    return columns
                         .into_iter()
                         .zip(&aggs)
                         .map(|(values, &agg)| FrameSeries { key: key.clone(), agg: Some(agg), values })

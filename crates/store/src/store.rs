@@ -110,6 +110,8 @@ pub struct StoreStats {
     pub samples_appended: AtomicU64,
     pub batches_appended: AtomicU64,
     pub out_of_order_dropped: AtomicU64,
+    /// Samples refused for a time outside [`Timestamp::is_storable`].
+    pub out_of_range_dropped: AtomicU64,
     pub unknown_series_dropped: AtomicU64,
     pub write_errors: AtomicU64,
     pub flushes: AtomicU64,
@@ -118,6 +120,8 @@ pub struct StoreStats {
     pub corrupt_chunks: AtomicU64,
     pub wal_damaged_segments: AtomicU64,
     pub wal_replayed_samples: AtomicU64,
+    /// Damaged WAL bytes skipped to reach the valid records after them.
+    pub wal_skipped_bytes: AtomicU64,
     /// Removed on purpose by retention (age or disk budget), not lost.
     pub retention_removed_samples: AtomicU64,
     pub retention_removed_events: AtomicU64,
@@ -401,11 +405,16 @@ impl Store {
         // This segment's ids -> store ids.
         let mut ids: HashMap<u32, u32> = HashMap::new();
         let mut replayed = 0u64;
-        let (valid, damage) = decode_records(&data[magic..], magic as u64, |rec| match rec {
+        let mut on_record = |rec| match rec {
             Record::Series { id, key } => {
                 ids.insert(id, st.intern(&key));
             }
             Record::Samples { time, points } => {
+                if !Timestamp(time).is_storable() {
+                    // Written before such times were refused at append.
+                    self.stats.out_of_range_dropped.fetch_add(points.len() as u64, Ordering::Relaxed);
+                    return;
+                }
                 for (wid, v) in points {
                     let Some(&id) = ids.get(&wid) else { continue };
                     if st.last_t[id as usize] < time && st.head.push(id, time, v) {
@@ -414,9 +423,36 @@ impl Store {
                     }
                 }
             }
-        });
+        };
+        // Damage followed by records that verify is corruption, not a torn
+        // tail: the records after it were acknowledged, so they are replayed
+        // and only the damaged bytes skipped (and reported).
+        let body = &data[magic..];
+        let mut pos = 0;
+        let torn = loop {
+            let (valid, damage) = decode_records(&body[pos..], (magic + pos) as u64, &mut on_record);
+            let Some(damage) = damage else { break None };
+            let at = pos + valid;
+            match wal::resync(body, at, wal::is_record) {
+                Some(next) if !read_only => {
+                    self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
+                    self.stats.wal_skipped_bytes.fetch_add((next - at) as u64, Ordering::Relaxed);
+                    tracing::error!(
+                        "{} damaged at byte {} ({}): skipping {} bytes to the next whole record at byte {}; the records after it are kept",
+                        path.display(),
+                        damage.offset,
+                        damage.what,
+                        next - at,
+                        magic + next
+                    );
+                    pos = next;
+                }
+                Some(next) => pos = next,
+                None => break Some((at, damage)),
+            }
+        };
         self.stats.wal_replayed_samples.fetch_add(replayed, Ordering::Relaxed);
-        let Some(damage) = damage else { return Ok(()) };
+        let Some((valid, damage)) = torn else { return Ok(()) };
         if read_only {
             // A writer may be mid-append; what it has not finished is not yet acknowledged.
             return Ok(());
@@ -448,7 +484,7 @@ impl Store {
         let mut guard = lock(&self.writer);
         let w = guard.as_mut().ok_or(StoreError::ReadOnly)?;
         let mut rounds: Vec<(i64, Vec<(u32, f64)>)> = Vec::with_capacity(batches.len());
-        let mut unknown = 0u64;
+        let (mut unknown, mut out_of_range) = (0u64, 0u64);
         for batch in batches {
             if !batch.defs.is_empty() {
                 let mut st = write_lock(&self.state);
@@ -460,6 +496,14 @@ impl Store {
                     }
                     appender.ids[slot] = Some(id);
                 }
+            }
+            if !batch.time.is_storable() {
+                // Refused before the WAL: one such time would make every
+                // later flush (and every replay of it) do arithmetic at the
+                // edge of i64.
+                out_of_range += batch.points.len() as u64;
+                rounds.push((batch.time.as_nanos(), Vec::new()));
+                continue;
             }
             let mut points = Vec::with_capacity(batch.points.len());
             for &(sid, v) in &batch.points {
@@ -473,6 +517,9 @@ impl Store {
         if unknown > 0 {
             self.stats.unknown_series_dropped.fetch_add(unknown, Ordering::Relaxed);
         }
+        if out_of_range > 0 {
+            self.stats.out_of_range_dropped.fetch_add(out_of_range, Ordering::Relaxed);
+        }
 
         w.buf.clear();
         let mut newly_declared = Vec::new();
@@ -481,7 +528,7 @@ impl Store {
             if w.declared.len() < st.keys.len() {
                 w.declared.resize(st.keys.len(), false);
             }
-            for (time, points) in &rounds {
+            for (time, points) in rounds.iter().filter(|r| !r.1.is_empty()) {
                 for &(id, _) in points {
                     if !w.declared[id as usize] {
                         encode_series(&mut w.buf, id, &st.keys[id as usize]);
@@ -529,7 +576,7 @@ impl Store {
                 n_stored += stored.len() as u64;
                 out.push(Appended { time: batch.time, points: stored });
             }
-            let last = rounds.iter().map(|r| r.0).max().unwrap_or(i64::MIN);
+            let last = rounds.iter().filter(|r| !r.1.is_empty()).map(|r| r.0).max().unwrap_or(i64::MIN);
             let span = st.head.min_t().map_or(0, |m| last.saturating_sub(m));
             let due = span as u128 >= self.opts.block_duration.as_nanos()
                 || st.head.n_samples() >= self.opts.head_samples_max;

@@ -68,8 +68,11 @@ impl Tier {
         let mut i = 0;
         while i < ts.len() {
             let start = ts[i] - ts[i].rem_euclid(res);
-            let end = start.saturating_add(res);
-            let j = i + ts[i..].partition_point(|&x| x < end);
+            // The last period of i64 has no end: it takes the rest.
+            let j = match start.checked_add(res) {
+                Some(end) => i + ts[i..].partition_point(|&x| x < end),
+                None => ts.len(),
+            };
             let v = &vals[i..j];
             t.ts.push(start);
             t.min.push(v.iter().copied().fold(f64::INFINITY, f64::min));
@@ -182,6 +185,14 @@ mod tests {
         }
         let negative = Tier::build(&[-1500, -1], &[1.0, 2.0], 1000);
         assert_eq!(negative.ts, [-2000, -1000]);
+    }
+
+    #[test]
+    fn the_last_period_of_i64_ends() {
+        // Its end is past i64::MAX: once, this looped forever, allocating.
+        let t = Tier::build(&[i64::MAX - 5, i64::MAX], &[1.0, 2.0], MINUTE);
+        assert_eq!(t.count, [2.0]);
+        assert_eq!(t.ts, [i64::MAX - i64::MAX.rem_euclid(MINUTE)]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod segment;
 
 pub use record::{
     Damage, RECORD_BYTES_MAX, Record, begin_frame, decode_frames, decode_records, encode_samples, encode_series,
-    end_frame,
+    end_frame, is_record, resync,
 };
 pub use segment::{
     LogKind, SEGMENT_MAGIC, WAL, WalWriter, list_logs, list_segments, log_path, repair_log, segment_path,

@@ -102,6 +102,29 @@ pub fn decode_frames(data: &[u8], base: u64, mut f: impl FnMut(&[u8]) -> bool) -
     (pos, None)
 }
 
+/// After a frame that did not verify at `from`, the first offset past it at
+/// which a whole frame verifies (its length sane, its checksum right, and
+/// `parses` accepting its payload): where valid records resume after damage
+/// in the middle of a file. `None`: nothing after `from` verifies, so the
+/// damage is a torn tail. A random match needs a 32-bit checksum to agree by
+/// chance; garbage lengths are refused before any checksum is computed.
+pub fn resync(data: &[u8], from: usize, parses: impl Fn(&[u8]) -> bool) -> Option<usize> {
+    (from + 1..data.len().saturating_sub(8)).find(|&p| {
+        let len = u32::from_le_bytes(data[p..p + 4].try_into().expect("4 bytes"));
+        if len == 0 || len > RECORD_BYTES_MAX || (len as usize) > data.len() - p - 8 {
+            return false;
+        }
+        let crc = u32::from_le_bytes(data[p + 4..p + 8].try_into().expect("4 bytes"));
+        let payload = &data[p + 8..p + 8 + len as usize];
+        crc32fast::hash(payload) == crc && parses(payload)
+    })
+}
+
+/// Whether `payload` is a whole, well-formed WAL record.
+pub fn is_record(payload: &[u8]) -> bool {
+    decode_payload(payload).is_some()
+}
+
 fn decode_payload(payload: &[u8]) -> Option<Record> {
     let mut r = Reader::new(payload);
     let kind = r.fixed::<1>()?[0];
@@ -164,6 +187,35 @@ mod tests {
             assert_eq!(valid, if whole == 0 { 0 } else { ends[whole - 1] });
             assert_eq!(damage.is_some(), cut != valid, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn resync_finds_the_next_whole_record_after_damage() {
+        let (log, _) = sample_log();
+        let ends: Vec<usize> = {
+            let mut pos = 0;
+            let mut ends = vec![0];
+            while pos < log.len() {
+                pos += 8 + u32::from_le_bytes(log[pos..pos + 4].try_into().unwrap()) as usize;
+                ends.push(pos);
+            }
+            ends
+        };
+        for k in 0..ends.len() - 2 {
+            for i in ends[k]..ends[k + 1] {
+                let mut bad = log.clone();
+                bad[i] ^= 0x10;
+                let (valid, damage) = decode_records(&bad, 0, |_| {});
+                assert_eq!((valid, damage.is_some()), (ends[k], true), "flip at {i}");
+                assert_eq!(resync(&bad, valid, is_record), Some(ends[k + 1]), "flip at {i}");
+            }
+        }
+        // Damage in the last record: nothing verifies after it (a torn tail).
+        let mut bad = log.clone();
+        let last = ends[ends.len() - 2];
+        bad[last + 9] ^= 1;
+        assert_eq!(resync(&bad, last, is_record), None);
+        assert_eq!(resync(&log[..last + 3], last, is_record), None);
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! WAL segment files: `wal/<seq:010>.wal`, an 8-byte magic, then records.
-//! The writer appends whole groups with one `write` and rolls the file back to
-//! its last good length if a write fails (disk full), so a failed append never
-//! leaves a torn record for replay to trip over.
+//! The writer appends whole groups with one positional `write` at the length
+//! it knows good and rolls the file back to that length if a write fails (disk
+//! full), so a failed append never leaves a torn record for replay to trip
+//! over, and the next append lands right after the last good record: never
+//! past a hole of zeros (which replay would take for a torn tail, cutting
+//! every acknowledged record after it).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -150,8 +154,11 @@ impl WalWriter {
     /// [`GroupSync::sync_to`]). On failure the file is cut back to its prior
     /// length, so the segment stays a clean sequence of records.
     pub fn append(&mut self, records: &[u8]) -> io::Result<u64> {
-        if let Err(e) = (&*self.file).write_all(records) {
-            // Best effort: if even truncation fails, replay's checksum catches the tail.
+        // At our own offset, not the file's cursor: after a failed write the
+        // cursor sits past the cut, and a write there would leave a hole.
+        if let Err(e) = self.file.write_all_at(records, self.len) {
+            // Best effort: if even truncation fails, the next append
+            // overwrites the partial bytes, and replay's checksum catches them.
             let _ = self.file.set_len(self.len);
             let _ = self.file.sync_data();
             return Err(e);
