@@ -3,10 +3,12 @@
 //! acknowledges each only once the store made it durable.
 //!
 //! Exactly once: every batch carries its spool's sequence number. The server
-//! stores, in the same append as the batch's samples, the series
-//! `kansoku_ingest_seq{host,spool}`; a batch at or below that mark (a resend
-//! after a lost ack or a server crash) is acknowledged without being stored
-//! again.
+//! stores it in the same write as the batch: for rounds, as the series
+//! `kansoku_ingest_seq{host,spool}` in the same WAL append as the samples;
+//! for events, as a mark leading the batches in the event log's write (and
+//! then in the series, for reading). A batch at or below the higher mark (a
+//! resend after a lost ack or a server crash) is acknowledged without being
+//! stored again.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -293,11 +295,14 @@ impl Ingest {
         }
         let store = Arc::clone(&self.store);
         let series = seq_key(host, &format!("{spool_id:016x}"));
-        let stored = tokio::task::spawn_blocking(move || last_value(&store, &series))
-            .await
-            .ok()
-            .flatten()
-            .map_or(0, |v| v as u64);
+        // Rounds carry their mark in the WAL, events in the event log: the
+        // higher of the two is what is stored.
+        let stored = tokio::task::spawn_blocking(move || {
+            let rounds = last_value(&store, &series).map_or(0, |v| v as u64);
+            rounds.max(store.events().mark(&series).unwrap_or(0))
+        })
+        .await
+        .unwrap_or(0);
         let mut marks = self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Arc::clone(
             marks.entry(key).or_insert_with(|| Arc::new(tokio::sync::Mutex::new(SpoolMark { stored, generation: 0 }))),
@@ -493,12 +498,13 @@ impl Session<'_> {
         let mut work = self.work.take().expect("put back after each append");
         work.defs = std::mem::take(&mut self.pending);
         let host = self.host.clone();
+        let mark_key = seq_key(&self.host, &self.spool_key);
         // Decoding and storing run on a blocking thread (the append waits
         // for fsync); their CPU time is the server's cost per sample.
         let (result, work, figures) = tokio::task::spawn_blocking(move || {
             let cpu0 = thread_cpu_ns();
             let mut figures = Figures::default();
-            let result = work.store(&store, &host, seq, payload, &mut figures);
+            let result = work.store(&store, &host, (&mark_key, seq), payload, &mut figures);
             figures.cpu_ns = thread_cpu_ns() - cpu0;
             (result, work, figures)
         })
@@ -608,11 +614,11 @@ impl Work {
         &mut self,
         store: &Store,
         host: &str,
-        seq: u64,
+        (mark_key, seq): (&SeriesKey, u64),
         payload: Payload,
         fig: &mut Figures,
     ) -> Result<Vec<Appended>, BatchError> {
-        // Local id 0 is kansoku_ingest_seq: stored with the batch, atomically.
+        // Local id 0 is kansoku_ingest_seq: stored with the rounds, atomically.
         let seq_point = (0u32, seq as f64);
         let defs = std::mem::take(&mut self.defs);
         match payload {
@@ -658,10 +664,16 @@ impl Work {
                 let mut labels: Vec<(String, String)> = stream.labels().to_vec();
                 labels.push(("host".into(), host.to_owned()));
                 let stream = SeriesKey::new(stream.name(), labels);
-                fig.events = store.events().append_encoded_many(&stream, &encoded).map_err(|e| match e {
-                    store::StoreError::Events(e) => BatchError::Malformed(format!("event batch: {e}")),
-                    e => BatchError::Store(e),
-                })? as u64;
+                // The sequence number goes into the event log in the same
+                // write as the batches: a crash cannot keep one without the
+                // other (the series mark below is for reading; the event
+                // log's is what dedup trusts for events).
+                fig.events = store.events().append_encoded_marked(&stream, &encoded, Some((mark_key, seq))).map_err(
+                    |e| match e {
+                        store::StoreError::Events(e) => BatchError::Malformed(format!("event batch: {e}")),
+                        e => BatchError::Store(e),
+                    },
+                )? as u64;
                 let mark = Batch { time: Timestamp::now(), defs, points: vec![seq_point] };
                 Ok(vec![store.append(&mut self.appender, &mark)?])
             }

@@ -131,3 +131,25 @@ async fn a_resent_batch_is_acknowledged_not_stored_again() {
     let (_f, _g2, _w, next_seq) = connect(&addr, 10, 20).await;
     assert_eq!(next_seq, 1);
 }
+
+/// Events stored with their mark but not (yet) the series mark — as a crash
+/// between the two left it once — are not stored again: the server resumes
+/// after the event log's mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_stored_before_a_crash_are_recognised_by_their_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        let mut b = store::events::EventBatch { cpu: 0, ..Default::default() };
+        b.push(1_700_000_000_000_000_000, 1, 1, 0x1000);
+        let mut enc = Vec::new();
+        b.encode(&mut enc, store::events::Encoding::Fast);
+        let mark = SeriesKey::new("kansoku_ingest_seq", [("host", "h"), ("spool", &format!("{:016x}", 9u64))]);
+        let stream = SeriesKey::new("perf_cpu_clock", [("host", "h")]);
+        store.events().append_encoded_marked(&stream, &[enc], Some((&mark, 5))).unwrap();
+        store.close().unwrap();
+    }
+    let (_ingest, addr) = start(dir.path(), ServerConfig::default()).await;
+    let (_frames, _guard, _wr, next_seq) = connect(&addr, 9, 1).await;
+    assert_eq!(next_seq, 6, "batch 5 is stored; the agent resumes after it");
+}

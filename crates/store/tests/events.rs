@@ -277,3 +277,71 @@ fn a_set_of_batches_is_stored_whole_or_not_at_all() {
         assert_eq!(&b, want, "cpu {}", b.cpu);
     }
 }
+
+/// A mark (an agent spool's sequence number) is written with its batches in
+/// one write: it survives exactly when they all do. Once, the server wrote
+/// the events and then, in a second append, the mark — a crash between the
+/// two stored a resent batch twice.
+#[test]
+fn a_mark_is_stored_exactly_when_its_batches_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = SeriesKey::new("kansoku_ingest_seq", [("host", "a"), ("spool", "0000000000000001")]);
+    let batches = |seq: i64| -> Vec<Vec<u8>> {
+        (0..3u32)
+            .map(|cpu| {
+                let mut b = EventBatch { cpu, ..Default::default() };
+                for i in 0..50 {
+                    b.push(1_700_000_000_000_000_000 + seq * 1_000_000_000 + i * 100_000, 7, 7, 0x1000 + i as u64);
+                }
+                let mut out = Vec::new();
+                b.encode(&mut out, Encoding::Fast);
+                out
+            })
+            .collect()
+    };
+    let events_file = |dir: &Path| -> PathBuf {
+        let mut files: Vec<_> = fs::read_dir(dir.join("events")).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        files.into_iter().find(|f| fs::metadata(f).unwrap().len() > 8).expect("a written event log")
+    };
+    {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        for seq in 1..=2 {
+            store.events().append_encoded_marked(&stream("a"), &batches(seq), Some((&mark, seq as u64))).unwrap();
+        }
+        assert_eq!(store.events().mark(&mark), Some(2));
+        store.close().unwrap();
+    }
+    let store = Store::open(dir.path(), opts()).unwrap();
+    assert_eq!(store.events().mark(&mark), Some(2), "read back on open");
+    let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
+    assert_eq!(top.total, 300);
+    drop(store);
+
+    // The second group cut after its mark and one of its three batches, at a
+    // frame boundary (nothing fails a checksum): neither the mark nor the
+    // batch is kept, and the file is cut back to before the group.
+    let file = events_file(dir.path());
+    let data = fs::read(&file).unwrap();
+    let mut frames = vec![8usize];
+    while *frames.last().unwrap() < data.len() {
+        let at = *frames.last().unwrap();
+        frames.push(at + 8 + u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize);
+    }
+    // stream, mark, 3 batches, mark, 3 batches: cut after the 7th frame.
+    assert_eq!(frames.len(), 10, "{frames:?}");
+    fs::write(&file, &data[..frames[7]]).unwrap();
+    // As a crash leaves it: the written file is the newest.
+    for f in fs::read_dir(dir.path().join("events")).unwrap() {
+        let f = f.unwrap().path();
+        if f != file {
+            fs::remove_file(f).unwrap();
+        }
+    }
+    let store = Store::open(dir.path(), opts()).unwrap();
+    assert_eq!(store.events().mark(&mark), Some(1), "the cut group's mark is gone with its batches");
+    let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
+    assert_eq!(top.total, 150, "only the whole group's batches");
+    assert_eq!(fs::metadata(&file).unwrap().len() as usize, frames[5]);
+    assert_eq!(store.events().stats().damaged_files.load(Ordering::Relaxed), 1);
+}

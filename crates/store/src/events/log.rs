@@ -3,6 +3,12 @@
 //! encoded [`EventBatch`]. The log *is* the storage: a batch is written once,
 //! compressed, and read in place; an in-memory index of every batch (stream,
 //! cpu, time range, where) is rebuilt from the files on open.
+//!
+//! A *mark* (a sender's sequence number, e.g. an agent spool's) may lead a
+//! group of batches written with one write: `mark key, seq, n` then the `n`
+//! batches. On open, a group whose batches are not all there (a crash
+//! mid-write) is cut whole, mark included, so a mark is stored exactly when
+//! its batches are: a resent batch is recognised, never stored twice.
 
 use std::collections::HashMap;
 
@@ -20,11 +26,12 @@ use super::batch::{BatchError, Column, Encoding, EventBatch, Header, Want};
 use crate::StoreError;
 use crate::codec::varint::{Reader, get_key, put_key, put_u64};
 use crate::store::{FsyncPolicy, lock, read_lock, write_lock};
-use crate::wal::{LogKind, WalWriter, begin_frame, decode_frames, end_frame, list_logs, repair_log};
+use crate::wal::{Damage, LogKind, WalWriter, begin_frame, decode_frames, end_frame, list_logs, repair_log};
 
 pub const EVENTS: LogKind = LogKind { magic: b"KSKEVT01", ext: "kev" };
 const KIND_STREAM: u8 = 1;
 const KIND_BATCH: u8 = 2;
+const KIND_MARK: u8 = 3;
 
 /// Counters of the event logs, including everything refused or damaged.
 #[derive(Debug, Default)]
@@ -68,6 +75,9 @@ struct Index {
     by_key: HashMap<SeriesKey, u32>,
     files: Vec<Arc<LogFile>>,
     entries: Vec<Entry>,
+    /// The newest mark per key (see the module's doc), kept when retention
+    /// removes the file that held it.
+    marks: HashMap<SeriesKey, u64>,
 }
 
 impl Index {
@@ -202,6 +212,10 @@ impl EventLog {
         let mut ix = write_lock(&self.index);
         let mut ids: HashMap<u32, u32> = HashMap::new();
         let mut entries = Vec::new();
+        let mut marks: Vec<(SeriesKey, u64)> = Vec::new();
+        // An open mark group: (its mark, batches still to come, where the
+        // mark's frame starts, entries before it).
+        let mut group: Option<((SeriesKey, u64), u64, u64, usize)> = None;
         let mut pos = magic as u64;
         let (valid, damage) = decode_frames(&data[magic..], magic as u64, |payload| {
             let offset = pos;
@@ -213,7 +227,21 @@ impl EventLog {
                     ids.insert(id, ix.intern(&key));
                     r.remaining() == 0
                 }
+                Some(KIND_MARK) => {
+                    let (Some(key), Some(seq), Some(n)) = (get_key(&mut r), r.u64(), r.u64()) else { return false };
+                    if group.is_some() || n == 0 || r.remaining() != 0 {
+                        return false;
+                    }
+                    group = Some(((key, seq), n, offset, entries.len()));
+                    true
+                }
                 Some(KIND_BATCH) => {
+                    if let Some((_, left, ..)) = &mut group {
+                        *left -= 1;
+                        if *left == 0 {
+                            marks.push(group.take().expect("open").0);
+                        }
+                    }
                     let Some(&stream) = r.u32().and_then(|id| ids.get(&id)) else { return false };
                     let skip = payload.len() - r.remaining();
                     let Ok((h, _)) = Header::read(&payload[skip..]) else { return false };
@@ -233,7 +261,21 @@ impl EventLog {
                 _ => false,
             }
         });
+        // A group cut short (by a crash mid-write, or by damage) is not
+        // stored: neither its batches nor its mark.
+        let (valid, damage) = match group {
+            Some((_, _, mark_at, n_entries)) => {
+                entries.truncate(n_entries);
+                let valid = mark_at as usize - magic;
+                (valid, damage.or(Some(Damage { offset: mark_at, what: "batch group cut short" })))
+            }
+            None => (valid, damage),
+        };
         ix.entries.extend(entries);
+        for (key, seq) in marks {
+            let m = ix.marks.entry(key).or_insert(seq);
+            *m = (*m).max(seq);
+        }
         // The verified prefix is served even when a writer is mid-append.
         let file = File::open(path).map_err(io_err("open event log", path))?;
         ix.files.push(Arc::new(LogFile { seq, path: path.to_path_buf(), file }));
@@ -273,6 +315,18 @@ impl EventLog {
         stream: &SeriesKey,
         encoded: &[B],
     ) -> Result<usize, StoreError> {
+        self.append_encoded_marked(stream, encoded, None)
+    }
+
+    /// [`EventLog::append_encoded_many`] with a mark (a sender's sequence
+    /// number) written in the same write: after a crash, the mark is there
+    /// exactly when all its batches are. [`EventLog::mark`] reads it back.
+    pub fn append_encoded_marked<B: AsRef<[u8]> + Sync>(
+        &self,
+        stream: &SeriesKey,
+        encoded: &[B],
+        mark: Option<(&SeriesKey, u64)>,
+    ) -> Result<usize, StoreError> {
         // Bytes of an encoded event are ~3-4; decoding is split over threads
         // when there are many (a second of many CPUs).
         let bytes: usize = encoded.iter().map(|e| e.as_ref().len()).sum();
@@ -282,7 +336,12 @@ impl EventLog {
             self.stats.batches_rejected.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::Events(e));
         }
-        self.write(stream, encoded)
+        self.write(stream, encoded, mark)
+    }
+
+    /// The newest mark stored under `key` (see the module's doc).
+    pub fn mark(&self, key: &SeriesKey) -> Option<u64> {
+        read_lock(&self.index).marks.get(key).copied()
     }
 
     /// Validates, encodes and appends batches (one per CPU, say) with one
@@ -301,10 +360,15 @@ impl EventLog {
         }
         let n: usize = batches.iter().map(EventBatch::len).sum();
         let encoded = super::encode_many(batches, enc, super::threads_for(n));
-        self.write(stream, &encoded)
+        self.write(stream, &encoded, None)
     }
 
-    fn write<B: AsRef<[u8]>>(&self, stream: &SeriesKey, encoded: &[B]) -> Result<usize, StoreError> {
+    fn write<B: AsRef<[u8]>>(
+        &self,
+        stream: &SeriesKey,
+        encoded: &[B],
+        mark: Option<(&SeriesKey, u64)>,
+    ) -> Result<usize, StoreError> {
         let heads = encoded
             .iter()
             .map(|e| Header::read(e.as_ref()).map(|(h, _)| h))
@@ -328,6 +392,14 @@ impl EventLog {
             w.buf.push(KIND_STREAM);
             put_u64(&mut w.buf, u64::from(id));
             put_key(&mut w.buf, stream);
+            end_frame(&mut w.buf, start);
+        }
+        if let Some((key, seq)) = mark {
+            let start = begin_frame(&mut w.buf);
+            w.buf.push(KIND_MARK);
+            put_key(&mut w.buf, key);
+            put_u64(&mut w.buf, seq);
+            put_u64(&mut w.buf, heads.len() as u64);
             end_frame(&mut w.buf, start);
         }
         let mut entries = Vec::with_capacity(heads.len());
@@ -369,7 +441,14 @@ impl EventLog {
         if sync_now {
             w.last_sync = Instant::now();
         }
-        write_lock(&self.index).entries.extend(entries);
+        {
+            let mut ix = write_lock(&self.index);
+            ix.entries.extend(entries);
+            if let Some((key, seq)) = mark {
+                let m = ix.marks.entry(key.clone()).or_insert(seq);
+                *m = (*m).max(seq);
+            }
+        }
         let bytes = w.buf.len() as u64;
         let group = Arc::clone(w.log.group());
         drop(guard);
