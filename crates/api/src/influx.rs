@@ -9,16 +9,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cluster::influx;
+use cluster::server::Access;
 use model::Timestamp;
 
 use crate::{ApiError, ApiState};
 
 /// Largest /write body, after decompression.
 pub const WRITE_MAX: usize = 64 << 20;
+/// Most series one /write may create.
+pub const WRITE_NEW_SERIES_MAX: usize = 10_000;
 
 #[derive(Debug, Default, serde::Serialize)]
 pub struct InfluxStats {
@@ -27,6 +30,8 @@ pub struct InfluxStats {
     pub bad_lines: AtomicU64,
     /// String fields are not stored (kansoku keeps numbers).
     pub string_fields_dropped: AtomicU64,
+    /// Writes refused whole for creating too many new series.
+    pub series_limit_refused: AtomicU64,
     pub queries: AtomicU64,
 }
 
@@ -53,9 +58,22 @@ fn influx_error(status: StatusCode, msg: String) -> Response {
 pub async fn write(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
+    access: Option<Extension<Access>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
+    // Read here, not by an extractor, so an oversized body gets the JSON
+    // error every other failure gets.
+    let body = match axum::body::to_bytes(body, WRITE_MAX).await {
+        Ok(b) => b,
+        Err(_) => return influx_error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {WRITE_MAX} bytes")),
+    };
+    // With tokens (`kansoku server --tokens`) the token was checked before
+    // the body was read (`auth`); one bound to a host writes as that host.
+    let forced_host = match access.map(|a| a.0) {
+        Some(Access::Write(Some(h))) => Some(h),
+        _ => None,
+    };
     let Some(db) = params.get("db").filter(|d| !d.is_empty()).cloned() else {
         return influx_error(StatusCode::NOT_FOUND, "database not found: \"\" (give ?db=NAME)".into());
     };
@@ -80,21 +98,6 @@ pub async fn write(
     let Ok(text) = String::from_utf8(text) else {
         return influx_error(StatusCode::BAD_REQUEST, "body is not UTF-8".into());
     };
-    // With tokens configured (`kansoku server --tokens`), writing is ingest:
-    // a token is required, and one bound to a host writes as that host.
-    let forced_host = match &st.tokens {
-        None => None,
-        Some(tokens) => match credential(&headers, &params).map(|t| tokens.host_of(&t)) {
-            None => {
-                return influx_error(
-                    StatusCode::UNAUTHORIZED,
-                    "authorization failed: a token is required (Authorization: Token T, Bearer T, Basic with the token as password, or p=T)".into(),
-                );
-            }
-            Some(Err(why)) => return influx_error(StatusCode::UNAUTHORIZED, format!("authorization failed: {why}")),
-            Some(Ok(h)) => h.map(str::to_owned),
-        },
-    };
     let rp = params.get("rp").filter(|r| !r.is_empty()).cloned();
     let store = Arc::clone(&st.store);
     let live = st.live.clone();
@@ -112,17 +115,32 @@ pub async fn write(
         s.writes.fetch_add(1, Relaxed);
         s.bad_lines.fetch_add(parsed.errors.len() as u64, Relaxed);
         s.string_fields_dropped.fetch_add(parsed.string_fields, Relaxed);
+        // One request may not invent more than so many series: a flood of
+        // new series costs memory for as long as the data is kept.
+        let mut new: BTreeSet<&model::SeriesKey> = BTreeSet::new();
+        for (key, _, _) in &parsed.points {
+            if !new.contains(key) && !store.contains(key) {
+                new.insert(key);
+                if new.len() > WRITE_NEW_SERIES_MAX {
+                    s.series_limit_refused.fetch_add(1, Relaxed);
+                    return Ok(Err(format!(
+                        "this write would create more than {WRITE_NEW_SERIES_MAX} new series (the limit per request); nothing was stored: split it, or check for a tag whose value changes every line"
+                    )));
+                }
+            }
+        }
         let stored = influx::write(&store, &parsed.points)?;
         s.points.fetch_add(parsed.points.len() as u64, Relaxed);
         for a in stored {
             let _ = live.send(Arc::new(a));
         }
-        Ok::<_, store::StoreError>(parsed.errors)
+        Ok::<_, store::StoreError>(Ok(parsed.errors))
     })
     .await;
     match result {
-        Ok(Ok(errors)) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
-        Ok(Ok(errors)) => {
+        Ok(Ok(Err(refused))) => influx_error(StatusCode::BAD_REQUEST, refused),
+        Ok(Ok(Ok(errors))) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
+        Ok(Ok(Ok(errors))) => {
             let more =
                 if errors.len() > 1 { format!(" (and {} more bad lines)", errors.len() - 1) } else { String::new() };
             influx_error(StatusCode::BAD_REQUEST, format!("partial write: {}{more}", errors[0]))
@@ -132,29 +150,10 @@ pub async fn write(
     }
 }
 
-/// The token of a request: `Authorization: Token T` or `Bearer T`, HTTP
-/// Basic with the token as password (InfluxDB clients' username/password),
-/// or the `p` parameter.
-fn credential(headers: &HeaderMap, params: &HashMap<String, String>) -> Option<String> {
-    if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        let (scheme, rest) = v.split_once(' ')?;
-        return match scheme.to_ascii_lowercase().as_str() {
-            "token" | "bearer" => Some(rest.trim().to_owned()),
-            "basic" => {
-                use base64::Engine;
-                let raw = base64::engine::general_purpose::STANDARD.decode(rest.trim()).ok()?;
-                let text = String::from_utf8(raw).ok()?;
-                Some(text.split_once(':')?.1.to_owned())
-            }
-            _ => None,
-        };
-    }
-    params.get("p").cloned()
-}
-
 pub async fn query(
     State(st): State<ApiState>,
     Query(mut params): Query<HashMap<String, String>>,
+    access: Option<Extension<Access>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -186,29 +185,36 @@ pub async fn query(
         Ok(s) => s,
         Err(e) => return influx_error(StatusCode::BAD_REQUEST, format!("error parsing query: {e}")),
     };
+    if access.is_some_and(|a| a.0 == Access::Read)
+        && statements.iter().any(|s| matches!(s, influx::Statement::CreateDatabase(_)))
+    {
+        return influx_error(StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into());
+    }
     let db = params.get("db").filter(|d| !d.is_empty()).cloned();
     let store = Arc::clone(&st.store);
     let influx = Arc::clone(&st.influx);
-    let results = tokio::task::spawn_blocking(move || {
-        influx.stats.queries.fetch_add(1, Relaxed);
-        let mut dbs = influx.databases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        statements
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let mut r = match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs) {
-                    Ok(v) => v,
-                    Err(e) => serde_json::json!({ "error": e }),
-                };
-                r["statement_id"] = serde_json::json!(i);
-                r
-            })
-            .collect::<Vec<_>>()
-    })
-    .await;
+    let results = st
+        .guard
+        .run(move || {
+            influx.stats.queries.fetch_add(1, Relaxed);
+            let mut dbs = influx.databases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            statements
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let mut r = match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs) {
+                        Ok(v) => v,
+                        Err(e) => serde_json::json!({ "error": e }),
+                    };
+                    r["statement_id"] = serde_json::json!(i);
+                    r
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
     match results {
         Ok(results) => (version_headers(), axum::Json(serde_json::json!({ "results": results }))).into_response(),
-        Err(e) => influx_error(StatusCode::INTERNAL_SERVER_ERROR, format!("query task: {e}")),
+        Err(e) => influx_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
 

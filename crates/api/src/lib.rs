@@ -3,11 +3,14 @@
 //! per series) so the dashboard hands them to uPlot unchanged.
 //! Documented in `docs/api.md`.
 
+pub mod auth;
 mod error;
+pub mod guard;
 pub mod influx;
 mod live;
 mod profile;
 mod query;
+pub mod serve;
 mod status;
 
 use std::sync::Arc;
@@ -47,8 +50,15 @@ pub struct ApiState {
     pub cluster: Option<ClusterView>,
     /// The InfluxDB 1.x compatibility endpoints.
     pub influx: Arc<influx::Influx>,
-    /// Agents' tokens (`kansoku server --tokens`): `/write` requires one.
+    /// Tokens (`kansoku server --tokens`): every endpoint but `/ping` then
+    /// requires one, and writing a writing one (`auth`).
     pub tokens: Option<Arc<cluster::server::Tokens>>,
+    /// Requests refused for a missing, unknown or read-only token.
+    pub auth_refused: Arc<std::sync::atomic::AtomicU64>,
+    /// Bounds heavy requests (queries, series, profiles) together.
+    pub guard: Arc<guard::Guard>,
+    /// The HTTP listener's connection counters.
+    pub http: Arc<serve::ServeStats>,
     /// Set on shutdown: live streams end so a graceful stop does not wait
     /// for open dashboards forever.
     pub closing: Arc<tokio::sync::watch::Sender<bool>>,
@@ -66,6 +76,9 @@ impl ApiState {
             cluster: None,
             influx: Arc::default(),
             tokens: None,
+            auth_refused: Arc::default(),
+            guard: Arc::default(),
+            http: Arc::default(),
             closing: Arc::new(tokio::sync::watch::channel(false).0),
         }
     }
@@ -94,12 +107,11 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/profile/timeline", get(profile::timeline))
         .route("/metrics", get(influx::metrics))
         .route("/ping", get(influx::ping).head(influx::ping))
-        .route(
-            "/write",
-            axum::routing::post(influx::write).layer(axum::extract::DefaultBodyLimit::max(influx::WRITE_MAX)),
-        )
+        .route("/write", axum::routing::post(influx::write).layer(axum::extract::DefaultBodyLimit::disable()))
         .route("/query", get(influx::query).post(influx::query))
+        .route("/login", get(auth::login))
         .fallback(|| async { ApiError::NotFound })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .with_state(state)
 }
 

@@ -76,28 +76,30 @@ async fn scan<T: Send + 'static>(
     f: impl FnOnce(&Request, Vec<EventBatch>, u64, &Procs) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
     let store = Arc::clone(&st.store);
-    tokio::task::spawn_blocking(move || {
-        let (batches, corrupt) = store.events().scan(&req.query, want);
-        let total: usize = batches.iter().map(|(_, b)| b.len()).sum();
-        if total > SCAN_MAX {
-            return Err(ApiError::TooLarge(format!("{total} samples in the range; narrow it (at most {SCAN_MAX})")));
-        }
-        // The processes as the batches saw them (in time order: the latest
-        // description of a process wins), and the store's build-id cache.
-        let mut procs = Procs::new(Some(store.root().join(perf::procs::CACHE_DIR)));
-        // Streams sampled on another boot (or machine) say so in their
-        // `boot` label; streams without one (imports) are taken as this one's.
-        let here = perf::boot_id();
-        procs.set_foreign(batches.iter().any(|(k, _)| k.get("boot").is_some_and(|b| Some(b) != here.as_deref())));
-        let mut batches: Vec<EventBatch> = batches.into_iter().map(|(_, b)| b).collect();
-        batches.sort_by_key(|b| b.time.first().copied().unwrap_or(i64::MIN));
-        for b in &batches {
-            procs.add(&b.procs);
-        }
-        Ok(f(&req, batches, corrupt, &procs))
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("profile task: {e}")))?
+    st.guard
+        .run(move || {
+            let (batches, corrupt) = store.events().scan(&req.query, want);
+            let total: usize = batches.iter().map(|(_, b)| b.len()).sum();
+            if total > SCAN_MAX {
+                return Err(ApiError::TooLarge(format!(
+                    "{total} samples in the range; narrow it (at most {SCAN_MAX})"
+                )));
+            }
+            // The processes as the batches saw them (in time order: the latest
+            // description of a process wins), and the store's build-id cache.
+            let mut procs = Procs::new(Some(store.root().join(perf::procs::CACHE_DIR)));
+            // Streams sampled on another boot (or machine) say so in their
+            // `boot` label; streams without one (imports) are taken as this one's.
+            let here = perf::boot_id();
+            procs.set_foreign(batches.iter().any(|(k, _)| k.get("boot").is_some_and(|b| Some(b) != here.as_deref())));
+            let mut batches: Vec<EventBatch> = batches.into_iter().map(|(_, b)| b).collect();
+            batches.sort_by_key(|b| b.time.first().copied().unwrap_or(i64::MIN));
+            for b in &batches {
+                procs.add(&b.procs);
+            }
+            Ok(f(&req, batches, corrupt, &procs))
+        })
+        .await?
 }
 
 pub async fn top(

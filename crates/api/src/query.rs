@@ -29,11 +29,29 @@ impl<'a> SeriesJson<'a> {
     }
 }
 
+/// Series one `/api/v1/series` answer lists by default, and at most.
+pub const SERIES_LIST_DEFAULT: usize = 10_000;
+pub const SERIES_LIST_MAX: usize = 100_000;
+
 pub async fn series(State(st): State<ApiState>, Query(params): Params) -> Result<Json<serde_json::Value>, ApiError> {
     let sel = selector(&params, "match")?;
-    let found = st.store.series(&sel);
-    let list: Vec<SeriesJson<'_>> = found.iter().map(|(_, k)| SeriesJson::new(k)).collect();
-    Ok(Json(serde_json::json!({ "series": list })))
+    let limit = match params.get("limit") {
+        None => SERIES_LIST_DEFAULT,
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|l| (1..=SERIES_LIST_MAX).contains(l))
+            .ok_or_else(|| ApiError::BadRequest(format!("limit {l:?}: a number from 1 to {SERIES_LIST_MAX}")))?,
+    };
+    let store = st.store.clone();
+    st.guard
+        .run(move || {
+            let found = store.series(&sel);
+            let list: Vec<SeriesJson<'_>> = found.iter().take(limit).map(|(_, k)| SeriesJson::new(k)).collect();
+            // `total` and `truncated` say when there is more than was listed.
+            Json(serde_json::json!({ "series": list, "total": found.len(), "truncated": found.len() > limit }))
+        })
+        .await
 }
 
 #[derive(Serialize)]
@@ -119,9 +137,7 @@ pub async fn query_range(
         }
     };
     let store = st.store.clone();
-    let frame = tokio::task::spawn_blocking(move || range(&store, &q))
-        .await
-        .map_err(|e| ApiError::Internal(format!("query task failed: {e}")))??;
+    let frame = st.guard.run(move || range(&store, &q)).await??;
     Ok(Json(frame_json(&frame, nanos)))
 }
 

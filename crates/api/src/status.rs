@@ -20,6 +20,8 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
         "batches_appended": s.batches_appended.load(Relaxed),
         "out_of_order_dropped": s.out_of_order_dropped.load(Relaxed),
         "out_of_range_dropped": s.out_of_range_dropped.load(Relaxed),
+        "series_refused": s.series_refused.load(Relaxed),
+        "series_limit_dropped": s.series_limit_dropped.load(Relaxed),
         "unknown_series_dropped": s.unknown_series_dropped.load(Relaxed),
         "write_errors": s.write_errors.load(Relaxed),
         "flushes": s.flushes.load(Relaxed),
@@ -98,7 +100,17 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
             "hosts_clock_off": hosts.iter().filter(|h| h.clock_off).count(),
         })
     });
+    let http = serde_json::json!({
+        "connections": st.http.connections.load(Relaxed),
+        "connections_open": st.http.open.load(Relaxed),
+        "accept_errors": st.http.accept_errors.load(Relaxed),
+        "auth_refused": st.auth_refused.load(Relaxed),
+        "heavy_requests": st.guard.stats.heavy.load(Relaxed),
+        "busy_refused": st.guard.stats.busy_refused.load(Relaxed),
+        "timed_out": st.guard.stats.timed_out.load(Relaxed),
+    });
     Json(serde_json::json!({
+        "http": http,
         "ingest": ingest,
         "influx": &st.influx.stats,
         "snmp": snmp,

@@ -158,6 +158,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     }
     let token = match &args.token_file {
         Some(f) => {
+            cluster::server::check_private(f, "--token-file")?;
             let t = std::fs::read_to_string(f).with_context(|| format!("--token-file {}", f.display()))?;
             let t = t.trim().to_owned();
             if t.is_empty() {

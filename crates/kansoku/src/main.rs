@@ -95,6 +95,15 @@ pub struct Source {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    if matches!(
+        cli.cmd,
+        Cmd::Up(_) | Cmd::Agent(_) | Cmd::Server(_) | Cmd::Snmp(_) | Cmd::Import(_) | Cmd::Lab(LabCmd::Synth(_))
+    ) {
+        // What these write — the data directory, the spool, the build-id
+        // cache — holds process names, device inventories and samples:
+        // for the owner only (0700 directories, 0600 files).
+        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    }
     let result = match cli.cmd {
         Cmd::Up(args) => up::run(args),
         Cmd::Agent(args) => cluster::run_agent(args),

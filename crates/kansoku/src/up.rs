@@ -115,6 +115,17 @@ struct CommonArgs {
     /// costs ~75 % more disk for 100 ms host metrics.
     #[arg(long, default_value = "1m", value_parser = parse_tiers)]
     tiers: Tiers,
+    /// Most HTTP connections served at once; more wait in the backlog.
+    #[arg(long, default_value_t = 512)]
+    http_max_connections: usize,
+    /// An HTTP client that does not send a request's headers within this
+    /// long (idle keep-alives too) is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    http_header_timeout: Duration,
+    /// Most series the store holds; a sample of a series past it is refused
+    /// and counted (store.series_limit_dropped).
+    #[arg(long, default_value_t = store::SERIES_MAX_DEFAULT)]
+    max_series: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -317,6 +328,7 @@ fn serve(
         block_duration: args.block_duration,
         retention: Retention { max_age: args.retention_time, budget: args.retention_size },
         tiers: args.tiers.0.clone(),
+        series_max: args.max_series,
         ..Options::default()
     };
     let store = Arc::new(Store::open(&args.data, opts).with_context(|| format!("open store {}", args.data.display()))?);
@@ -409,6 +421,10 @@ fn serve(
     );
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let (ingest_stop, ingest_stopped) = tokio::sync::watch::channel(false);
+    let http_limits = api::serve::ServeLimits {
+        max_connections: args.http_max_connections.max(1),
+        header_read_timeout: args.http_header_timeout,
+    };
     let served = rt.block_on(async move {
         if let Some((ingest, listener)) = ingest {
             let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -420,7 +436,9 @@ fn serve(
             shutdown_signal().await;
             closing.close_streams();
         };
-        axum::serve(listener, api::router(state)).with_graceful_shutdown(stop).await
+        let stats = Arc::clone(&state.http);
+        api::serve::serve(listener, api::router(state), http_limits, stats, stop).await;
+        Ok::<(), std::io::Error>(())
     });
     // Agents' connections end before the store closes: what they had not
     // been acknowledged they send again to the next server.

@@ -134,8 +134,13 @@ fn agent(server: &str, data: &Path, host: &str, extra: &[&str]) -> Proc {
     Proc::spawn(&format!("agent {host}"), agent_cmd(server, data, host, extra))
 }
 
+/// The token the test servers with `--tokens` accept; a server without
+/// tokens ignores it.
+const READ_TOKEN: &str = "any-host-token-0123456789";
+
 fn json(addr: &str, path: &str) -> serde_json::Value {
-    let (status, body) = http_get(addr, path);
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let (status, body) = http_get(addr, &format!("{path}{sep}p={READ_TOKEN}"));
     assert_eq!(status, 200, "{path}: {body}");
     serde_json::from_str(&body).unwrap()
 }
@@ -342,6 +347,9 @@ fn hostile_clients_are_refused_and_agents_carry_on() {
     std::fs::write(&tokens, "# agents\ngood-token-0123456789 good\nany-host-token-0123456789\n").unwrap();
     let token_file = dir.path().join("good.token");
     std::fs::write(&token_file, "good-token-0123456789\n").unwrap();
+    for f in [&tokens, &token_file] {
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
     let tokens_arg = tokens.to_str().unwrap();
     let srv = server(&dir.path().join("server"), "127.0.0.1:0", &["--tokens", tokens_arg, "--max-frame", "65536"]);
     let _ag = agent(&srv.ingest, &dir.path().join("agent"), "good", &["--token-file", token_file.to_str().unwrap()]);

@@ -76,8 +76,24 @@ fn gzip_precision_bad_lines_and_metrics() {
 fn with_tokens_writing_needs_one() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "bound-token-0123456789 node-9\nfree-token-0123456789\n").unwrap();
+    std::fs::write(&tokens, "bound-token-0123456789 node-9\nfree-token-0123456789\nread reader-token-0123456789\n")
+        .unwrap();
     let data = dir.path().join("data");
+    // A tokens file others can read is refused, naming the fix.
+    let out = common::run(&[
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--ingest",
+        "127.0.0.1:0",
+        "--tokens",
+        tokens.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("open to other users") && err.contains("chmod 600"), "{err}");
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let srv = start(
         &["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap()],
         &data,
@@ -97,9 +113,56 @@ fn with_tokens_writing_needs_one() {
     assert_eq!(status, 204, "{resp}");
     let (status, resp) = post(a, "/write?db=d&p=free-token-0123456789", "", b"m,host=h3 v=3 1700000000000000000\n");
     assert_eq!(status, 204, "{resp}");
-    let (_, resp) = http_get(a, "/query?db=d&q=SELECT%20*%20FROM%20m");
+    let (_, resp) = http_get(a, "/query?db=d&q=SELECT%20*%20FROM%20m&p=reader-token-0123456789");
     assert!(
         resp.contains("\"node-9\"") && !resp.contains("spoofed") && resp.contains("\"h2\"") && resp.contains("\"h3\""),
         "{resp}"
     );
+
+    // Reading needs a token too: every endpoint but /ping.
+    for path in [
+        "/api/v1/series",
+        "/api/v1/query?query=m_v",
+        "/api/v1/status",
+        "/api/v1/hosts",
+        "/api/v1/live?match=m_v",
+        "/api/v1/profile/top?host=h",
+        "/api/v1/snmp/targets",
+        "/metrics",
+        "/query?q=SHOW%20DATABASES",
+        "/",
+    ] {
+        let (status, resp) = http_get(a, path);
+        assert_eq!(status, 401, "{path}: {resp}");
+        let (status, resp) =
+            http_get(a, &format!("{path}{}p=wrong-token-0123456789", if path.contains('?') { '&' } else { '?' }));
+        assert_eq!(status, 401, "{path}: {resp}");
+    }
+    assert_eq!(http_get(a, "/ping").0, 204);
+    // A read-only token reads, and cannot write.
+    let (status, resp) = http_get(a, "/api/v1/series?p=reader-token-0123456789");
+    assert!(status == 200 && resp.contains("node-9"), "{resp}");
+    let (status, resp) = post(a, "/write?db=d&p=reader-token-0123456789", "", b"m v=9\n");
+    assert_eq!(status, 403, "{resp}");
+    let (status, resp) = http_get(a, "/query?q=CREATE%20DATABASE%20x&p=reader-token-0123456789");
+    assert_eq!(status, 403, "{resp}");
+    // The token is checked before the body is read: an anonymous client's
+    // garbage gzip is refused as unauthorised, not parsed.
+    let (status, resp) = post(a, "/write?db=d", "Content-Encoding: gzip\r\n", b"not gzip at all");
+    assert_eq!(status, 401, "{resp}");
+    // A browser signs in once: /login sets the cookie the dashboard carries.
+    let mut s = TcpStream::connect(a.as_str()).unwrap();
+    write!(s, "GET /login?token=reader-token-0123456789 HTTP/1.0\r\nHost: {a}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.contains("kansoku_token=reader-token-0123456789; Path=/; HttpOnly"), "{resp}");
+    let mut s = TcpStream::connect(a.as_str()).unwrap();
+    write!(s, "GET /api/v1/series HTTP/1.0\r\nHost: {a}\r\nCookie: x=1; kansoku_token=reader-token-0123456789\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.0 200") && resp.contains("node-9"), "{resp}");
+    let (_, status) = http_get(a, "/api/v1/status?p=reader-token-0123456789");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert!(status["http"]["auth_refused"].as_u64().unwrap() >= 24, "{status}");
 }

@@ -33,6 +33,13 @@ fn samples_every_core_at_100ms_and_survives_sigkill() {
         assert_eq!(s["values"].as_array().unwrap().iter().filter(|v| v.is_null()).count(), 0, "gap in {s}");
     }
 
+    // Its files are its owner's alone: they name processes and devices.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700, "data directory");
+    let wal = std::fs::read_dir(data.join("wal")).unwrap().next().unwrap().unwrap().path();
+    assert_eq!(mode(&wal), 0o600, "{}", wal.display());
+
     // While it runs, read-only CLI reads of its data directory work.
     let out = run(&["series", "node_cpu_seconds_total{mode=\"idle\"}", "--data", data.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -16,6 +16,13 @@ pub enum MatchOp {
     NotRegex,
 }
 
+/// The most memory one compiled regex (and, apart, its lazy DFA's cache) may
+/// take: a label regex a person writes compiles to a few KiB; `(.*){10000}`
+/// would take hundreds of MB and seconds, so it is refused at once.
+pub const REGEX_BYTES_MAX: usize = 256 << 10;
+/// The most matchers one selector may hold.
+pub const MATCHERS_MAX: usize = 64;
+
 /// One `label op "value"` condition. Regexes are anchored at both ends, as in
 /// Prometheus: `mode=~"user|system"` does not match `user_extra`.
 #[derive(Clone, Debug)]
@@ -30,7 +37,12 @@ impl Matcher {
     pub fn new(label: impl Into<String>, op: MatchOp, value: impl Into<String>) -> Result<Matcher, regex::Error> {
         let value = value.into();
         let regex = match op {
-            MatchOp::Regex | MatchOp::NotRegex => Some(Regex::new(&format!("^(?:{value})$"))?),
+            MatchOp::Regex | MatchOp::NotRegex => Some(
+                regex::RegexBuilder::new(&format!("^(?:{value})$"))
+                    .size_limit(REGEX_BYTES_MAX)
+                    .dfa_size_limit(REGEX_BYTES_MAX)
+                    .build()?,
+            ),
             MatchOp::Equal | MatchOp::NotEqual => None,
         };
         Ok(Matcher { label: label.into(), op, value, regex })
@@ -223,6 +235,9 @@ impl Parser<'_> {
                 let Some(label) = self.ident(false).map(str::to_owned) else {
                     return self.err("expected a label name");
                 };
+                if matchers.len() >= MATCHERS_MAX {
+                    return self.err(format!("more than {MATCHERS_MAX} label matchers"));
+                }
                 self.skip_ws();
                 let op = if self.eat("=~") {
                     MatchOp::Regex
@@ -282,6 +297,16 @@ mod tests {
             Err(e) => format!("error: {e}"),
         };
         expect.assert_eq(&actual);
+    }
+
+    #[test]
+    fn heavy_regexes_and_long_selectors_are_refused() {
+        let e = Selector::parse(r#"{a=~"(.*){10000}"}"#).unwrap_err().to_string();
+        assert!(e.contains("bad regex") && e.contains("size limit"), "{e}");
+        let many: Vec<String> = (0..=MATCHERS_MAX).map(|i| format!("l{i}=\"x\"")).collect();
+        let e = Selector::parse(&format!("{{{}}}", many.join(","))).unwrap_err().to_string();
+        assert!(e.contains("more than 64 label matchers"), "{e}");
+        assert!(Selector::parse(r#"{mode=~"user|system|idle|iowait",cpu=~"[0-9]+"}"#).is_ok());
     }
 
     #[test]

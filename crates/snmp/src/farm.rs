@@ -88,7 +88,9 @@ pub fn ips(first: Ipv4Addr, count: usize) -> Vec<Ipv4Addr> {
 
 /// How the farm serves thousands of addresses without thousands of sockets:
 /// `threads` sockets share one port on the wildcard address
-/// (`SO_REUSEPORT`); every 127.0.0.0/8 address is local, so each socket
+/// (`SO_REUSEPORT`), bound to the loopback device (`SO_BINDTODEVICE`), so
+/// nothing from another machine reaches them; every 127.0.0.0/8 address is
+/// local, so each socket
 /// receives requests for all of them, learns the address a request was sent
 /// to from `IP_PKTINFO`, and answers from that address with the same option.
 /// Requests are read with `recvmmsg`.
@@ -96,6 +98,12 @@ impl Farm {
     /// Serves `endpoints` (IPv4 addresses) on `port` (0: a free port, see
     /// `addrs`) until dropped.
     pub fn start(port: u16, endpoints: Vec<(Ipv4Addr, Fault)>, threads: usize) -> std::io::Result<Farm> {
+        if let Some((ip, _)) = endpoints.iter().find(|(ip, _)| !ip.is_loopback()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("farm address {ip} is not loopback: the farm answers on 127.0.0.0/8 only"),
+            ));
+        }
         let mut socks: Vec<UdpSocket> = Vec::new();
         let mut port = port;
         for _ in 0..threads.max(1) {
@@ -139,6 +147,9 @@ fn reuseport_socket(port: u16) -> std::io::Result<UdpSocket> {
     let fd = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)?;
     setsockopt(&fd, sockopt::ReusePort, &true)?;
     setsockopt(&fd, sockopt::Ipv4PacketInfo, &true)?;
+    // The wildcard address, but only what arrives on the loopback device:
+    // the farm is a test fixture, never reachable from another machine.
+    setsockopt(&fd, sockopt::BindToDevice, &std::ffi::OsString::from("lo"))?;
     let _ = setsockopt(&fd, sockopt::RcvBufForce, &(16usize << 20));
     bind(fd.as_raw_fd(), &SockaddrIn::new(0, 0, 0, 0, port))?;
     let s = UdpSocket::from(fd);

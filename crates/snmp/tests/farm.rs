@@ -245,3 +245,13 @@ fn a_target_down_at_start_is_discovered_later() {
     let expected = batches.iter().filter(|b| b.time.as_nanos() >= first).count();
     assert!(uptime.len() + 2 >= expected, "{} of {expected}", uptime.len());
 }
+
+/// The farm is a fixture for this machine only: it answers on loopback
+/// addresses, on the loopback device, and refuses any other address.
+#[test]
+fn the_farm_refuses_addresses_off_loopback() {
+    let Err(err) = farm::Farm::start(0, vec![(Ipv4Addr::new(10, 1, 2, 3), Fault::None)], 1) else {
+        panic!("a non-loopback address was accepted");
+    };
+    assert!(err.to_string().contains("not loopback"), "{err}");
+}

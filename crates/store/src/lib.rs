@@ -19,7 +19,9 @@ pub mod wal;
 use std::path::PathBuf;
 
 pub use block::{BlockError, BlockMeta, read_block_meta};
-pub use store::{Appended, Appender, DiskBudget, DiskUsage, FsyncPolicy, Options, Retention, Store, StoreStats};
+pub use store::{
+    Appended, Appender, DiskBudget, DiskUsage, FsyncPolicy, Options, Retention, SERIES_MAX_DEFAULT, Store, StoreStats,
+};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

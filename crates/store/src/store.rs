@@ -64,7 +64,18 @@ pub struct Options {
     /// data; a 1 s tier speeds up hour-long bucketed queries ~3x but, for
     /// 100 ms host metrics, costs ~75 % of the raw size (`docs/benchmarks.md`).
     pub tiers: Vec<i64>,
+    /// Most series the store holds. A definition past it is refused: its
+    /// samples are dropped and counted (`series_limit_dropped`), so a
+    /// client inventing series cannot exhaust memory (each costs ~200 bytes
+    /// of index and head).
+    pub series_max: usize,
 }
+
+/// [`Options::series_max`] by default.
+pub const SERIES_MAX_DEFAULT: usize = 1_000_000;
+
+/// An appender's mark for a series the store refused (past `series_max`).
+const REFUSED: u32 = u32::MAX;
 
 impl Default for Options {
     fn default() -> Options {
@@ -75,6 +86,7 @@ impl Default for Options {
             retention: Retention::default(),
             event_file_bytes: 64 << 20,
             tiers: vec![tier::MINUTE],
+            series_max: SERIES_MAX_DEFAULT,
         }
     }
 }
@@ -112,6 +124,10 @@ pub struct StoreStats {
     pub out_of_order_dropped: AtomicU64,
     /// Samples refused for a time outside [`Timestamp::is_storable`].
     pub out_of_range_dropped: AtomicU64,
+    /// Samples of series refused past [`Options::series_max`].
+    pub series_limit_dropped: AtomicU64,
+    /// Series definitions refused past [`Options::series_max`].
+    pub series_refused: AtomicU64,
     pub unknown_series_dropped: AtomicU64,
     pub write_errors: AtomicU64,
     pub flushes: AtomicU64,
@@ -484,12 +500,22 @@ impl Store {
         let mut guard = lock(&self.writer);
         let w = guard.as_mut().ok_or(StoreError::ReadOnly)?;
         let mut rounds: Vec<(i64, Vec<(u32, f64)>)> = Vec::with_capacity(batches.len());
-        let (mut unknown, mut out_of_range) = (0u64, 0u64);
+        let (mut unknown, mut out_of_range, mut refused) = (0u64, 0u64, 0u64);
         for batch in batches {
             if !batch.defs.is_empty() {
                 let mut st = write_lock(&self.state);
                 for (sid, key) in &batch.defs {
-                    let id = st.intern(key);
+                    let id = if st.keys.len() < self.opts.series_max || st.by_key.contains_key(key) {
+                        st.intern(key)
+                    } else {
+                        if self.stats.series_refused.fetch_add(1, Ordering::Relaxed) == 0 {
+                            tracing::warn!(
+                                "the store holds {} series, its limit: refusing new ones (counted in series_refused)",
+                                st.keys.len()
+                            );
+                        }
+                        REFUSED
+                    };
                     let slot = *sid as usize;
                     if appender.ids.len() <= slot {
                         appender.ids.resize(slot + 1, None);
@@ -508,6 +534,7 @@ impl Store {
             let mut points = Vec::with_capacity(batch.points.len());
             for &(sid, v) in &batch.points {
                 match appender.ids.get(sid as usize).copied().flatten() {
+                    Some(REFUSED) => refused += 1,
                     Some(id) => points.push((id, v)),
                     None => unknown += 1,
                 }
@@ -519,6 +546,9 @@ impl Store {
         }
         if out_of_range > 0 {
             self.stats.out_of_range_dropped.fetch_add(out_of_range, Ordering::Relaxed);
+        }
+        if refused > 0 {
+            self.stats.series_limit_dropped.fetch_add(refused, Ordering::Relaxed);
         }
 
         w.buf.clear();
@@ -700,6 +730,11 @@ impl Store {
         }
         self.events.sync()?;
         self.flush_locked(w)
+    }
+
+    /// Whether the store holds the series `key`.
+    pub fn contains(&self, key: &SeriesKey) -> bool {
+        read_lock(&self.state).by_key.contains_key(key)
     }
 
     /// Series matching `sel`, with their store ids, sorted by key.

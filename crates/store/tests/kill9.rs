@@ -32,6 +32,7 @@ fn opts(always: bool) -> Options {
         event_file_bytes: 16 << 10,
         retention: store::Retention { max_age: None, budget: store::DiskBudget::Unlimited },
         tiers: vec![store::tier::SECOND, store::tier::MINUTE],
+        series_max: store::SERIES_MAX_DEFAULT,
     }
 }
 

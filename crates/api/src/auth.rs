@@ -1,0 +1,118 @@
+//! Who may ask what. Without `--tokens` the API is open (it listens on
+//! loopback by default). With them, every endpoint but `/ping` needs a
+//! token — series, queries, the live tail, hosts (agents' addresses), SNMP
+//! targets (the device inventory), profiles (process and symbol names),
+//! `/metrics` and the dashboard alike — and only a writing token may write
+//! (`/write`, `CREATE DATABASE`). The kinds are `cluster::server::Tokens`'s.
+//!
+//! The token is checked before anything of the request is read: an
+//! anonymous client costs no body read, no decompression, no parse.
+
+use std::collections::HashMap;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use cluster::server::Access;
+
+use crate::ApiState;
+
+/// The cookie `/login` sets, so a browser (whose `EventSource` cannot send
+/// headers) carries the token on every request of the dashboard.
+pub const COOKIE: &str = "kansoku_token";
+
+const HOW: &str = "give a token: Authorization: Token T (or Bearer T, or Basic with the token as password), \
+                   the p=T parameter, or open /login?token=T once in a browser";
+
+/// The token of a request: `Authorization: Token T` or `Bearer T`, HTTP
+/// Basic with the token as password (InfluxDB clients' username/password),
+/// the `p` parameter, or the dashboard's cookie.
+pub fn credential(headers: &HeaderMap, params: &HashMap<String, String>) -> Option<String> {
+    if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        let (scheme, rest) = v.split_once(' ')?;
+        return match scheme.to_ascii_lowercase().as_str() {
+            "token" | "bearer" => Some(rest.trim().to_owned()),
+            "basic" => {
+                use base64::Engine;
+                let raw = base64::engine::general_purpose::STANDARD.decode(rest.trim()).ok()?;
+                let text = String::from_utf8(raw).ok()?;
+                Some(text.split_once(':')?.1.to_owned())
+            }
+            _ => None,
+        };
+    }
+    if let Some(p) = params.get("p") {
+        return Some(p.clone());
+    }
+    let cookies = headers.get_all(header::COOKIE).into_iter().filter_map(|v| v.to_str().ok());
+    cookies.flat_map(|c| c.split(';')).find_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('=').map(str::to_owned))
+}
+
+fn refuse(status: StatusCode, msg: String) -> Response {
+    let mut r = (status, axum::Json(serde_json::json!({ "error": msg }))).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    }
+    r
+}
+
+/// The middleware: passes a request with a good token on, with its
+/// [`Access`] in the request's extensions; answers 401 (no or an unknown
+/// token) or 403 (a read-only token writing) before reading anything else.
+pub async fn require_token(State(st): State<ApiState>, mut req: Request, next: Next) -> Response {
+    let Some(tokens) = st.tokens.as_ref() else { return next.run(req).await };
+    let path = req.uri().path();
+    if path == "/ping" || path == "/login" {
+        return next.run(req).await;
+    }
+    let params: HashMap<String, String> = req
+        .uri()
+        .query()
+        .and_then(|q| {
+            axum::extract::Query::<HashMap<String, String>>::try_from_uri(&format!("/?{q}").parse().ok()?).ok()
+        })
+        .map(|q| q.0)
+        .unwrap_or_default();
+    let Some(token) = credential(req.headers(), &params) else {
+        st.auth_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return refuse(StatusCode::UNAUTHORIZED, format!("authorization failed: a token is required; {HOW}"));
+    };
+    let access = match tokens.access(&token) {
+        Ok(a) => a.clone(),
+        Err(why) => {
+            st.auth_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return refuse(StatusCode::UNAUTHORIZED, format!("authorization failed: {why}"));
+        }
+    };
+    if access == Access::Read && path == "/write" {
+        st.auth_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return refuse(StatusCode::FORBIDDEN, "a read-only token cannot write".into());
+    }
+    req.extensions_mut().insert(access);
+    next.run(req).await
+}
+
+/// `GET /login?token=T`: checks the token, sets it as an HTTP-only cookie
+/// and opens the dashboard; the way a browser signs in.
+pub async fn login(
+    State(st): State<ApiState>,
+    axum::extract::Query(params): axum::extract::Query<HashMap<String, String>>,
+) -> Response {
+    let Some(tokens) = st.tokens.as_ref() else {
+        return axum::response::Redirect::to("/").into_response();
+    };
+    let Some(token) = params.get("token") else {
+        return refuse(StatusCode::BAD_REQUEST, "give the token: /login?token=T".into());
+    };
+    if let Err(why) = tokens.access(token) {
+        st.auth_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return refuse(StatusCode::UNAUTHORIZED, format!("authorization failed: {why}"));
+    }
+    let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
+    let mut r = axum::response::Redirect::to("/").into_response();
+    if let Ok(v) = header::HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
