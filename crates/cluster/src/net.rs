@@ -32,6 +32,9 @@ pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
+/// A frame buffer larger than this is shrunk back before the next frame.
+const BUF_KEEP: usize = 1 << 20;
+
 /// Reads one frame. Ok(None): the peer closed the connection between frames.
 pub async fn read_msg<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>, max: u32) -> Result<Option<Msg>, NetError> {
     let mut head = [0u8; wire::HEADER];
@@ -42,9 +45,17 @@ pub async fn read_msg<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>, max: u
     }
     r.read_exact(&mut head[1..]).await?;
     let (len, crc) = wire::parse_header(&head, max)?;
+    // Grown as bytes arrive, never to what the header merely claims: a
+    // peer that sends a 16 MiB header and stalls costs nothing. A buffer
+    // grown by an earlier large frame is given back.
     buf.clear();
-    buf.resize(len, 0);
-    r.read_exact(buf).await?;
+    if buf.capacity() > BUF_KEEP {
+        buf.shrink_to(BUF_KEEP);
+    }
+    let got = r.take(len as u64).read_to_end(buf).await?;
+    if got < len {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    }
     Ok(Some(wire::decode_body(buf, crc)?))
 }
 
@@ -135,6 +146,36 @@ pub async fn connect(server: &str, tls: Option<Arc<rustls::ClientConfig>>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A header claiming the largest frame, then a stall: the buffer holds
+    /// what arrived, not what was claimed.
+    #[tokio::test]
+    async fn a_claimed_length_is_not_allocated_before_it_arrives() {
+        let mut frame = Vec::new();
+        Msg::Rounds { seq: 1, body: vec![7; 8 << 20] }.encode(&mut frame);
+        let (mut tx, mut rx) = tokio::io::duplex(64 << 10);
+        let sent = frame[..wire::HEADER + 1000].to_vec();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            tx.write_all(&sent).await.unwrap();
+            // The peer goes away mid-frame.
+        });
+        let mut buf = Vec::new();
+        let err = read_msg(&mut rx, &mut buf, wire::FRAME_MAX).await.unwrap_err();
+        assert!(err.to_string().contains("eof") || err.to_string().contains("end of file"), "{err}");
+        assert!(buf.capacity() < 64 << 10, "{} bytes allocated for 1000 received", buf.capacity());
+        // A whole frame still reads.
+        let (mut tx, mut rx) = tokio::io::duplex(64 << 10);
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            tx.write_all(&frame).await.unwrap();
+        });
+        let mut buf = Vec::new();
+        let Some(Msg::Rounds { seq: 1, body }) = read_msg(&mut rx, &mut buf, wire::FRAME_MAX).await.unwrap() else {
+            panic!("not the frame sent")
+        };
+        assert_eq!(body.len(), 8 << 20);
+    }
 
     #[test]
     fn server_urls_parse_or_explain() {

@@ -197,16 +197,38 @@ pub struct Ingest {
     pub stats: Arc<IngestStats>,
     cfg: ServerConfig,
     marks: Mutex<HashMap<(String, u64), Mark>>,
+    /// Authenticated agents' connections: `max_connections` slots, taken
+    /// only after the hello checks out, so sockets that never authenticate
+    /// cannot lock agents out.
+    agents: Arc<tokio::sync::Semaphore>,
+    /// Series each host has created (not in the store before), across all
+    /// its connections: what `max_series_per_agent` bounds.
+    new_series: Mutex<HashMap<String, usize>>,
 }
+
+/// Connections between accept and a verified hello, at most; past it a new
+/// connection is closed at once (counted). Each lasts at most the hello
+/// timeout.
+pub const HANDSHAKES_MAX: usize = 256;
 
 impl Ingest {
     pub fn new(store: Arc<Store>, live: broadcast::Sender<Arc<Appended>>, cfg: ServerConfig) -> Ingest {
-        Ingest { store, live, hosts: Arc::default(), stats: Arc::default(), cfg, marks: Mutex::default() }
+        let agents = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections));
+        Ingest {
+            store,
+            live,
+            hosts: Arc::default(),
+            stats: Arc::default(),
+            cfg,
+            marks: Mutex::default(),
+            agents,
+            new_series: Mutex::default(),
+        }
     }
 
     /// Accepts agents on `listener` until `stop` turns true.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let open = Arc::new(tokio::sync::Semaphore::new(self.cfg.max_connections));
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_MAX));
         loop {
             let (tcp, addr) = tokio::select! {
                 r = listener.accept() => match r {
@@ -221,19 +243,19 @@ impl Ingest {
             };
             let _ = tcp.set_nodelay(true);
             let ingest = Arc::clone(&self);
-            let permit = Arc::clone(&open).try_acquire_owned();
+            let handshake = Arc::clone(&handshakes).try_acquire_owned();
             tokio::spawn(async move {
                 ingest.stats.connections_total.fetch_add(1, Ordering::Relaxed);
-                let Ok(_permit) = permit else {
+                let Ok(handshake) = handshake else {
                     ingest.stats.rejected_limits.fetch_add(1, Ordering::Relaxed);
                     let mut tcp = tcp;
                     let mut out = Vec::new();
-                    Msg::Reject { reason: "too many connections".into() }.encode(&mut out);
+                    Msg::Reject { reason: "too many connections still saying hello".into() }.encode(&mut out);
                     let _ = tcp.write_all(&out).await;
                     return;
                 };
                 ingest.stats.connections_open.fetch_add(1, Ordering::Relaxed);
-                let result = ingest.connection(tcp, addr).await;
+                let result = ingest.connection(tcp, addr, handshake).await;
                 ingest.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
                 match result {
                     Ok(()) | Err(NetError::Closed) => {}
@@ -243,7 +265,12 @@ impl Ingest {
         }
     }
 
-    async fn connection(&self, tcp: tokio::net::TcpStream, addr: std::net::SocketAddr) -> Result<(), NetError> {
+    async fn connection(
+        &self,
+        tcp: tokio::net::TcpStream,
+        addr: std::net::SocketAddr,
+        handshake: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<(), NetError> {
         let conn: Conn = match &self.cfg.tls {
             Some(tls) => {
                 let accept = tokio_rustls::TlsAcceptor::from(Arc::clone(tls)).accept(tcp);
@@ -297,6 +324,12 @@ impl Ingest {
             return reject(&mut wr, why).await;
         }
 
+        // Authenticated: from here on an agent's slot, not a handshake's.
+        drop(handshake);
+        let Ok(_slot) = Arc::clone(&self.agents).try_acquire_owned() else {
+            self.stats.rejected_limits.fetch_add(1, Ordering::Relaxed);
+            return reject(&mut wr, "too many connections").await;
+        };
         let host = hello.host.clone();
         let mark = self.mark(&host, hello.spool_id).await;
         let generation = {
@@ -502,6 +535,20 @@ impl Session<'_> {
             let mut labels: Vec<(String, String)> = key.labels().to_vec();
             labels.push(("host".into(), self.host.clone()));
             let key = SeriesKey::new(key.name(), labels);
+            // New series count per host, across its connections (three
+            // connections must not get three times the limit).
+            if !self.ingest.store.contains(&key) {
+                let mut counts = self.ingest.new_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let n = counts.entry(self.host.clone()).or_insert(0);
+                if *n >= max {
+                    self.ingest.stats.rejected_limits.fetch_add(1, Ordering::Relaxed);
+                    return Err(NetError::Rejected(format!(
+                        "more than {max} new series from host {:?} (--max-series-per-agent)",
+                        self.host
+                    )));
+                }
+                *n += 1;
+            }
             let work = self.work.as_mut().expect("work is put back after each append");
             match key.name() {
                 "process_cpu_seconds_total" => work.cpu_id = Some(aid),

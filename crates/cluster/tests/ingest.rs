@@ -153,3 +153,55 @@ async fn events_stored_before_a_crash_are_recognised_by_their_mark() {
     let (_frames, _guard, _wr, next_seq) = connect(&addr, 9, 1).await;
     assert_eq!(next_seq, 6, "batch 5 is stored; the agent resumes after it");
 }
+
+/// Sockets that never say hello hold no agent's slot: with room for two
+/// agents and thirty idle sockets open, an agent still gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_cannot_lock_agents_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ingest, addr) = start(dir.path(), ServerConfig { max_connections: 2, ..ServerConfig::default() }).await;
+    let mut idle = Vec::new();
+    for _ in 0..30 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    let (_f, _g, _w, next_seq) = connect(&addr, 1, 3).await;
+    assert_eq!(next_seq, 1);
+    let (_f2, _g2, _w2, _) = connect(&addr, 2, 3).await;
+    // A third authenticated agent is refused: the limit is on agents.
+    let tcp = TcpStream::connect(&addr).await.unwrap();
+    let (rd, mut wr) = tokio::io::split(tcp);
+    let (mut frames, _g3) = cluster::net::spawn_reader(rd, wire::FRAME_MAX);
+    let mut out = Vec::new();
+    hello(3).encode(&mut out);
+    wr.write_all(&out).await.unwrap();
+    assert_eq!(next(&mut frames).await, Msg::Reject { reason: "too many connections".into() });
+    assert_eq!(ingest.stats.rejected_limits.load(Ordering::Relaxed), 1);
+    drop(idle);
+}
+
+/// `max_series_per_agent` bounds the new series of a host over all its
+/// connections, not per connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_series_limit_is_per_host_across_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ingest, addr) = start(dir.path(), ServerConfig { max_series_per_agent: 10, ..ServerConfig::default() }).await;
+    let declare = |name: &'static str| {
+        let addr = addr.clone();
+        async move {
+            let tcp = TcpStream::connect(&addr).await.unwrap();
+            let (rd, mut wr) = tokio::io::split(tcp);
+            let (mut frames, guard) = cluster::net::spawn_reader(rd, wire::FRAME_MAX);
+            let mut out = Vec::new();
+            hello(u64::from(name.as_bytes()[0])).encode(&mut out);
+            Msg::Series((0..8).map(|i| (i, SeriesKey::new(name, [("i", i.to_string())]))).collect()).encode(&mut out);
+            wr.write_all(&out).await.unwrap();
+            let Msg::Welcome { .. } = next(&mut frames).await else { panic!("no welcome") };
+            (frames, guard, wr)
+        }
+    };
+    let (_f1, _g1, _w1) = declare("a").await;
+    let (mut f2, _g2, _w2) = declare("b").await;
+    let Msg::Reject { reason } = next(&mut f2).await else { panic!("eight more new series were taken") };
+    assert!(reason.contains("more than 10 new series from host \"h\""), "{reason}");
+    assert_eq!(ingest.stats.rejected_limits.load(Ordering::Relaxed), 1);
+}

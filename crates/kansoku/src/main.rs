@@ -103,6 +103,14 @@ fn main() -> ExitCode {
         // cache — holds process names, device inventories and samples:
         // for the owner only (0700 directories, 0600 files).
         nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+        // Descriptors up to the hard limit: connections, agents, event
+        // logs. Every connection count is bounded below it anyway.
+        use nix::sys::resource::{Resource, getrlimit, setrlimit};
+        if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+            && soft < hard
+        {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
     }
     let result = match cli.cmd {
         Cmd::Up(args) => up::run(args),
