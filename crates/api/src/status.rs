@@ -32,6 +32,7 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
         "wal_replayed_samples": s.wal_replayed_samples.load(Relaxed),
         "wal_skipped_bytes": s.wal_skipped_bytes.load(Relaxed),
         "blocks": du.blocks,
+        "block_files_open": st.store.open_block_files(),
         "block_bytes": du.block_bytes,
         "block_samples": du.block_samples,
         "block_bytes_per_sample": per_sample(du.block_bytes),

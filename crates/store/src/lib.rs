@@ -11,6 +11,7 @@ pub mod codec;
 mod dir;
 pub mod events;
 mod head;
+mod open_files;
 pub mod query;
 mod store;
 pub mod tier;

@@ -20,6 +20,7 @@ use crate::block::{Blob, BlockMeta, list_blocks, read_block_meta, read_chunk, re
 use crate::dir;
 use crate::events::EventLog;
 use crate::head::Head;
+use crate::open_files::OpenFiles;
 use crate::tier::{self, Tier};
 use crate::wal::{self, Record, WalWriter, decode_records, encode_samples, encode_series, list_segments};
 
@@ -173,7 +174,6 @@ pub struct Appender {
 #[derive(Debug)]
 struct Block {
     meta: BlockMeta,
-    file: File,
     /// Store series id -> index into `meta.entries`.
     by_id: HashMap<u32, usize>,
     /// (series id, tier resolution ns) -> index into `meta.entries`.
@@ -186,7 +186,7 @@ struct Block {
 
 impl Block {
     /// Indexes a block's entries, interning the series it holds.
-    fn new(meta: BlockMeta, file: File, st: &mut State) -> Block {
+    fn new(meta: BlockMeta, st: &mut State) -> Block {
         let mut by_id = HashMap::with_capacity(meta.entries.len());
         let mut tiers = HashMap::new();
         let (mut raw_samples, mut tier_bytes) = (0, 0);
@@ -206,7 +206,7 @@ impl Block {
             by_id.insert(id, i);
             raw_samples += u64::from(e.n_samples);
         }
-        Block { meta, file, by_id, tiers, raw_samples, tier_bytes }
+        Block { meta, by_id, tiers, raw_samples, tier_bytes }
     }
 
     fn overlaps(&self, id: u32, from: i64, to: i64) -> bool {
@@ -262,6 +262,8 @@ pub struct Store {
     events: EventLog,
     /// The disk budget in bytes, resolved at open.
     budget: Option<u64>,
+    /// Block files, opened when read; a bounded number stay open.
+    open_files: OpenFiles,
 }
 
 pub(crate) fn read_lock<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
@@ -294,6 +296,7 @@ impl Store {
             stats: StoreStats::default(),
             events,
             budget,
+            open_files: OpenFiles::default(),
         };
         let next_seq = store.load(false)?;
         let wal = WalWriter::create(&dir::wal_dir(root), next_seq).map_err(|source| StoreError::Io {
@@ -320,6 +323,7 @@ impl Store {
             stats: StoreStats::default(),
             events: EventLog::open(&dir::events_dir(root), FsyncPolicy::Never, u64::MAX, false)?,
             budget: None,
+            open_files: OpenFiles::default(),
         };
         store.load(true)?;
         Ok(store)
@@ -373,9 +377,8 @@ impl Store {
                     continue;
                 }
             };
-            let file = File::open(&path).map_err(io("open block", &path))?;
             covered = Some(covered.map_or(meta.wal_seq_covered, |c: u64| c.max(meta.wal_seq_covered)));
-            let block = Block::new(meta, file, &mut st);
+            let block = Block::new(meta, &mut st);
             st.blocks.push(Arc::new(block));
         }
         if !read_only {
@@ -657,6 +660,10 @@ impl Store {
         let wal_dir = dir::wal_dir(&self.root);
         if let Err(source) = w.wal.rotate() {
             self.stats.flush_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                "flush: starting a new WAL segment in {} failed, keeping samples in the WAL and memory: {source}",
+                wal_dir.display()
+            );
             return Err(StoreError::Io { op: "rotate WAL", path: wal_dir, source });
         }
         w.declared.clear();
@@ -688,15 +695,11 @@ impl Store {
             frozen.columns().map(|(id, c)| (&keys[id as usize], &c.ts[..], &c.vals[..])),
             tiers.into_iter(),
         );
-        let opened = written.and_then(|meta| match File::open(&meta.path) {
-            Ok(file) => Ok((meta, file)),
-            Err(source) => Err(crate::block::BlockError::Io { path: meta.path.clone(), source }),
-        });
         let mut st = write_lock(&self.state);
         st.frozen = None;
-        match opened {
-            Ok((meta, file)) => {
-                let block = Block::new(meta, file, &mut st);
+        match written {
+            Ok(meta) => {
+                let block = Block::new(meta, &mut st);
                 st.blocks.push(Arc::new(block));
                 drop(st);
                 self.stats.flushes.fetch_add(1, Ordering::Relaxed);
@@ -730,6 +733,11 @@ impl Store {
         }
         self.events.sync()?;
         self.flush_locked(w)
+    }
+
+    /// Block files open now (at most [`crate::open_files::OPEN_MAX`] stay open).
+    pub fn open_block_files(&self) -> usize {
+        self.open_files.len()
     }
 
     /// Whether the store holds the series `key`.
@@ -773,7 +781,11 @@ impl Store {
         for b in blocks {
             let e = &b.meta.entries[b.by_id[&id]];
             let (n_ts, n_vals) = (ts.len(), vals.len());
-            if let Err(err) = read_chunk(&b.file, &b.meta.path, e, from, to, &mut ts, &mut vals) {
+            let read = self
+                .open_files
+                .get(&b.meta.path)
+                .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source });
+            if let Err(err) = read.and_then(|f| read_chunk(&f, &b.meta.path, e, from, to, &mut ts, &mut vals)) {
                 ts.truncate(n_ts);
                 vals.truncate(n_vals);
                 self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
@@ -833,9 +845,13 @@ impl Store {
     }
 
     fn read_block_tier(&self, b: &Block, id: u32, res: i64, from: i64, to: i64) -> Result<Tier, crate::BlockError> {
+        let file = self
+            .open_files
+            .get(&b.meta.path)
+            .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source })?;
         if let Some(&i) = b.tiers.get(&(id, res)) {
             let e = &b.meta.entries[i];
-            let data = read_entry(&b.file, &b.meta.path, e)?;
+            let data = read_entry(&file, &b.meta.path, e)?;
             return Tier::decode(&data, e.n_samples as usize, from, to).map_err(|err| crate::BlockError::Corrupt {
                 path: b.meta.path.clone(),
                 offset: e.offset,
@@ -846,7 +862,7 @@ impl Store {
         let e = &b.meta.entries[b.by_id[&id]];
         let (mut ts, mut vals) = (Vec::new(), Vec::new());
         let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
-        read_chunk(&b.file, &b.meta.path, e, from, raw_to, &mut ts, &mut vals)?;
+        read_chunk(&file, &b.meta.path, e, from, raw_to, &mut ts, &mut vals)?;
         Ok(Tier::build(&ts, &vals, res))
     }
 
@@ -918,6 +934,7 @@ impl Store {
                     let Some(i) = st.blocks.iter().position(|b| b.meta.path == path) else { continue };
                     let b = st.blocks.remove(i);
                     drop(st);
+                    self.open_files.forget(&path);
                     if let Err(e) = fs::remove_file(&path) {
                         tracing::warn!("retention: removing {} failed: {e}", path.display());
                     }

@@ -235,3 +235,26 @@ fn bucket_arithmetic_holds_at_the_ends_of_time() {
     let e = range(&store, &q(i64::MIN, i64::MAX, Some(1), None)).unwrap_err().to_string();
     assert!(e.contains("7258118400000000000 cells"), "{e}");
 }
+
+#[test]
+fn blocks_do_not_each_hold_a_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let n_blocks = 150;
+    {
+        let store = Store::open(dir.path(), opts(vec![store::tier::MINUTE])).unwrap();
+        let mut app = Appender::default();
+        for b in 0..n_blocks {
+            store.append(&mut app, &batch(T0 + b * SEC, b as f64, b == 0)).unwrap();
+            store.flush().unwrap();
+        }
+        assert_eq!(store.disk_usage().blocks, n_blocks as u64);
+    }
+    // Reopened: nothing open until read; reading every block keeps a bounded few open.
+    let store = Store::open(dir.path(), opts(vec![store::tier::MINUTE])).unwrap();
+    assert_eq!(store.open_block_files(), 0);
+    let (ts, vals) = all(&store);
+    assert_eq!(ts.len(), n_blocks as usize);
+    assert_eq!(vals[149], 149.0);
+    assert!(store.open_block_files() <= 64, "{} block files open", store.open_block_files());
+    assert_eq!(store.stats().corrupt_chunks.load(Ordering::Relaxed), 0);
+}
