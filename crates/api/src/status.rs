@@ -26,6 +26,8 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
         "write_errors": s.write_errors.load(Relaxed),
         "flushes": s.flushes.load(Relaxed),
         "flush_errors": s.flush_errors.load(Relaxed),
+        "compactions": s.compactions.load(Relaxed),
+        "compaction_errors": s.compaction_errors.load(Relaxed),
         "corrupt_blocks": s.corrupt_blocks.load(Relaxed),
         "corrupt_chunks": s.corrupt_chunks.load(Relaxed),
         "wal_damaged_segments": s.wal_damaged_segments.load(Relaxed),

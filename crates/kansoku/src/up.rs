@@ -332,6 +332,8 @@ fn serve(
         ..Options::default()
     };
     let store = Arc::new(Store::open(&args.data, opts).with_context(|| format!("open store {}", args.data.display()))?);
+    // Older blocks merge into hour-long ones in the background.
+    store.spawn_compactor().context("start the store's compactor")?;
     let mut state = api::ApiState::new(Arc::clone(&store));
     state.interval = Some(args.interval);
     let stop = Arc::new(AtomicBool::new(false));

@@ -59,40 +59,83 @@ pub enum BlockError {
     Corrupt { path: PathBuf, offset: u64, what: String },
 }
 
-pub fn block_path(dir: &Path, wal_seq_covered: u64) -> PathBuf {
-    dir.join(format!("{wal_seq_covered:010}.kblk"))
+/// Which generations a block holds: the WAL segments `first..=last` it
+/// covers. A flushed block holds one (`first == last`, named `<last>.kblk`);
+/// a compacted one the run of blocks it replaced (`<first>-<last>.kblk`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Generations {
+    pub first: u64,
+    pub last: u64,
 }
 
-/// Block files in `dir`, ascending (= time order of the generations).
-pub fn list_blocks(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut out: Vec<PathBuf> = fs::read_dir(dir)?
+pub fn block_path(dir: &Path, gens: Generations) -> PathBuf {
+    if gens.first == gens.last {
+        dir.join(format!("{:010}.kblk", gens.last))
+    } else {
+        dir.join(format!("{:010}-{:010}.kblk", gens.first, gens.last))
+    }
+}
+
+/// The generations a block file's name says it holds.
+pub fn parse_block_name(path: &Path) -> Option<Generations> {
+    let stem = path.file_name()?.to_str()?.strip_suffix(".kblk")?;
+    let (first, last) = match stem.split_once('-') {
+        Some((f, l)) => (f.parse().ok()?, l.parse().ok()?),
+        None => (stem.parse().ok()?, stem.parse().ok()?),
+    };
+    (first <= last).then_some(Generations { first, last })
+}
+
+/// Block files in `dir` in time order of their generations: by first
+/// generation, and of equal firsts the widest (a compaction) first, so a
+/// compacted block comes before the blocks it replaced (which a crash may
+/// leave behind between writing it and deleting them): see [`replaces`].
+pub fn list_blocks(dir: &Path) -> io::Result<Vec<(Generations, PathBuf)>> {
+    let mut all: Vec<(Generations, PathBuf)> = fs::read_dir(dir)?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "kblk"))
+        .filter_map(|p| Some((parse_block_name(&p)?, p)))
         .collect();
-    out.sort();
-    Ok(out)
+    all.sort_by_key(|(g, _)| (g.first, std::cmp::Reverse(g.last)));
+    Ok(all)
+}
+
+/// Whether a block of generations `g`, listed after blocks reaching
+/// generation `reach`, is replaced by one of them (a compaction holds it).
+pub fn replaces(reach: Option<u64>, g: Generations) -> bool {
+    reach.is_some_and(|r| g.last <= r)
 }
 
 /// Writes one block durably. `series` yields (key, timestamps, values) with
-/// strictly increasing timestamps; empty series are skipped. `extra` are
-/// already-encoded entries (the tiers) placed after them.
-pub fn write_block<'a>(
+/// strictly increasing timestamps, one series at a time (a compaction
+/// decodes each only when asked: memory is one series, not the block);
+/// empty series are skipped. `extra(raw_index, ts, vals)` returns entries
+/// derived from a series (its tiers), placed after every raw entry.
+pub fn write_block<K, T, V>(
     dir: &Path,
-    wal_seq_covered: u64,
-    series: impl Iterator<Item = (&'a SeriesKey, &'a [i64], &'a [f64])>,
-    extra: impl Iterator<Item = Blob>,
-) -> Result<BlockMeta, BlockError> {
-    let path = block_path(dir, wal_seq_covered);
+    gens: Generations,
+    series: impl Iterator<Item = (K, T, V)>,
+    mut extra: impl FnMut(usize, &[i64], &[f64]) -> Vec<Blob>,
+) -> Result<BlockMeta, BlockError>
+where
+    K: std::borrow::Borrow<SeriesKey>,
+    T: AsRef<[i64]>,
+    V: AsRef<[f64]>,
+{
+    let wal_seq_covered = gens.last;
+    let path = block_path(dir, gens);
     let tmp = path.with_extension("kblk.tmp");
     let io_err = |source| BlockError::Io { path: tmp.clone(), source };
     let mut buf = Vec::with_capacity(1 << 16);
     buf.extend_from_slice(BLOCK_MAGIC);
     let mut entries = Vec::new();
+    let mut derived = Vec::new();
     for (key, ts, vals) in series {
+        let (key, ts, vals) = (key.borrow(), ts.as_ref(), vals.as_ref());
         if ts.is_empty() {
             continue;
         }
+        derived.extend(extra(entries.len(), ts, vals));
         let chunk = encode_chunk(ts, vals);
         entries.push(BlockEntry {
             key: key.clone(),
@@ -105,7 +148,7 @@ pub fn write_block<'a>(
         });
         buf.extend_from_slice(&chunk);
     }
-    for b in extra {
+    for b in derived {
         entries.push(BlockEntry {
             key: b.key,
             min_t: b.min_t,
@@ -276,7 +319,8 @@ mod tests {
         let ts: Vec<i64> = (0..100).map(|i| i * 10).collect();
         let va: Vec<f64> = (0..100).map(|i| i as f64).collect();
         let vb: Vec<f64> = (0..100).map(|i| i as f64 * 0.25).collect();
-        write_block(dir, 7, [(&a, &ts[..], &va[..]), (&b, &ts[..], &vb[..])].into_iter(), std::iter::empty()).unwrap()
+        let gens = Generations { first: 7, last: 7 };
+        write_block(dir, gens, [(&a, &ts[..], &va[..]), (&b, &ts[..], &vb[..])].into_iter(), |_, _, _| vec![]).unwrap()
     }
 
     #[test]
@@ -292,7 +336,36 @@ mod tests {
         read_chunk(&f, &meta.path, &back.entries[1], 500, 520, &mut ts, &mut vals).unwrap();
         assert_eq!(ts, [500, 510, 520]);
         assert_eq!(vals, [12.5, 12.75, 13.0]);
-        assert_eq!(list_blocks(dir.path()).unwrap(), std::slice::from_ref(&meta.path));
+        assert_eq!(list_blocks(dir.path()).unwrap(), [(Generations { first: 7, last: 7 }, meta.path.clone())]);
+    }
+
+    #[test]
+    fn block_names_order_compactions_before_what_they_replace() {
+        let g = |first, last| Generations { first, last };
+        for gens in [g(7, 7), g(3, 19), g(0, 9_999_999_999)] {
+            assert_eq!(parse_block_name(&block_path(Path::new("/b"), gens)), Some(gens));
+        }
+        for bad in ["7.kblk.tmp", "x.kblk", "9-3.kblk", "1-2-3.kblk", "0000000007.wal"] {
+            assert_eq!(parse_block_name(Path::new(bad)), None, "{bad}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for gens in [g(1, 1), g(2, 2), g(3, 3), g(1, 3), g(4, 4), g(4, 6), g(5, 5), g(7, 7)] {
+            fs::write(block_path(dir.path(), gens), b"").unwrap();
+        }
+        let listed: Vec<Generations> = list_blocks(dir.path()).unwrap().into_iter().map(|(g, _)| g).collect();
+        assert_eq!(listed, [g(1, 3), g(1, 1), g(2, 2), g(3, 3), g(4, 6), g(4, 4), g(5, 5), g(7, 7)]);
+        let mut reach = None;
+        let kept: Vec<Generations> = listed
+            .into_iter()
+            .filter(|&gens| {
+                let keep = !replaces(reach, gens);
+                if keep {
+                    reach = Some(gens.last);
+                }
+                keep
+            })
+            .collect();
+        assert_eq!(kept, [g(1, 3), g(4, 6), g(7, 7)]);
     }
 
     #[test]

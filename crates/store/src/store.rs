@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use model::{Batch, Selector, SeriesKey, Timestamp};
 
 use crate::StoreError;
-use crate::block::{Blob, BlockMeta, list_blocks, read_block_meta, read_chunk, read_entry, write_block};
+use crate::block::{Blob, BlockMeta, Generations, list_blocks, read_block_meta, read_chunk, read_entry, write_block};
 use crate::dir;
 use crate::events::EventLog;
 use crate::head::Head;
@@ -70,6 +70,11 @@ pub struct Options {
     /// client inventing series cannot exhaust memory (each costs ~200 bytes
     /// of index and head).
     pub series_max: usize,
+    /// Blocks whose samples start in one window of this span (aligned to
+    /// the epoch) are merged into one block once data has moved past the
+    /// window ([`Store::compact`]); `None`: never. Default: an hour, so a
+    /// day of 5-minute blocks becomes 24 files.
+    pub compaction_window: Option<Duration>,
 }
 
 /// [`Options::series_max`] by default.
@@ -88,6 +93,7 @@ impl Default for Options {
             event_file_bytes: 64 << 20,
             tiers: vec![tier::MINUTE],
             series_max: SERIES_MAX_DEFAULT,
+            compaction_window: Some(Duration::from_secs(3600)),
         }
     }
 }
@@ -133,6 +139,10 @@ pub struct StoreStats {
     pub write_errors: AtomicU64,
     pub flushes: AtomicU64,
     pub flush_errors: AtomicU64,
+    /// Blocks merged into larger ones, and merges that failed (counted,
+    /// logged; the blocks stay as they were).
+    pub compactions: AtomicU64,
+    pub compaction_errors: AtomicU64,
     pub corrupt_blocks: AtomicU64,
     pub corrupt_chunks: AtomicU64,
     pub wal_damaged_segments: AtomicU64,
@@ -209,6 +219,11 @@ impl Block {
         Block { meta, by_id, tiers, raw_samples, tier_bytes }
     }
 
+    /// The first sample time of the block's raw entries.
+    fn start(&self) -> i64 {
+        self.by_id.values().map(|&i| self.meta.entries[i].min_t).min().unwrap_or(i64::MAX)
+    }
+
     fn overlaps(&self, id: u32, from: i64, to: i64) -> bool {
         self.by_id.get(&id).is_some_and(|&i| self.meta.entries[i].max_t >= from && self.meta.entries[i].min_t <= to)
     }
@@ -264,6 +279,24 @@ pub struct Store {
     budget: Option<u64>,
     /// Block files, opened when read; a bounded number stay open.
     open_files: OpenFiles,
+    /// One compaction at a time.
+    compacting: Mutex<()>,
+    /// Wakes the compactor thread: after a flush, and when the store closes.
+    wake: Arc<Wake>,
+}
+
+#[derive(Debug, Default)]
+struct Wake {
+    /// (a flush happened, the store is gone)
+    state: Mutex<(bool, bool)>,
+    cv: std::sync::Condvar,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        lock(&self.wake.state).1 = true;
+        self.wake.cv.notify_all();
+    }
 }
 
 pub(crate) fn read_lock<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
@@ -297,6 +330,8 @@ impl Store {
             events,
             budget,
             open_files: OpenFiles::default(),
+            compacting: Mutex::new(()),
+            wake: Arc::default(),
         };
         let next_seq = store.load(false)?;
         let wal = WalWriter::create(&dir::wal_dir(root), next_seq).map_err(|source| StoreError::Io {
@@ -324,6 +359,8 @@ impl Store {
             events: EventLog::open(&dir::events_dir(root), FsyncPolicy::Never, u64::MAX, false)?,
             budget: None,
             open_files: OpenFiles::default(),
+            compacting: Mutex::new(()),
+            wake: Arc::default(),
         };
         store.load(true)?;
         Ok(store)
@@ -363,7 +400,14 @@ impl Store {
         }
         let mut st = write_lock(&self.state);
         let mut covered: Option<u64> = None;
-        for path in list_blocks(&blocks_dir).map_err(io("list blocks", &blocks_dir))? {
+        let mut replaced = Vec::new();
+        for (gens, path) in list_blocks(&blocks_dir).map_err(io("list blocks", &blocks_dir))? {
+            // A compacted block's sources, if a crash left them: its samples
+            // are in the compacted block, which was read (and verified) first.
+            if crate::block::replaces(covered, gens) {
+                replaced.push(path);
+                continue;
+            }
             let meta = match read_block_meta(&path) {
                 Ok(m) => m,
                 Err(crate::block::BlockError::Io { source, .. })
@@ -382,6 +426,10 @@ impl Store {
             st.blocks.push(Arc::new(block));
         }
         if !read_only {
+            for path in replaced {
+                tracing::info!("removing {}: a compacted block holds its samples", path.display());
+                fs::remove_file(&path).map_err(io("remove replaced block", &path))?;
+            }
             for entry in fs::read_dir(&blocks_dir).map_err(io("list blocks", &blocks_dir))?.flatten() {
                 if entry.path().extension().is_some_and(|x| x == "tmp") {
                     let _ = fs::remove_file(entry.path());
@@ -675,25 +723,11 @@ impl Store {
             (head, st.keys.clone())
         };
         let blocks_dir = dir::blocks_dir(&self.root);
-        // Tiers beside the raw columns: one entry per (series, resolution).
-        let mut tiers = Vec::new();
-        for (raw_index, (_, c)) in frozen.columns().enumerate() {
-            for (res, res_name) in tier::RESOLUTIONS.into_iter().filter(|r| self.opts.tiers.contains(&r.0)) {
-                let t = Tier::build(&c.ts, &c.vals, res);
-                tiers.push(Blob {
-                    key: tier::tier_key(raw_index, res_name),
-                    min_t: t.ts[0],
-                    max_t: t.ts[t.ts.len() - 1],
-                    n: t.ts.len() as u32,
-                    bytes: t.encode(),
-                });
-            }
-        }
         let written = write_block(
             &blocks_dir,
-            covered,
+            Generations { first: covered, last: covered },
             frozen.columns().map(|(id, c)| (&keys[id as usize], &c.ts[..], &c.vals[..])),
-            tiers.into_iter(),
+            |raw_index, ts, vals| self.tiers_of(raw_index, ts, vals),
         );
         let mut st = write_lock(&self.state);
         st.frozen = None;
@@ -703,6 +737,8 @@ impl Store {
                 st.blocks.push(Arc::new(block));
                 drop(st);
                 self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+                lock(&self.wake.state).0 = true;
+                self.wake.cv.notify_all();
                 for (seq, path) in list_segments(&wal_dir).unwrap_or_default() {
                     if seq <= covered {
                         let _ = fs::remove_file(path);
@@ -720,6 +756,175 @@ impl Store {
                 Err(StoreError::Block(e))
             }
         }
+    }
+
+    /// Starts the compactor: a thread that runs [`Store::compact`] after
+    /// flushes (and once a minute), for as long as the store lives.
+    pub fn spawn_compactor(self: &Arc<Store>) -> std::io::Result<std::thread::JoinHandle<()>> {
+        // Holds the store only while compacting: waiting, it holds the
+        // wake-up alone, so the store closes when its owners drop it.
+        let store = Arc::downgrade(self);
+        let wake = Arc::clone(&self.wake);
+        std::thread::Builder::new().name("store-compactor".into()).spawn(move || {
+            loop {
+                {
+                    let state = lock(&wake.state);
+                    let (mut state, _) = wake
+                        .cv
+                        .wait_timeout_while(state, Duration::from_secs(60), |s| !s.0 && !s.1)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if state.1 {
+                        return;
+                    }
+                    state.0 = false;
+                }
+                let Some(s) = store.upgrade() else { return };
+                let _ = s.compact();
+            }
+        })
+    }
+
+    /// Merges runs of blocks that start in one compaction window, once data
+    /// has moved past it, into one block each; returns how many merges ran.
+    /// Reads and writes without the writer's lock (appends and flushes go
+    /// on); the merged block is written whole before the blocks it replaces
+    /// are removed, and a crash in between leaves them to be ignored and
+    /// removed on open (`block::replaces`). Samples, tiers and retention
+    /// are as before: only the number of files changes.
+    pub fn compact(&self) -> Result<usize, StoreError> {
+        let Some(window) = self.opts.compaction_window else { return Ok(0) };
+        if lock(&self.writer).is_none() {
+            return Err(StoreError::ReadOnly);
+        }
+        let window = i64::try_from(window.as_nanos()).unwrap_or(i64::MAX).max(1);
+        let _one = lock(&self.compacting);
+        let mut merges = 0;
+        loop {
+            // The oldest run of at least two blocks in one window, with a
+            // block of a later window after it.
+            let run: Vec<Arc<Block>> = {
+                let st = read_lock(&self.state);
+                let win = |b: &Block| b.start().div_euclid(window);
+                let mut found = Vec::new();
+                let mut i = 0;
+                while i < st.blocks.len() {
+                    let w = win(&st.blocks[i]);
+                    let j = i + st.blocks[i..].iter().take_while(|b| win(b) == w).count();
+                    if j - i >= 2 && j < st.blocks.len() {
+                        found = st.blocks[i..j].to_vec();
+                        break;
+                    }
+                    i = j;
+                }
+                found
+            };
+            if run.is_empty() {
+                return Ok(merges);
+            }
+            match self.merge(&run) {
+                Ok(()) => merges += 1,
+                Err(e) => {
+                    self.stats.compaction_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("compaction of {} blocks failed; they stay as they are: {e}", run.len());
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn merge(&self, run: &[Arc<Block>]) -> Result<(), StoreError> {
+        let gens =
+            |b: &Block| crate::block::parse_block_name(&b.meta.path).expect("BUG: a listed block has a block name");
+        let merged_gens = Generations { first: gens(&run[0]).first, last: gens(&run[run.len() - 1]).last };
+        // Every raw series of the run, in order of first appearance.
+        let mut keys: Vec<SeriesKey> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for b in run {
+            for &i in b.by_id.values() {
+                let key = &b.meta.entries[i].key;
+                if seen.insert(key.clone()) {
+                    keys.push(key.clone());
+                }
+            }
+        }
+        keys.sort();
+        let files = run
+            .iter()
+            .map(|b| {
+                self.open_files
+                    .get(&b.meta.path)
+                    .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut failed = None;
+        let series = keys.iter().map(|key| {
+            let (mut ts, mut vals) = (Vec::new(), Vec::new());
+            for (b, f) in run.iter().zip(&files) {
+                let Some(e) = b.meta.entries.iter().find(|e| &e.key == key) else { continue };
+                if let Err(e) = read_chunk(f, &b.meta.path, e, i64::MIN, i64::MAX, &mut ts, &mut vals) {
+                    failed.get_or_insert(e);
+                }
+            }
+            (key, ts, vals)
+        });
+        let written =
+            write_block(&dir::blocks_dir(&self.root), merged_gens, series, |i, ts, vals| self.tiers_of(i, ts, vals));
+        let meta = match (written, failed) {
+            (Ok(meta), None) => meta,
+            (Ok(meta), Some(e)) => {
+                // A chunk did not verify: keep the blocks, whose good chunks
+                // still serve, rather than a merge without it.
+                let _ = fs::remove_file(&meta.path);
+                return Err(e.into());
+            }
+            (Err(e), _) => return Err(e.into()),
+        };
+        let merged_path = meta.path.clone();
+        let mut st = write_lock(&self.state);
+        let at = st.blocks.iter().position(|b| Arc::ptr_eq(b, &run[0]));
+        let intact = at.is_some_and(|at| {
+            st.blocks.len() >= at + run.len()
+                && st.blocks[at..at + run.len()].iter().zip(run).all(|(a, b)| Arc::ptr_eq(a, b))
+        });
+        let Some(at) = at.filter(|_| intact) else {
+            // Retention removed one of them meanwhile: the merge is moot.
+            drop(st);
+            let _ = fs::remove_file(&merged_path);
+            return Ok(());
+        };
+        let block = Block::new(meta, &mut st);
+        st.blocks.splice(at..at + run.len(), [Arc::new(block)]);
+        drop(st);
+        for b in run {
+            self.open_files.forget(&b.meta.path);
+            if let Err(e) = fs::remove_file(&b.meta.path) {
+                tracing::warn!(
+                    "compaction: removing {} failed ({e}); it is ignored and removed on the next open",
+                    b.meta.path.display()
+                );
+            }
+        }
+        self.stats.compactions.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!("compacted {} blocks into {}", run.len(), merged_path.display());
+        Ok(())
+    }
+
+    /// Tiers beside a raw column: one entry per (series, resolution).
+    fn tiers_of(&self, raw_index: usize, ts: &[i64], vals: &[f64]) -> Vec<Blob> {
+        tier::RESOLUTIONS
+            .into_iter()
+            .filter(|r| self.opts.tiers.contains(&r.0))
+            .map(|(res, res_name)| {
+                let t = Tier::build(ts, vals, res);
+                Blob {
+                    key: tier::tier_key(raw_index, res_name),
+                    min_t: t.ts[0],
+                    max_t: t.ts[t.ts.len() - 1],
+                    n: t.ts.len() as u32,
+                    bytes: t.encode(),
+                }
+            })
+            .collect()
     }
 
     /// Syncs the WAL and writes the head out: a clean shutdown.

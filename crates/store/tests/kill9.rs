@@ -1,7 +1,7 @@
 //! Crash torture: a writer process appends series batches and event batches
 //! as fast as it can, printing each acknowledged sequence number; it is killed
 //! with SIGKILL at a random point (mid-append, mid-fsync, mid-block-flush,
-//! mid-rotation), the store is reopened, and every acknowledged sample and
+//! mid-rotation, mid-compaction), the store is reopened, and every acknowledged sample and
 //! event must be there, exactly once, with nothing partial. Twelve rounds on
 //! one data directory, alternating fsync policies.
 //!
@@ -33,6 +33,9 @@ fn opts(always: bool) -> Options {
         retention: store::Retention { max_age: None, budget: store::DiskBudget::Unlimited },
         tiers: vec![store::tier::SECOND, store::tier::MINUTE],
         series_max: store::SERIES_MAX_DEFAULT,
+        // Batches are 1 ns apart and blocks 250 batches: a window of 1 µs
+        // merges about four blocks, so kills land in compactions too.
+        compaction_window: Some(Duration::from_micros(1)),
     }
 }
 
@@ -54,7 +57,8 @@ fn event_counts(store: &Store) -> BTreeMap<u64, u64> {
 }
 
 fn child(dir: &Path, always: bool) {
-    let store = Store::open(dir, opts(always)).unwrap();
+    let store = std::sync::Arc::new(Store::open(dir, opts(always)).unwrap());
+    store.spawn_compactor().unwrap();
     let mut seq = stored_seqs(&store).iter().filter_map(|s| s.last()).map(|&t| t - BASE).max().unwrap_or(0);
     seq = seq.max(event_counts(&store).keys().next_back().map_or(0, |&s| s as i64));
     let mut app = Appender::default();
@@ -155,4 +159,10 @@ fn kill_9_loses_nothing_acknowledged() {
         last_ack = last_ack.max(counts.keys().next_back().map_or(0, |&s| s as i64));
         acked_events = counts.keys().copied().collect();
     }
+    // The writers compacted as they went (so some kills landed near one).
+    let compacted = std::fs::read_dir(dir.path().join("blocks"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().contains('-'))
+        .count();
+    assert!(compacted > 0, "no compaction ran");
 }
