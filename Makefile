@@ -10,7 +10,7 @@ SNMP_TARGETS ?=
 # Seconds of fuzzing per target in `make test` (CI); raise it locally for a deeper run.
 FUZZ_SECONDS ?= 20
 
-.PHONY: up build web test deps lint unit webtest fuzz bench bench-dashboard clean
+.PHONY: up build web test deps lint unit webtest fuzz bench bench-dashboard soak clean
 
 up: build
 	./target/release/kansoku up --data $(DATA) --listen $(LISTEN) --interval $(INTERVAL) \
@@ -60,6 +60,11 @@ bench: build
 	./target/release/kansoku lab transfer --cores 1,2,4,8,14,16,28 --rounds 10 --out /tmp/kansoku-replay.json
 	./target/release/kansoku lab interference --repeat 2 --out /tmp/kansoku-interference.json
 	./target/release/kansoku lab report /tmp/kansoku-replay.json /tmp/kansoku-interference.json --out kansoku-lab-report.html
+
+# A server under a hostile client mix beside a healthy agent (SOAK=10m by
+# default): bounded memory and descriptors, nothing of the agent lost.
+soak: build
+	./target/release/kansoku lab soak --duration $(or $(SOAK),10m) --out kansoku-soak.json
 
 # The dashboard with 256 synthetic hosts x 16 cores at 10 Hz: frame time and
 # browser memory in headless Chromium (MINUTES=10 by default).

@@ -72,6 +72,10 @@ enum LabCmd {
     /// The results of `lab transfer --cores` and `lab interference` (their
     /// --out files) as one HTML page with plots, beside the paper's figures.
     Report(lab_report::Args),
+    /// A server under a hostile client mix (floods, bombs, idle sockets,
+    /// bad tokens) beside a healthy agent: memory and descriptors bounded,
+    /// nothing of the agent lost (`make soak`).
+    Soak(lab::soak::Args),
     /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
     SnmpFarm(lab::snmp_bench::FarmArgs),
     /// Synthetic hosts (every core, network, disk, memory, load) written
@@ -91,6 +95,9 @@ pub struct Source {
     #[arg(long)]
     pub server: Option<String>,
 }
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -128,6 +135,9 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::Interference(args)) => lab_interference::run(&args),
         Cmd::Lab(LabCmd::Report(args)) => lab_report::run(&args),
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
+        Cmd::Lab(LabCmd::Soak(args)) => {
+            std::env::current_exe().map_err(anyhow::Error::from).and_then(|bin| lab::soak::run(&args, &bin))
+        }
         Cmd::Lab(LabCmd::Synth(args)) => up::run_synth(args),
     };
     match result {

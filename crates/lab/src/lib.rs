@@ -4,5 +4,6 @@
 pub mod collector_cost;
 pub mod perf_script;
 pub mod snmp_bench;
+pub mod soak;
 pub mod store_bench;
 pub mod synth;

@@ -77,6 +77,9 @@ pub struct Options {
     pub compaction_window: Option<Duration>,
 }
 
+/// Flushed blocks of one window merged even while the window goes on.
+const RUN_MERGE_MIN: usize = 12;
+
 /// [`Options::series_max`] by default.
 pub const SERIES_MAX_DEFAULT: usize = 1_000_000;
 
@@ -720,13 +723,16 @@ impl Store {
             let mut st = write_lock(&self.state);
             let head = Arc::new(std::mem::take(&mut st.head));
             st.frozen = Some(Arc::clone(&head));
-            (head, st.keys.clone())
+            // The keys of the series in this generation only: cloning every
+            // key the store knows, per flush, cost O(all series) each time.
+            let keys: Vec<SeriesKey> = head.columns().map(|(id, _)| st.keys[id as usize].clone()).collect();
+            (head, keys)
         };
         let blocks_dir = dir::blocks_dir(&self.root);
         let written = write_block(
             &blocks_dir,
             Generations { first: covered, last: covered },
-            frozen.columns().map(|(id, c)| (&keys[id as usize], &c.ts[..], &c.vals[..])),
+            frozen.columns().zip(&keys).map(|((_, c), key)| (key, &c.ts[..], &c.vals[..])),
             |raw_index, ts, vals| self.tiers_of(raw_index, ts, vals),
         );
         let mut st = write_lock(&self.state);
@@ -805,6 +811,8 @@ impl Store {
             let run: Vec<Arc<Block>> = {
                 let st = read_lock(&self.state);
                 let win = |b: &Block| b.start().div_euclid(window);
+                let flushed =
+                    |b: &Block| crate::block::parse_block_name(&b.meta.path).is_some_and(|g| g.first == g.last);
                 let mut found = Vec::new();
                 let mut i = 0;
                 while i < st.blocks.len() {
@@ -812,6 +820,15 @@ impl Store {
                     let j = i + st.blocks[i..].iter().take_while(|b| win(b) == w).count();
                     if j - i >= 2 && j < st.blocks.len() {
                         found = st.blocks[i..j].to_vec();
+                        break;
+                    }
+                    // A window that never ends (every new block starts in
+                    // it: a sender far behind, or one writing old times
+                    // beside current ones) still merges, a dozen flushes
+                    // at a time, so its files do not grow without bound.
+                    let fresh = st.blocks[i..j].iter().rev().take_while(|b| flushed(b)).count();
+                    if fresh >= RUN_MERGE_MIN {
+                        found = st.blocks[j - fresh..j].to_vec();
                         break;
                     }
                     i = j;
@@ -836,18 +853,15 @@ impl Store {
         let gens =
             |b: &Block| crate::block::parse_block_name(&b.meta.path).expect("BUG: a listed block has a block name");
         let merged_gens = Generations { first: gens(&run[0]).first, last: gens(&run[run.len() - 1]).last };
-        // Every raw series of the run, in order of first appearance.
-        let mut keys: Vec<SeriesKey> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for b in run {
-            for &i in b.by_id.values() {
-                let key = &b.meta.entries[i].key;
-                if seen.insert(key.clone()) {
-                    keys.push(key.clone());
-                }
-            }
-        }
-        keys.sort();
+        // Every raw series of the run, by store id (each block finds its
+        // entry of an id in its own map: no search over entries).
+        let mut ids: Vec<u32> = run.iter().flat_map(|b| b.by_id.keys().copied()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let keys: Vec<(u32, SeriesKey)> = {
+            let st = read_lock(&self.state);
+            ids.iter().map(|&id| (id, st.keys[id as usize].clone())).collect()
+        };
         let files = run
             .iter()
             .map(|b| {
@@ -857,10 +871,10 @@ impl Store {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut failed = None;
-        let series = keys.iter().map(|key| {
+        let series = keys.iter().map(|(id, key)| {
             let (mut ts, mut vals) = (Vec::new(), Vec::new());
             for (b, f) in run.iter().zip(&files) {
-                let Some(e) = b.meta.entries.iter().find(|e| &e.key == key) else { continue };
+                let Some(e) = b.by_id.get(id).map(|&i| &b.meta.entries[i]) else { continue };
                 if let Err(e) = read_chunk(f, &b.meta.path, e, i64::MIN, i64::MAX, &mut ts, &mut vals) {
                     failed.get_or_insert(e);
                 }

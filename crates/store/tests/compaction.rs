@@ -25,11 +25,12 @@ fn opts() -> Options {
     }
 }
 
-/// Three hours of two series at 10 s, flushed every five minutes: 36 blocks.
+/// Two and a half hours of two series at 10 s, flushed every five minutes:
+/// 30 blocks, 12 in each whole hour and 6 in the last.
 fn fill(store: &Store) {
     let mut app = Appender::default();
     let keys = [SeriesKey::new("a", [("h", "x")]), SeriesKey::new("b", [("h", "x")])];
-    for i in 0..3 * 360i64 {
+    for i in 0..900i64 {
         let mut b = Batch::new(Timestamp(T0 + i * 10 * SEC));
         if i == 0 {
             b.defs = vec![(0, keys[0].clone()), (1, keys[1].clone())];
@@ -82,14 +83,14 @@ fn a_window_of_blocks_becomes_one_block_with_the_same_answers() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), opts()).unwrap();
     fill(&store);
-    assert_eq!(store.disk_usage().blocks, 36);
+    assert_eq!(store.disk_usage().blocks, 30);
     let (before, tiers_before) = (everything(&store), buckets(&store));
     let usage = store.disk_usage();
 
     // Hours 0 and 1 are over (a block of a later hour follows); hour 2 is not.
     assert_eq!(store.compact().unwrap(), 2);
-    assert_eq!(store.disk_usage().blocks, 1 + 1 + 12);
-    assert_eq!(block_files(dir.path()), 14);
+    assert_eq!(store.disk_usage().blocks, 1 + 1 + 6);
+    assert_eq!(block_files(dir.path()), 8);
     assert_eq!(store.stats().compactions.load(Ordering::Relaxed), 2);
     assert_eq!(everything(&store), before);
     assert_eq!(buckets(&store), tiers_before);
@@ -98,7 +99,7 @@ fn a_window_of_blocks_becomes_one_block_with_the_same_answers() {
 
     drop(store);
     let store = Store::open(dir.path(), opts()).unwrap();
-    assert_eq!(store.disk_usage().blocks, 14);
+    assert_eq!(store.disk_usage().blocks, 8);
     assert_eq!(everything(&store), before);
     assert_eq!(buckets(&store), tiers_before);
 }
@@ -122,10 +123,10 @@ fn a_crash_before_the_sources_are_removed_loses_and_doubles_nothing() {
         let p = e.unwrap().path();
         fs::copy(&p, dir.path().join("blocks").join(p.file_name().unwrap())).unwrap();
     }
-    assert_eq!(block_files(dir.path()), 36 + 2);
+    assert_eq!(block_files(dir.path()), 30 + 2);
     let store = Store::open(dir.path(), opts()).unwrap();
     assert_eq!(everything(&store), before, "each sample once");
-    assert_eq!(block_files(dir.path()), 14, "the replaced blocks are removed on open");
+    assert_eq!(block_files(dir.path()), 8, "the replaced blocks are removed on open");
 
     // A merged block that does not verify: its sources (still there) serve.
     drop(store);
@@ -144,4 +145,31 @@ fn a_crash_before_the_sources_are_removed_loses_and_doubles_nothing() {
     let store = Store::open(dir.path(), opts()).unwrap();
     assert_eq!(store.stats().corrupt_blocks.load(Ordering::Relaxed), 1);
     assert_eq!(everything(&store), before, "served from the sources");
+}
+
+/// A window that never ends — every block starts in it, as when a sender
+/// writes old times beside current ones — still merges, a dozen at a time.
+#[test]
+fn a_window_that_never_ends_still_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut app = Appender::default();
+    let (old, new) = (SeriesKey::new("old", [("h", "x")]), SeriesKey::new("new", [("h", "x")]));
+    for i in 0..13i64 {
+        let mut b = Batch::new(Timestamp(T0 + i));
+        if i == 0 {
+            b.defs = vec![(0, old.clone()), (1, new.clone())];
+        }
+        b.points.push((0, i as f64));
+        store.append(&mut app, &b).unwrap();
+        let mut b = Batch::new(Timestamp(T0 + 1000 * HOUR + i * SEC));
+        b.points.push((1, i as f64));
+        store.append(&mut app, &b).unwrap();
+        store.flush().unwrap();
+    }
+    let before = everything(&store);
+    assert_eq!(store.disk_usage().blocks, 13);
+    assert_eq!(store.compact().unwrap(), 1);
+    assert_eq!(store.disk_usage().blocks, 1);
+    assert_eq!(everything(&store), before);
 }
