@@ -16,12 +16,15 @@ use cluster::influx;
 use cluster::server::Access;
 use model::Timestamp;
 
-use crate::{ApiError, ApiState};
+use crate::{ApiError, ApiState, auth};
 
 /// Largest /write body, after decompression.
 pub const WRITE_MAX: usize = 64 << 20;
 /// Most series one /write may create.
 pub const WRITE_NEW_SERIES_MAX: usize = 10_000;
+/// Most series one writing token (or the host it is bound to) may create
+/// through /write while the server runs.
+pub const WRITER_NEW_SERIES_MAX: usize = 100_000;
 
 #[derive(Debug, Default, serde::Serialize)]
 pub struct InfluxStats {
@@ -37,10 +40,33 @@ pub struct InfluxStats {
 
 /// State of the compatibility layer: counters and the databases created
 /// with CREATE DATABASE (in memory; a database with data is listed anyway).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Influx {
     pub stats: InfluxStats,
+    /// Most series one writer may create through /write
+    /// ([`WRITER_NEW_SERIES_MAX`] by default).
+    pub writer_series_max: usize,
+    /// New series created through /write, per writer (see `write`).
+    writer_series: std::sync::Mutex<HashMap<String, usize>>,
     databases: std::sync::Mutex<BTreeSet<String>>,
+}
+
+impl Default for Influx {
+    fn default() -> Influx {
+        Influx::with_writer_limit(WRITER_NEW_SERIES_MAX)
+    }
+}
+
+impl Influx {
+    /// With a per-writer series limit other than the default.
+    pub fn with_writer_limit(writer_series_max: usize) -> Influx {
+        Influx {
+            stats: InfluxStats::default(),
+            writer_series_max,
+            writer_series: std::sync::Mutex::default(),
+            databases: std::sync::Mutex::default(),
+        }
+    }
 }
 
 fn version_headers() -> [(&'static str, &'static str); 2] {
@@ -70,8 +96,22 @@ pub async fn write(
     };
     // With tokens (`kansoku server --tokens`) the token was checked before
     // the body was read (`auth`); one bound to a host writes as that host.
-    let forced_host = match access.map(|a| a.0) {
-        Some(Access::Write(Some(h))) => Some(h),
+    let access = access.map(|a| a.0);
+    let forced_host = match &access {
+        Some(Access::Write(Some(h))) => Some(h.clone()),
+        _ => None,
+    };
+    // Whose new series these are, for the per-writer limit: the host a
+    // token is bound to, or the token's own (an unbound one); none without
+    // tokens (then the store's total limit alone applies).
+    let writer = match (&access, &forced_host) {
+        (_, Some(h)) => Some(format!("host {h}")),
+        (Some(_), None) => auth::credential(&headers, &params).map(|t| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            t.hash(&mut h);
+            format!("token #{:016x}", h.finish())
+        }),
         _ => None,
     };
     let Some(db) = params.get("db").filter(|d| !d.is_empty()).cloned() else {
@@ -128,6 +168,19 @@ pub async fn write(
                     )));
                 }
             }
+        }
+        if let Some(writer) = &writer {
+            let mut counts = influx.writer_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let n = counts.entry(writer.clone()).or_insert(0);
+            if *n + new.len() > influx.writer_series_max {
+                s.series_limit_refused.fetch_add(1, Relaxed);
+                return Ok(Err(format!(
+                    "{writer} has created {n} series; {} more would pass its limit of {}; nothing was stored",
+                    new.len(),
+                    influx.writer_series_max
+                )));
+            }
+            *n += new.len();
         }
         let stored = influx::write(&store, &parsed.points)?;
         s.points.fetch_add(parsed.points.len() as u64, Relaxed);

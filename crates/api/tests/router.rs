@@ -223,3 +223,29 @@ async fn dashboard_is_served() {
     let (s, _) = get(&st, "/assets/nothing.js").await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
+
+/// A writing token (or the host it is bound to) may create only so many
+/// series through /write, over all its requests.
+#[tokio::test]
+async fn a_writer_may_create_only_so_many_series() {
+    let (_dir, mut state) = fixture();
+    state.tokens = Some(Arc::new(cluster::server::Tokens::parse("bound-token-0123456789 node-3\n").unwrap()));
+    state.influx = Arc::new(api::influx::Influx::with_writer_limit(30));
+    let write = |first: usize| {
+        let body: String = (first..first + 20).map(|i| format!("w,id={i} v=1 1800000000000000000\n")).collect();
+        Request::post("/write?db=d")
+            .header("Authorization", "Token bound-token-0123456789")
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let resp = api::router(state.clone()).oneshot(write(0)).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    // The same 20 again create nothing new.
+    let resp = api::router(state.clone()).oneshot(write(0)).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    let resp = api::router(state.clone()).oneshot(write(20)).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("host node-3 has created 20 series") && text.contains("limit of 30"), "{text}");
+}

@@ -19,7 +19,9 @@ pub struct IngestArgs {
     /// Where agents connect (binary wire protocol; see docs/format/wire.md).
     #[arg(long, default_value = "127.0.0.1:7071")]
     ingest: String,
-    /// Bearer tokens, `TOKEN [HOST]` per line: agents without one are
+    /// Tokens, `TOKEN [HOST]` (writes and reads) or `read TOKEN` (reads)
+    /// per line, the file readable by its owner only; with them every HTTP
+    /// endpoint but /ping needs a token too. Agents without one are
     /// refused; a token with a host may only send as that host.
     #[arg(long, value_name = "FILE")]
     tokens: Option<PathBuf>,
@@ -32,10 +34,11 @@ pub struct IngestArgs {
     /// Require agents to present a certificate issued by this CA (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     client_ca: Option<PathBuf>,
-    /// Most agent connections at once.
+    /// Most agent connections at once, counted once an agent's hello
+    /// checks out (sockets that never authenticate do not take one).
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
-    /// Most series one agent may declare.
+    /// Most new series one agent host may create, over all its connections.
     #[arg(long, default_value_t = 100_000)]
     max_series_per_agent: usize,
     /// Largest frame accepted, bytes.

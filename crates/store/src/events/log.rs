@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
-use std::fs::{self, File};
+use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,7 +66,6 @@ struct Entry {
 struct LogFile {
     seq: u64,
     path: PathBuf,
-    file: File,
 }
 
 #[derive(Debug, Default)]
@@ -112,6 +111,8 @@ pub struct EventLog {
     index: RwLock<Index>,
     writer: Mutex<Option<Writer>>,
     stats: EventStats,
+    /// Log files, opened when read; a bounded number stay open.
+    open_files: crate::open_files::OpenFiles,
 }
 
 /// Which events a query reads.
@@ -163,6 +164,7 @@ impl EventLog {
             index: RwLock::new(Index::default()),
             writer: Mutex::new(None),
             stats: EventStats::default(),
+            open_files: crate::open_files::OpenFiles::default(),
         };
         let files = match list_logs(&EVENTS, dir) {
             Ok(f) => f,
@@ -186,8 +188,7 @@ impl EventLog {
 
     fn adopt_file(&self, seq: u64) -> Result<(), StoreError> {
         let path = crate::wal::log_path(&EVENTS, &self.dir, seq);
-        let file = File::open(&path).map_err(io_err("open event log", &path))?;
-        write_lock(&self.index).files.push(Arc::new(LogFile { seq, path, file }));
+        write_lock(&self.index).files.push(Arc::new(LogFile { seq, path }));
         Ok(())
     }
 
@@ -277,8 +278,7 @@ impl EventLog {
             *m = (*m).max(seq);
         }
         // The verified prefix is served even when a writer is mid-append.
-        let file = File::open(path).map_err(io_err("open event log", path))?;
-        ix.files.push(Arc::new(LogFile { seq, path: path.to_path_buf(), file }));
+        ix.files.push(Arc::new(LogFile { seq, path: path.to_path_buf() }));
         drop(ix);
         let Some(damage) = damage else { return Ok(()) };
         if !writable {
@@ -488,7 +488,7 @@ impl EventLog {
     pub fn usage(&self) -> (u64, u64) {
         let ix = read_lock(&self.index);
         let events = ix.entries.iter().map(|e| u64::from(e.n)).sum();
-        let bytes = ix.files.iter().filter_map(|f| f.file.metadata().ok()).map(|m| m.len()).sum();
+        let bytes = ix.files.iter().filter_map(|f| fs::metadata(&f.path).ok()).map(|m| m.len()).sum();
         (events, bytes)
     }
 
@@ -508,7 +508,8 @@ impl EventLog {
     /// Reads and decodes one batch, verifying its checksum.
     fn load(&self, e: &Entry, f: &LogFile, want: Want, buf: &mut Vec<u8>) -> Result<EventBatch, String> {
         buf.resize(8 + e.len as usize, 0);
-        f.file.read_exact_at(buf, e.offset).map_err(|err| format!("read: {err}"))?;
+        let file = self.open_files.get(&f.path).map_err(|err| format!("open {}: {err}", f.path.display()))?;
+        file.read_exact_at(buf, e.offset).map_err(|err| format!("read: {err}"))?;
         let crc = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
         if crc32fast::hash(&buf[8..]) != crc {
             return Err("checksum mismatch".into());
@@ -631,6 +632,7 @@ impl EventLog {
     pub(crate) fn remove_files(&self, seqs: &[u64]) -> u64 {
         let mut ix = write_lock(&self.index);
         for f in ix.files.iter().filter(|f| seqs.contains(&f.seq)) {
+            self.open_files.forget(&f.path);
             if let Err(e) = fs::remove_file(&f.path) {
                 tracing::warn!("retention: removing {} failed: {e}", f.path.display());
             }
@@ -654,7 +656,9 @@ impl EventLog {
             .files
             .iter()
             .filter(|f| Some(f.seq) != current)
-            .map(|f| (f.seq, newest.get(&f.seq).copied().unwrap_or(i64::MIN), f.file.metadata().map_or(0, |m| m.len())))
+            .map(|f| {
+                (f.seq, newest.get(&f.seq).copied().unwrap_or(i64::MIN), fs::metadata(&f.path).map_or(0, |m| m.len()))
+            })
             .collect();
         out.sort_by_key(|x| x.1);
         out
