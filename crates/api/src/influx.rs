@@ -1,7 +1,7 @@
 //! InfluxDB 1.x compatibility (`/ping`, `/write`, `/query`) so InfluxDB
 //! clients (the Python `influxdb` package, Telegraf's influxdb output) write
 //! to and read from kansoku unchanged; and `/metrics`, kansoku's own health
-//! in the Prometheus text format. Parsing and mapping: `cluster::influx`.
+//! in the Prometheus text format. Parsing and mapping: the `influx` crate.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
@@ -12,7 +12,6 @@ use axum::body::Bytes;
 use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cluster::influx;
 use cluster::server::Access;
 use model::Timestamp;
 

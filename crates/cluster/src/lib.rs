@@ -8,7 +8,6 @@
 
 pub mod agent;
 pub mod hosts;
-pub mod influx;
 pub mod net;
 pub mod server;
 pub mod spool;

@@ -1,0 +1,19 @@
+//! InfluxDB line protocol and InfluxQL come from any client: parsing
+//! arbitrary text never panics, never yields a point at a time kansoku does
+//! not store, and a line is either refused or taken whole.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    for precision in [1, 1_000_000_000] {
+        let parsed = influx::parse_lines(text, precision, 1_800_000_000_000_000_000, "db", Some("rp"));
+        for (key, t, _) in &parsed.points {
+            assert!(model::Timestamp(*t).is_storable(), "stored time {t}");
+            assert!(key.get("db") == Some("db"));
+        }
+        let lines = text.lines().filter(|l| !l.trim_start().is_empty() && !l.trim_start().starts_with('#')).count();
+        assert!(parsed.errors.len() <= lines);
+    }
+    let _ = influx::parse_query(text, 1_800_000_000_000_000_000);
+});
