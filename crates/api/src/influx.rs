@@ -88,7 +88,22 @@ pub async fn write(
     body: axum::body::Body,
 ) -> Response {
     // Read here, not by an extractor, so an oversized body gets the JSON
-    // error every other failure gets.
+    // error every other failure gets — at once when its length says so.
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > WRITE_MAX as u64) {
+        // Read and dropped as it comes (the client gets its answer, not a
+        // reset mid-send), never held.
+        use tokio_stream::StreamExt;
+        let mut stream = body.into_data_stream();
+        let mut seen = 0usize;
+        while let Some(Ok(chunk)) = stream.next().await {
+            seen += chunk.len();
+            if seen > WRITE_MAX {
+                break;
+            }
+        }
+        return influx_error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {WRITE_MAX} bytes"));
+    }
     let body = match axum::body::to_bytes(body, WRITE_MAX).await {
         Ok(b) => b,
         Err(_) => return influx_error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {WRITE_MAX} bytes")),

@@ -96,9 +96,6 @@ pub struct Source {
     pub server: Option<String>,
 }
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();

@@ -64,7 +64,13 @@ fn parse_line(line: &str) -> anyhow::Result<(u32, u32, u32, i64, u64)> {
     }
     let t = s.parse::<i64>()?.checked_mul(1_000_000_000).context("time overflows")? + ns.parse::<i64>()?;
     let ip = u64::from_str_radix(it.next().context("no ip")?, 16).context("ip is not hex")?;
-    Ok((pid.parse()?, tid.parse()?, cpu.parse()?, t, ip))
+    Ok((id(pid)?, id(tid)?, cpu.parse()?, t, ip))
+}
+
+/// A pid or tid; perf prints the record's `(u32)-1` (no task known) as `-1`:
+/// kept as the record holds it.
+fn id(s: &str) -> anyhow::Result<u32> {
+    if s == "-1" { Ok(u32::MAX) } else { Ok(s.parse()?) }
 }
 
 /// Records `perf record -e cpu-clock -F hz -a` on every CPU while `workload`
@@ -120,6 +126,9 @@ mod tests {
             (0, 46_828_738_031_586, 0, 0xffff_ffff_821f_2c2b)
         );
         assert_eq!((b[1].cpu, b[1].pid[0], b[1].tid[0], b[1].ip[0]), (1, 29748, 29750, 0x7f44_a5dd_4deb));
+        // A sample perf could not attribute to a task.
+        let b = parse("   -1/-1    [001] 11748.604999581:  ffffffff8220342e\n", 0).unwrap();
+        assert_eq!((b[0].pid[0], b[0].tid[0]), (u32::MAX, u32::MAX));
         let e = parse("1/1 [000] 12.5: ff\n", 0).unwrap_err();
         assert!(format!("{e:#}").contains("line 1") && format!("{e:#}").contains("--ns"), "{e:#}");
         assert!(parse("garbage\n", 0).is_err());

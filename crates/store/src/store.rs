@@ -979,6 +979,26 @@ impl Store {
         out
     }
 
+    /// The first `limit` series matching `sel` (sorted by key) and how many
+    /// match in all: a listing of a million series clones only what it lists.
+    pub fn series_limited(&self, sel: &Selector, limit: usize) -> (Vec<(u32, SeriesKey)>, usize) {
+        let st = read_lock(&self.state);
+        let name = sel.exact_name();
+        let mut ids: Vec<u32> = (0..st.keys.len() as u32)
+            .filter(|&i| {
+                let k = &st.keys[i as usize];
+                name.is_none_or(|n| k.name() == n) && sel.matches(k)
+            })
+            .collect();
+        let total = ids.len();
+        if total > limit {
+            ids.select_nth_unstable_by(limit, |a, b| st.keys[*a as usize].cmp(&st.keys[*b as usize]));
+            ids.truncate(limit);
+        }
+        ids.sort_unstable_by(|a, b| st.keys[*a as usize].cmp(&st.keys[*b as usize]));
+        (ids.into_iter().map(|i| (i, st.keys[i as usize].clone())).collect(), total)
+    }
+
     pub fn key(&self, id: u32) -> Option<SeriesKey> {
         read_lock(&self.state).keys.get(id as usize).cloned()
     }
