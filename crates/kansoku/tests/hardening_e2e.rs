@@ -6,20 +6,13 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::TcpStream;
 
 use common::{enc, http_get, start};
 
 fn post(addr: &str, path: &str, body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(common::IO_TIMEOUT)).unwrap();
-    write!(s, "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
-    s.write_all(body).unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
-    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_owned())
+    common::http_post(addr, path, "", body)
 }
 
 fn status(addr: &str) -> serde_json::Value {

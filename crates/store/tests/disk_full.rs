@@ -2,6 +2,8 @@
 //! test (CI runs as root). Appends fail with a clear error and nothing
 //! acknowledged is lost; when space returns, appends and flushes resume.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -100,7 +102,7 @@ fn full_disk_refuses_clearly_keeps_everything_and_resumes() {
         acked.push(1_000_000_000 * next);
     }
     let crashed = tempfile::tempdir().unwrap();
-    copy_dir(&data, crashed.path());
+    common::crash_copy(&data, crashed.path());
     let recovered = Store::open(crashed.path(), opts.clone()).unwrap();
     assert_eq!(recovered.stats().wal_damaged_segments.load(std::sync::atomic::Ordering::Relaxed), 0);
     assert_eq!(stored(&recovered), acked, "after a crash following the outage");
@@ -111,17 +113,4 @@ fn full_disk_refuses_clearly_keeps_everything_and_resumes() {
     drop(store);
     let store = Store::open(&data, opts).unwrap();
     assert_eq!(stored(&store), acked, "after space returned and a restart");
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            fs::copy(entry.path(), dest).unwrap();
-        }
-    }
 }

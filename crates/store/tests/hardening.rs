@@ -2,8 +2,9 @@
 //! `i64`, damage in the middle of the WAL's newest segment, and a range that
 //! cuts a downsampled tier's period. Each test failed before its fix.
 
+mod common;
+
 use std::fs;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -83,43 +84,34 @@ fn a_wal_written_with_such_a_time_replays_without_it() {
     assert_eq!(all(&store), (vec![T0], vec![1.0]));
 }
 
-/// The directory as `kill -9` leaves it: copied while the store is open.
-fn crash_copy(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            crash_copy(&entry.path(), &dest);
-        } else {
-            fs::copy(entry.path(), dest).unwrap();
-        }
-    }
-}
-
-#[test]
-fn damage_inside_the_newest_segment_keeps_the_records_after_it() {
+/// A store that acknowledged `n` one-sample rounds and crashed: its
+/// directory, and the newest WAL segment in it.
+fn crashed_after(n: i64) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), opts(vec![])).unwrap();
     let mut app = Appender::default();
-    let n = 400;
     for i in 0..n {
         store.append(&mut app, &batch(T0 + i * SEC, i as f64, i == 0)).unwrap();
     }
     let crashed = tempfile::tempdir().unwrap();
-    crash_copy(dir.path(), crashed.path());
+    common::crash_copy(dir.path(), crashed.path());
     drop(store);
+    let newest = list_segments(&crashed.path().join("wal")).unwrap().pop().unwrap().1;
+    (crashed, newest)
+}
 
-    let segments = list_segments(&crashed.path().join("wal")).unwrap();
-    let (_, newest) = segments.last().unwrap();
-    let mut data = fs::read(newest).unwrap();
+#[test]
+fn damage_inside_the_newest_segment_keeps_the_records_after_it() {
+    let n = 400;
+    let (crashed, newest) = crashed_after(n);
+    let mut data = fs::read(&newest).unwrap();
     let len_before = data.len();
     // Four bytes in the middle: inside one record's payload.
     let mid = data.len() / 2;
     for b in &mut data[mid..mid + 4] {
         *b ^= 0xa5;
     }
-    fs::write(newest, &data).unwrap();
+    fs::write(&newest, &data).unwrap();
 
     let store = Store::open(crashed.path(), opts(vec![])).unwrap();
     let (ts, vals) = all(&store);
@@ -139,21 +131,11 @@ fn damage_inside_the_newest_segment_keeps_the_records_after_it() {
 
 #[test]
 fn a_torn_tail_is_still_cut() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), opts(vec![])).unwrap();
-    let mut app = Appender::default();
-    for i in 0..50 {
-        store.append(&mut app, &batch(T0 + i * SEC, i as f64, i == 0)).unwrap();
-    }
-    let crashed = tempfile::tempdir().unwrap();
-    crash_copy(dir.path(), crashed.path());
-    drop(store);
-    let segments = list_segments(&crashed.path().join("wal")).unwrap();
-    let (_, newest) = segments.last().unwrap();
-    let mut data = fs::read(newest).unwrap();
+    let (crashed, newest) = crashed_after(50);
+    let mut data = fs::read(&newest).unwrap();
     let whole = data.len() as u64;
     data.extend_from_slice(&[0x30, 0, 0, 0, 1, 2, 3, 4, 5]); // half a record
-    fs::write(newest, &data).unwrap();
+    fs::write(&newest, &data).unwrap();
     let store = Store::open(crashed.path(), opts(vec![])).unwrap();
     assert_eq!(all(&store).0.len(), 50);
     assert_eq!(fs::metadata(newest).unwrap().len(), whole);

@@ -62,6 +62,18 @@ pub fn http_get_bytes(addr: &str, path_and_query: &str) -> (u16, Vec<u8>) {
     (status, resp[at + 4..].to_vec())
 }
 
+/// POSTs `body` with extra `headers` (each ending in CRLF); (status, body).
+pub fn http_post(addr: &str, path: &str, headers: &str, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: {}\r\n{headers}\r\n", body.len()).unwrap();
+    s.write_all(body).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_owned())
+}
+
 pub fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| {
