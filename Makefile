@@ -9,11 +9,13 @@ INTERVAL     ?= 100ms
 SNMP_TARGETS ?=
 # Seconds of fuzzing per target in `make test` (CI); raise it locally for a deeper run.
 FUZZ_SECONDS ?= 20
+# Where cargo puts what it builds: the user's CARGO_TARGET_DIR if set.
+BIN := $(abspath $(or $(CARGO_TARGET_DIR),target))/release/kansoku
 
 .PHONY: up build web test deps lint unit webtest fuzz bench bench-dashboard soak clean
 
 up: build
-	./target/release/kansoku up --data $(DATA) --listen $(LISTEN) --interval $(INTERVAL) \
+	$(BIN) up --data $(DATA) --listen $(LISTEN) --interval $(INTERVAL) \
 		$(if $(SNMP_TARGETS),--snmp-targets $(SNMP_TARGETS))
 
 build: web
@@ -42,7 +44,7 @@ unit:
 # Type check, unit tests of the data transforms, and the end-to-end test in
 # headless Chromium against the real binary (screenshots in web/e2e-out/).
 webtest: build
-	cd web && npx --no-install tsc --noEmit -p . && npm test --silent && npm run --silent e2e
+	cd web && npx --no-install tsc --noEmit -p . && npm test --silent && KANSOKU_BIN=$(BIN) npm run --silent e2e
 
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
@@ -50,27 +52,27 @@ fuzz:
 # Benchmarks: not part of `make test`; results go to docs/benchmarks.md.
 bench: build
 	scripts/deps.sh bench
-	./target/release/kansoku lab collector-cost --interval 100ms --duration 60s
-	./target/release/kansoku lab collector-cost --interval 10ms --duration 60s
-	./target/release/kansoku lab snmp --targets 241,1000,10000 --interval 100ms --duration 10s
+	$(BIN) lab collector-cost --interval 100ms --duration 60s
+	$(BIN) lab collector-cost --interval 10ms --duration 60s
+	$(BIN) lab snmp --targets 241,1000,10000 --interval 100ms --duration 10s
 	rm -rf /tmp/kansoku-bench-store
-	./target/release/kansoku lab store --span 1h --events 10000000 --data /tmp/kansoku-bench-store
+	$(BIN) lab store --span 1h --events 10000000 --data /tmp/kansoku-bench-store
 	scripts/bench-store-peers.sh /tmp/kansoku-bench-store
-	./target/release/kansoku lab transfer --agents 1,5,20 --intervals 100ms,10ms --duration 20s
-	./target/release/kansoku lab transfer --cores 1,2,4,8,14,16,28 --rounds 10 --out /tmp/kansoku-replay.json
-	./target/release/kansoku lab interference --repeat 2 --out /tmp/kansoku-interference.json
-	./target/release/kansoku lab report /tmp/kansoku-replay.json /tmp/kansoku-interference.json --out kansoku-lab-report.html
+	$(BIN) lab transfer --agents 1,5,20 --intervals 100ms,10ms --duration 20s
+	$(BIN) lab transfer --cores 1,2,4,8,14,16,28 --rounds 10 --out /tmp/kansoku-replay.json
+	$(BIN) lab interference --repeat 2 --out /tmp/kansoku-interference.json
+	$(BIN) lab report /tmp/kansoku-replay.json /tmp/kansoku-interference.json --out kansoku-lab-report.html
 
 # A server under a hostile client mix beside a healthy agent (SOAK=10m by
 # default): bounded memory and descriptors, nothing of the agent lost.
 soak: build
-	./target/release/kansoku lab soak --duration $(or $(SOAK),10m) --out kansoku-soak.json
+	$(BIN) lab soak --duration $(or $(SOAK),10m) --out kansoku-soak.json
 
 # The dashboard with 256 synthetic hosts x 16 cores at 10 Hz: frame time and
 # browser memory in headless Chromium (MINUTES=10 by default).
 bench-dashboard: build
 	scripts/deps.sh test
-	cd web && npm run --silent bench -- --minutes $(or $(MINUTES),10)
+	cd web && KANSOKU_BIN=$(BIN) npm run --silent bench -- --minutes $(or $(MINUTES),10)
 
 clean:
 	$(CARGO) clean
