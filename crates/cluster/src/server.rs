@@ -594,10 +594,10 @@ impl Session<'_> {
         // Decoding and storing run on a blocking thread (the append waits
         // for fsync); their CPU time is the server's cost per sample.
         let (result, work, figures) = tokio::task::spawn_blocking(move || {
-            let cpu0 = thread_cpu_ns();
+            let cpu0 = clock::thread_cpu_ns();
             let mut figures = Figures::default();
             let result = work.store(&store, &host, (&mark_key, seq), payload, &mut figures);
-            figures.cpu_ns = thread_cpu_ns() - cpu0;
+            figures.cpu_ns = clock::thread_cpu_ns() - cpu0;
             (result, work, figures)
         })
         .await
@@ -771,9 +771,4 @@ impl Work {
             }
         }
     }
-}
-
-fn thread_cpu_ns() -> i64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    t.tv_sec * 1_000_000_000 + t.tv_nsec
 }

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use model::{Batch, SeriesKey, Timestamp};
 
 use crate::emitter::Emitter;
-use crate::own_cost::{Rss, process_cpu_ns, realtime_ns, thread_cpu_ns};
-use crate::schedule::{Wake, after_round, next_boundary, sleep_until};
+use crate::own_cost::Rss;
 use crate::source::{Source, default_sources};
+use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
+use clock::{process_cpu_ns, realtime_ns, thread_cpu_ns};
 
 /// Shortest interval we schedule: below this, wake-up lateness (tens of µs)
 /// and the round's own cost become a large share of the interval.

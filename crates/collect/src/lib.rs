@@ -12,7 +12,6 @@ mod emitter;
 pub mod own_cost;
 mod proc_file;
 pub mod procfs;
-pub mod schedule;
 mod source;
 pub mod sysfs;
 

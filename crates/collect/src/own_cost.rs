@@ -1,29 +1,7 @@
-//! The collector's own cost, read from the kernel: thread and process CPU time
-//! (ns, exact, from `clock_gettime`), and resident memory (`/proc/self/statm`).
-
-use rustix::time::{ClockId, clock_gettime};
+//! The collector's own resident memory (`/proc/self/statm`); its CPU time
+//! comes from the `clock` crate.
 
 use crate::proc_file::ProcFile;
-
-pub fn thread_cpu_ns() -> i64 {
-    let t = clock_gettime(ClockId::ThreadCPUTime);
-    t.tv_sec * 1_000_000_000 + t.tv_nsec
-}
-
-pub fn process_cpu_ns() -> i64 {
-    let t = clock_gettime(ClockId::ProcessCPUTime);
-    t.tv_sec * 1_000_000_000 + t.tv_nsec
-}
-
-pub fn monotonic_ns() -> i64 {
-    let t = clock_gettime(ClockId::Monotonic);
-    t.tv_sec * 1_000_000_000 + t.tv_nsec
-}
-
-pub fn realtime_ns() -> i64 {
-    let t = clock_gettime(ClockId::Realtime);
-    t.tv_sec * 1_000_000_000 + t.tv_nsec
-}
 
 /// Resident set size in bytes, from the second field of `/proc/self/statm`.
 #[derive(Debug)]

@@ -2,8 +2,7 @@
 //! read through `perf script`) or `perf script` text, into the store's event
 //! columns beside what kansoku samples itself.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use model::{SeriesKey, Timestamp};
@@ -40,7 +39,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     let head = std::fs::read(&args.file).with_context(|| format!("read {}", args.file.display()))?;
     let is_perf_data = head.starts_with(b"PERFILE2");
     let text = if is_perf_data {
-        perf_script(&args.file)?
+        lab::perf_script::script(&args.file)?
     } else {
         String::from_utf8(head).with_context(|| format!("{}: neither perf.data nor text", args.file.display()))?
     };
@@ -51,13 +50,13 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     }
     let first = batches.iter().filter_map(|b| b.time.first()).min().copied().unwrap_or(0);
     let last = batches.iter().filter_map(|b| b.time.last()).max().copied().unwrap_or(0);
-    let uptime = collect::own_cost::monotonic_ns();
+    let uptime = clock::monotonic_ns();
     let offset = match &args.start {
         Some(s) => {
             model::parse_time(s, Timestamp::now()).map_err(|e| anyhow::anyhow!("--start: {e}"))?.as_nanos() - first
         }
         None if first >= WALL_CLOCK_MIN_NS => 0,
-        None if last <= uptime => collect::own_cost::realtime_ns() - uptime,
+        None if last <= uptime => clock::realtime_ns() - uptime,
         None => bail!(
             "{}: times are since a boot other than this machine's (the last is {:.0} s after boot, this machine has been up {:.0} s); give --start",
             args.file.display(),
@@ -86,16 +85,4 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
         Timestamp(last + offset)
     );
     Ok(())
-}
-
-pub(crate) fn perf_script(file: &Path) -> anyhow::Result<String> {
-    let out = Command::new("perf")
-        .args(["script", "-F", "cpu,pid,tid,time,ip", "--ns", "-i"])
-        .arg(file)
-        .output()
-        .context("run perf script (Debian: apt-get install linux-perf)")?;
-    if !out.status.success() {
-        bail!("perf script -i {}: {}", file.display(), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    String::from_utf8(out.stdout).context("perf script printed non-UTF-8")
 }

@@ -4,10 +4,6 @@
 mod cluster;
 mod export;
 mod import;
-mod lab_interference;
-mod lab_replay;
-mod lab_report;
-mod lab_transfer;
 mod read;
 mod up;
 
@@ -64,14 +60,14 @@ enum LabCmd {
     /// Agents to a server: wire bytes, server and agent CPU per sample at
     /// 100 ms and 10 ms; server capacity; InfluxDB line protocol beside it.
     /// With --cores: the paper's replay of per-CPU samples to n cores.
-    Transfer(lab_transfer::Args),
+    Transfer(lab::transfer::Args),
     /// The paper's second experiment: CPU benchmarks alone and beside
     /// per-CPU sampling (the kernel's own cost, kansoku's agent, perf
     /// record) at each rate; degradation and the transfer's stretch.
-    Interference(lab_interference::Args),
+    Interference(lab::interference::Args),
     /// The results of `lab transfer --cores` and `lab interference` (their
     /// --out files) as one HTML page with plots, beside the paper's figures.
-    Report(lab_report::Args),
+    Report(lab::report::Args),
     /// A server under a hostile client mix (floods, bombs, idle sockets,
     /// bad tokens) beside a healthy agent: memory and descriptors bounded,
     /// nothing of the agent lost (`make soak`).
@@ -128,9 +124,9 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
-        Cmd::Lab(LabCmd::Transfer(args)) => lab_transfer::run(&args),
-        Cmd::Lab(LabCmd::Interference(args)) => lab_interference::run(&args),
-        Cmd::Lab(LabCmd::Report(args)) => lab_report::run(&args),
+        Cmd::Lab(LabCmd::Transfer(args)) => lab::transfer::run(&args),
+        Cmd::Lab(LabCmd::Interference(args)) => lab::interference::run(&args),
+        Cmd::Lab(LabCmd::Report(args)) => lab::report::run(&args),
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
         Cmd::Lab(LabCmd::Soak(args)) => {
             std::env::current_exe().map_err(anyhow::Error::from).and_then(|bin| lab::soak::run(&args, &bin))

@@ -72,35 +72,6 @@ fn open(source: &Source) -> anyhow::Result<Store> {
     Store::open_read_only(&source.data).with_context(|| format!("read {}", source.data.display()))
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().http_status_as_error(false).build().into()
-}
-
-/// GETs a JSON document from a kansoku server, turning its `{"error"}` bodies
-/// into errors.
-pub(crate) fn get_json(base: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<serde_json::Value> {
-    let url = format!("{}{path}", base.trim_end_matches('/'));
-    let mut req = agent().get(&url);
-    for (k, v) in params {
-        req = req.query(*k, *v);
-    }
-    let mut resp = req.call().with_context(|| format!("GET {url}: is kansoku running there?"))?;
-    let status = resp.status();
-    let text = resp
-        .body_mut()
-        .with_config()
-        .limit(1 << 30)
-        .read_to_string()
-        .with_context(|| format!("GET {url}: reading response"))?;
-    let body: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("GET {url}: response is not JSON"))?;
-    if !status.is_success() {
-        let msg = body.get("error").and_then(|e| e.as_str()).unwrap_or("unknown error");
-        bail!("server answered {status}: {msg}");
-    }
-    Ok(body)
-}
-
 fn key_from_json(s: &serde_json::Value) -> anyhow::Result<SeriesKey> {
     let name = s.get("name").and_then(|n| n.as_str()).context("series without name")?;
     let labels = s.get("labels").and_then(|l| l.as_object()).context("series without labels")?;
@@ -112,7 +83,7 @@ pub fn series(args: SeriesArgs) -> anyhow::Result<()> {
     let sel = parse_selector(text)?;
     let keys: Vec<SeriesKey> = match &args.source.server {
         Some(url) => {
-            let body = get_json(url, "/api/v1/series", &[("match", text)])?;
+            let body = client::get_json(url, "/api/v1/series", &[("match", text)])?;
             let list = body.get("series").and_then(|s| s.as_array()).context("response without series")?;
             list.iter().map(key_from_json).collect::<anyhow::Result<_>>()?
         }
@@ -153,7 +124,7 @@ pub fn query(args: QueryArgs) -> anyhow::Result<()> {
         Some(url) => {
             params.insert("time_unit".into(), "ns".into());
             let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            frame_from_json(&get_json(url, "/api/v1/query", &pairs)?)?
+            frame_from_json(&client::get_json(url, "/api/v1/query", &pairs)?)?
         }
         None => {
             let q = api_query(&params)?;

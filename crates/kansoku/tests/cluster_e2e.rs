@@ -73,7 +73,7 @@ impl Proc {
     fn stop(&mut self) {
         signal(&self.child, "TERM");
         let pid = self.child.id().to_string();
-        let (done, watch) = std::sync::mpsc::channel::<()>();
+        let (done, watch) = std::sync::mpsc::sync_channel::<()>(1);
         let watchdog = std::thread::spawn(move || {
             let hung = watch.recv_timeout(Duration::from_secs(30)).is_err();
             if hung {

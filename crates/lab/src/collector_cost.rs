@@ -18,8 +18,8 @@ use std::sync::mpsc::sync_channel;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use collect::own_cost::{realtime_ns, thread_cpu_ns};
-use collect::schedule::{after_round, next_boundary, sleep_until};
+use clock::schedule::{after_round, next_boundary, sleep_until};
+use clock::{realtime_ns, thread_cpu_ns};
 use collect::{Collector, CollectorConfig};
 use model::{Batch, Timestamp};
 
@@ -83,18 +83,6 @@ fn side(name: &str, rounds: u64, missed: u64, cpu_s: f64, samples: u64, interval
     }
 }
 
-pub fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown cpu".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{cores} x {cpu}, Linux {}", kernel.trim())
-}
-
 pub(crate) struct Peer {
     pub(crate) child: Child,
 }
@@ -140,11 +128,11 @@ pub(crate) fn spawn_ready(mut cmd: Command, ready: &'static str, what: &str) -> 
     let mut child =
         cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().with_context(|| format!("start {what}"))?;
     let stderr = child.stderr.take().expect("piped");
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if line.contains(ready) {
-                let _ = ready_tx.send(());
+                let _ = ready_tx.try_send(());
             }
         }
     });
@@ -195,7 +183,7 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
     let data = std::env::temp_dir().join(format!("kansoku-lab-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let store = store::Store::open(&data, store::Options::default())?;
-    eprintln!("measuring {duration:?} at {interval:?} on {} ...", machine());
+    eprintln!("measuring {duration:?} at {interval:?} on {} ...", crate::machine_line());
 
     let start = next_boundary(realtime_ns(), 1_000_000_000) + 1_000_000_000;
     let end = start + duration.as_nanos() as i64;
@@ -284,7 +272,7 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
     Ok(Report {
         interval_ms: interval.as_secs_f64() * 1e3,
         duration_s: duration.as_secs_f64(),
-        machine: machine(),
+        machine: crate::machine_line(),
         kansoku_collector: collector_side,
         kansoku_store_append: store_side,
         peer_scraper_cpu_us_per_round: peer_side.as_ref().map(|p| p.1),

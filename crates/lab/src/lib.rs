@@ -1,9 +1,43 @@
 //! `kansoku lab`: reproducible experiments. Each prints its machine setup and
-//! its figures beside the peer measured in the same run.
+//! its figures beside the peer measured in the same run. Experiments that
+//! need a server or an agent run the kansoku binary itself
+//! (`std::env::current_exe`): they are meant to be run as `kansoku lab …`.
 
 pub mod collector_cost;
+pub mod interference;
 pub mod perf_script;
+pub mod replay;
+pub mod report;
 pub mod snmp_bench;
 pub mod soak;
 pub mod store_bench;
 pub mod synth;
+pub mod transfer;
+
+use std::time::Duration;
+
+/// The machine an experiment ran on: CPU model, cores, kernel.
+pub fn machine() -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
+        c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+    });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    serde_json::json!({ "cpu": cpu, "cores": cores, "kernel": kernel })
+}
+
+/// [`machine`] as one line: `2 x AMD EPYC …, Linux 6.18.44`.
+pub fn machine_line() -> String {
+    let m = machine();
+    format!(
+        "{} x {}, Linux {}",
+        m["cores"],
+        m["cpu"].as_str().unwrap_or("unknown cpu"),
+        m["kernel"].as_str().unwrap_or_default()
+    )
+}
+
+/// A duration argument (`100ms`, `20s`), for clap.
+pub fn parse_dur(s: &str) -> Result<Duration, String> {
+    model::parse_duration(s).map_err(|e| e.to_string())
+}

@@ -87,15 +87,20 @@ pub fn record(dir: &Path, hz: u32, workload: &[&str]) -> anyhow::Result<String> 
     if !status.success() {
         bail!("perf record failed ({status}); is perf_event_paranoid <= 1 or are you root?");
     }
+    script(&data)
+}
+
+/// `perf script -F cpu,pid,tid,time,ip --ns -i FILE`: the text [`parse`] reads.
+pub fn script(file: &Path) -> anyhow::Result<String> {
     let out = Command::new("perf")
         .args(["script", "-F", "cpu,pid,tid,time,ip", "--ns", "-i"])
-        .arg(&data)
+        .arg(file)
         .output()
-        .context("run perf script")?;
+        .context("run perf script (Debian: apt-get install linux-perf)")?;
     if !out.status.success() {
-        bail!("perf script failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!("perf script -i {}: {}", file.display(), String::from_utf8_lossy(&out.stderr).trim());
     }
-    String::from_utf8(out.stdout).context("perf script output is not UTF-8")
+    String::from_utf8(out.stdout).context("perf script printed non-UTF-8")
 }
 
 #[cfg(test)]

@@ -25,14 +25,15 @@ use std::sync::mpsc::sync_channel;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use collect::own_cost::{monotonic_ns, realtime_ns, thread_cpu_ns};
-use collect::schedule::next_boundary;
+use clock::schedule::next_boundary;
+use clock::{monotonic_ns, realtime_ns, thread_cpu_ns};
 use model::Batch;
 use snmp::farm;
 use snmp::targets::{OidSet, TargetSpec};
 use snmp::{Poller, PollerConfig, Version, mib};
 
-use crate::collector_cost::{machine, sleep_to, spawn_ready, stat_cpu_seconds};
+use crate::collector_cost::{sleep_to, spawn_ready, stat_cpu_seconds};
+use crate::machine_line as machine;
 
 const OIDS: [&str; 6] = ["sysUpTime.0", "ifHCInOctets.2", "ifHCOutOctets.2", "dskUsed.1", "dskAvail.1", "laLoad.1"];
 

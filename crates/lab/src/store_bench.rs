@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use collect::own_cost::thread_cpu_ns;
+use clock::thread_cpu_ns;
 use model::{Batch, Selector, SeriesKey, Timestamp};
 use store::events::{Column, Encoding, EventBatch, EventQuery};
 use store::query::{Agg, RangeQuery, range};
@@ -107,7 +107,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         tiers: vec![store::tier::SECOND, store::tier::MINUTE],
         ..Options::default()
     };
-    let mut r = Report { machine: crate::collector_cost::machine(), ..Report::default() };
+    let mut r = Report { machine: crate::machine_line(), ..Report::default() };
 
     // 1. Series ingest.
     let interval = Duration::from_millis(100);

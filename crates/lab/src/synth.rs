@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::Duration;
 
-use collect::schedule::{Wake, after_round, next_boundary, sleep_until};
+use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
 use model::{Batch, SeriesKey, Timestamp};
 
 const MODES: [&str; 8] = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"];
@@ -191,14 +191,14 @@ impl Synth {
     /// counts) rounds when the store queue is full, as the collector does.
     pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
         let interval = self.interval_ns;
-        let mut scheduled = next_boundary(collect::own_cost::realtime_ns(), interval);
+        let mut scheduled = next_boundary(clock::realtime_ns(), interval);
         let mut defs: Vec<(u32, SeriesKey)> = self.keys().into_iter().enumerate().map(|(i, k)| (i as u32, k)).collect();
         while !stop.load(Ordering::Relaxed) {
             match sleep_until(scheduled, interval, &stop) {
                 Wake::Reached => {}
                 Wake::Stopped => break,
                 Wake::ClockSteppedBack => {
-                    scheduled = next_boundary(collect::own_cost::realtime_ns(), interval);
+                    scheduled = next_boundary(clock::realtime_ns(), interval);
                     continue;
                 }
             }
@@ -220,7 +220,7 @@ impl Synth {
                 }
                 Err(TrySendError::Disconnected(_)) => break,
             }
-            let (next, _missed) = after_round(scheduled, collect::own_cost::realtime_ns(), interval);
+            let (next, _missed) = after_round(scheduled, clock::realtime_ns(), interval);
             scheduled = next;
         }
     }

@@ -14,7 +14,6 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
 use model::{Batch, SeriesKey, Timestamp};
-use rustix::time::{ClockId, clock_gettime};
 use store::events::EventBatch;
 
 use crate::procs::{BuildIdCache, CacheStats, Table};
@@ -59,15 +58,10 @@ impl SamplerStats {
     }
 }
 
-fn ns(id: ClockId) -> i64 {
-    let t = clock_gettime(id);
-    t.tv_sec * 1_000_000_000 + t.tv_nsec
-}
-
 /// Nanoseconds to add to a CLOCK_MONOTONIC time (perf's, with
 /// `use_clockid`) to get wall-clock time.
 pub fn monotonic_to_wall() -> i64 {
-    ns(ClockId::Realtime) - ns(ClockId::Monotonic)
+    clock::realtime_ns() - clock::monotonic_ns()
 }
 
 /// The sampler's own series (labelled with the host).
@@ -163,7 +157,7 @@ impl Sampler {
         let mut stack_ids: Vec<std::collections::HashMap<Vec<u64>, u32>> = Vec::new();
         let mut stack = Vec::new();
         let mut last_report = Instant::now();
-        let started_cpu = ns(ClockId::ThreadCPUTime);
+        let started_cpu = clock::thread_cpu_ns();
         let mut failures = 0u64;
         loop {
             let done = stop.load(Ordering::Relaxed);
@@ -243,7 +237,7 @@ impl Sampler {
                     }
                 }
             }
-            st.cpu_ns.store((ns(ClockId::ThreadCPUTime) - started_cpu).max(0) as u64, Ordering::Relaxed);
+            st.cpu_ns.store((clock::thread_cpu_ns() - started_cpu).max(0) as u64, Ordering::Relaxed);
             if let Some(series) = &series
                 && (done || last_report.elapsed() >= Duration::from_secs(1))
             {

@@ -29,8 +29,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::Duration;
 
-use collect::own_cost::{monotonic_ns, realtime_ns, thread_cpu_ns};
-use collect::schedule::{Wake, after_round, next_boundary, sleep_until};
+use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
+use clock::{monotonic_ns, realtime_ns, thread_cpu_ns};
 use model::{Batch, SeriesKey, Timestamp};
 use nix::errno::Errno;
 use nix::sys::socket::{
@@ -273,7 +273,7 @@ pub struct Poller {
     rediscovered: Option<Receiver<(usize, Discovered)>>,
     rediscover_stop: Arc<AtomicBool>,
     views: Receiver<SyncSender<Arc<Vec<TargetView>>>>,
-    views_tx: std::sync::mpsc::Sender<SyncSender<Arc<Vec<TargetView>>>>,
+    views_tx: SyncSender<SyncSender<Arc<Vec<TargetView>>>>,
 }
 
 /// One target as of its last interval, for `/api/v1/snmp/targets`.
@@ -306,13 +306,18 @@ pub struct OidView {
 /// Asks a running poller for its targets' state; answered at the end of the
 /// poller's current interval.
 #[derive(Debug, Clone)]
-pub struct Views(std::sync::mpsc::Sender<SyncSender<Arc<Vec<TargetView>>>>);
+pub struct Views(SyncSender<SyncSender<Arc<Vec<TargetView>>>>);
+
+/// Requests for the targets' view waiting for the poller's next interval, at
+/// most; past it `Views::get` answers None at once.
+const VIEW_REQUESTS_MAX: usize = 64;
 
 impl Views {
-    /// Waits up to `limit` for the poller's answer; None if it stopped.
+    /// Waits up to `limit` for the poller's answer; None if it stopped, or
+    /// if [`VIEW_REQUESTS_MAX`] requests already wait.
     pub fn get(&self, limit: Duration) -> Option<Arc<Vec<TargetView>>> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.0.send(tx).ok()?;
+        self.0.try_send(tx).ok()?;
         rx.recv_timeout(limit).ok()
     }
 }
@@ -417,7 +422,7 @@ impl Poller {
         let stats = Arc::new(PollerStats::default());
         stats.targets.store(targets.len() as u64, Ordering::Relaxed);
         let drops_seen = vec![0; socks.len()];
-        let (views_tx, views_rx) = std::sync::mpsc::channel();
+        let (views_tx, views_rx) = std::sync::mpsc::sync_channel(VIEW_REQUESTS_MAX);
         let rediscover_stop = Arc::new(AtomicBool::new(false));
         let rediscovered = (!undiscovered.is_empty())
             .then(|| spawn_rediscovery(undiscovered, cfg.rediscover_every, Arc::clone(&rediscover_stop)))
@@ -905,7 +910,8 @@ fn spawn_rediscovery(
     every: Duration,
     stop: Arc<AtomicBool>,
 ) -> io::Result<Receiver<(usize, Discovered)>> {
-    let (tx, rx) = std::sync::mpsc::channel();
+    // Each target is sent once at most: room for all, so sending never waits.
+    let (tx, rx) = std::sync::mpsc::sync_channel(pending.len().max(1));
     std::thread::Builder::new().name("snmp-rediscover".into()).spawn(move || {
         while !pending.is_empty() {
             let wake = std::time::Instant::now() + every;

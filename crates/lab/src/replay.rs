@@ -35,7 +35,7 @@ use serde_json::json;
 use store::events::{Encoding, EventBatch};
 use wire::{Hello, Msg};
 
-use crate::lab_transfer::{Args, Server, ingest_stat, server};
+use crate::transfer::{Args, Server, ingest_stat, server};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -135,8 +135,8 @@ impl Conn {
 /// encoding on helper threads) this process's.
 fn sender_cpu_ns(mode: Mode) -> i64 {
     match mode {
-        Mode::Set => collect::own_cost::process_cpu_ns(),
-        _ => collect::own_cost::thread_cpu_ns(),
+        Mode::Set => clock::process_cpu_ns(),
+        _ => clock::thread_cpu_ns(),
     }
 }
 
@@ -167,7 +167,7 @@ fn recording(args: &Args, dir: &Path) -> anyhow::Result<(Vec<EventBatch>, String
         Some(p) => {
             let head = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
             if head.starts_with(b"PERFILE2") {
-                (crate::import::perf_script(p)?, p.display().to_string())
+                (crate::perf_script::script(p)?, p.display().to_string())
             } else {
                 (
                     String::from_utf8(head).context("the recording is neither perf.data nor text")?,
@@ -177,12 +177,12 @@ fn recording(args: &Args, dir: &Path) -> anyhow::Result<(Vec<EventBatch>, String
         }
         None => {
             let workload = ["stress-ng", "--cpu", "0", "--timeout", "3s", "--quiet"];
-            let text = lab::perf_script::record(dir, 10_000, &workload)
+            let text = crate::perf_script::record(dir, 10_000, &workload)
                 .context("record under stress-ng (apt-get install linux-perf stress-ng, or give --recording)")?;
             (text, "perf record -e cpu-clock -F 10000 -a -- stress-ng --cpu 0 --timeout 3s".to_owned())
         }
     };
-    Ok((lab::perf_script::parse(&text, 0)?, what))
+    Ok((crate::perf_script::parse(&text, 0)?, what))
 }
 
 /// What one sender measured.
@@ -385,7 +385,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     if let Some(out) = &args.out {
-        let doc = json!({ "machine": crate::lab_transfer::machine(), "recording": what, "replay": rows });
+        let doc = json!({ "machine": crate::machine(), "recording": what, "replay": rows });
         std::fs::write(out, serde_json::to_string_pretty(&doc)?).with_context(|| format!("write {}", out.display()))?;
     }
     Ok(())
@@ -394,7 +394,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 /// A set-mode replay of every CPU here, a core-second each per second, to
 /// a server of its own, until [`Background::finish`]: the transfer of
 /// `lab interference`.
-pub struct Background {
+pub(crate) struct Background {
     srv: Server,
     stop: Arc<AtomicBool>,
     handle: std::thread::JoinHandle<anyhow::Result<Sent>>,

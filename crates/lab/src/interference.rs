@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 
-use crate::lab_transfer::{Proc, server};
+use crate::transfer::{Proc, server};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -149,7 +149,7 @@ fn run_config(args: &Args, workload: &str, cfg: &Config, k: usize, ingest: &str)
             bench(workload, &prefix)?
         }
         Config::Transfer => {
-            let replay = crate::lab_replay::Background::start(&args.dir, &replay_template(&args.dir)?)?;
+            let replay = crate::replay::Background::start(&args.dir, &replay_template(&args.dir)?)?;
             let r = bench(workload, &[])?;
             extra = json!({ "transfer_ms": replay.finish()? * 1e3 });
             r
@@ -163,12 +163,13 @@ fn replay_template(dir: &Path) -> anyhow::Result<store::events::EventBatch> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(_) => {
-            let t = lab::perf_script::record(dir, 10_000, &["stress-ng", "--cpu", "0", "--timeout", "3s", "--quiet"])?;
+            let t =
+                crate::perf_script::record(dir, 10_000, &["stress-ng", "--cpu", "0", "--timeout", "3s", "--quiet"])?;
             std::fs::write(&path, &t)?;
             t
         }
     };
-    crate::lab_replay::core_second(&lab::perf_script::parse(&text, 0)?)
+    crate::replay::core_second(&crate::perf_script::parse(&text, 0)?)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -193,7 +194,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         None
     } else {
         configs.push(Config::Transfer);
-        let replay = crate::lab_replay::Background::start(&args.dir, &replay_template(&args.dir)?)?;
+        let replay = crate::replay::Background::start(&args.dir, &replay_template(&args.dir)?)?;
         std::thread::sleep(Duration::from_secs(5)); // the idle machine's transfer, as long as a benchmark
         Some(replay.finish()? * 1e3)
     };
@@ -271,7 +272,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     srv.proc.stop();
     if let Some(out) = &args.out {
         let doc = json!({
-            "machine": crate::lab_transfer::machine(),
+            "machine": crate::machine(),
             "repeat": args.repeat,
             "idle_transfer_ms": idle_transfer_ms,
             "results": results,

@@ -28,10 +28,10 @@ pub struct Args {
     #[arg(long, default_value = "1,5,20", value_delimiter = ',')]
     agents: Vec<usize>,
     /// Sampling intervals, comma separated.
-    #[arg(long, default_value = "100ms,10ms", value_delimiter = ',', value_parser = crate::up::parse_dur)]
+    #[arg(long, default_value = "100ms,10ms", value_delimiter = ',', value_parser = crate::parse_dur)]
     intervals: Vec<Duration>,
     /// Measured time per configuration (after all agents are live).
-    #[arg(long, default_value = "20s", value_parser = crate::up::parse_dur)]
+    #[arg(long, default_value = "20s", value_parser = crate::parse_dur)]
     duration: Duration,
     /// Simulated agents in the capacity run (0: skip it).
     #[arg(long, default_value_t = 4)]
@@ -58,7 +58,7 @@ pub struct Args {
     pub cores: Vec<usize>,
     /// How the replayed cores send (with --cores).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "single,per-core,staggered,set")]
-    pub mode: Vec<crate::lab_replay::Mode>,
+    pub mode: Vec<crate::replay::Mode>,
     /// The recording to replay (perf.data or `perf script` text); default:
     /// `perf record -e cpu-clock -F 10000 -a` under stress-ng, made now.
     #[arg(long)]
@@ -153,7 +153,7 @@ pub(crate) fn server(data: &Path) -> anyhow::Result<Server> {
 
 /// The JSON of `path` on a server at `addr` (the read commands' client).
 fn get_json(addr: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<serde_json::Value> {
-    crate::read::get_json(&format!("http://{addr}"), path, params)
+    client::get_json(&format!("http://{addr}"), path, params)
 }
 
 pub(crate) fn ingest_stat(addr: &str, field: &str) -> anyhow::Result<f64> {
@@ -179,10 +179,10 @@ fn sum_last(addr: &str, name: &str, at: Timestamp) -> anyhow::Result<f64> {
 #[allow(clippy::print_stdout)]
 pub fn run(args: &Args) -> anyhow::Result<()> {
     if !args.cores.is_empty() {
-        return crate::lab_replay::run(args);
+        return crate::replay::run(args);
     }
     std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
-    let mut results = json!({ "machine": machine(), "agents": [], "capacity": null, "line_protocol": null });
+    let mut results = json!({ "machine": crate::machine(), "agents": [], "capacity": null, "line_protocol": null });
     let mut last_data = None;
     for &interval in &args.intervals {
         for &n in &args.agents {
@@ -225,17 +225,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .with_context(|| format!("write {}", out.display()))?;
     }
     Ok(())
-}
-
-pub(crate) fn machine() -> serde_json::Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
-        c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-    });
-    json!({ "cpu": cpu, "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), "kernel": crate::lab_transfer::uname() })
-}
-
-fn uname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_default()
 }
 
 fn agents_run(args: &Args, interval: Duration, n: usize) -> anyhow::Result<serde_json::Value> {
@@ -375,8 +364,8 @@ async fn blaster(ingest: &str, k: usize, cores: usize, duration: Duration) -> an
         batch_ns: 1_000_000_000,
     })
     .encode(&mut out);
-    let synth_args = lab::synth::Args { hosts: 1, cores, seed: k as u64 + 1 };
-    let mut synth = lab::synth::Synth::new(&synth_args, Duration::from_millis(100));
+    let synth_args = crate::synth::Args { hosts: 1, cores, seed: k as u64 + 1 };
+    let mut synth = crate::synth::Synth::new(&synth_args, Duration::from_millis(100));
     let defs: Vec<(u32, SeriesKey)> = synth.keys().into_iter().enumerate().map(|(i, k)| (i as u32, k)).collect();
     Msg::Series(defs).encode(&mut out);
     wr.write_all(&out).await?;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::time::{ClockId, Timespec};
 
-use crate::own_cost::{monotonic_ns, realtime_ns};
+use crate::{monotonic_ns, realtime_ns};
 
 /// The first boundary strictly after `now_ns`.
 pub fn next_boundary(now_ns: i64, interval_ns: i64) -> i64 {

@@ -1,0 +1,35 @@
+//! A client of kansoku's HTTP API (`docs/api.md`): what `kansoku query
+//! --server`, `kansoku series --server` and the lab's experiments use to ask
+//! a running kansoku. One GET of a JSON document, the server's `{"error"}`
+//! bodies turned into errors that say what the server said.
+
+use anyhow::{Context, bail};
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).build().into()
+}
+
+/// GETs a JSON document from a kansoku server at `base` (`http://host:port`),
+/// turning its `{"error"}` bodies into errors.
+pub fn get_json(base: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<serde_json::Value> {
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let mut req = agent().get(&url);
+    for (k, v) in params {
+        req = req.query(*k, *v);
+    }
+    let mut resp = req.call().with_context(|| format!("GET {url}: is kansoku running there?"))?;
+    let status = resp.status();
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(1 << 30)
+        .read_to_string()
+        .with_context(|| format!("GET {url}: reading response"))?;
+    let body: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("GET {url}: response is not JSON"))?;
+    if !status.is_success() {
+        let msg = body.get("error").and_then(|e| e.as_str()).unwrap_or("unknown error");
+        bail!("server answered {status}: {msg}");
+    }
+    Ok(body)
+}

@@ -1,0 +1,101 @@
+//! House rules that are cheaper to check than to remember: every source file
+//! opens with a `//!` paragraph saying what it is for; ARCHITECTURE.md's code
+//! map names every crate and no crate that is gone; every mention of a seed
+//! paper names one that exists (in `../shared/seeds/`, beside the checkout).
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Files below `dir` whose name ends with one of `exts`, skipping build
+/// output and installed packages.
+fn files(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !["target", "node_modules", "dist", "corpus", "artifacts", ".git"].contains(&name.as_str()) {
+                files(&path, exts, out);
+            }
+        } else if exts.iter().any(|e| name.ends_with(e)) {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_source_file_says_what_it_is_for() {
+    let root = root();
+    let mut rs = Vec::new();
+    files(&root.join("crates"), &[".rs"], &mut rs);
+    files(&root.join("fuzz/fuzz_targets"), &[".rs"], &mut rs);
+    assert!(rs.len() > 100, "found only {} files", rs.len());
+    let bare: Vec<String> = rs
+        .iter()
+        .filter(|p| !std::fs::read_to_string(p).unwrap().starts_with("//!"))
+        .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    assert!(bare.is_empty(), "files without a //! paragraph on top: {bare:?}");
+}
+
+#[test]
+fn the_code_map_names_every_crate() {
+    let root = root();
+    let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let named: Vec<&str> = map.lines().filter_map(|l| l.strip_prefix("| `crates/")?.split('`').next()).collect();
+    let mut crates: Vec<String> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    crates.sort();
+    for c in &crates {
+        assert!(named.contains(&c.as_str()), "crates/{c} is not in ARCHITECTURE.md's code map");
+        let lib =
+            ["src/lib.rs", "src/main.rs"].iter().map(|f| root.join("crates").join(c).join(f)).find(|p| p.exists());
+        let text =
+            std::fs::read_to_string(lib.unwrap_or_else(|| panic!("crates/{c} has no lib.rs or main.rs"))).unwrap();
+        let purpose: String = text.lines().take_while(|l| l.starts_with("//!")).collect();
+        assert!(purpose.len() > 60, "crates/{c}: its lib.rs or main.rs opens without a paragraph on its purpose");
+    }
+    for n in named {
+        assert!(crates.iter().any(|c| c == n), "the code map names crates/{n}, which does not exist");
+    }
+}
+
+#[test]
+fn seed_papers_are_named_as_they_are_filed() {
+    let root = root();
+    let seeds_dir = root.join("../shared/seeds");
+    let filed: Vec<String> = match std::fs::read_dir(&seeds_dir) {
+        Ok(d) => d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect(),
+        // A checkout without the papers beside it: only the form is checked.
+        Err(_) => Vec::new(),
+    };
+    let mut texts = Vec::new();
+    for dir in ["crates", "docs", "web/src", "scripts"] {
+        files(&root.join(dir), &[".rs", ".md", ".ts", ".sh", ".py"], &mut texts);
+    }
+    texts.extend(["README.md", "ARCHITECTURE.md"].map(|f| root.join(f)));
+    let mut wrong = Vec::new();
+    for path in texts {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, _) in text.match_indices("seeds/") {
+            let rest = &text[i + "seeds/".len()..];
+            let name: String =
+                rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.').collect();
+            let name = name.trim_end_matches('.');
+            if name.is_empty() || name == "README.md" {
+                continue; // the folder itself, or its index
+            }
+            // `seeds/000` or `seeds/000_8748c71b7784e574.txt`: a paper's number, or its file.
+            let ok_form = name.len() >= 3 && name[..3].chars().all(|c| c.is_ascii_digit());
+            let ok_file = filed.is_empty() || filed.iter().any(|f| f.starts_with(name) || name == f.as_str());
+            if !ok_form || !ok_file {
+                wrong.push(format!("{}: seeds/{name}", path.strip_prefix(&root).unwrap().display()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "seed papers named as no file in ../shared/seeds is: {wrong:?}");
+}
