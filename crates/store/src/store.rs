@@ -13,16 +13,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use model::{Batch, Selector, SeriesKey, Timestamp};
+use model::{Batch, SeriesKey, Timestamp};
 
 use crate::StoreError;
-use crate::block::{Blob, BlockMeta, Generations, list_blocks, read_block_meta, read_chunk, read_entry, write_block};
+use crate::block::{Blob, BlockMeta, Generations, write_block};
 use crate::dir;
 use crate::events::EventLog;
 use crate::head::Head;
 use crate::open_files::OpenFiles;
 use crate::tier::{self, Tier};
-use crate::wal::{self, Record, WalWriter, decode_records, encode_samples, encode_series, list_segments};
+use crate::wal::{WalWriter, encode_samples, encode_series, list_segments};
+
+mod compact;
+mod read;
+mod recover;
+mod retention;
 
 /// When the WAL is fsynced relative to acknowledging an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,9 +81,6 @@ pub struct Options {
     /// day of 5-minute blocks becomes 24 files.
     pub compaction_window: Option<Duration>,
 }
-
-/// Flushed blocks of one window merged even while the window goes on.
-const RUN_MERGE_MIN: usize = 12;
 
 /// [`Options::series_max`] by default.
 pub const SERIES_MAX_DEFAULT: usize = 1_000_000;
@@ -322,7 +324,7 @@ impl Store {
         dir::prepare(root, true)?;
         let lock_file = dir::lock(root)?;
         let events = EventLog::open(&dir::events_dir(root), opts.fsync, opts.event_file_bytes, true)?;
-        let budget = resolve_budget(root, opts.retention.budget);
+        let budget = retention::resolve_budget(root, opts.retention.budget);
         let store = Store {
             root: root.to_path_buf(),
             opts,
@@ -380,157 +382,6 @@ impl Store {
     /// The event columns (per-CPU samples) kept beside the series.
     pub fn events(&self) -> &EventLog {
         &self.events
-    }
-
-    /// Loads blocks and replays the WAL; returns the next WAL sequence number.
-    fn load(&self, read_only: bool) -> Result<u64, StoreError> {
-        let wal_dir = dir::wal_dir(&self.root);
-        let blocks_dir = dir::blocks_dir(&self.root);
-        let io = |op, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| StoreError::Io { op, path, source }
-        };
-        // Read WAL contents before listing blocks: a concurrent writer may
-        // flush a block and delete segments in between; reading in this order
-        // we see each sample in a segment, a block, or both (deduplicated).
-        let mut segments = Vec::new();
-        for (seq, path) in list_segments(&wal_dir).map_err(io("list WAL", &wal_dir))? {
-            match fs::read(&path) {
-                Ok(data) => segments.push((seq, path, data)),
-                Err(e) if read_only && e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io("read WAL segment", &path)(e)),
-            }
-        }
-        let mut st = write_lock(&self.state);
-        let mut covered: Option<u64> = None;
-        let mut replaced = Vec::new();
-        for (gens, path) in list_blocks(&blocks_dir).map_err(io("list blocks", &blocks_dir))? {
-            // A compacted block's sources, if a crash left them: its samples
-            // are in the compacted block, which was read (and verified) first.
-            if crate::block::replaces(covered, gens) {
-                replaced.push(path);
-                continue;
-            }
-            let meta = match read_block_meta(&path) {
-                Ok(m) => m,
-                Err(crate::block::BlockError::Io { source, .. })
-                    if read_only && source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    continue;
-                }
-                Err(e) => {
-                    self.stats.corrupt_blocks.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!("skipping corrupt block (its samples are not served): {e}");
-                    continue;
-                }
-            };
-            covered = Some(covered.map_or(meta.wal_seq_covered, |c: u64| c.max(meta.wal_seq_covered)));
-            let block = Block::new(meta, &mut st);
-            st.blocks.push(Arc::new(block));
-        }
-        if !read_only {
-            for path in replaced {
-                tracing::info!("removing {}: a compacted block holds its samples", path.display());
-                fs::remove_file(&path).map_err(io("remove replaced block", &path))?;
-            }
-            for entry in fs::read_dir(&blocks_dir).map_err(io("list blocks", &blocks_dir))?.flatten() {
-                if entry.path().extension().is_some_and(|x| x == "tmp") {
-                    let _ = fs::remove_file(entry.path());
-                }
-            }
-        }
-        let last_seq = segments.last().map(|s| s.0);
-        let n_segments = segments.len();
-        for (i, (seq, path, data)) in segments.into_iter().enumerate() {
-            if covered.is_some_and(|c| seq <= c) {
-                if !read_only {
-                    fs::remove_file(&path).map_err(io("remove covered WAL segment", &path))?;
-                }
-                continue;
-            }
-            let is_last = i + 1 == n_segments;
-            self.replay_segment(&mut st, &path, &data, is_last, read_only)?;
-        }
-        let next = last_seq.max(covered).map_or(1, |s| s + 1);
-        Ok(next)
-    }
-
-    fn replay_segment(
-        &self,
-        st: &mut State,
-        path: &Path,
-        data: &[u8],
-        is_last: bool,
-        read_only: bool,
-    ) -> Result<(), StoreError> {
-        let magic = wal::SEGMENT_MAGIC.len();
-        if data.len() < magic || &data[..magic] != wal::SEGMENT_MAGIC {
-            if read_only {
-                return Ok(()); // a writer may be creating it right now
-            }
-            self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("WAL segment {} has no valid header; ignoring it", path.display());
-            return Ok(());
-        }
-        // This segment's ids -> store ids.
-        let mut ids: HashMap<u32, u32> = HashMap::new();
-        let mut replayed = 0u64;
-        let mut on_record = |rec| match rec {
-            Record::Series { id, key } => {
-                ids.insert(id, st.intern(&key));
-            }
-            Record::Samples { time, points } => {
-                if !Timestamp(time).is_storable() {
-                    // Written before such times were refused at append.
-                    self.stats.out_of_range_dropped.fetch_add(points.len() as u64, Ordering::Relaxed);
-                    return;
-                }
-                for (wid, v) in points {
-                    let Some(&id) = ids.get(&wid) else { continue };
-                    if st.last_t[id as usize] < time && st.head.push(id, time, v) {
-                        st.last_t[id as usize] = time;
-                        replayed += 1;
-                    }
-                }
-            }
-        };
-        // Damage followed by records that verify is corruption, not a torn
-        // tail: the records after it were acknowledged, so they are replayed
-        // and only the damaged bytes skipped (and reported).
-        let body = &data[magic..];
-        let mut pos = 0;
-        let torn = loop {
-            let (valid, damage) = decode_records(&body[pos..], (magic + pos) as u64, &mut on_record);
-            let Some(damage) = damage else { break None };
-            let at = pos + valid;
-            match wal::resync(body, at, wal::is_record) {
-                Some(next) if !read_only => {
-                    self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
-                    self.stats.wal_skipped_bytes.fetch_add((next - at) as u64, Ordering::Relaxed);
-                    tracing::error!(
-                        "{} damaged at byte {} ({}): skipping {} bytes to the next whole record at byte {}; the records after it are kept",
-                        path.display(),
-                        damage.offset,
-                        damage.what,
-                        next - at,
-                        magic + next
-                    );
-                    pos = next;
-                }
-                Some(next) => pos = next,
-                None => break Some((at, damage)),
-            }
-        };
-        self.stats.wal_replayed_samples.fetch_add(replayed, Ordering::Relaxed);
-        let Some((valid, damage)) = torn else { return Ok(()) };
-        if read_only {
-            // A writer may be mid-append; what it has not finished is not yet acknowledged.
-            return Ok(());
-        }
-        self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
-        let valid_len = (magic + valid) as u64;
-        wal::repair_log(path, data.len() as u64, valid_len, &damage, is_last, "record")
-            .map_err(|source| StoreError::Io { op: "truncate WAL segment", path: path.to_path_buf(), source })
     }
 
     /// Appends one batch: WAL write, head, then fsync per policy (outside the
@@ -764,165 +615,6 @@ impl Store {
         }
     }
 
-    /// Starts the compactor: a thread that runs [`Store::compact`] after
-    /// flushes (and once a minute), for as long as the store lives.
-    pub fn spawn_compactor(self: &Arc<Store>) -> std::io::Result<std::thread::JoinHandle<()>> {
-        // Holds the store only while compacting: waiting, it holds the
-        // wake-up alone, so the store closes when its owners drop it.
-        let store = Arc::downgrade(self);
-        let wake = Arc::clone(&self.wake);
-        std::thread::Builder::new().name("store-compactor".into()).spawn(move || {
-            loop {
-                {
-                    let state = lock(&wake.state);
-                    let (mut state, _) = wake
-                        .cv
-                        .wait_timeout_while(state, Duration::from_secs(60), |s| !s.0 && !s.1)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    if state.1 {
-                        return;
-                    }
-                    state.0 = false;
-                }
-                let Some(s) = store.upgrade() else { return };
-                let _ = s.compact();
-            }
-        })
-    }
-
-    /// Merges runs of blocks that start in one compaction window, once data
-    /// has moved past it, into one block each; returns how many merges ran.
-    /// Reads and writes without the writer's lock (appends and flushes go
-    /// on); the merged block is written whole before the blocks it replaces
-    /// are removed, and a crash in between leaves them to be ignored and
-    /// removed on open (`block::replaces`). Samples, tiers and retention
-    /// are as before: only the number of files changes.
-    pub fn compact(&self) -> Result<usize, StoreError> {
-        let Some(window) = self.opts.compaction_window else { return Ok(0) };
-        if lock(&self.writer).is_none() {
-            return Err(StoreError::ReadOnly);
-        }
-        let window = i64::try_from(window.as_nanos()).unwrap_or(i64::MAX).max(1);
-        let _one = lock(&self.compacting);
-        let mut merges = 0;
-        loop {
-            // The oldest run of at least two blocks in one window, with a
-            // block of a later window after it.
-            let run: Vec<Arc<Block>> = {
-                let st = read_lock(&self.state);
-                let win = |b: &Block| b.start().div_euclid(window);
-                let flushed =
-                    |b: &Block| crate::block::parse_block_name(&b.meta.path).is_some_and(|g| g.first == g.last);
-                let mut found = Vec::new();
-                let mut i = 0;
-                while i < st.blocks.len() {
-                    let w = win(&st.blocks[i]);
-                    let j = i + st.blocks[i..].iter().take_while(|b| win(b) == w).count();
-                    if j - i >= 2 && j < st.blocks.len() {
-                        found = st.blocks[i..j].to_vec();
-                        break;
-                    }
-                    // A window that never ends (every new block starts in
-                    // it: a sender far behind, or one writing old times
-                    // beside current ones) still merges, a dozen flushes
-                    // at a time, so its files do not grow without bound.
-                    let fresh = st.blocks[i..j].iter().rev().take_while(|b| flushed(b)).count();
-                    if fresh >= RUN_MERGE_MIN {
-                        found = st.blocks[j - fresh..j].to_vec();
-                        break;
-                    }
-                    i = j;
-                }
-                found
-            };
-            if run.is_empty() {
-                return Ok(merges);
-            }
-            match self.merge(&run) {
-                Ok(()) => merges += 1,
-                Err(e) => {
-                    self.stats.compaction_errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!("compaction of {} blocks failed; they stay as they are: {e}", run.len());
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    fn merge(&self, run: &[Arc<Block>]) -> Result<(), StoreError> {
-        let gens =
-            |b: &Block| crate::block::parse_block_name(&b.meta.path).expect("BUG: a listed block has a block name");
-        let merged_gens = Generations { first: gens(&run[0]).first, last: gens(&run[run.len() - 1]).last };
-        // Every raw series of the run, by store id (each block finds its
-        // entry of an id in its own map: no search over entries).
-        let mut ids: Vec<u32> = run.iter().flat_map(|b| b.by_id.keys().copied()).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let keys: Vec<(u32, SeriesKey)> = {
-            let st = read_lock(&self.state);
-            ids.iter().map(|&id| (id, st.keys[id as usize].clone())).collect()
-        };
-        let files = run
-            .iter()
-            .map(|b| {
-                self.open_files
-                    .get(&b.meta.path)
-                    .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut failed = None;
-        let series = keys.iter().map(|(id, key)| {
-            let (mut ts, mut vals) = (Vec::new(), Vec::new());
-            for (b, f) in run.iter().zip(&files) {
-                let Some(e) = b.by_id.get(id).map(|&i| &b.meta.entries[i]) else { continue };
-                if let Err(e) = read_chunk(f, &b.meta.path, e, i64::MIN, i64::MAX, &mut ts, &mut vals) {
-                    failed.get_or_insert(e);
-                }
-            }
-            (key, ts, vals)
-        });
-        let written =
-            write_block(&dir::blocks_dir(&self.root), merged_gens, series, |i, ts, vals| self.tiers_of(i, ts, vals));
-        let meta = match (written, failed) {
-            (Ok(meta), None) => meta,
-            (Ok(meta), Some(e)) => {
-                // A chunk did not verify: keep the blocks, whose good chunks
-                // still serve, rather than a merge without it.
-                let _ = fs::remove_file(&meta.path);
-                return Err(e.into());
-            }
-            (Err(e), _) => return Err(e.into()),
-        };
-        let merged_path = meta.path.clone();
-        let mut st = write_lock(&self.state);
-        let at = st.blocks.iter().position(|b| Arc::ptr_eq(b, &run[0]));
-        let intact = at.is_some_and(|at| {
-            st.blocks.len() >= at + run.len()
-                && st.blocks[at..at + run.len()].iter().zip(run).all(|(a, b)| Arc::ptr_eq(a, b))
-        });
-        let Some(at) = at.filter(|_| intact) else {
-            // Retention removed one of them meanwhile: the merge is moot.
-            drop(st);
-            let _ = fs::remove_file(&merged_path);
-            return Ok(());
-        };
-        let block = Block::new(meta, &mut st);
-        st.blocks.splice(at..at + run.len(), [Arc::new(block)]);
-        drop(st);
-        for b in run {
-            self.open_files.forget(&b.meta.path);
-            if let Err(e) = fs::remove_file(&b.meta.path) {
-                tracing::warn!(
-                    "compaction: removing {} failed ({e}); it is ignored and removed on the next open",
-                    b.meta.path.display()
-                );
-            }
-        }
-        self.stats.compactions.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!("compacted {} blocks into {}", run.len(), merged_path.display());
-        Ok(())
-    }
-
     /// Tiers beside a raw column: one entry per (series, resolution).
     fn tiers_of(&self, raw_index: usize, ts: &[i64], vals: &[f64]) -> Vec<Blob> {
         tier::RESOLUTIONS
@@ -959,152 +651,6 @@ impl Store {
         self.open_files.len()
     }
 
-    /// Whether the store holds the series `key`.
-    pub fn contains(&self, key: &SeriesKey) -> bool {
-        read_lock(&self.state).by_key.contains_key(key)
-    }
-
-    /// Series matching `sel`, with their store ids, sorted by key.
-    pub fn series(&self, sel: &Selector) -> Vec<(u32, SeriesKey)> {
-        let st = read_lock(&self.state);
-        let name = sel.exact_name();
-        let mut out: Vec<(u32, SeriesKey)> = st
-            .keys
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| name.is_none_or(|n| k.name() == n) && sel.matches(k))
-            .map(|(i, k)| (i as u32, k.clone()))
-            .collect();
-        out.sort_by(|a, b| a.1.cmp(&b.1));
-        out
-    }
-
-    /// The first `limit` series matching `sel` (sorted by key) and how many
-    /// match in all: a listing of a million series clones only what it lists.
-    pub fn series_limited(&self, sel: &Selector, limit: usize) -> (Vec<(u32, SeriesKey)>, usize) {
-        let st = read_lock(&self.state);
-        let name = sel.exact_name();
-        let mut ids: Vec<u32> = (0..st.keys.len() as u32)
-            .filter(|&i| {
-                let k = &st.keys[i as usize];
-                name.is_none_or(|n| k.name() == n) && sel.matches(k)
-            })
-            .collect();
-        let total = ids.len();
-        if total > limit {
-            ids.select_nth_unstable_by(limit, |a, b| st.keys[*a as usize].cmp(&st.keys[*b as usize]));
-            ids.truncate(limit);
-        }
-        ids.sort_unstable_by(|a, b| st.keys[*a as usize].cmp(&st.keys[*b as usize]));
-        (ids.into_iter().map(|i| (i, st.keys[i as usize].clone())).collect(), total)
-    }
-
-    pub fn key(&self, id: u32) -> Option<SeriesKey> {
-        read_lock(&self.state).keys.get(id as usize).cloned()
-    }
-
-    /// Samples of series `id` with `from <= t <= to`, in time order. A corrupt
-    /// chunk is logged, counted and skipped; its samples are never returned.
-    pub fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>) {
-        let (from, to) = (from.as_nanos(), to.as_nanos());
-        let (mut ts, mut vals) = (Vec::new(), Vec::new());
-        // Snapshot under one read lock so a concurrent flush cannot hide data
-        // between the block list and the head.
-        let (blocks, frozen, head_ts, head_vals) = {
-            let st = read_lock(&self.state);
-            let blocks: Vec<Arc<Block>> = st.blocks.iter().filter(|b| b.overlaps(id, from, to)).cloned().collect();
-            let (mut ht, mut hv) = (Vec::new(), Vec::new());
-            st.head.read(id, from, to, &mut ht, &mut hv);
-            (blocks, st.frozen.clone(), ht, hv)
-        };
-        for b in blocks {
-            let e = &b.meta.entries[b.by_id[&id]];
-            let (n_ts, n_vals) = (ts.len(), vals.len());
-            let read = self
-                .open_files
-                .get(&b.meta.path)
-                .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source });
-            if let Err(err) = read.and_then(|f| read_chunk(&f, &b.meta.path, e, from, to, &mut ts, &mut vals)) {
-                ts.truncate(n_ts);
-                vals.truncate(n_vals);
-                self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
-                tracing::error!("skipping corrupt chunk: {err}");
-            }
-        }
-        if let Some(f) = frozen {
-            f.read(id, from, to, &mut ts, &mut vals);
-        }
-        ts.extend_from_slice(&head_ts);
-        vals.extend_from_slice(&head_vals);
-        debug_assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: read returned unordered samples");
-        (ts, vals)
-    }
-
-    /// The tiers this store writes (see [`Options::tiers`]) and any found in
-    /// its blocks, ascending.
-    pub fn tiers(&self) -> Vec<i64> {
-        let mut t = self.opts.tiers.clone();
-        t.extend(read_lock(&self.state).tiers_seen.iter().copied());
-        t.sort_unstable();
-        t.dedup();
-        t
-    }
-
-    /// Tier `res` (one of [`tier::RESOLUTIONS`]) of series `id` for the
-    /// periods starting in `[from, to]`: read from blocks where they hold it,
-    /// computed from raw samples elsewhere (the head, older blocks).
-    pub fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
-        let (from, to) = (from.as_nanos(), to.as_nanos());
-        let from = from.saturating_sub(from.rem_euclid(res));
-        let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
-        let (blocks, frozen, head) = {
-            let st = read_lock(&self.state);
-            let blocks: Vec<Arc<Block>> = st.blocks.iter().filter(|b| b.overlaps(id, from, raw_to)).cloned().collect();
-            let (mut ht, mut hv) = (Vec::new(), Vec::new());
-            st.head.read(id, from, raw_to, &mut ht, &mut hv);
-            (blocks, st.frozen.clone(), Tier::build(&ht, &hv, res))
-        };
-        let mut out = Tier::default();
-        for b in blocks {
-            match self.read_block_tier(&b, id, res, from, to) {
-                Ok(t) => out.extend(t),
-                Err(err) => {
-                    self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!("skipping corrupt chunk: {err}");
-                }
-            }
-        }
-        if let Some(f) = frozen {
-            let (mut ft, mut fv) = (Vec::new(), Vec::new());
-            f.read(id, from, raw_to, &mut ft, &mut fv);
-            out.extend(Tier::build(&ft, &fv, res));
-        }
-        out.extend(head);
-        out
-    }
-
-    fn read_block_tier(&self, b: &Block, id: u32, res: i64, from: i64, to: i64) -> Result<Tier, crate::BlockError> {
-        let file = self
-            .open_files
-            .get(&b.meta.path)
-            .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source })?;
-        if let Some(&i) = b.tiers.get(&(id, res)) {
-            let e = &b.meta.entries[i];
-            let data = read_entry(&file, &b.meta.path, e)?;
-            return Tier::decode(&data, e.n_samples as usize, from, to).map_err(|err| crate::BlockError::Corrupt {
-                path: b.meta.path.clone(),
-                offset: e.offset,
-                what: format!("tier {res} ns of {}: {err}", b.meta.entries[b.by_id[&id]].key),
-            });
-        }
-        // A block without this tier: from its raw samples.
-        let e = &b.meta.entries[b.by_id[&id]];
-        let (mut ts, mut vals) = (Vec::new(), Vec::new());
-        let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
-        read_chunk(&file, &b.meta.path, e, from, raw_to, &mut ts, &mut vals)?;
-        Ok(Tier::build(&ts, &vals, res))
-    }
-
     /// fsyncs of the WAL and of the event logs since open; fewer than
     /// appends when concurrent appends share them (group commit).
     pub fn fsyncs(&self) -> (u64, u64) {
@@ -1132,82 +678,6 @@ impl Store {
 
     pub fn n_series(&self) -> usize {
         read_lock(&self.state).keys.len()
-    }
-}
-
-impl Store {
-    /// Applies [`Retention`] as of `now` (ns): removes blocks and closed event
-    /// files past the age limit, then the oldest of them while the data
-    /// directory is over its disk budget. Returns the bytes removed.
-    pub fn enforce_retention(&self, now: i64) -> u64 {
-        let cutoff = self.opts.retention.max_age.map(|a| now.saturating_sub(a.as_nanos() as i64));
-        // Candidates, oldest first by their newest sample: (newest t, bytes, what).
-        enum Unit {
-            Block(PathBuf),
-            Events(u64),
-        }
-        let mut units: Vec<(i64, u64, Unit)> = {
-            let st = read_lock(&self.state);
-            st.blocks
-                .iter()
-                .map(|b| {
-                    let max_t = b.meta.entries.iter().map(|e| e.max_t).max().unwrap_or(i64::MIN);
-                    (max_t, b.meta.file_bytes, Unit::Block(b.meta.path.clone()))
-                })
-                .collect()
-        };
-        units.extend(self.events.files_by_age().into_iter().map(|(seq, t, bytes)| (t, bytes, Unit::Events(seq))));
-        units.sort_by_key(|u| u.0);
-        let du = self.disk_usage();
-        let mut used = du.block_bytes + du.wal_bytes + self.events.usage().1;
-        let mut removed = 0;
-        for (max_t, bytes, unit) in units {
-            let too_old = cutoff.is_some_and(|c| max_t < c);
-            let over = self.budget.is_some_and(|b| used > b);
-            if !too_old && !over {
-                break;
-            }
-            match unit {
-                Unit::Block(path) => {
-                    let mut st = write_lock(&self.state);
-                    let Some(i) = st.blocks.iter().position(|b| b.meta.path == path) else { continue };
-                    let b = st.blocks.remove(i);
-                    drop(st);
-                    self.open_files.forget(&path);
-                    if let Err(e) = fs::remove_file(&path) {
-                        tracing::warn!("retention: removing {} failed: {e}", path.display());
-                    }
-                    self.stats.retention_removed_samples.fetch_add(b.raw_samples, Ordering::Relaxed);
-                }
-                Unit::Events(seq) => {
-                    let n = self.events.remove_files(&[seq]);
-                    self.stats.retention_removed_events.fetch_add(n, Ordering::Relaxed);
-                }
-            }
-            tracing::info!(
-                "retention removed {bytes} bytes of data ending {} ({})",
-                Timestamp(max_t),
-                if too_old { "past the age limit" } else { "over the disk budget" }
-            );
-            used = used.saturating_sub(bytes);
-            removed += bytes;
-        }
-        self.stats.retention_removed_bytes.fetch_add(removed, Ordering::Relaxed);
-        removed
-    }
-}
-
-fn resolve_budget(root: &Path, budget: DiskBudget) -> Option<u64> {
-    match budget {
-        DiskBudget::Bytes(b) => Some(b),
-        DiskBudget::Unlimited => None,
-        DiskBudget::FractionOfFilesystem(f) => match rustix::fs::statvfs(root) {
-            Ok(s) => Some((s.f_blocks as f64 * s.f_frsize as f64 * f) as u64),
-            Err(e) => {
-                tracing::warn!("cannot size the filesystem of {} ({e}); no disk budget applies", root.display());
-                None
-            }
-        },
     }
 }
 

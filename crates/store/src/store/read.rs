@@ -1,0 +1,160 @@
+//! The read side: which series match, their samples in a range (blocks,
+//! then the generation being flushed, then the head, under one snapshot),
+//! and their downsampled tiers.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use model::{Selector, SeriesKey, Timestamp};
+
+use super::{Block, Store, read_lock};
+use crate::block::{read_chunk, read_entry};
+use crate::tier::Tier;
+
+impl Store {
+    /// Whether the store holds the series `key`.
+    pub fn contains(&self, key: &SeriesKey) -> bool {
+        read_lock(&self.state).by_key.contains_key(key)
+    }
+
+    /// Series matching `sel`, with their store ids, sorted by key.
+    pub fn series(&self, sel: &Selector) -> Vec<(u32, SeriesKey)> {
+        let st = read_lock(&self.state);
+        let name = sel.exact_name();
+        let mut out: Vec<(u32, SeriesKey)> = st
+            .keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| name.is_none_or(|n| k.name() == n) && sel.matches(k))
+            .map(|(i, k)| (i as u32, k.clone()))
+            .collect();
+        out.sort_by(|a, b| a.1.cmp(&b.1));
+        out
+    }
+
+    /// The first `limit` series matching `sel` (sorted by key) and how many
+    /// match in all: a listing of a million series clones only what it lists.
+    pub fn series_limited(&self, sel: &Selector, limit: usize) -> (Vec<(u32, SeriesKey)>, usize) {
+        let st = read_lock(&self.state);
+        let name = sel.exact_name();
+        let mut ids: Vec<u32> = (0..st.keys.len() as u32)
+            .filter(|&i| {
+                let k = &st.keys[i as usize];
+                name.is_none_or(|n| k.name() == n) && sel.matches(k)
+            })
+            .collect();
+        let total = ids.len();
+        if total > limit {
+            ids.select_nth_unstable_by(limit, |a, b| st.keys[*a as usize].cmp(&st.keys[*b as usize]));
+            ids.truncate(limit);
+        }
+        ids.sort_unstable_by(|a, b| st.keys[*a as usize].cmp(&st.keys[*b as usize]));
+        (ids.into_iter().map(|i| (i, st.keys[i as usize].clone())).collect(), total)
+    }
+
+    pub fn key(&self, id: u32) -> Option<SeriesKey> {
+        read_lock(&self.state).keys.get(id as usize).cloned()
+    }
+
+    /// Samples of series `id` with `from <= t <= to`, in time order. A corrupt
+    /// chunk is logged, counted and skipped; its samples are never returned.
+    pub fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>) {
+        let (from, to) = (from.as_nanos(), to.as_nanos());
+        let (mut ts, mut vals) = (Vec::new(), Vec::new());
+        // Snapshot under one read lock so a concurrent flush cannot hide data
+        // between the block list and the head.
+        let (blocks, frozen, head_ts, head_vals) = {
+            let st = read_lock(&self.state);
+            let blocks: Vec<Arc<Block>> = st.blocks.iter().filter(|b| b.overlaps(id, from, to)).cloned().collect();
+            let (mut ht, mut hv) = (Vec::new(), Vec::new());
+            st.head.read(id, from, to, &mut ht, &mut hv);
+            (blocks, st.frozen.clone(), ht, hv)
+        };
+        for b in blocks {
+            let e = &b.meta.entries[b.by_id[&id]];
+            let (n_ts, n_vals) = (ts.len(), vals.len());
+            let read = self
+                .open_files
+                .get(&b.meta.path)
+                .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source });
+            if let Err(err) = read.and_then(|f| read_chunk(&f, &b.meta.path, e, from, to, &mut ts, &mut vals)) {
+                ts.truncate(n_ts);
+                vals.truncate(n_vals);
+                self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
+                tracing::error!("skipping corrupt chunk: {err}");
+            }
+        }
+        if let Some(f) = frozen {
+            f.read(id, from, to, &mut ts, &mut vals);
+        }
+        ts.extend_from_slice(&head_ts);
+        vals.extend_from_slice(&head_vals);
+        debug_assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: read returned unordered samples");
+        (ts, vals)
+    }
+
+    /// The tiers this store writes (see [`Options::tiers`]) and any found in
+    /// its blocks, ascending.
+    pub fn tiers(&self) -> Vec<i64> {
+        let mut t = self.opts.tiers.clone();
+        t.extend(read_lock(&self.state).tiers_seen.iter().copied());
+        t.sort_unstable();
+        t.dedup();
+        t
+    }
+
+    /// Tier `res` (one of [`tier::RESOLUTIONS`]) of series `id` for the
+    /// periods starting in `[from, to]`: read from blocks where they hold it,
+    /// computed from raw samples elsewhere (the head, older blocks).
+    pub fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
+        let (from, to) = (from.as_nanos(), to.as_nanos());
+        let from = from.saturating_sub(from.rem_euclid(res));
+        let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
+        let (blocks, frozen, head) = {
+            let st = read_lock(&self.state);
+            let blocks: Vec<Arc<Block>> = st.blocks.iter().filter(|b| b.overlaps(id, from, raw_to)).cloned().collect();
+            let (mut ht, mut hv) = (Vec::new(), Vec::new());
+            st.head.read(id, from, raw_to, &mut ht, &mut hv);
+            (blocks, st.frozen.clone(), Tier::build(&ht, &hv, res))
+        };
+        let mut out = Tier::default();
+        for b in blocks {
+            match self.read_block_tier(&b, id, res, from, to) {
+                Ok(t) => out.extend(t),
+                Err(err) => {
+                    self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("skipping corrupt chunk: {err}");
+                }
+            }
+        }
+        if let Some(f) = frozen {
+            let (mut ft, mut fv) = (Vec::new(), Vec::new());
+            f.read(id, from, raw_to, &mut ft, &mut fv);
+            out.extend(Tier::build(&ft, &fv, res));
+        }
+        out.extend(head);
+        out
+    }
+
+    fn read_block_tier(&self, b: &Block, id: u32, res: i64, from: i64, to: i64) -> Result<Tier, crate::BlockError> {
+        let file = self
+            .open_files
+            .get(&b.meta.path)
+            .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source })?;
+        if let Some(&i) = b.tiers.get(&(id, res)) {
+            let e = &b.meta.entries[i];
+            let data = read_entry(&file, &b.meta.path, e)?;
+            return Tier::decode(&data, e.n_samples as usize, from, to).map_err(|err| crate::BlockError::Corrupt {
+                path: b.meta.path.clone(),
+                offset: e.offset,
+                what: format!("tier {res} ns of {}: {err}", b.meta.entries[b.by_id[&id]].key),
+            });
+        }
+        // A block without this tier: from its raw samples.
+        let e = &b.meta.entries[b.by_id[&id]];
+        let (mut ts, mut vals) = (Vec::new(), Vec::new());
+        let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
+        read_chunk(&file, &b.meta.path, e, from, raw_to, &mut ts, &mut vals)?;
+        Ok(Tier::build(&ts, &vals, res))
+    }
+}
