@@ -12,7 +12,7 @@ use cluster::server::{ServerConfig, Tokens};
 use collect::{Collector, CollectorConfig};
 use wire::rounds::Codec;
 
-use crate::up::{hostname, parse_dur, parse_interval};
+use crate::args::{PerfArgs, hostname, parse_dur, parse_interval};
 
 #[derive(clap::Args, Debug)]
 pub struct IngestArgs {
@@ -111,20 +111,8 @@ pub struct AgentArgs {
     /// host's data at the measured rate, within a quarter of the filesystem).
     #[arg(long, default_value = "auto", value_parser = parse_spool_size)]
     spool_size: SpoolSize,
-    /// Also sample what every CPU executes, HZ times a second (cpu-clock via
-    /// perf_event_open), encoded here and shipped as event batches.
-    #[arg(long, value_name = "HZ")]
-    perf: Option<u64>,
-    /// With --perf: also record each sample's call chain (frame pointers,
-    /// kernel and user), for flame graphs.
-    #[arg(long, requires = "perf")]
-    perf_callchain: bool,
-    /// With --perf: what takes a sample: cpu-clock (a software timer at a
-    /// fixed period; every machine has it) or cycles (the hardware cycle
-    /// counter at that rate on average; machines with a PMU). Stored as
-    /// perf_cpu_clock or perf_cycles.
-    #[arg(long, requires = "perf", default_value = "cpu-clock", value_parser = crate::up::parse_perf_event)]
-    perf_event: perf::Event,
+    #[command(flatten)]
+    perf: PerfArgs,
     /// A connection whose oldest batch waits longer than this for its
     /// acknowledgement is dropped and made anew.
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
@@ -147,7 +135,7 @@ fn parse_spool_size(s: &str) -> Result<SpoolSize, String> {
     if s == "auto" {
         return Ok(SpoolSize(None));
     }
-    match crate::up::parse_budget(s) {
+    match crate::args::parse_budget(s) {
         Ok(store::DiskBudget::Bytes(b)) => Ok(SpoolSize(Some(b))),
         _ => Err(format!("{s:?}: use auto or bytes like 512M, 4G")),
     }
@@ -184,20 +172,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     cfg.ack_timeout = args.ack_timeout;
     let spool_dir = args.data.join("spool");
     let mut agent = Agent::new(cfg, &spool_dir).with_context(|| format!("open spool {}", spool_dir.display()))?;
-    let sampler = match args.perf {
-        Some(hz) => Some(
-            perf::sampler::Sampler::open(
-                &host,
-                hz,
-                args.perf_event,
-                crate::up::PERF_RING_PAGES,
-                args.perf_callchain,
-                Some(&args.data.join(perf::procs::CACHE_DIR)),
-            )
-            .context("--perf")?,
-        ),
-        None => None,
-    };
+    let sampler = args.perf.open_sampler(&host, &args.data)?;
     if let Some(sampler) = &sampler {
         // The sampler's figures travel with every batch, beside the agent's own.
         let stats = Arc::clone(&sampler.stats);

@@ -68,7 +68,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
         b.time.iter_mut().for_each(|t| *t += offset);
     }
     let n_cpus = batches.len();
-    let host = args.host.clone().unwrap_or_else(crate::up::hostname);
+    let host = args.host.clone().unwrap_or_else(crate::args::hostname);
     let stream = SeriesKey::new(args.stream.as_str(), [("host", host.as_str())]);
     let store =
         Store::open(&args.data, Options::default()).with_context(|| format!("open store {}", args.data.display()))?;

@@ -1,6 +1,7 @@
 //! The `kansoku` binary: parses the command line and wires the library crates
 //! together. No logic lives here that a library could hold.
 
+mod args;
 mod cluster;
 mod export;
 mod import;

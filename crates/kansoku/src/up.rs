@@ -11,9 +11,11 @@ use std::sync::mpsc::sync_channel;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use collect::{Collector, CollectorConfig, INTERVAL_MAX, INTERVAL_MIN};
+use collect::{Collector, CollectorConfig};
 use model::Batch;
 use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
+
+use crate::args::{PerfArgs, Tiers, hostname, parse_budget, parse_dur, parse_fsync, parse_interval, parse_tiers};
 
 /// Rounds buffered between collector and store: 25 s at 100 ms. A store that
 /// stalls longer makes the collector drop rounds (counted), never block.
@@ -35,20 +37,8 @@ pub struct UpArgs {
     /// at --interval.
     #[arg(long, value_name = "FILE")]
     snmp_targets: Option<PathBuf>,
-    /// Also sample what every CPU executes, HZ times a second (cpu-clock via
-    /// perf_event_open; 10000 = every 100 us), into the event columns.
-    #[arg(long, value_name = "HZ")]
-    perf: Option<u64>,
-    /// With --perf: also record each sample's call chain (frame pointers,
-    /// kernel and user), for flame graphs.
-    #[arg(long, requires = "perf")]
-    perf_callchain: bool,
-    /// With --perf: what takes a sample: cpu-clock (a software timer at a
-    /// fixed period; every machine has it) or cycles (the hardware cycle
-    /// counter at that rate on average; machines with a PMU). Stored as
-    /// perf_cpu_clock or perf_cycles.
-    #[arg(long, requires = "perf", default_value = "cpu-clock", value_parser = parse_perf_event)]
-    perf_event: perf::Event,
+    #[command(flatten)]
+    perf: PerfArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -128,100 +118,10 @@ struct CommonArgs {
     max_series: usize,
 }
 
-#[derive(Debug, Clone)]
-pub struct Tiers(Vec<i64>);
-
-fn parse_tiers(s: &str) -> Result<Tiers, String> {
-    if s == "none" {
-        return Ok(Tiers(Vec::new()));
-    }
-    s.split(',')
-        .map(|t| {
-            store::tier::RESOLUTIONS
-                .iter()
-                .find(|r| r.1 == t.trim())
-                .map(|r| r.0)
-                .ok_or_else(|| format!("{t:?} is not a tier: use 1s, 1m, 1s,1m or none"))
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Tiers)
-}
-
-pub fn parse_budget(s: &str) -> Result<DiskBudget, String> {
-    let bad = || format!("{s:?}: use bytes like 500G, a percentage like 50%, or unlimited");
-    if s == "unlimited" {
-        return Ok(DiskBudget::Unlimited);
-    }
-    if let Some(p) = s.strip_suffix('%') {
-        let p: f64 = p.parse().map_err(|_| bad())?;
-        if !(p > 0.0 && p <= 100.0) {
-            return Err(bad());
-        }
-        return Ok(DiskBudget::FractionOfFilesystem(p / 100.0));
-    }
-    let (num, mult) = match s.chars().last() {
-        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('M') => (&s[..s.len() - 1], 1 << 20),
-        Some('G') => (&s[..s.len() - 1], 1 << 30),
-        Some('T') => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
-    };
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    n.checked_mul(mult).filter(|&b| b > 0).map(DiskBudget::Bytes).ok_or_else(bad)
-}
-
-pub fn parse_perf_event(s: &str) -> Result<perf::Event, String> {
-    perf::Event::parse(s).ok_or_else(|| format!("{s:?}: use cpu-clock or cycles"))
-}
-
-pub fn parse_dur(s: &str) -> Result<Duration, String> {
-    model::parse_duration(s).map_err(|e| e.to_string())
-}
-
-pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = parse_dur(s)?;
-    if !(INTERVAL_MIN..=INTERVAL_MAX).contains(&d) {
-        return Err(format!("{s} is out of range: use {INTERVAL_MIN:?} to {INTERVAL_MAX:?}"));
-    }
-    Ok(d)
-}
-
-fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
-    match s {
-        "always" => Ok(FsyncPolicy::Always),
-        "never" => Ok(FsyncPolicy::Never),
-        d => {
-            parse_dur(d).map(FsyncPolicy::Every).map_err(|_| format!("{d:?}: use always, never, or a duration like 1s"))
-        }
-    }
-}
-
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned())
-}
-
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    let sampler = match args.perf {
-        Some(hz) => {
-            let cache = args.common.data.join(perf::procs::CACHE_DIR);
-            let s = perf::sampler::Sampler::open(
-                &host,
-                hz,
-                args.perf_event,
-                PERF_RING_PAGES,
-                args.perf_callchain,
-                Some(&cache),
-            );
-            Some(s.context("--perf")?)
-        }
-        None => None,
-    };
+    let sampler = args.perf.open_sampler(&host, &args.common.data)?;
     serve(&args.common, Some(host), snmp, None, None, sampler)
 }
 
@@ -510,25 +410,5 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn disk_budgets_parse_or_explain() {
-        assert_eq!(parse_budget("unlimited"), Ok(DiskBudget::Unlimited));
-        assert_eq!(parse_budget("50%"), Ok(DiskBudget::FractionOfFilesystem(0.5)));
-        assert_eq!(parse_budget("2G"), Ok(DiskBudget::Bytes(2 << 30)));
-        assert_eq!(parse_budget("1234"), Ok(DiskBudget::Bytes(1234)));
-        assert_eq!(parse_tiers("1s,1m").unwrap().0, [1_000_000_000, 60_000_000_000]);
-        assert!(parse_tiers("none").unwrap().0.is_empty());
-        assert!(parse_tiers("5s").unwrap_err().contains("1s,1m"));
-        for bad in ["0", "150%", "0%", "12X", "", "-5G", "99999999999T"] {
-            let e = parse_budget(bad).unwrap_err();
-            assert!(e.contains("500G") && e.contains("unlimited"), "{bad}: {e}");
-        }
     }
 }
