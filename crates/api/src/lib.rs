@@ -12,6 +12,7 @@ mod profile;
 mod query;
 pub mod serve;
 mod status;
+pub mod views;
 
 use std::sync::Arc;
 
@@ -130,7 +131,8 @@ async fn snmp_targets(
         .map_err(|e| ApiError::Internal(format!("SNMP view task: {e}")))?;
     let targets =
         got.ok_or_else(|| ApiError::Unavailable(format!("the SNMP poller did not answer within {limit:?}")))?;
-    Ok(axum::Json(serde_json::json!({ "targets": *targets })))
+    let targets: Vec<serde_json::Value> = targets.iter().map(views::snmp_target).collect();
+    Ok(axum::Json(serde_json::json!({ "targets": targets })))
 }
 
 /// `GET /api/v1/hosts`: every agent the server knows: state (live, late,
@@ -142,7 +144,8 @@ async fn hosts(
         .cluster
         .as_ref()
         .ok_or_else(|| ApiError::Unavailable("no agents report here: this is not a kansoku server".into()))?;
-    Ok(axum::Json(serde_json::json!({ "hosts": cluster.hosts.snapshot() })))
+    let hosts: Vec<serde_json::Value> = cluster.hosts.snapshot().iter().map(views::host).collect();
+    Ok(axum::Json(serde_json::json!({ "hosts": hosts })))
 }
 
 async fn index() -> Html<&'static str> {

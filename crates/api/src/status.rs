@@ -96,7 +96,7 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
         let hosts = c.hosts.snapshot();
         let count = |s: &str| hosts.iter().filter(|h| h.state == s).count();
         serde_json::json!({
-            "stats": &*c.ingest,
+            "stats": crate::views::ingest(&c.ingest),
             "hosts_live": count("live"),
             "hosts_late": count("late"),
             "hosts_gone": count("gone"),

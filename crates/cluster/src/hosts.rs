@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use model::Timestamp;
-use serde::Serialize;
 
 /// A host whose last batch is older than this many batch periods (and at
 /// least [`LIVE_MIN_NS`]) is late.
@@ -14,7 +13,7 @@ const LIVE_MIN_NS: i64 = 5_000_000_000;
 /// A host disconnected this long is gone.
 const GONE_NS: i64 = 60_000_000_000;
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default)]
 pub struct HostInfo {
     pub host: String,
     pub state: &'static str,
@@ -41,7 +40,6 @@ pub struct HostInfo {
     pub backlog_batches: Option<f64>,
     pub spool_dropped_samples: Option<f64>,
     pub spool_bytes: Option<f64>,
-    #[serde(skip)]
     cpu_last: Option<(i64, f64)>,
 }
 

@@ -160,7 +160,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Server-wide ingest counters (`/api/v1/status`, `/metrics`).
-#[derive(Debug, Default, serde::Serialize)]
+#[derive(Debug, Default)]
 pub struct IngestStats {
     pub connections_total: AtomicU64,
     pub connections_open: AtomicU64,

@@ -277,7 +277,7 @@ pub struct Poller {
 }
 
 /// One target as of its last interval, for `/api/v1/snmp/targets`.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct TargetView {
     pub target: String,
     pub address: String,
@@ -288,7 +288,7 @@ pub struct TargetView {
     pub oids: Vec<OidView>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct OidView {
     /// `ifHCInOctets.2`, or the dotted number.
     pub oid: String,

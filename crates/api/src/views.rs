@@ -1,0 +1,102 @@
+//! The JSON shapes of what other crates report — agents, ingest counters,
+//! SNMP targets — made here, at the API's edge, so those crates carry no
+//! serialisation of their own and each shape is documented once
+//! (`docs/api.md`).
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use serde_json::{Value, json};
+
+/// One agent of `GET /api/v1/hosts`.
+pub fn host(h: &cluster::hosts::HostInfo) -> Value {
+    json!({
+        "host": h.host,
+        "state": h.state,
+        "agent_version": h.agent_version,
+        "addr": h.addr,
+        "connections": h.connections,
+        "connected_since_ns": h.connected_since_ns,
+        "last_seen_ns": h.last_seen_ns,
+        "last_batch_ns": h.last_batch_ns,
+        "interval_ns": h.interval_ns,
+        "batch_ns": h.batch_ns,
+        "batches": h.batches,
+        "samples": h.samples,
+        "events": h.events,
+        "wire_bytes": h.wire_bytes,
+        "duplicate_batches": h.duplicate_batches,
+        "clock_offset_ns": h.clock_offset_ns,
+        "rtt_ns": h.rtt_ns,
+        "clock_off": h.clock_off,
+        "agent_cpu": h.agent_cpu,
+        "backlog_batches": h.backlog_batches,
+        "spool_dropped_samples": h.spool_dropped_samples,
+        "spool_bytes": h.spool_bytes,
+    })
+}
+
+/// The ingest counters of `GET /api/v1/status` (`ingest.stats`).
+pub fn ingest(s: &cluster::server::IngestStats) -> Value {
+    json!({
+        "connections_total": s.connections_total.load(Relaxed),
+        "connections_open": s.connections_open.load(Relaxed),
+        "rejected_auth": s.rejected_auth.load(Relaxed),
+        "rejected_protocol": s.rejected_protocol.load(Relaxed),
+        "rejected_limits": s.rejected_limits.load(Relaxed),
+        "wire_bytes": s.wire_bytes.load(Relaxed),
+        "batches": s.batches.load(Relaxed),
+        "samples": s.samples.load(Relaxed),
+        "events": s.events.load(Relaxed),
+        "duplicate_batches": s.duplicate_batches.load(Relaxed),
+        "unknown_series": s.unknown_series.load(Relaxed),
+        "store_errors": s.store_errors.load(Relaxed),
+        "cpu_ns": s.cpu_ns.load(Relaxed),
+    })
+}
+
+/// One target of `GET /api/v1/snmp/targets`.
+pub fn snmp_target(t: &snmp::poller::TargetView) -> Value {
+    let oids: Vec<Value> = t
+        .oids
+        .iter()
+        .map(|o| {
+            json!({
+                "oid": o.oid,
+                "series": o.series,
+                "value": o.value,
+                "error": o.error,
+                "update_period_seconds": o.update_period_seconds,
+                "stale": o.stale,
+            })
+        })
+        .collect();
+    json!({
+        "target": t.target,
+        "address": t.address,
+        "labels": t.labels.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+        "up": t.up,
+        "rtt_seconds": t.rtt_seconds,
+        "oids": oids,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_are_the_documented_ones() {
+        let mut h = cluster::hosts::HostInfo::default();
+        (h.host, h.state, h.clock_offset_ns) = ("n1".into(), "live", Some(-5));
+        let v = host(&h);
+        assert_eq!(
+            (v["host"].as_str(), v["state"].as_str(), v["clock_offset_ns"].as_i64()),
+            (Some("n1"), Some("live"), Some(-5))
+        );
+        assert!(v["rtt_ns"].is_null());
+        assert_eq!(v.as_object().unwrap().len(), 22, "every documented field, nothing private");
+        let s = cluster::server::IngestStats::default();
+        s.batches.store(7, Relaxed);
+        assert_eq!(ingest(&s)["batches"], 7);
+    }
+}
