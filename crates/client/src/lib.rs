@@ -33,3 +33,16 @@ pub fn get_json(base: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Resu
     }
     Ok(body)
 }
+
+/// Percent-encodes `s` for a URL's query (every byte but the unreserved).
+pub fn escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

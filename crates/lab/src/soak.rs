@@ -293,7 +293,7 @@ pub fn run(args: &Args, bin: &Path) -> anyhow::Result<()> {
     report.fds_limit = fds_limit;
     let series = |name: &str| -> (Vec<i64>, Vec<f64>) {
         let sel = format!("{name}{{host=\"{AGENT_HOST}\"}}");
-        let path = format!("/api/v1/query?query={}&from=0&time_unit=ns", encode(&sel));
+        let path = format!("/api/v1/query?query={}&from=0&time_unit=ns", client::escape(&sel));
         let (_, body) = http(&addr, "GET", &path, &auth(), b"");
         let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
         let times = v["times"].as_array().map(|t| t.iter().filter_map(|x| x.as_i64()).collect()).unwrap_or_default();
@@ -367,16 +367,4 @@ pub fn run(args: &Args, bin: &Path) -> anyhow::Result<()> {
 /// (the server's defaults).
 fn cluster_limits() -> usize {
     256 + 1024
-}
-
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }

@@ -75,15 +75,7 @@ pub fn http_post(addr: &str, path: &str, headers: &str, body: &[u8]) -> (u16, St
 }
 
 pub fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    client::escape(s)
 }
 
 /// A subscription to the live tail (`/api/v1/live`): its `points` events
