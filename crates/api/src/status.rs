@@ -53,6 +53,7 @@ pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
         "event_write_errors": ev_stats.write_errors.load(Relaxed),
         "event_corrupt_batches": ev_stats.corrupt_batches.load(Relaxed),
         "event_damaged_files": ev_stats.damaged_files.load(Relaxed),
+        "event_skipped_bytes": ev_stats.skipped_bytes.load(Relaxed),
         "event_fsyncs": event_fsyncs,
     });
     let collector = st.collector.as_ref().map(|c| {

@@ -345,3 +345,50 @@ fn a_mark_is_stored_exactly_when_its_batches_are() {
     assert_eq!(fs::metadata(&file).unwrap().len() as usize, frames[5]);
     assert_eq!(store.events().stats().damaged_files.load(Ordering::Relaxed), 1);
 }
+
+/// Damage in the middle of the newest event log is corruption, not a torn
+/// tail: the batches after it were acknowledged and are kept; only the
+/// damaged batch is lost, and the file is not cut.
+#[test]
+fn damage_inside_an_event_log_keeps_the_batches_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = stream("a");
+    {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        for k in 0..40i64 {
+            let mut b = EventBatch { cpu: 0, ..Default::default() };
+            for i in 0..50 {
+                b.push(1_700_000_000_000_000_000 + k * 1_000_000_000 + i * 100_000, 9, 9, 0x1000 + i as u64);
+            }
+            store.events().append(&stream, &mut b, Encoding::Fast).unwrap();
+        }
+        store.close().unwrap();
+    }
+    let files: Vec<PathBuf> = {
+        let mut f: Vec<_> = fs::read_dir(dir.path().join("events")).unwrap().map(|e| e.unwrap().path()).collect();
+        f.sort();
+        f
+    };
+    let written = files.iter().find(|f| fs::metadata(f).unwrap().len() > 8).unwrap().clone();
+    // As a crash leaves it: the written file is the newest.
+    for f in &files {
+        if f != &written {
+            fs::remove_file(f).unwrap();
+        }
+    }
+    let mut data = fs::read(&written).unwrap();
+    let len = data.len();
+    for b in &mut data[len / 2..len / 2 + 4] {
+        *b ^= 0x5a;
+    }
+    fs::write(&written, &data).unwrap();
+
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
+    assert_eq!(top.corrupt, 0);
+    assert!(top.total == 39 * 50 || top.total == 38 * 50, "kept {} events of 2000", top.total);
+    let last = 1_700_000_000_000_000_000 + 39 * 1_000_000_000;
+    assert_eq!(store.events().top(&query(last, i64::MAX), Column::Cpu, 10).total, 50, "the last batch is kept");
+    assert!(store.events().stats().skipped_bytes.load(Ordering::Relaxed) > 0);
+    assert_eq!(fs::metadata(&written).unwrap().len() as usize, len, "not truncated");
+}

@@ -43,6 +43,21 @@ pub struct EventStats {
     pub write_errors: AtomicU64,
     pub corrupt_batches: AtomicU64,
     pub damaged_files: AtomicU64,
+    /// Damaged bytes skipped at open to reach the whole frames after them.
+    pub skipped_bytes: AtomicU64,
+}
+
+/// Whether `payload` is a whole event-log frame: where resync may resume.
+fn is_event_frame(payload: &[u8]) -> bool {
+    let mut r = Reader::new(payload);
+    match r.fixed::<1>().map(|k| k[0]) {
+        Some(KIND_STREAM) => r.u32().is_some() && get_key(&mut r).is_some() && r.remaining() == 0,
+        Some(KIND_MARK) => {
+            get_key(&mut r).is_some() && r.u64().is_some() && r.u64().is_some_and(|n| n > 0) && r.remaining() == 0
+        }
+        Some(KIND_BATCH) => r.u32().is_some() && Header::read(&payload[payload.len() - r.remaining()..]).is_ok(),
+        _ => false,
+    }
 }
 
 /// Where one stored batch is, and what it covers.
@@ -217,51 +232,86 @@ impl EventLog {
         // An open mark group: (its mark, batches still to come, where the
         // mark's frame starts, entries before it).
         let mut group: Option<((SeriesKey, u64), u64, u64, usize)> = None;
-        let mut pos = magic as u64;
-        let (valid, damage) = decode_frames(&data[magic..], magic as u64, |payload| {
-            let offset = pos;
-            pos += 8 + payload.len() as u64;
-            let mut r = Reader::new(payload);
-            match r.fixed::<1>().map(|k| k[0]) {
-                Some(KIND_STREAM) => {
-                    let (Some(id), Some(key)) = (r.u32(), get_key(&mut r)) else { return false };
-                    ids.insert(id, ix.intern(&key));
-                    r.remaining() == 0
-                }
-                Some(KIND_MARK) => {
-                    let (Some(key), Some(seq), Some(n)) = (get_key(&mut r), r.u64(), r.u64()) else { return false };
-                    if group.is_some() || n == 0 || r.remaining() != 0 {
-                        return false;
+        // Damage followed by frames that verify is corruption, not a torn
+        // tail: the batches after it were acknowledged, so they are kept and
+        // only the damaged bytes skipped (and reported), as in the WAL.
+        let body = &data[magic..];
+        let mut at = 0usize;
+        let mut skipped = 0u64;
+        let torn = loop {
+            let mut pos = (magic + at) as u64;
+            let (valid, damage) = decode_frames(&body[at..], (magic + at) as u64, |payload| {
+                let offset = pos;
+                pos += 8 + payload.len() as u64;
+                let mut r = Reader::new(payload);
+                match r.fixed::<1>().map(|k| k[0]) {
+                    Some(KIND_STREAM) => {
+                        let (Some(id), Some(key)) = (r.u32(), get_key(&mut r)) else { return false };
+                        ids.insert(id, ix.intern(&key));
+                        r.remaining() == 0
                     }
-                    group = Some(((key, seq), n, offset, entries.len()));
-                    true
-                }
-                Some(KIND_BATCH) => {
-                    if let Some((_, left, ..)) = &mut group {
-                        *left -= 1;
-                        if *left == 0 {
-                            marks.push(group.take().expect("open").0);
+                    Some(KIND_MARK) => {
+                        let (Some(key), Some(seq), Some(n)) = (get_key(&mut r), r.u64(), r.u64()) else { return false };
+                        if group.is_some() || n == 0 || r.remaining() != 0 {
+                            return false;
                         }
+                        group = Some(((key, seq), n, offset, entries.len()));
+                        true
                     }
-                    let Some(&stream) = r.u32().and_then(|id| ids.get(&id)) else { return false };
-                    let skip = payload.len() - r.remaining();
-                    let Ok((h, _)) = Header::read(&payload[skip..]) else { return false };
-                    entries.push(Entry {
-                        stream,
-                        cpu: h.cpu,
-                        n: h.n as u32,
-                        min_t: h.min_t,
-                        max_t: h.max_t,
-                        file: seq,
-                        offset,
-                        len: payload.len() as u32,
-                        skip: skip as u16,
-                    });
-                    true
+                    Some(KIND_BATCH) => {
+                        if let Some((_, left, ..)) = &mut group {
+                            *left -= 1;
+                            if *left == 0 {
+                                marks.push(group.take().expect("open").0);
+                            }
+                        }
+                        let Some(&stream) = r.u32().and_then(|id| ids.get(&id)) else { return false };
+                        let skip = payload.len() - r.remaining();
+                        let Ok((h, _)) = Header::read(&payload[skip..]) else { return false };
+                        entries.push(Entry {
+                            stream,
+                            cpu: h.cpu,
+                            n: h.n as u32,
+                            min_t: h.min_t,
+                            max_t: h.max_t,
+                            file: seq,
+                            offset,
+                            len: payload.len() as u32,
+                            skip: skip as u16,
+                        });
+                        true
+                    }
+                    _ => false,
                 }
-                _ => false,
+            });
+            let Some(damage) = damage else { break None };
+            let bad = at + valid;
+            match crate::wal::resync(body, bad, is_event_frame) {
+                Some(next) => {
+                    // A group open at the damage lost some of its batches.
+                    if let Some((_, _, _, n_entries)) = group.take() {
+                        entries.truncate(n_entries);
+                    }
+                    if writable {
+                        tracing::error!(
+                            "{} damaged at byte {} ({}): skipping {} bytes to the next whole record at byte {}; the batches after it are kept",
+                            path.display(),
+                            damage.offset,
+                            damage.what,
+                            next - bad,
+                            magic + next
+                        );
+                    }
+                    skipped += (next - bad) as u64;
+                    at = next;
+                }
+                None => break Some((bad, damage)),
             }
-        });
+        };
+        let (valid, damage) = match torn {
+            Some((bad, d)) => (bad, Some(d)),
+            None => (body.len(), None),
+        };
         // A group cut short (by a crash mid-write, or by damage) is not
         // stored: neither its batches nor its mark.
         let (valid, damage) = match group {
@@ -280,7 +330,15 @@ impl EventLog {
         // The verified prefix is served even when a writer is mid-append.
         ix.files.push(Arc::new(LogFile { seq, path: path.to_path_buf() }));
         drop(ix);
-        let Some(damage) = damage else { return Ok(()) };
+        if writable && skipped > 0 {
+            self.stats.skipped_bytes.fetch_add(skipped, Ordering::Relaxed);
+        }
+        let Some(damage) = damage else {
+            if writable && skipped > 0 {
+                self.stats.damaged_files.fetch_add(1, Ordering::Relaxed);
+            }
+            return Ok(());
+        };
         if !writable {
             return Ok(()); // a writer may be mid-append
         }
