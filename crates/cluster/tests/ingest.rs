@@ -199,7 +199,13 @@ async fn the_series_limit_is_per_host_across_connections() {
             (frames, guard, wr)
         }
     };
-    let (_f1, _g1, _w1) = declare("a").await;
+    let (mut f1, _g1, mut w1) = declare("a").await;
+    // Its eight series are taken (a batch of them acknowledged) before the
+    // second connection declares eight more.
+    let mut out = Vec::new();
+    Msg::Rounds { seq: 1, body: rounds(1_000_000_000_000, 8) }.encode(&mut out);
+    w1.write_all(&out).await.unwrap();
+    assert_eq!(next(&mut f1).await, Msg::Ack { seq: 1 });
     let (mut f2, _g2, _w2) = declare("b").await;
     let Msg::Reject { reason } = next(&mut f2).await else { panic!("eight more new series were taken") };
     assert!(reason.contains("more than 10 new series from host \"h\""), "{reason}");
