@@ -72,8 +72,8 @@ pub struct Options {
     pub tiers: Vec<i64>,
     /// Most series the store holds. A definition past it is refused: its
     /// samples are dropped and counted (`series_limit_dropped`), so a
-    /// client inventing series cannot exhaust memory (each costs ~200 bytes
-    /// of index and head).
+    /// client inventing series cannot exhaust memory (each costs about 2 KB
+    /// of index, head and block metadata).
     pub series_max: usize,
     /// Blocks whose samples start in one window of this span (aligned to
     /// the epoch) are merged into one block once data has moved past the
@@ -197,6 +197,10 @@ struct Block {
     raw_samples: u64,
     /// Bytes of the tier columns' chunks.
     tier_bytes: u64,
+    /// The first raw sample time (what compaction groups blocks by).
+    start: i64,
+    /// Whether it holds one flush (not a compaction), from its name.
+    flushed: bool,
 }
 
 impl Block {
@@ -221,12 +225,9 @@ impl Block {
             by_id.insert(id, i);
             raw_samples += u64::from(e.n_samples);
         }
-        Block { meta, by_id, tiers, raw_samples, tier_bytes }
-    }
-
-    /// The first sample time of the block's raw entries.
-    fn start(&self) -> i64 {
-        self.by_id.values().map(|&i| self.meta.entries[i].min_t).min().unwrap_or(i64::MAX)
+        let start = by_id.values().map(|&i| meta.entries[i].min_t).min().unwrap_or(i64::MAX);
+        let flushed = crate::block::parse_block_name(&meta.path).is_some_and(|g| g.first == g.last);
+        Block { meta, by_id, tiers, raw_samples, tier_bytes, start, flushed }
     }
 
     fn overlaps(&self, id: u32, from: i64, to: i64) -> bool {

@@ -65,9 +65,7 @@ impl Store {
             // block of a later window after it.
             let run: Vec<Arc<Block>> = {
                 let st = read_lock(&self.state);
-                let win = |b: &Block| b.start().div_euclid(window);
-                let flushed =
-                    |b: &Block| crate::block::parse_block_name(&b.meta.path).is_some_and(|g| g.first == g.last);
+                let win = |b: &Block| b.start.div_euclid(window);
                 let mut found = Vec::new();
                 let mut i = 0;
                 while i < st.blocks.len() {
@@ -81,7 +79,7 @@ impl Store {
                     // it: a sender far behind, or one writing old times
                     // beside current ones) still merges, a dozen flushes
                     // at a time, so its files do not grow without bound.
-                    let fresh = st.blocks[i..j].iter().rev().take_while(|b| flushed(b)).count();
+                    let fresh = st.blocks[i..j].iter().rev().take_while(|b| b.flushed).count();
                     if fresh >= RUN_MERGE_MIN {
                         found = st.blocks[j - fresh..j].to_vec();
                         break;

@@ -19,17 +19,7 @@ impl Store {
 
     /// Series matching `sel`, with their store ids, sorted by key.
     pub fn series(&self, sel: &Selector) -> Vec<(u32, SeriesKey)> {
-        let st = read_lock(&self.state);
-        let name = sel.exact_name();
-        let mut out: Vec<(u32, SeriesKey)> = st
-            .keys
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| name.is_none_or(|n| k.name() == n) && sel.matches(k))
-            .map(|(i, k)| (i as u32, k.clone()))
-            .collect();
-        out.sort_by(|a, b| a.1.cmp(&b.1));
-        out
+        self.series_limited(sel, usize::MAX).0
     }
 
     /// The first `limit` series matching `sel` (sorted by key) and how many
