@@ -57,8 +57,32 @@ fn refuse(status: StatusCode, msg: String) -> Response {
     r
 }
 
+/// Who made a request (with tokens): what its token may do, and which
+/// writer it is — the host a token is bound to, or the token itself (as a
+/// hash: never a secret in a log or an error) — for per-writer limits.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub access: Access,
+    pub writer: String,
+}
+
+impl Caller {
+    fn new(token: &str, access: Access) -> Caller {
+        let writer = match &access {
+            Access::Write(Some(host)) => format!("host {host}"),
+            _ => {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                token.hash(&mut h);
+                format!("token #{:016x}", h.finish())
+            }
+        };
+        Caller { access, writer }
+    }
+}
+
 /// The middleware: passes a request with a good token on, with its
-/// [`Access`] in the request's extensions; answers 401 (no or an unknown
+/// [`Caller`] in the request's extensions; answers 401 (no or an unknown
 /// token) or 403 (a read-only token writing) before reading anything else.
 pub async fn require_token(State(st): State<ApiState>, mut req: Request, next: Next) -> Response {
     let Some(tokens) = st.tokens.as_ref() else { return next.run(req).await };
@@ -89,7 +113,7 @@ pub async fn require_token(State(st): State<ApiState>, mut req: Request, next: N
         st.auth_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return refuse(StatusCode::FORBIDDEN, "a read-only token cannot write".into());
     }
-    req.extensions_mut().insert(access);
+    req.extensions_mut().insert(Caller::new(&token, access));
     next.run(req).await
 }
 

@@ -83,7 +83,7 @@ fn influx_error(status: StatusCode, msg: String) -> Response {
 pub async fn write(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
-    access: Option<Extension<Access>>,
+    caller: Option<Extension<auth::Caller>>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Response {
@@ -110,24 +110,14 @@ pub async fn write(
     };
     // With tokens (`kansoku server --tokens`) the token was checked before
     // the body was read (`auth`); one bound to a host writes as that host.
-    let access = access.map(|a| a.0);
-    let forced_host = match &access {
+    let caller = caller.map(|c| c.0);
+    let forced_host = match caller.as_ref().map(|c| &c.access) {
         Some(Access::Write(Some(h))) => Some(h.clone()),
         _ => None,
     };
-    // Whose new series these are, for the per-writer limit: the host a
-    // token is bound to, or the token's own (an unbound one); none without
+    // Whose new series these are, for the per-writer limit; none without
     // tokens (then the store's total limit alone applies).
-    let writer = match (&access, &forced_host) {
-        (_, Some(h)) => Some(format!("host {h}")),
-        (Some(_), None) => auth::credential(&headers, &params).map(|t| {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            t.hash(&mut h);
-            format!("token #{:016x}", h.finish())
-        }),
-        _ => None,
-    };
+    let writer = caller.map(|c| c.writer);
     let Some(db) = params.get("db").filter(|d| !d.is_empty()).cloned() else {
         return influx_error(StatusCode::NOT_FOUND, "database not found: \"\" (give ?db=NAME)".into());
     };
@@ -171,30 +161,25 @@ pub async fn write(
         s.string_fields_dropped.fetch_add(parsed.string_fields, Relaxed);
         // One request may not invent more than so many series: a flood of
         // new series costs memory for as long as the data is kept.
-        let mut new: BTreeSet<&model::SeriesKey> = BTreeSet::new();
-        for (key, _, _) in &parsed.points {
-            if !new.contains(key) && !store.contains(key) {
-                new.insert(key);
-                if new.len() > WRITE_NEW_SERIES_MAX {
-                    s.series_limit_refused.fetch_add(1, Relaxed);
-                    return Ok(Err(format!(
-                        "this write would create more than {WRITE_NEW_SERIES_MAX} new series (the limit per request); nothing was stored: split it, or check for a tag whose value changes every line"
-                    )));
-                }
-            }
+        let distinct: BTreeSet<&model::SeriesKey> = parsed.points.iter().map(|p| &p.0).collect();
+        let new = store.count_new(distinct);
+        if new > WRITE_NEW_SERIES_MAX {
+            s.series_limit_refused.fetch_add(1, Relaxed);
+            return Ok(Err(format!(
+                "this write would create more than {WRITE_NEW_SERIES_MAX} new series ({new}; the limit per request); nothing was stored: split it, or check for a tag whose value changes every line"
+            )));
         }
         if let Some(writer) = &writer {
             let mut counts = influx.writer_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let n = counts.entry(writer.clone()).or_insert(0);
-            if *n + new.len() > influx.writer_series_max {
+            if *n + new > influx.writer_series_max {
                 s.series_limit_refused.fetch_add(1, Relaxed);
                 return Ok(Err(format!(
-                    "{writer} has created {n} series; {} more would pass its limit of {}; nothing was stored",
-                    new.len(),
+                    "{writer} has created {n} series; {new} more would pass its limit of {}; nothing was stored",
                     influx.writer_series_max
                 )));
             }
-            *n += new.len();
+            *n += new;
         }
         let stored = influx::write(&store, &parsed.points)?;
         s.points.fetch_add(parsed.points.len() as u64, Relaxed);
@@ -220,7 +205,7 @@ pub async fn write(
 pub async fn query(
     State(st): State<ApiState>,
     Query(mut params): Query<HashMap<String, String>>,
-    access: Option<Extension<Access>>,
+    caller: Option<Extension<auth::Caller>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -252,7 +237,7 @@ pub async fn query(
         Ok(s) => s,
         Err(e) => return influx_error(StatusCode::BAD_REQUEST, format!("error parsing query: {e}")),
     };
-    if access.is_some_and(|a| a.0 == Access::Read)
+    if caller.is_some_and(|c| c.0.access == Access::Read)
         && statements.iter().any(|s| matches!(s, influx::Statement::CreateDatabase(_)))
     {
         return influx_error(StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into());

@@ -12,6 +12,12 @@ use crate::block::{read_chunk, read_entry};
 use crate::tier::Tier;
 
 impl Store {
+    /// How many of `keys` the store does not hold yet (one lock for all).
+    pub fn count_new<'a>(&self, keys: impl IntoIterator<Item = &'a SeriesKey>) -> usize {
+        let st = read_lock(&self.state);
+        keys.into_iter().filter(|k| !st.by_key.contains_key(*k)).count()
+    }
+
     /// Whether the store holds the series `key`.
     pub fn contains(&self, key: &SeriesKey) -> bool {
         read_lock(&self.state).by_key.contains_key(key)
