@@ -350,7 +350,7 @@ impl Ingest {
         let mut session = Session {
             ingest: self,
             host: host.clone(),
-            spool_key: format!("{:016x}", hello.spool_id),
+            mark_key: seq_key(&host, &format!("{:016x}", hello.spool_id)),
             n_local: 0,
             pending: Vec::new(),
             work: Some(Work::default()),
@@ -422,7 +422,8 @@ async fn reject<W: tokio::io::AsyncWrite + Unpin>(wr: &mut W, why: &str) -> Resu
 struct Session<'a> {
     ingest: &'a Ingest,
     host: String,
-    spool_key: String,
+    /// `kansoku_ingest_seq{host,spool}`: where this spool's stored mark is kept.
+    mark_key: SeriesKey,
     n_local: u32,
     /// Definitions to hand to the store with the next append.
     pending: Vec<(u32, SeriesKey)>,
@@ -438,7 +439,7 @@ impl Session<'_> {
     fn declare_server_series(&mut self) {
         for name in SERVER_SERIES {
             let key = if name == "kansoku_ingest_seq" {
-                seq_key(&self.host, &self.spool_key)
+                self.mark_key.clone()
             } else {
                 SeriesKey::new(name, [("host", self.host.as_str())])
             };
@@ -590,7 +591,7 @@ impl Session<'_> {
         let mut work = self.work.take().expect("put back after each append");
         work.defs = std::mem::take(&mut self.pending);
         let host = self.host.clone();
-        let mark_key = seq_key(&self.host, &self.spool_key);
+        let mark_key = self.mark_key.clone();
         // Decoding and storing run on a blocking thread (the append waits
         // for fsync); their CPU time is the server's cost per sample.
         let (result, work, figures) = tokio::task::spawn_blocking(move || {
