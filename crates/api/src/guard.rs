@@ -22,7 +22,7 @@ pub const QUEUE_WAIT: Duration = Duration::from_secs(10);
 /// How long a heavy request may compute before it is answered with a 503.
 pub const HEAVY_TIMEOUT: Duration = Duration::from_secs(30);
 
-#[derive(Debug, Default, serde::Serialize)]
+#[derive(Debug, Default)]
 pub struct GuardStats {
     /// Heavy requests computed.
     pub heavy: AtomicU64,

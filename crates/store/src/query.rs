@@ -218,9 +218,13 @@ pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
                     // A tier period holds samples outside [from, to] where the
                     // range cuts a bucket: those edge buckets come from raw
                     // samples, so the answer is the one raw data gives.
-                    let edges =
-                        [(q.from.0 > start).then_some(0), (q.to.0 < start + n as i64 * step - 1).then_some(n - 1)];
-                    for k in edges.into_iter().flatten().collect::<std::collections::BTreeSet<_>>() {
+                    let mut edges: Vec<usize> =
+                        [(q.from.0 > start).then_some(0), (q.to.0 < start + n as i64 * step - 1).then_some(n - 1)]
+                            .into_iter()
+                            .flatten()
+                            .collect();
+                    edges.dedup();
+                    for k in edges {
                         let lo = start + k as i64 * step;
                         let (ts, vals) =
                             store.read(*id, Timestamp(lo.max(q.from.0)), Timestamp((lo + step - 1).min(q.to.0)));
