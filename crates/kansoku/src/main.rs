@@ -129,9 +129,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::Interference(args)) => lab::interference::run(&args),
         Cmd::Lab(LabCmd::Report(args)) => lab::report::run(&args),
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
-        Cmd::Lab(LabCmd::Soak(args)) => {
-            std::env::current_exe().map_err(anyhow::Error::from).and_then(|bin| lab::soak::run(&args, &bin))
-        }
+        Cmd::Lab(LabCmd::Soak(args)) => lab::soak::run(&args),
         Cmd::Lab(LabCmd::Synth(args)) => up::run_synth(args),
     };
     match result {

@@ -17,7 +17,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -56,15 +56,6 @@ pub struct Report {
     pub server_store_series: u64,
     pub server_status: serde_json::Value,
     pub failures: Vec<String>,
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// One HTTP/1.0 exchange; (status, body). Errors count as status 0.
@@ -108,27 +99,7 @@ fn private_file(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts `kansoku ARGS` and returns it with the addresses it says it
-/// listens on (HTTP, and ingest for a server).
-fn start(bin: &Path, args: &[&str]) -> anyhow::Result<(Proc, String, Option<String>)> {
-    use std::io::BufRead;
-    let mut child = Command::new(bin).args(args).stderr(Stdio::piped()).spawn().context("start kansoku")?;
-    let mut lines = std::io::BufReader::new(child.stderr.take().expect("piped")).lines();
-    let mut ingest = None;
-    let http = loop {
-        let Some(Ok(line)) = lines.next() else { bail!("kansoku {args:?} exited before listening") };
-        if let Some(rest) = line.split("agents on ").nth(1) {
-            ingest = rest.split([',', ' ']).next().map(str::to_owned);
-        }
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split([',', ' ']).next().unwrap_or_default().to_owned();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    Ok((Proc(child), http, ingest))
-}
-
-pub fn run(args: &Args, bin: &Path) -> anyhow::Result<()> {
+pub fn run(args: &Args) -> anyhow::Result<()> {
     let duration = model::parse_duration(&args.duration)?;
     let dir = tempfile::tempdir()?;
     let tokens = dir.path().join("tokens");
@@ -138,18 +109,12 @@ pub fn run(args: &Args, bin: &Path) -> anyhow::Result<()> {
     let data = dir.path().join("server");
     let max_series = MAX_SERIES.to_string();
     let http_max = HTTP_MAX_CONNECTIONS.to_string();
-    let (server, addr, ingest) = start(
-        bin,
+    let tokens_path = tokens.to_str().context("path")?;
+    let server = crate::transfer::server_with(
+        &data,
         &[
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--ingest",
-            "127.0.0.1:0",
             "--tokens",
-            tokens.to_str().context("path")?,
-            "--data",
-            data.to_str().context("path")?,
+            tokens_path,
             "--max-series",
             &max_series,
             "--http-max-connections",
@@ -158,19 +123,17 @@ pub fn run(args: &Args, bin: &Path) -> anyhow::Result<()> {
             "5s",
         ],
     )?;
-    let ingest = ingest.context("the server did not say where agents connect")?;
+    let (addr, ingest) = (server.http.clone(), server.ingest.clone());
     let agent_data = dir.path().join("agent");
-    let agent = Command::new(bin)
+    let mut agent = Command::new(std::env::current_exe()?);
+    agent
         .args(["agent", "--server", &ingest, "--host", AGENT_HOST, "--interval", "100ms"])
         .arg("--token-file")
         .arg(&agent_token)
         .arg("--data")
-        .arg(&agent_data)
-        .stderr(Stdio::null())
-        .spawn()
-        .context("start the agent")?;
-    let agent = Proc(agent);
-    let pid = server.0.id();
+        .arg(&agent_data);
+    let agent = crate::transfer::Proc::spawn(agent).context("start the agent")?;
+    let pid = server.proc.pid();
     eprintln!("soak: server pid {pid} on http://{addr}, agents on {ingest}; hostile mix for {duration:?}");
 
     let stop = Arc::new(AtomicBool::new(false));

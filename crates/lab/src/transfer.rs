@@ -107,6 +107,10 @@ impl Proc {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn cpu(&self) -> f64 {
         cpu_seconds(self.child.id())
     }
@@ -138,11 +142,15 @@ pub(crate) struct Server {
 }
 
 pub(crate) fn server(data: &Path) -> anyhow::Result<Server> {
+    server_with(data, &["--tiers", "none"])
+}
+
+/// `kansoku server` on loopback ports of its choosing, with `extra` options,
+/// on a fresh `data` directory; returns once it says where it listens.
+pub(crate) fn server_with(data: &Path, extra: &[&str]) -> anyhow::Result<Server> {
     let _ = std::fs::remove_dir_all(data);
     let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0", "--tiers", "none"])
-        .arg("--data")
-        .arg(data);
+    cmd.args(["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"]).args(extra).arg("--data").arg(data);
     let mut proc = Proc::spawn(cmd)?;
     let line = proc.wait_for("listening on http://")?;
     let field = |after: &str| line.split(after).nth(1).and_then(|r| r.split([',', ' ']).next()).map(str::to_owned);
