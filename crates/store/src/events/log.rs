@@ -503,8 +503,12 @@ impl EventLog {
             let mut ix = write_lock(&self.index);
             ix.entries.extend(entries);
             if let Some((key, seq)) = mark {
-                let m = ix.marks.entry(key.clone()).or_insert(seq);
-                *m = (*m).max(seq);
+                match ix.marks.get_mut(key) {
+                    Some(m) => *m = (*m).max(seq),
+                    None => {
+                        ix.marks.insert(key.clone(), seq);
+                    }
+                }
             }
         }
         let bytes = w.buf.len() as u64;
