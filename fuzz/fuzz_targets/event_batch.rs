@@ -4,7 +4,7 @@
 //! (both encodings) to a batch that decodes to the same events.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use store::events::{Encoding, EventBatch, Want};
+use codec::events::{Encoding, EventBatch, Want};
 
 fuzz_target!(|data: &[u8]| {
     let decoded = EventBatch::decode(data, Want::ALL);

@@ -2,7 +2,7 @@
 //! panic, and a decoded key re-encodes to a key that decodes equal.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use store::codec::varint::{get_key, put_key, Reader};
+use codec::varint::{get_key, put_key, Reader};
 
 fuzz_target!(|data: &[u8]| {
     if let Some(key) = get_key(&mut Reader::new(data)) {

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     // After damage, the next whole record (if any) lies inside the input
     // and verifies on its own.
     if damage.is_some()
-        && let Some(next) = store::wal::resync(data, valid, store::wal::is_record)
+        && let Some(next) = codec::frame::resync(data, valid, store::wal::is_record)
     {
         assert!(next > valid && next + 8 < data.len());
         let (_, tail) = store::wal::decode_records(&data[next..], 0, |_| {});

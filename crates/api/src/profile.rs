@@ -19,9 +19,10 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::response::IntoResponse;
+use codec::events::{EventBatch, Want};
 use model::{Selector, Timestamp};
 use perf::symbols::Procs;
-use store::events::{EventBatch, EventQuery, Want};
+use store::events::EventQuery;
 
 use crate::{ApiError, ApiState};
 

@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use codec::frame::{begin_frame, decode_frames, end_frame};
+use codec::varint::{Reader, get_key, put_key};
 use model::SeriesKey;
-use store::codec::varint::{Reader, get_key, put_key};
-use store::wal::{begin_frame, decode_frames, end_frame};
 
 const SEGMENT_MAGIC: &[u8; 8] = b"KSPOOL1\n";
 const DICT_MAGIC: &[u8; 8] = b"KSDICT1\n";

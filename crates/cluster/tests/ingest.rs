@@ -140,10 +140,10 @@ async fn events_stored_before_a_crash_are_recognised_by_their_mark() {
     let dir = tempfile::tempdir().unwrap();
     {
         let store = Store::open(dir.path(), Options::default()).unwrap();
-        let mut b = store::events::EventBatch { cpu: 0, ..Default::default() };
+        let mut b = codec::events::EventBatch { cpu: 0, ..Default::default() };
         b.push(1_700_000_000_000_000_000, 1, 1, 0x1000);
         let mut enc = Vec::new();
-        b.encode(&mut enc, store::events::Encoding::Fast);
+        b.encode(&mut enc, codec::events::Encoding::Fast);
         let mark = SeriesKey::new("kansoku_ingest_seq", [("host", "h"), ("spool", &format!("{:016x}", 9u64))]);
         let stream = SeriesKey::new("perf_cpu_clock", [("host", "h")]);
         store.events().append_encoded_marked(&stream, &[enc], Some((&mark, 5))).unwrap();

@@ -195,7 +195,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         let (hz, event) = (sampler.hz(), sampler.event());
         // Every CPU's batch of a `--batch` period: encoded here (Fast),
         // spooled as one batch, shipped as one Events frame.
-        let (ev_tx, ev_rx) = std::sync::mpsc::sync_channel::<Vec<store::events::EventBatch>>(crate::up::PERF_QUEUE);
+        let (ev_tx, ev_rx) = std::sync::mpsc::sync_channel::<Vec<codec::events::EventBatch>>(crate::up::PERF_QUEUE);
         let stream = sampler.stream();
         let spooler_agent = Arc::clone(&agent);
         // Samples that never reach the spool are counted as the sampler's
@@ -208,9 +208,9 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         perf_threads.push(std::thread::Builder::new().name("perf-spooler".into()).spawn(move || {
             let mut failures = 0u64;
             for mut set in ev_rx {
-                let (count, len) = (set.len(), set.iter().map(store::events::EventBatch::len).sum::<usize>());
+                let (count, len) = (set.len(), set.iter().map(codec::events::EventBatch::len).sum::<usize>());
                 set.retain_mut(|b| b.validate().is_ok());
-                let n: usize = set.iter().map(store::events::EventBatch::len).sum();
+                let n: usize = set.iter().map(codec::events::EventBatch::len).sum();
                 if set.len() < count {
                     tracing::error!("perf: {} invalid event batches dropped (counted)", count - set.len());
                     drop_samples((count - set.len()) as u64, len - n);
@@ -220,7 +220,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
                 }
                 let t0 = set.iter().map(|b| b.time[0]).min().unwrap_or(0);
                 let encoded =
-                    store::events::encode_many(&set, store::events::Encoding::Fast, store::events::threads_for(n));
+                    codec::events::encode_many(&set, codec::events::Encoding::Fast, codec::events::threads_for(n));
                 if let Err(e) = spooler_agent.spool_events(&stream, &encoded, n as u32, t0) {
                     if failures == 0 {
                         tracing::error!("perf: event batch not spooled (counted): {e}");

@@ -8,9 +8,10 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use codec::events::Want;
 use model::{Selector, SeriesKey, Timestamp, parse_time};
 use store::Store;
-use store::events::{EventQuery, Want};
+use store::events::EventQuery;
 
 use crate::read::csv_field;
 

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use codec::events::{Encoding, EventBatch};
 use model::{SeriesKey, Timestamp};
-use store::events::{Encoding, EventBatch};
 use store::{Options, Store};
 
 #[derive(clap::Args, Debug)]
@@ -74,7 +74,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
         Store::open(&args.data, Options::default()).with_context(|| format!("open store {}", args.data.display()))?;
     let mut stored = 0usize;
     for b in batches {
-        for mut piece in lab::perf_script::pieces(&b, 100_000_000, store::events::MAX_EVENTS) {
+        for mut piece in lab::perf_script::pieces(&b, 100_000_000, codec::events::MAX_EVENTS) {
             stored += store.events().append(&stream, &mut piece, Encoding::Compact)?;
         }
     }

@@ -265,14 +265,14 @@ fn serve(
     let mut perf_writer = None;
     if let (Some(sampler), Some(host)) = (sampler, &host) {
         let (hz, event) = (sampler.hz(), sampler.event());
-        let (ev_tx, ev_rx) = sync_channel::<Vec<store::events::EventBatch>>(PERF_QUEUE);
+        let (ev_tx, ev_rx) = sync_channel::<Vec<codec::events::EventBatch>>(PERF_QUEUE);
         let stream = sampler.stream();
         let events_store = Arc::clone(&store);
         perf_writer = Some(std::thread::Builder::new().name("perf-writer".into()).spawn(move || {
             let mut failures = 0u64;
             // A second of every CPU: one write, one fsync.
             for mut set in ev_rx {
-                if let Err(e) = events_store.events().append_many(&stream, &mut set, store::events::Encoding::Fast) {
+                if let Err(e) = events_store.events().append_many(&stream, &mut set, codec::events::Encoding::Fast) {
                     if failures == 0 {
                         tracing::error!("perf: event batch not stored (counted): {e}");
                     }

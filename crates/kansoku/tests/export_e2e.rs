@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use codec::events::{Encoding, EventBatch};
 use model::{Batch, SeriesKey, Timestamp};
-use store::events::{Encoding, EventBatch};
 use store::{Appender, FsyncPolicy, Options, Store};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kansoku");

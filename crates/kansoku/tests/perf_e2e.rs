@@ -316,8 +316,8 @@ fn an_agent_ships_its_samples_to_the_server() {
 /// this boot is named.
 #[test]
 fn another_boot_s_kernel_addresses_are_not_named_from_this_kernel() {
+    use codec::events::{Encoding, EventBatch};
     use model::{SeriesKey, Timestamp};
-    use store::events::{Encoding, EventBatch};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let this_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap().trim().to_owned();

@@ -158,7 +158,7 @@ fn run_config(args: &Args, workload: &str, cfg: &Config, k: usize, ingest: &str)
     Ok(json!({ "config": cfg.name(), "score": s, "seconds": wall, "extra": extra }))
 }
 
-fn replay_template(dir: &Path) -> anyhow::Result<store::events::EventBatch> {
+fn replay_template(dir: &Path) -> anyhow::Result<codec::events::EventBatch> {
     let path = dir.join("template.txt");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use store::events::EventBatch;
+use codec::events::EventBatch;
 
 /// One batch per CPU, in input order. perf's times are CLOCK_MONOTONIC-like
 /// seconds; `offset_ns` is added to put them on the wall clock.

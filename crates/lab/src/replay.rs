@@ -30,9 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use codec::events::{Encoding, EventBatch};
 use model::{SeriesKey, Timestamp};
 use serde_json::json;
-use store::events::{Encoding, EventBatch};
 use wire::{Hello, Msg};
 
 use crate::transfer::{Args, Server, ingest_stat, server};
@@ -241,7 +241,7 @@ fn sender(
         let last = if mode == Mode::Set {
             // As the agent: every core's batch encoded over the CPUs here.
             let n: usize = raw.iter().map(EventBatch::len).sum();
-            let encoded = store::events::encode_many(&raw, Encoding::Fast, store::events::threads_for(n));
+            let encoded = codec::events::encode_many(&raw, Encoding::Fast, codec::events::threads_for(n));
             conn.events(&stream, encoded)?
         } else {
             let mut last = 0;

@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clock::thread_cpu_ns;
+use codec::events::{Column, Encoding, EventBatch};
 use model::{Batch, Selector, SeriesKey, Timestamp};
-use store::events::{Column, Encoding, EventBatch, EventQuery};
+use store::events::EventQuery;
 use store::query::{Agg, RangeQuery, range};
 use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
 
@@ -225,7 +226,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Batches of 100 ms per CPU, as an agent sends them.
     let mut pieces: Vec<EventBatch> = Vec::new();
     for b in &capture {
-        for mut piece in crate::perf_script::pieces(b, 100_000_000, store::events::MAX_EVENTS) {
+        for mut piece in crate::perf_script::pieces(b, 100_000_000, codec::events::MAX_EVENTS) {
             piece.validate()?;
             pieces.push(piece);
         }

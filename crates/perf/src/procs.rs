@@ -1,7 +1,7 @@
 //! The processes behind the samples, kept from the side band (MMAP2, COMM,
 //! FORK, EXIT records) and `/proc` (processes that were running before
 //! sampling began), so every batch can carry the name and executable
-//! mappings of its processes ([`store::events::ProcInfo`]): a user address
+//! mappings of its processes ([`codec::events::ProcInfo`]): a user address
 //! then names (build id or file, file offset) and resolves after its
 //! process has exited. [`BuildIdCache`] keeps a copy of each file by its
 //! build id, as `perf`'s `~/.debug` does, so a binary deleted or replaced
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
-use store::events::{EventBatch, MAX_BUILD_ID, MAX_COMM, MAX_MAPS, MAX_PATH, MapInfo, ProcInfo};
+use codec::events::{EventBatch, MAX_BUILD_ID, MAX_COMM, MAX_MAPS, MAX_PATH, MapInfo, ProcInfo};
 
 use crate::Record;
 

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
+use codec::events::EventBatch;
 use model::{Batch, SeriesKey, Timestamp};
-use store::events::EventBatch;
 
 use crate::procs::{BuildIdCache, CacheStats, Table};
 use crate::{Capture, Config, Event, Record};

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolizer};
 use blazesym::{Addr, Pid};
-use store::events::{MapInfo, ProcInfo};
+use codec::events::{MapInfo, ProcInfo};
 
 /// Addresses at or above this are the kernel's (x86-64 and arm64 canonical
 /// upper half).

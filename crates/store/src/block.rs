@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use model::SeriesKey;
 
-use crate::codec::varint::{Reader, get_key, put_i64, put_key, put_u64};
-use crate::codec::{decode_chunk, encode_chunk};
+use crate::samples::{decode_chunk, encode_chunk};
+use codec::varint::{Reader, get_key, put_i64, put_key, put_u64};
 
 pub const BLOCK_MAGIC: &[u8; 8] = b"KSKBLK01";
 const FOOTER_MAGIC: &[u8; 4] = b"KEND";

@@ -7,12 +7,12 @@
 //! head. The store knows nothing of HTTP, the collector or the wire.
 
 mod block;
-pub mod codec;
 mod dir;
 pub mod events;
 mod head;
 mod open_files;
 pub mod query;
+pub mod samples;
 mod store;
 pub mod tier;
 pub mod wal;
@@ -45,5 +45,5 @@ pub enum StoreError {
     #[error(transparent)]
     Block(#[from] BlockError),
     #[error(transparent)]
-    Events(events::BatchError),
+    Events(codec::events::BatchError),
 }

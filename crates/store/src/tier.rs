@@ -11,8 +11,8 @@
 
 use model::SeriesKey;
 
-use crate::codec::varint::{Reader, put_u64};
-use crate::codec::{ChunkError, decode_chunk, encode_chunk};
+use crate::samples::{ChunkError, decode_chunk, encode_chunk};
+use codec::varint::{Reader, put_u64};
 
 pub const TIER_LABEL: &str = "__tier__";
 

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use codec::events::{Column, Encoding, EventBatch, Want};
 use model::{Selector, SeriesKey};
-use store::events::{Column, Encoding, EventBatch, EventQuery, Want};
+use store::events::EventQuery;
 use store::{FsyncPolicy, Options, Store};
 
 /// (stream, cpu, time, pid, tid, ip)
@@ -257,7 +258,7 @@ fn a_set_of_batches_is_stored_whole_or_not_at_all() {
     let set: Vec<EventBatch> = (0..8).map(|c| per_cpu(c, 60_000 + i64::from(c))).collect();
     {
         let store = Store::open(dir.path(), opts()).unwrap();
-        let encoded = store::events::encode_many(&set, Encoding::Fast, 2);
+        let encoded = codec::events::encode_many(&set, Encoding::Fast, 2);
         let mut bad = encoded.clone();
         let cut = bad[5].len() - 1;
         bad[5].truncate(cut);

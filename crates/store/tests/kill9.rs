@@ -13,8 +13,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use codec::events::{Column, Encoding, EventBatch};
 use model::{Batch, Selector, SeriesKey, Timestamp};
-use store::events::{Column, Encoding, EventBatch, EventQuery};
+use store::events::EventQuery;
 use store::{Appender, FsyncPolicy, Options, Store};
 
 const CHILD_ENV: &str = "KANSOKU_KILL9_CHILD";

@@ -316,10 +316,10 @@ fn group_commit_shares_fsyncs_and_keeps_every_ack() {
                         }
                         b.points.push((0, i as f64));
                         store.append(&mut app, &b).unwrap();
-                        let mut ev = store::events::EventBatch { cpu: th, ..Default::default() };
+                        let mut ev = codec::events::EventBatch { cpu: th, ..Default::default() };
                         ev.push(1 + i, th, th, i as u64);
                         let stream = SeriesKey::new("perf", [("host", "h")]);
-                        store.events().append(&stream, &mut ev, store::events::Encoding::Fast).unwrap();
+                        store.events().append(&stream, &mut ev, codec::events::Encoding::Fast).unwrap();
                     }
                 });
             }
@@ -335,7 +335,7 @@ fn group_commit_shares_fsyncs_and_keeps_every_ack() {
         assert_eq!(ts, (1..=per).collect::<Vec<i64>>(), "{key}");
     }
     let q = store::events::EventQuery { streams: Selector::all(), cpus: vec![], from: i64::MIN, to: i64::MAX };
-    let top = store.events().top(&q, store::events::Column::Cpu, 100);
+    let top = store.events().top(&q, codec::events::Column::Cpu, 100);
     assert_eq!(top.total, u64::from(threads) * per as u64);
     assert!(top.rows.iter().all(|&(_, n)| n == per as u64));
 }

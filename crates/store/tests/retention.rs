@@ -4,8 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use codec::events::{Column, Encoding, EventBatch};
 use model::{Batch, Selector, SeriesKey, Timestamp};
-use store::events::{Column, Encoding, EventBatch, EventQuery};
+use store::events::EventQuery;
 use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
 
 const HOUR: i64 = 3_600_000_000_000;

@@ -7,8 +7,8 @@
 //! body  = u8 type | payload
 //! ```
 
+use codec::varint::{Reader, get_key, put_i64, put_key, put_str, put_u64};
 use model::SeriesKey;
-use store::codec::varint::{Reader, get_key, put_i64, put_key, put_str, put_u64};
 
 /// First bytes of every Hello: tells a kansoku ingest port from anything else.
 pub const MAGIC: [u8; 4] = *b"KNSK";

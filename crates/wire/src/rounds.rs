@@ -17,8 +17,8 @@
 //!        | plane0[n_values] ... plane7[n_values]
 //! ```
 
+use codec::varint::{Reader, put_i64, put_u64};
 use model::{Batch, Timestamp};
-use store::codec::varint::{Reader, put_i64, put_u64};
 
 /// Most uncompressed bytes one batch may expand to (a decompression bomb
 /// guard): ~8 M samples.

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use codec::events::Want;
 use model::{Selector, SeriesKey, Timestamp};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
@@ -15,7 +16,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 use store::Store;
-use store::events::{EventQuery, Want};
+use store::events::EventQuery;
 
 const ROW_GROUP: usize = 1 << 20;
 

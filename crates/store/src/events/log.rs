@@ -22,11 +22,13 @@ use std::time::Instant;
 
 use model::{Selector, SeriesKey};
 
-use super::batch::{BatchError, Column, Encoding, EventBatch, Header, Want};
 use crate::StoreError;
-use crate::codec::varint::{Reader, get_key, put_key, put_u64};
 use crate::store::{FsyncPolicy, lock, read_lock, write_lock};
-use crate::wal::{Damage, LogKind, WalWriter, begin_frame, decode_frames, end_frame, list_logs, repair_log};
+use codec::events::{BatchError, Column, Encoding, EventBatch, Header, Want};
+use codec::frame::{Damage, begin_frame, decode_frames, end_frame};
+use codec::varint::{Reader, get_key, put_key, put_u64};
+
+use crate::wal::{LogKind, WalWriter, list_logs, repair_log};
 
 pub const EVENTS: LogKind = LogKind { magic: b"KSKEVT01", ext: "kev" };
 const KIND_STREAM: u8 = 1;
@@ -286,7 +288,7 @@ impl EventLog {
             });
             let Some(damage) = damage else { break None };
             let bad = at + valid;
-            match crate::wal::resync(body, bad, is_event_frame) {
+            match codec::frame::resync(body, bad, is_event_frame) {
                 Some(next) => {
                     // A group open at the damage lost some of its batches.
                     if let Some((_, _, _, n_entries)) = group.take() {
@@ -388,8 +390,8 @@ impl EventLog {
         // Bytes of an encoded event are ~3-4; decoding is split over threads
         // when there are many (a second of many CPUs).
         let bytes: usize = encoded.iter().map(|e| e.as_ref().len()).sum();
-        let threads = super::threads_for(bytes / 4);
-        let checked = super::par_map(encoded, threads, |e| EventBatch::check(e.as_ref()).map(|_| ()));
+        let threads = codec::events::threads_for(bytes / 4);
+        let checked = codec::events::par_map(encoded, threads, |e| EventBatch::check(e.as_ref()).map(|_| ()));
         if let Some(Err(e)) = checked.into_iter().find(Result::is_err) {
             self.stats.batches_rejected.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::Events(e));
@@ -417,7 +419,7 @@ impl EventLog {
             }
         }
         let n: usize = batches.iter().map(EventBatch::len).sum();
-        let encoded = super::encode_many(batches, enc, super::threads_for(n));
+        let encoded = codec::events::encode_many(batches, enc, codec::events::threads_for(n));
         self.write(stream, &encoded, None)
     }
 

@@ -139,7 +139,7 @@ impl Store {
             let (valid, damage) = decode_records(&body[pos..], (magic + pos) as u64, &mut on_record);
             let Some(damage) = damage else { break None };
             let at = pos + valid;
-            match wal::resync(body, at, wal::is_record) {
+            match codec::frame::resync(body, at, wal::is_record) {
                 Some(next) if !read_only => {
                     self.stats.wal_damaged_segments.fetch_add(1, Ordering::Relaxed);
                     self.stats.wal_skipped_bytes.fetch_add((next - at) as u64, Ordering::Relaxed);

@@ -1,4 +1,4 @@
-//! Write-ahead log: every batch is framed, checksummed and written here (and
+//! Write-ahead log: every batch is framed (`codec::frame`), checksummed and written here (and
 //! fsynced per the policy) before it is acknowledged and applied to the head.
 //! Segments are numbered files; a block flush rotates to a new segment and
 //! deletes the segments it covers. See `docs/format/wal.md`.
@@ -6,10 +6,7 @@
 mod record;
 mod segment;
 
-pub use record::{
-    Damage, RECORD_BYTES_MAX, Record, begin_frame, decode_frames, decode_records, encode_samples, encode_series,
-    end_frame, is_record, resync,
-};
+pub use record::{Record, decode_records, encode_samples, encode_series, is_record};
 pub use segment::{
     LogKind, SEGMENT_MAGIC, WAL, WalWriter, list_logs, list_segments, log_path, repair_log, segment_path,
 };

@@ -195,7 +195,7 @@ pub fn repair_log(
     path: &Path,
     file_len: u64,
     valid_len: u64,
-    damage: &super::Damage,
+    damage: &codec::frame::Damage,
     is_last: bool,
     unit: &str,
 ) -> io::Result<()> {

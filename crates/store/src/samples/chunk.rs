@@ -24,7 +24,7 @@
 //! See `docs/format/chunk.md`.
 
 use super::bits::{BitReader, BitWriter};
-use super::varint::{Reader, put_u64};
+use codec::varint::{Reader, put_u64};
 
 const CODEC_XOR: u8 = 0;
 const CODEC_DECIMAL: u8 = 1;
@@ -95,7 +95,7 @@ pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
         values.push(vals[i], &mut w);
     }
     let mut out = w.finish();
-    let packed = super::zctx::compress(&out[header..], ZSTD_LEVEL);
+    let packed = codec::zctx::compress(&out[header..], ZSTD_LEVEL);
     if let Some(z) = packed {
         let mut lenbuf = Vec::new();
         put_u64(&mut lenbuf, z.len() as u64);
@@ -155,7 +155,7 @@ pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Resu
             return Err(ChunkError::Header("bytes after the compressed stream"));
         }
         let bound = (n * BITS_PER_SAMPLE_MAX).div_ceil(8) + 16;
-        unpacked = super::zctx::decompress(frame, bound).ok_or(ChunkError::Header("zstd stream does not decode"))?;
+        unpacked = codec::zctx::decompress(frame, bound).ok_or(ChunkError::Header("zstd stream does not decode"))?;
         &unpacked[..]
     } else {
         &data[r.pos..]

@@ -1,0 +1,8 @@
+//! The sample encodings of block files: a bit stream and the Gorilla-style
+//! chunk codec for one series' samples (varints and series keys are the
+//! shared `codec` crate's). Public for the fuzz targets.
+
+pub mod bits;
+pub mod chunk;
+
+pub use chunk::{ChunkError, decode_chunk, encode_chunk};
