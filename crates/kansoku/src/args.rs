@@ -39,7 +39,7 @@ impl PerfArgs {
             host,
             hz,
             self.perf_event,
-            crate::up::PERF_RING_PAGES,
+            node::PERF_RING_PAGES,
             self.perf_callchain,
             Some(&cache),
         );

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -188,96 +188,16 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         spool_dir.display()
     );
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::sync_channel(crate::up::QUEUE_ROUNDS);
-    let mut perf_threads = Vec::new();
-    if let Some(sampler) = sampler {
-        let (hz, event) = (sampler.hz(), sampler.event());
-        // Every CPU's batch of a `--batch` period: encoded here (Fast),
-        // spooled as one batch, shipped as one Events frame.
-        let (ev_tx, ev_rx) = std::sync::mpsc::sync_channel::<Vec<codec::events::EventBatch>>(crate::up::PERF_QUEUE);
-        let stream = sampler.stream();
-        let spooler_agent = Arc::clone(&agent);
-        // Samples that never reach the spool are counted as the sampler's
-        // drops (kansoku_perf_dropped_samples_total travels with the batches).
-        let stats = Arc::clone(&sampler.stats);
-        let drop_samples = move |batches: u64, samples: usize| {
-            stats.dropped_batches.fetch_add(batches, Ordering::Relaxed);
-            stats.dropped_samples.fetch_add(samples as u64, Ordering::Relaxed);
-        };
-        perf_threads.push(std::thread::Builder::new().name("perf-spooler".into()).spawn(move || {
-            let mut failures = 0u64;
-            for mut set in ev_rx {
-                let (count, len) = (set.len(), set.iter().map(codec::events::EventBatch::len).sum::<usize>());
-                set.retain_mut(|b| b.validate().is_ok());
-                let n: usize = set.iter().map(codec::events::EventBatch::len).sum();
-                if set.len() < count {
-                    tracing::error!("perf: {} invalid event batches dropped (counted)", count - set.len());
-                    drop_samples((count - set.len()) as u64, len - n);
-                }
-                if set.is_empty() {
-                    continue;
-                }
-                let t0 = set.iter().map(|b| b.time[0]).min().unwrap_or(0);
-                let encoded =
-                    codec::events::encode_many(&set, codec::events::Encoding::Fast, codec::events::threads_for(n));
-                if let Err(e) = spooler_agent.spool_events(&stream, &encoded, n as u32, t0) {
-                    if failures == 0 {
-                        tracing::error!("perf: event batch not spooled (counted): {e}");
-                    }
-                    failures += 1;
-                    drop_samples(set.len() as u64, n);
-                }
-            }
-        })?);
-        let stop = Arc::clone(&stop);
-        let batch = args.batch;
-        perf_threads.push(
-            std::thread::Builder::new()
-                .name("perf-sampler".into())
-                .spawn(move || sampler.run(ev_tx, None, crate::up::PERF_DRAIN, batch, stop))?,
-        );
+    if let Some(sampler) = &sampler {
         tracing::info!(
-            "perf: sampling every CPU {hz} times a second ({}), shipped as {}{{host={host:?}}}",
-            event.name(),
-            event.stream()
+            "perf: sampling every CPU {} times a second ({}), shipped as {}{{host={host:?}}}",
+            sampler.hz(),
+            sampler.event().name(),
+            sampler.event().stream()
         );
     }
-    // Held until the sampler has finished: the spooler's last batch (written
-    // when its queue closes) then carries the sampler's final figures.
-    let hold_queue = tx.clone();
     let collector = Collector::new(&CollectorConfig { interval: args.interval, host, root: "/".into() });
-    let producer = {
-        let stop = Arc::clone(&stop);
-        std::thread::Builder::new().name("collector".into()).spawn(move || collector.run(tx, stop))?
-    };
-    let spooler = {
-        let agent = Arc::clone(&agent);
-        std::thread::Builder::new().name("spooler".into()).spawn(move || agent.spool_rounds(rx))?
-    };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    rt.block_on(async {
-        let sender = tokio::spawn({
-            let agent = Arc::clone(&agent);
-            async move { agent.send(stop_rx, Duration::from_secs(5)).await }
-        });
-        crate::up::shutdown_signal().await;
-        tracing::info!("stopping: last batch to the spool, then up to 5 s to send the backlog");
-        stop.store(true, Ordering::Relaxed);
-        // The spooler ends once the collector's channel closes.
-        let _ = tokio::task::spawn_blocking(move || {
-            let _ = producer.join();
-            for t in perf_threads {
-                let _ = t.join();
-            }
-            drop(hold_queue);
-            spooler.join()
-        })
-        .await;
-        stop_tx.send_replace(true);
-        let _ = sender.await;
-    });
+    node::agent::run(Arc::clone(&agent), collector, sampler, args.batch)?;
     let left = agent.spool().stats().backlog_batches.load(Ordering::Relaxed);
     if left > 0 {
         tracing::info!("{left} batches stay in the spool for the next start");

@@ -1,30 +1,19 @@
-//! `kansoku up` and `kansoku snmp`: each producer (host collector, SNMP
-//! poller) on its own thread -> its bounded queue -> its store writer thread ->
-//! live broadcast; HTTP API on a small tokio runtime. Ctrl-C or SIGTERM stops
-//! sampling, drains the queues, and flushes the store.
+//! `kansoku up`, `snmp`, `server` and `lab synth`: flags to the producers
+//! they run (host collector, SNMP poller, per-CPU sampler, agents' ingest,
+//! synthetic hosts) over one store, wired by `node::jobs`, and the HTTP API on
+//! a small tokio runtime. Ctrl-C or SIGTERM stops sampling, drains the
+//! queues, and flushes the store.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::sync_channel;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use collect::{Collector, CollectorConfig};
-use model::Batch;
-use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
+use store::{DiskBudget, FsyncPolicy, Options, Retention, Store};
 
 use crate::args::{PerfArgs, Tiers, hostname, parse_budget, parse_dur, parse_fsync, parse_interval, parse_tiers};
-
-/// Rounds buffered between collector and store: 25 s at 100 ms. A store that
-/// stalls longer makes the collector drop rounds (counted), never block.
-pub const QUEUE_ROUNDS: usize = 256;
-
-/// Sets of per-CPU event batches (a second of every CPU each) buffered
-/// between the sampler and the store or spool: 16 s. Full: sets dropped and
-/// counted.
-pub const PERF_QUEUE: usize = 16;
 
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
@@ -125,13 +114,6 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     serve(&args.common, Some(host), snmp, None, None, sampler)
 }
 
-/// Ring data pages per CPU: 1 MiB, ~26,000 samples, 2.6 s at 10 kHz.
-pub const PERF_RING_PAGES: usize = 256;
-/// How often the sampler drains the rings.
-pub const PERF_DRAIN: Duration = Duration::from_millis(50);
-/// Per-CPU samples go downstream as one set per this much wall-clock time.
-pub const PERF_BATCH: Duration = Duration::from_secs(1);
-
 pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
     serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, None)
 }
@@ -157,13 +139,6 @@ pub fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         f64::from(synth.n_series()) / args.common.interval.as_secs_f64()
     );
     serve(&args.common, None, None, Some(synth), None, None)
-}
-
-/// A producer's thread and the store writer thread draining its queue.
-struct Job {
-    name: &'static str,
-    producer: std::thread::JoinHandle<()>,
-    writer: std::thread::JoinHandle<()>,
 }
 
 fn serve(
@@ -236,20 +211,17 @@ fn serve(
     store.spawn_compactor().context("start the store's compactor")?;
     let mut state = api::ApiState::new(Arc::clone(&store));
     state.interval = Some(args.interval);
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut jobs = Vec::new();
+    let mut jobs = node::jobs::Jobs::new(Arc::clone(&store), state.live.clone());
     if let Some(host) = &host {
         let collector =
             Collector::new(&CollectorConfig { interval: args.interval, host: host.clone(), root: "/".into() });
         state.collector = Some(collector.stats());
-        let stop = Arc::clone(&stop);
-        jobs.push(spawn_job("collector", &store, &state.live, move |tx| collector.run(tx, stop))?);
+        jobs.spawn("collector", move |tx, stop| collector.run(tx, stop))?;
     }
     if let Some(poller) = poller {
         state.snmp = Some(poller.stats());
         state.snmp_views = Some(poller.views());
-        let stop = Arc::clone(&stop);
-        jobs.push(spawn_job("snmp-poller", &store, &state.live, move |tx| poller.run(tx, stop))?);
+        jobs.spawn("snmp-poller", move |tx, stop| poller.run(tx, stop))?;
     }
 
     let ingest = match ingest {
@@ -262,28 +234,9 @@ fn serve(
         }
         None => None,
     };
-    let mut perf_writer = None;
     if let (Some(sampler), Some(host)) = (sampler, &host) {
         let (hz, event) = (sampler.hz(), sampler.event());
-        let (ev_tx, ev_rx) = sync_channel::<Vec<codec::events::EventBatch>>(PERF_QUEUE);
-        let stream = sampler.stream();
-        let events_store = Arc::clone(&store);
-        perf_writer = Some(std::thread::Builder::new().name("perf-writer".into()).spawn(move || {
-            let mut failures = 0u64;
-            // A second of every CPU: one write, one fsync.
-            for mut set in ev_rx {
-                if let Err(e) = events_store.events().append_many(&stream, &mut set, codec::events::Encoding::Fast) {
-                    if failures == 0 {
-                        tracing::error!("perf: event batch not stored (counted): {e}");
-                    }
-                    failures += 1;
-                }
-            }
-        })?);
-        let stop = Arc::clone(&stop);
-        jobs.push(spawn_job("perf-sampler", &store, &state.live, move |tx| {
-            sampler.run(ev_tx, Some(tx), PERF_DRAIN, PERF_BATCH, stop)
-        })?);
+        jobs.spawn_sampler(sampler)?;
         tracing::info!(
             "perf: sampling every CPU {hz} times a second ({}) into {}{{host={host:?}}}",
             event.name(),
@@ -292,8 +245,7 @@ fn serve(
     }
     let synthetic = synth.is_some();
     if let Some(synth) = synth {
-        let stop = Arc::clone(&stop);
-        jobs.push(spawn_job("synth", &store, &state.live, move |tx| synth.run(tx, stop))?);
+        jobs.spawn("synth", move |tx, stop| synth.run(tx, stop))?;
     }
 
     let what = match (&host, state.snmp.is_some()) {
@@ -335,7 +287,7 @@ fn serve(
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let closing = state.clone();
         let stop = async move {
-            shutdown_signal().await;
+            node::signal::shutdown_signal().await;
             closing.close_streams();
         };
         let stats = Arc::clone(&state.http);
@@ -347,68 +299,8 @@ fn serve(
     ingest_stop.send_replace(true);
     rt.shutdown_timeout(Duration::from_secs(5));
     tracing::info!("stopping: draining the queues and flushing the store");
-    stop.store(true, Ordering::Relaxed);
-    for job in jobs {
-        if job.producer.join().is_err() {
-            bail!("{} thread panicked", job.name);
-        }
-        if job.writer.join().is_err() {
-            bail!("store writer of {} panicked", job.name);
-        }
-    }
-    if let Some(w) = perf_writer
-        && w.join().is_err()
-    {
-        bail!("perf event writer panicked");
-    }
+    jobs.stop_and_join()?;
     store.close().context("flush store")?;
     served.context("HTTP server")?;
     Ok(())
-}
-
-/// Starts `produce` on its own thread with a bounded queue to a store writer
-/// thread of its own (the store serialises appends; each writer keeps its
-/// producer's series ids).
-fn spawn_job(
-    name: &'static str,
-    store: &Arc<Store>,
-    live: &tokio::sync::broadcast::Sender<Arc<store::Appended>>,
-    produce: impl FnOnce(std::sync::mpsc::SyncSender<Batch>) + Send + 'static,
-) -> anyhow::Result<Job> {
-    let (tx, rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
-    let producer = std::thread::Builder::new().name(name.into()).spawn(move || produce(tx))?;
-    let store = Arc::clone(store);
-    let live = live.clone();
-    let writer = std::thread::Builder::new().name(format!("{name}-writer")).spawn(move || {
-        let mut appender = Appender::default();
-        let mut failures = 0u64;
-        for batch in rx {
-            match store.append(&mut appender, &batch) {
-                Ok(appended) => {
-                    if failures > 0 {
-                        tracing::info!("{name}: store writes resumed after {failures} failed rounds");
-                        failures = 0;
-                    }
-                    let _ = live.send(Arc::new(appended));
-                }
-                Err(e) => {
-                    // Counted in the store's write_errors; log the first of a run.
-                    if failures == 0 {
-                        tracing::error!("{name}: store write failed, round not stored (will retry with the next): {e}");
-                    }
-                    failures += 1;
-                }
-            }
-        }
-    })?;
-    Ok(Job { name, producer, writer })
-}
-
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

@@ -1,0 +1,32 @@
+//! The pipelines of a running kansoku, wired the same way whatever the
+//! command: each producer (host collector, SNMP poller, per-CPU sampler,
+//! synthetic hosts) runs on its own thread and hands its rounds to a bounded
+//! queue; a writer thread of its own drains the queue into the store (and the
+//! live broadcast) — [`jobs`] — or, on an agent, into the spool that the
+//! sender ships from — [`agent`]. A full queue drops and counts; nothing
+//! blocks a producer. [`signal`] is the stop on Ctrl-C or SIGTERM. The binary
+//! parses flags and picks the producers; what runs is here.
+
+use std::time::Duration;
+
+pub mod agent;
+pub mod jobs;
+pub mod signal;
+
+/// Rounds buffered between a producer and its store writer or spooler: 25 s
+/// at 100 ms. A store that stalls longer makes the producer drop rounds
+/// (counted), never block.
+pub const QUEUE_ROUNDS: usize = 256;
+
+/// Sets of per-CPU event batches (a second of every CPU each) buffered
+/// between the sampler and the store or spool: 16 s. Full: sets dropped and
+/// counted.
+pub const PERF_QUEUE: usize = 16;
+
+/// Ring data pages per CPU: 1 MiB, ~26,000 samples, 2.6 s at 10 kHz.
+pub const PERF_RING_PAGES: usize = 256;
+/// How often the sampler drains the rings.
+pub const PERF_DRAIN: Duration = Duration::from_millis(50);
+/// Per-CPU samples go to the store as one set per this much wall-clock time
+/// (an agent uses its `--batch`).
+pub const PERF_BATCH: Duration = Duration::from_secs(1);
