@@ -14,8 +14,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cluster::server::Access;
 use model::Timestamp;
+use model::report::Figure;
 
-use crate::{ApiError, ApiState, auth};
+use crate::{ApiState, auth};
 
 /// Largest /write body, after decompression.
 pub const WRITE_MAX: usize = 64 << 20;
@@ -25,7 +26,7 @@ pub const WRITE_NEW_SERIES_MAX: usize = 10_000;
 /// through /write while the server runs.
 pub const WRITER_NEW_SERIES_MAX: usize = 100_000;
 
-#[derive(Debug, Default, serde::Serialize)]
+#[derive(Debug, Default)]
 pub struct InfluxStats {
     pub writes: AtomicU64,
     pub points: AtomicU64,
@@ -35,6 +36,21 @@ pub struct InfluxStats {
     /// Writes refused whole for creating too many new series.
     pub series_limit_refused: AtomicU64,
     pub queries: AtomicU64,
+}
+
+impl InfluxStats {
+    /// `influx` in `/api/v1/status`, `kansoku_influx_*` in `/metrics`.
+    pub fn report(&self) -> [Figure; 6] {
+        let n = |a: &AtomicU64| a.load(Relaxed);
+        [
+            Figure::counter("writes", n(&self.writes)),
+            Figure::counter("points", n(&self.points)),
+            Figure::counter("bad_lines", n(&self.bad_lines)),
+            Figure::counter("string_fields_dropped", n(&self.string_fields_dropped)),
+            Figure::counter("series_limit_refused", n(&self.series_limit_refused)),
+            Figure::counter("queries", n(&self.queries)),
+        ]
+    }
 }
 
 /// State of the compatibility layer: counters and the databases created
@@ -267,49 +283,5 @@ pub async fn query(
     match results {
         Ok(results) => (version_headers(), axum::Json(serde_json::json!({ "results": results }))).into_response(),
         Err(e) => influx_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-    }
-}
-
-/// `GET /metrics`: every number of `/api/v1/status` as a Prometheus gauge,
-/// named after its path (`kansoku_store_samples_appended`, ...), plus one
-/// `kansoku_host_state` per agent.
-pub async fn metrics(state: State<ApiState>) -> Result<Response, ApiError> {
-    let st = state.0.clone();
-    let axum::Json(status) = crate::status::status(state).await;
-    let mut out = String::new();
-    flatten("kansoku", &status, &mut out);
-    if let Some(c) = &st.cluster {
-        out.push_str("# TYPE kansoku_host_up gauge\n");
-        for h in c.hosts.snapshot() {
-            let host = h.host.replace('\\', "\\\\").replace('"', "\\\"");
-            out.push_str(&format!(
-                "kansoku_host_up{{host=\"{host}\",state=\"{}\"}} {}\n",
-                h.state,
-                u8::from(h.state == "live")
-            ));
-            if let Some(o) = h.clock_offset_ns {
-                out.push_str(&format!("kansoku_host_clock_offset_seconds{{host=\"{host}\"}} {}\n", o as f64 / 1e9));
-            }
-        }
-    }
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], out).into_response())
-}
-
-fn flatten(prefix: &str, v: &serde_json::Value, out: &mut String) {
-    match v {
-        serde_json::Value::Object(m) => {
-            for (k, v) in m {
-                let name: String =
-                    k.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
-                flatten(&format!("{prefix}_{name}"), v, out);
-            }
-        }
-        serde_json::Value::Number(n) => {
-            if let Some(f) = n.as_f64() {
-                out.push_str(&format!("# TYPE {prefix} gauge\n{prefix} {f}\n"));
-            }
-        }
-        serde_json::Value::Bool(b) => out.push_str(&format!("# TYPE {prefix} gauge\n{prefix} {}\n", u8::from(*b))),
-        _ => {}
     }
 }

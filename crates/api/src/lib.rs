@@ -106,7 +106,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/profile/folded", get(profile::folded))
         .route("/api/v1/profile/pprof", get(profile::pprof))
         .route("/api/v1/profile/timeline", get(profile::timeline))
-        .route("/metrics", get(influx::metrics))
+        .route("/metrics", get(status::metrics))
         .route("/ping", get(influx::ping).head(influx::ping))
         .route("/write", axum::routing::post(influx::write).layer(axum::extract::DefaultBodyLimit::disable()))
         .route("/query", get(influx::query).post(influx::query))

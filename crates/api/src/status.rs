@@ -1,128 +1,123 @@
-//! `GET /api/v1/status`: what the collector, SNMP poller and store are doing, including
-//! every drop they counted.
+//! `GET /api/v1/status` and `GET /metrics`: what the collector, SNMP poller,
+//! store, ingest and HTTP server are doing, including every drop they
+//! counted — both rendered from one report per component (its figures, each
+//! named once: `model::report`), so the JSON key `dropped_batches` of
+//! `collector` and the metric `kansoku_collector_dropped_batches_total` are
+//! the same figure, under the name its series is stored as.
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use model::report::{Figure, Kind, Value};
+use serde_json::json;
 
 use crate::ApiState;
 
-pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
-    let s = st.store.stats();
-    let du = st.store.disk_usage();
-    let per_sample = |bytes: u64| (du.block_samples > 0).then(|| bytes as f64 / du.block_samples as f64);
-    let (ev_stats, (events, event_bytes)) = (st.store.events().stats(), st.store.events().usage());
-    let (wal_fsyncs, event_fsyncs) = st.store.fsyncs();
-    let store = serde_json::json!({
-        "series": st.store.n_series(),
-        "samples_appended": s.samples_appended.load(Relaxed),
-        "batches_appended": s.batches_appended.load(Relaxed),
-        "out_of_order_dropped": s.out_of_order_dropped.load(Relaxed),
-        "out_of_range_dropped": s.out_of_range_dropped.load(Relaxed),
-        "series_refused": s.series_refused.load(Relaxed),
-        "series_limit_dropped": s.series_limit_dropped.load(Relaxed),
-        "unknown_series_dropped": s.unknown_series_dropped.load(Relaxed),
-        "write_errors": s.write_errors.load(Relaxed),
-        "flushes": s.flushes.load(Relaxed),
-        "flush_errors": s.flush_errors.load(Relaxed),
-        "compactions": s.compactions.load(Relaxed),
-        "compaction_errors": s.compaction_errors.load(Relaxed),
-        "corrupt_blocks": s.corrupt_blocks.load(Relaxed),
-        "corrupt_chunks": s.corrupt_chunks.load(Relaxed),
-        "wal_damaged_segments": s.wal_damaged_segments.load(Relaxed),
-        "wal_replayed_samples": s.wal_replayed_samples.load(Relaxed),
-        "wal_skipped_bytes": s.wal_skipped_bytes.load(Relaxed),
-        "blocks": du.blocks,
-        "block_files_open": st.store.open_block_files(),
-        "block_bytes": du.block_bytes,
-        "block_samples": du.block_samples,
-        "block_bytes_per_sample": per_sample(du.block_bytes),
-        "tier_bytes": du.tier_bytes,
-        "raw_bytes_per_sample": per_sample(du.block_bytes - du.tier_bytes),
-        "wal_bytes": du.wal_bytes,
-        "wal_fsyncs": wal_fsyncs,
-        "head_samples": du.head_samples,
-        "retention_removed_samples": s.retention_removed_samples.load(Relaxed),
-        "retention_removed_events": s.retention_removed_events.load(Relaxed),
-        "retention_removed_bytes": s.retention_removed_bytes.load(Relaxed),
-        "events": events,
-        "event_bytes": event_bytes,
-        "events_appended": ev_stats.events_appended.load(Relaxed),
-        "event_batches_rejected": ev_stats.batches_rejected.load(Relaxed),
-        "event_write_errors": ev_stats.write_errors.load(Relaxed),
-        "event_corrupt_batches": ev_stats.corrupt_batches.load(Relaxed),
-        "event_damaged_files": ev_stats.damaged_files.load(Relaxed),
-        "event_skipped_bytes": ev_stats.skipped_bytes.load(Relaxed),
-        "event_fsyncs": event_fsyncs,
-    });
-    let collector = st.collector.as_ref().map(|c| {
-        serde_json::json!({
-            "interval_seconds": st.interval.map(|d| d.as_secs_f64()),
-            "rounds": c.rounds.load(Relaxed),
-            "missed_rounds": c.missed_rounds.load(Relaxed),
-            "dropped_batches": c.dropped_batches.load(Relaxed),
-            "clock_steps": c.clock_steps.load(Relaxed),
-            "source_errors": c.source_errors.load(Relaxed),
-            "last_lateness_seconds": c.last_lateness_ns.load(Relaxed) as f64 / 1e9,
-            "last_round_cpu_seconds": c.last_round_cpu_ns.load(Relaxed) as f64 / 1e9,
-            "series": c.series.load(Relaxed),
-        })
-    });
-    let snmp = st.snmp.as_ref().map(|p| {
-        serde_json::json!({
-            "targets": p.targets.load(Relaxed),
-            "intervals": p.intervals.load(Relaxed),
-            "last_answered": p.last_answered.load(Relaxed),
-            "last_send_seconds": p.last_send_ns.load(Relaxed) as f64 / 1e9,
-            "last_complete_seconds": p.last_complete_ns.load(Relaxed) as f64 / 1e9,
-            "last_round_cpu_seconds": p.last_cpu_ns.load(Relaxed) as f64 / 1e9,
-            "answers": p.answers.load(Relaxed),
-            "silences": p.silences.load(Relaxed),
-            "late": p.late.load(Relaxed),
-            "duplicates": p.duplicates.load(Relaxed),
-            "wrong_request_id": p.wrong_request_id.load(Relaxed),
-            "unknown_source": p.unknown_source.load(Relaxed),
-            "malformed": p.malformed.load(Relaxed),
-            "pdu_errors": p.pdu_errors.load(Relaxed),
-            "kernel_drops": p.kernel_drops.load(Relaxed),
-            "send_errors": p.send_errors.load(Relaxed),
-            "restarts": p.restarts.load(Relaxed),
-            "stale_values": p.stale_values.load(Relaxed),
-            "missed_intervals": p.missed_intervals.load(Relaxed),
-            "dropped_batches": p.dropped_batches.load(Relaxed),
-        })
-    });
+/// A section of the report: its name (the JSON key and the metric prefix
+/// after `kansoku_`) and its figures, or nothing when the part is not running.
+type Section = (&'static str, Option<Vec<Figure>>);
+
+fn sections(st: &ApiState) -> Vec<Section> {
+    let http = vec![
+        Figure::counter("connections", st.http.connections.load(Relaxed)),
+        Figure::gauge("connections_open", st.http.open.load(Relaxed)),
+        Figure::counter("accept_errors", st.http.accept_errors.load(Relaxed)),
+        Figure::counter("auth_refused", st.auth_refused.load(Relaxed)),
+        Figure::counter("heavy_requests", st.guard.stats.heavy.load(Relaxed)),
+        Figure::counter("busy_refused", st.guard.stats.busy_refused.load(Relaxed)),
+        Figure::counter("timed_out", st.guard.stats.timed_out.load(Relaxed)),
+    ];
     let ingest = st.cluster.as_ref().map(|c| {
         let hosts = c.hosts.snapshot();
-        let count = |s: &str| hosts.iter().filter(|h| h.state == s).count();
-        serde_json::json!({
-            "stats": crate::views::ingest(&c.ingest),
-            "hosts_live": count("live"),
-            "hosts_late": count("late"),
-            "hosts_gone": count("gone"),
-            "hosts_clock_off": hosts.iter().filter(|h| h.clock_off).count(),
+        let count = |s: &str| hosts.iter().filter(|h| h.state == s).count() as u64;
+        let mut figures = c.ingest.report().to_vec();
+        figures.extend([
+            Figure::gauge("hosts_live", count("live")),
+            Figure::gauge("hosts_late", count("late")),
+            Figure::gauge("hosts_gone", count("gone")),
+            Figure::gauge("hosts_clock_off", hosts.iter().filter(|h| h.clock_off).count() as u64),
+        ]);
+        figures
+    });
+    vec![
+        ("http", Some(http)),
+        ("ingest", ingest),
+        ("influx", Some(st.influx.stats.report().to_vec())),
+        ("snmp", st.snmp.as_ref().map(|p| p.report().to_vec())),
+        ("store", Some(st.store.report())),
+        ("collector", st.collector.as_ref().map(|c| c.report().to_vec())),
+    ]
+}
+
+fn to_json(figures: &[Figure]) -> serde_json::Value {
+    let m = figures
+        .iter()
+        .map(|f| {
+            let v = match f.value {
+                Value::Int(v) => json!(v),
+                Value::Float(v) => json!(v.is_finite().then_some(v)),
+            };
+            (f.json_key(), v)
         })
-    });
-    let http = serde_json::json!({
-        "connections": st.http.connections.load(Relaxed),
-        "connections_open": st.http.open.load(Relaxed),
-        "accept_errors": st.http.accept_errors.load(Relaxed),
-        "auth_refused": st.auth_refused.load(Relaxed),
-        "heavy_requests": st.guard.stats.heavy.load(Relaxed),
-        "busy_refused": st.guard.stats.busy_refused.load(Relaxed),
-        "timed_out": st.guard.stats.timed_out.load(Relaxed),
-    });
-    Json(serde_json::json!({
-        "http": http,
-        "ingest": ingest,
-        "influx": &st.influx.stats,
-        "snmp": snmp,
-        "version": env!("CARGO_PKG_VERSION"),
-        "data_dir": st.store.root().display().to_string(),
-        "interval_seconds": st.interval.map(|d| d.as_secs_f64()),
-        "store": store,
-        "collector": collector,
-        "live_subscribers": st.live.receiver_count(),
-    }))
+        .collect::<serde_json::Map<_, _>>();
+    serde_json::Value::Object(m)
+}
+
+pub async fn status(State(st): State<ApiState>) -> Json<serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for (name, figures) in sections(&st) {
+        out.insert(name.into(), figures.as_deref().map_or(serde_json::Value::Null, to_json));
+    }
+    out.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    out.insert("data_dir".into(), json!(st.store.root().display().to_string()));
+    out.insert("interval_seconds".into(), json!(st.interval.map(|d| d.as_secs_f64())));
+    out.insert("live_subscribers".into(), json!(st.live.receiver_count()));
+    Json(serde_json::Value::Object(out))
+}
+
+/// `GET /metrics`: every figure of `/api/v1/status` in the Prometheus text
+/// format, `kansoku_SECTION_KEY` (`_total` for counters, typed as such), plus
+/// one `kansoku_host_up` per agent.
+pub async fn metrics(State(st): State<ApiState>) -> Response {
+    let mut out = String::new();
+    let mut typed = std::collections::HashSet::new();
+    for (section, figures) in sections(&st) {
+        for f in figures.iter().flatten() {
+            let v = f.as_f64();
+            if !v.is_finite() {
+                continue;
+            }
+            let name = f.metric(&format!("kansoku_{section}"));
+            if typed.insert(name.clone()) {
+                let kind = if f.kind == Kind::Counter { "counter" } else { "gauge" };
+                out.push_str(&format!("# TYPE {name} {kind}\n"));
+            }
+            match f.label {
+                Some((k, l)) => out.push_str(&format!("{name}{{{k}=\"{l}\"}} {v}\n")),
+                None => out.push_str(&format!("{name} {v}\n")),
+            }
+        }
+    }
+    out.push_str(&format!(
+        "# TYPE kansoku_live_subscribers gauge\nkansoku_live_subscribers {}\n",
+        st.live.receiver_count()
+    ));
+    if let Some(c) = &st.cluster {
+        out.push_str("# TYPE kansoku_host_up gauge\n");
+        for h in c.hosts.snapshot() {
+            let host = h.host.replace('\\', "\\\\").replace('"', "\\\"");
+            out.push_str(&format!(
+                "kansoku_host_up{{host=\"{host}\",state=\"{}\"}} {}\n",
+                h.state,
+                u8::from(h.state == "live")
+            ));
+            if let Some(o) = h.clock_offset_ns {
+                out.push_str(&format!("kansoku_host_clock_offset_seconds{{host=\"{host}\"}} {}\n", o as f64 / 1e9));
+            }
+        }
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], out).into_response()
 }

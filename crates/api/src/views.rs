@@ -1,9 +1,6 @@
-//! The JSON shapes of what other crates report — agents, ingest counters,
-//! SNMP targets — made here, at the API's edge, so those crates carry no
+//! The JSON shapes of what other crates report — agents, SNMP targets — made here, at the API's edge, so those crates carry no
 //! serialisation of their own and each shape is documented once
 //! (`docs/api.md`).
-
-use std::sync::atomic::Ordering::Relaxed;
 
 use serde_json::{Value, json};
 
@@ -32,25 +29,6 @@ pub fn host(h: &cluster::hosts::HostInfo) -> Value {
         "backlog_batches": h.backlog_batches,
         "spool_dropped_samples": h.spool_dropped_samples,
         "spool_bytes": h.spool_bytes,
-    })
-}
-
-/// The ingest counters of `GET /api/v1/status` (`ingest.stats`).
-pub fn ingest(s: &cluster::server::IngestStats) -> Value {
-    json!({
-        "connections_total": s.connections_total.load(Relaxed),
-        "connections_open": s.connections_open.load(Relaxed),
-        "rejected_auth": s.rejected_auth.load(Relaxed),
-        "rejected_protocol": s.rejected_protocol.load(Relaxed),
-        "rejected_limits": s.rejected_limits.load(Relaxed),
-        "wire_bytes": s.wire_bytes.load(Relaxed),
-        "batches": s.batches.load(Relaxed),
-        "samples": s.samples.load(Relaxed),
-        "events": s.events.load(Relaxed),
-        "duplicate_batches": s.duplicate_batches.load(Relaxed),
-        "unknown_series": s.unknown_series.load(Relaxed),
-        "store_errors": s.store_errors.load(Relaxed),
-        "cpu_ns": s.cpu_ns.load(Relaxed),
     })
 }
 
@@ -95,8 +73,5 @@ mod tests {
         );
         assert!(v["rtt_ns"].is_null());
         assert_eq!(v.as_object().unwrap().len(), 22, "every documented field, nothing private");
-        let s = cluster::server::IngestStats::default();
-        s.batches.store(7, Relaxed);
-        assert_eq!(ingest(&s)["batches"], 7);
     }
 }

@@ -167,6 +167,50 @@ async fn status_reports_store_counters() {
     assert!(body["store"]["block_bytes_per_sample"].as_f64().unwrap() > 0.0);
 }
 
+/// `/metrics` and `/api/v1/status` are one report: every number of the
+/// status is a metric named after its section and key (counters with
+/// `_total`), with the same value, and nothing else is.
+#[tokio::test]
+async fn metrics_and_status_name_each_figure_once() {
+    let (_d, st) = fixture();
+    let (_, status) = get(&st, "/api/v1/status").await;
+    let resp = api::router(st.clone()).oneshot(Request::get("/metrics").body(Body::empty()).unwrap()).await.unwrap();
+    let text = String::from_utf8(axum::body::to_bytes(resp.into_body(), 1 << 24).await.unwrap().to_vec()).unwrap();
+    let mut types = std::collections::HashMap::new();
+    let mut values = std::collections::HashMap::new();
+    for line in text.lines() {
+        if let Some(t) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = t.split_once(' ').unwrap();
+            types.insert(name.to_owned(), kind.to_owned());
+        } else {
+            let (name, v) = line.rsplit_once(' ').unwrap();
+            values.insert(name.to_owned(), v.parse::<f64>().unwrap());
+        }
+    }
+    let mut checked = 0;
+    for (section, figures) in status.as_object().unwrap() {
+        let Some(figures) = figures.as_object() else { continue };
+        for (key, v) in figures {
+            let Some(v) = v.as_f64() else { continue };
+            let base = format!("kansoku_{section}_{key}");
+            let (name, kind) = match (values.get(&base), values.get(&format!("{base}_total"))) {
+                (Some(_), None) => (base, "gauge"),
+                (None, Some(_)) => (format!("{base}_total"), "counter"),
+                other => panic!("{base}: {other:?} in {text}"),
+            };
+            assert_eq!(types[&name], kind, "{name}");
+            // Sizes on disk may move between the two requests; counts do not here.
+            if !key.ends_with("bytes") {
+                assert_eq!(values[&name], v, "{name}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "only {checked} figures");
+    assert_eq!(types["kansoku_store_samples_appended_total"], "counter");
+    assert_eq!(values["kansoku_store_samples_appended_total"], 140.0);
+}
+
 #[tokio::test]
 async fn live_tail_pushes_new_points() {
     use tokio_stream::StreamExt;

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use model::report::Figure;
 use model::{Batch, Selector, SeriesKey, Timestamp};
 use store::{Appended, Appender, Store};
 use tokio::io::{AsyncWriteExt, BufWriter};
@@ -176,6 +177,29 @@ pub struct IngestStats {
     pub store_errors: AtomicU64,
     /// CPU time spent decoding and storing batches (ns), on any thread.
     pub cpu_ns: AtomicU64,
+}
+
+impl IngestStats {
+    /// The ingest's figures, named once: `ingest.stats` in `/api/v1/status`,
+    /// `kansoku_ingest_stats_*` in `/metrics`.
+    pub fn report(&self) -> [Figure; 13] {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        [
+            Figure::counter("connections", n(&self.connections_total)),
+            Figure::gauge("connections_open", n(&self.connections_open)),
+            Figure::counter("rejected_auth", n(&self.rejected_auth)),
+            Figure::counter("rejected_protocol", n(&self.rejected_protocol)),
+            Figure::counter("rejected_limits", n(&self.rejected_limits)),
+            Figure::counter("wire_bytes", n(&self.wire_bytes)),
+            Figure::counter("batches", n(&self.batches)),
+            Figure::counter("samples", n(&self.samples)),
+            Figure::counter("events", n(&self.events)),
+            Figure::counter("duplicate_batches", n(&self.duplicate_batches)),
+            Figure::counter("unknown_series", n(&self.unknown_series)),
+            Figure::counter("store_errors", n(&self.store_errors)),
+            Figure::counter_seconds("cpu_seconds", n(&self.cpu_ns) as f64 / 1e9),
+        ]
+    }
 }
 
 type Mark = Arc<tokio::sync::Mutex<SpoolMark>>;

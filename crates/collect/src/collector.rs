@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
+use model::report::Figure;
 use model::{Batch, SeriesKey, Timestamp};
 
 use crate::emitter::Emitter;
@@ -34,14 +35,40 @@ pub struct CollectorConfig {
 /// Live counters, shared with the HTTP status endpoint.
 #[derive(Debug, Default)]
 pub struct CollectorStats {
+    pub interval_ns: AtomicI64,
     pub rounds: AtomicU64,
     pub missed_rounds: AtomicU64,
     pub dropped_batches: AtomicU64,
     pub source_errors: AtomicU64,
     pub last_lateness_ns: AtomicI64,
     pub last_round_cpu_ns: AtomicI64,
+    /// The collector thread's CPU time, all rounds.
+    pub cpu_ns: AtomicI64,
     pub clock_steps: AtomicU64,
     pub series: AtomicU64,
+}
+
+impl CollectorStats {
+    /// The collector's figures, named once: `collector` in `/api/v1/status`,
+    /// `kansoku_collector_*` in `/metrics`, and (all but `source_errors`,
+    /// stored per source instead) the series the collector stores of itself
+    /// every round.
+    pub fn report(&self) -> [Figure; 10] {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let secs = |a: &AtomicI64| micros(a.load(Ordering::Relaxed));
+        [
+            Figure::measure("interval_seconds", self.interval_ns.load(Ordering::Relaxed) as f64 / 1e9),
+            Figure::counter("rounds", n(&self.rounds)),
+            Figure::counter("missed_rounds", n(&self.missed_rounds)),
+            Figure::counter("dropped_batches", n(&self.dropped_batches)),
+            Figure::counter("clock_steps", n(&self.clock_steps)),
+            Figure::counter("source_errors", n(&self.source_errors)),
+            Figure::measure("lateness_seconds", secs(&self.last_lateness_ns)),
+            Figure::measure("round_cpu_seconds", secs(&self.last_round_cpu_ns)),
+            Figure::counter_seconds("cpu_seconds", secs(&self.cpu_ns)),
+            Figure::gauge("series", n(&self.series)),
+        ]
+    }
 }
 
 #[derive(Debug)]
@@ -64,9 +91,8 @@ pub struct Collector {
     emitter: Emitter,
     rss: Rss,
     stats: Arc<CollectorStats>,
-    missed_total: u64,
-    dropped_total: u64,
-    clock_steps: u64,
+    /// The metric names of the collector's own figures, as stored.
+    own: Vec<(usize, String)>,
 }
 
 impl std::fmt::Debug for dyn Source {
@@ -91,10 +117,17 @@ impl Collector {
             missing: missing.into_iter().map(|m| m.source).collect(),
             emitter: Emitter::new(cfg.host.clone()),
             rss: Rss::open(),
-            stats: Arc::new(CollectorStats::default()),
-            missed_total: 0,
-            dropped_total: 0,
-            clock_steps: 0,
+            stats: Arc::new(CollectorStats {
+                interval_ns: AtomicI64::new(cfg.interval.as_nanos() as i64),
+                ..CollectorStats::default()
+            }),
+            own: CollectorStats::default()
+                .report()
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.key != "source_errors")
+                .map(|(i, f)| (i, f.metric("kansoku_collector")))
+                .collect(),
         }
     }
 
@@ -134,20 +167,18 @@ impl Collector {
         }
         let cpu_end = thread_cpu_ns();
         let round_cpu_ns = cpu_end - cpu_start;
-        e.emit("kansoku_collector_interval_seconds", &[], self.interval_ns as f64 / 1e9);
-        e.emit("kansoku_collector_lateness_seconds", &[], micros(lateness_ns));
-        e.emit("kansoku_collector_round_cpu_seconds", &[], micros(round_cpu_ns));
-        e.emit("kansoku_collector_cpu_seconds_total", &[], micros(cpu_end));
-        e.emit("kansoku_collector_missed_rounds_total", &[], self.missed_total as f64);
-        e.emit("kansoku_collector_dropped_batches_total", &[], self.dropped_total as f64);
-        e.emit("kansoku_collector_clock_steps_total", &[], self.clock_steps as f64);
+        self.stats.rounds.fetch_add(1, Ordering::Relaxed);
+        self.stats.last_lateness_ns.store(lateness_ns, Ordering::Relaxed);
+        self.stats.last_round_cpu_ns.store(round_cpu_ns, Ordering::Relaxed);
+        self.stats.cpu_ns.store(cpu_end, Ordering::Relaxed);
+        let report = self.stats.report();
+        for (i, name) in &self.own {
+            e.emit(name, &[], report[*i].as_f64());
+        }
         e.emit("process_cpu_seconds_total", &[], micros(process_cpu_ns()));
         if let Some(rss) = self.rss.bytes() {
             e.emit("process_resident_memory_bytes", &[], rss as f64);
         }
-        self.stats.rounds.fetch_add(1, Ordering::Relaxed);
-        self.stats.last_lateness_ns.store(lateness_ns, Ordering::Relaxed);
-        self.stats.last_round_cpu_ns.store(round_cpu_ns, Ordering::Relaxed);
         let batch = e.finish();
         self.stats.series.store(e.series().len() as u64, Ordering::Relaxed);
         batch
@@ -165,7 +196,6 @@ impl Collector {
                 Wake::Reached => {}
                 Wake::Stopped => break,
                 Wake::ClockSteppedBack => {
-                    self.clock_steps += 1;
                     self.stats.clock_steps.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(
                         "wall clock stepped back: resampling from the next boundary (samples until the clock \
@@ -185,9 +215,7 @@ impl Collector {
                 Ok(()) => {}
                 Err(TrySendError::Full(b)) => {
                     carried_defs = b.defs;
-                    self.dropped_total += 1;
-                    self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed);
-                    if self.dropped_total == 1 {
+                    if self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed) == 0 {
                         tracing::warn!(
                             "store queue full: dropping rounds (counted in kansoku_collector_dropped_batches_total)"
                         );
@@ -197,7 +225,6 @@ impl Collector {
             }
             let (next, missed) = after_round(scheduled, realtime_ns(), interval);
             if missed > 0 {
-                self.missed_total += missed;
                 self.stats.missed_rounds.fetch_add(missed, Ordering::Relaxed);
             }
             scheduled = next;
@@ -231,6 +258,11 @@ mod tests {
             "process_resident_memory_bytes",
         ] {
             assert!(names.contains(want), "missing {want}: {names:?}");
+        }
+        // The collector's own series are its report's figures, under their metric names.
+        for f in c.stats().report().iter().filter(|f| f.key != "source_errors") {
+            let name = f.metric("kansoku_collector");
+            assert!(names.contains(name.as_str()), "missing {name}: {names:?}");
         }
         let ncpu = std::thread::available_parallelism().unwrap().get();
         let cpu_user = b

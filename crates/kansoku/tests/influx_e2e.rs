@@ -60,9 +60,10 @@ fn gzip_precision_bad_lines_and_metrics() {
 
     let (status, metrics) = http_get(a, "/metrics");
     assert_eq!(status, 200);
-    assert!(metrics.contains("kansoku_influx_bad_lines 2\n"), "{metrics}");
-    assert!(metrics.contains("kansoku_influx_points 5\n"), "{metrics}");
-    assert!(metrics.contains("# TYPE kansoku_store_samples_appended gauge"), "{metrics}");
+    assert!(metrics.contains("kansoku_influx_bad_lines_total 2\n"), "{metrics}");
+    assert!(metrics.contains("kansoku_influx_points_total 5\n"), "{metrics}");
+    assert!(metrics.contains("# TYPE kansoku_store_samples_appended_total counter"), "{metrics}");
+    assert!(metrics.contains("# TYPE kansoku_store_series gauge"), "{metrics}");
 }
 
 #[test]

@@ -279,7 +279,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let st = status(&addr);
     report.server_store_series = st["store"]["series"].as_u64().unwrap_or(0);
     report.server_status =
-        serde_json::json!({ "http": st["http"], "ingest": st["ingest"]["stats"], "store": st["store"] });
+        serde_json::json!({ "http": st["http"], "ingest": st["ingest"], "store": st["store"] });
 
     let expected_rounds = (duration.as_secs_f64() * 10.0 * 0.8) as u64;
     if report.agent_rounds_stored < expected_rounds {

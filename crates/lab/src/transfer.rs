@@ -165,7 +165,7 @@ fn get_json(addr: &str, path: &str, params: &[(&str, &str)]) -> anyhow::Result<s
 }
 
 pub(crate) fn ingest_stat(addr: &str, field: &str) -> anyhow::Result<f64> {
-    get_json(addr, "/api/v1/status", &[])?["ingest"]["stats"][field].as_f64().context("ingest stats")
+    get_json(addr, "/api/v1/status", &[])?["ingest"][field].as_f64().context("ingest figures")
 }
 
 /// Sum over hosts of the last value of `name{host=~"lab-.*"}` in [from, to].
@@ -270,7 +270,7 @@ fn agents_run(args: &Args, interval: Duration, n: usize) -> anyhow::Result<serde
             agents.iter().map(Proc::cpu).sum(),
             ingest_stat(&srv.http, "samples")?,
             ingest_stat(&srv.http, "wire_bytes")?,
-            ingest_stat(&srv.http, "cpu_ns")?,
+            ingest_stat(&srv.http, "cpu_seconds")?,
             sum_last(&srv.http, "kansoku_collector_cpu_seconds_total", t)?,
             t.as_nanos() as f64,
         ])
@@ -300,7 +300,7 @@ fn agents_run(args: &Args, interval: Duration, n: usize) -> anyhow::Result<serde
         "samples_per_second": samples / wall,
         "wire_bytes_per_sample": (b[3] - a[3]) / samples,
         "server_cpu_us_per_sample": per(b[0] - a[0]),
-        "server_ingest_cpu_us_per_sample": per((b[4] - a[4]) / 1e9),
+        "server_ingest_cpu_us_per_sample": per(b[4] - a[4]),
         "server_cpu_share": (b[0] - a[0]) / wall,
         "agent_cpu_us_per_sample": per(agent_cpu),
         "agent_transfer_cpu_us_per_sample": per(agent_cpu - collector_cpu),

@@ -1,8 +1,10 @@
 //! Plain data shared by every kansoku crate: time, series identity, batches of
-//! samples and the Prometheus-style selectors that pick series. Nothing here
+//! samples, the Prometheus-style selectors that pick series, and the figures
+//! a component reports of itself. Nothing here
 //! does I/O, so every other crate can depend on it without pulling anything in.
 
 mod batch;
+pub mod report;
 mod selector;
 mod series;
 mod timestamp;

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
 use clock::{monotonic_ns, realtime_ns, thread_cpu_ns};
+use model::report::Figure;
 use model::{Batch, SeriesKey, Timestamp};
 use nix::errno::Errno;
 use nix::sys::socket::{
@@ -108,6 +109,41 @@ pub struct PollerStats {
     pub last_send_ns: AtomicI64,
     pub last_complete_ns: AtomicI64,
     pub last_cpu_ns: AtomicI64,
+}
+
+const REPORT_LEN: usize = 20;
+
+impl PollerStats {
+    /// The poller's figures, named once: `snmp` in `/api/v1/status`,
+    /// `kansoku_snmp_*` in `/metrics`, and the series the poller stores of
+    /// itself every interval (in this order; the round's CPU time last, so
+    /// that it covers the rest).
+    pub fn report(&self) -> [Figure; REPORT_LEN] {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let secs = |a: &AtomicI64| (a.load(Ordering::Relaxed) / 1000) as f64 / 1e6;
+        [
+            Figure::gauge("targets", n(&self.targets)),
+            Figure::gauge("answered", n(&self.last_answered)),
+            Figure::measure("send_seconds", secs(&self.last_send_ns)),
+            Figure::measure("complete_seconds", secs(&self.last_complete_ns)),
+            Figure::counter("intervals", n(&self.intervals)),
+            Figure::counter("answers", n(&self.answers)),
+            Figure::counter("silences", n(&self.silences)),
+            Figure::counter("late", n(&self.late)),
+            Figure::counter("duplicates", n(&self.duplicates)),
+            Figure::counter("unmatched", n(&self.wrong_request_id)).with_label("reason", "wrong_request_id"),
+            Figure::counter("unmatched", n(&self.unknown_source)).with_label("reason", "unknown_source"),
+            Figure::counter("malformed", n(&self.malformed)),
+            Figure::counter("pdu_errors", n(&self.pdu_errors)),
+            Figure::counter("kernel_drops", n(&self.kernel_drops)),
+            Figure::counter("send_errors", n(&self.send_errors)),
+            Figure::counter("restarts", n(&self.restarts)),
+            Figure::counter("stale_values", n(&self.stale_values)),
+            Figure::counter("missed_intervals", n(&self.missed_intervals)),
+            Figure::counter("dropped_batches", n(&self.dropped_batches)),
+            Figure::measure("round_cpu_seconds", secs(&self.last_cpu_ns)),
+        ]
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,19 +269,6 @@ impl Target {
     }
 }
 
-/// Picks one counter out of [`PollerStats`].
-type StatField = fn(&PollerStats) -> &AtomicU64;
-
-#[derive(Debug)]
-struct SelfIds {
-    targets: u32,
-    answered: u32,
-    send: u32,
-    complete: u32,
-    cpu: u32,
-    counters: Vec<(u32, StatField)>,
-}
-
 #[derive(Debug)]
 pub struct Poller {
     cfg: PollerConfig,
@@ -256,7 +279,8 @@ pub struct Poller {
     /// Target indexes per socket.
     sock_targets: Vec<Vec<usize>>,
     series: Series,
-    ids: SelfIds,
+    /// Series ids of the poller's own figures, in [`PollerStats::report`]'s order.
+    own: Vec<u32>,
     stats: Arc<PollerStats>,
     seq: u64,
     rid_base: u64,
@@ -396,29 +420,12 @@ impl Poller {
             t.id_stale = series.add(t.key("kansoku_snmp_stale_values", &[]));
             targets.push(t);
         }
-        let mut add = |name: &str, labels: &[(&str, &str)]| series.add(SeriesKey::new(name, labels.iter().copied()));
-        let counters: Vec<(u32, StatField)> = vec![
-            (add("kansoku_snmp_late_total", &[]), |s| &s.late),
-            (add("kansoku_snmp_duplicates_total", &[]), |s| &s.duplicates),
-            (add("kansoku_snmp_unmatched_total", &[("reason", "wrong_request_id")]), |s| &s.wrong_request_id),
-            (add("kansoku_snmp_unmatched_total", &[("reason", "unknown_source")]), |s| &s.unknown_source),
-            (add("kansoku_snmp_malformed_total", &[]), |s| &s.malformed),
-            (add("kansoku_snmp_pdu_errors_total", &[]), |s| &s.pdu_errors),
-            (add("kansoku_snmp_kernel_drops_total", &[]), |s| &s.kernel_drops),
-            (add("kansoku_snmp_send_errors_total", &[]), |s| &s.send_errors),
-            (add("kansoku_snmp_restarts_total", &[]), |s| &s.restarts),
-            (add("kansoku_snmp_silences_total", &[]), |s| &s.silences),
-            (add("kansoku_snmp_missed_intervals_total", &[]), |s| &s.missed_intervals),
-            (add("kansoku_snmp_dropped_batches_total", &[]), |s| &s.dropped_batches),
-        ];
-        let ids = SelfIds {
-            targets: add("kansoku_snmp_targets", &[]),
-            answered: add("kansoku_snmp_answered", &[]),
-            send: add("kansoku_snmp_send_seconds", &[]),
-            complete: add("kansoku_snmp_complete_seconds", &[]),
-            cpu: add("kansoku_snmp_round_cpu_seconds", &[]),
-            counters,
-        };
+        // The poller's own series: its report's figures, in the report's order.
+        let own = PollerStats::default()
+            .report()
+            .iter()
+            .map(|f| series.add(SeriesKey::new(f.metric("kansoku_snmp"), f.label)))
+            .collect();
         let stats = Arc::new(PollerStats::default());
         stats.targets.store(targets.len() as u64, Ordering::Relaxed);
         let drops_seen = vec![0; socks.len()];
@@ -435,7 +442,7 @@ impl Poller {
             socks,
             sock_targets,
             series,
-            ids,
+            own,
             stats,
             seq: 0,
             rid_base: (realtime_ns() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % REQUEST_ID_SPAN as u64,
@@ -612,19 +619,13 @@ impl Poller {
             if silent > 0 { self.cfg.timeout.as_nanos() as i64 } else { self.last_answer_ns - boundary_ns };
         st.last_send_ns.store(send_ns, Ordering::Relaxed);
         st.last_complete_ns.store(complete_ns, Ordering::Relaxed);
-        let secs = |ns: i64| (ns / 1000) as f64 / 1e6;
-        let ids = &self.ids;
-        self.series.push(&mut batch, ids.targets, self.targets.len() as f64);
-        self.series.push(&mut batch, ids.answered, self.n_answered as f64);
-        self.series.push(&mut batch, ids.send, secs(send_ns));
-        self.series.push(&mut batch, ids.complete, secs(complete_ns));
-        for (id, counter) in &ids.counters {
-            self.series.push(&mut batch, *id, counter(st).load(Ordering::Relaxed) as f64);
+        // CPU last, so it covers everything else; it is the round's own cost.
+        let (own, cpu_id) = self.own.split_at(self.own.len() - 1);
+        for (id, f) in own.iter().zip(st.report()) {
+            self.series.push(&mut batch, *id, f.as_f64());
         }
-        // CPU last, so it covers everything above; it is the round's own cost.
-        let cpu_ns = thread_cpu_ns() - cpu0;
-        st.last_cpu_ns.store(cpu_ns, Ordering::Relaxed);
-        self.series.push(&mut batch, ids.cpu, secs(cpu_ns));
+        st.last_cpu_ns.store(thread_cpu_ns() - cpu0, Ordering::Relaxed);
+        self.series.push(&mut batch, cpu_id[0], st.report()[REPORT_LEN - 1].as_f64());
         // Outside the round's CPU figure: only when someone asks.
         self.answer_views();
         batch

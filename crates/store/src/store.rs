@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
+use model::report::Figure;
 use model::{Batch, SeriesKey, Timestamp};
 
 use crate::StoreError;
@@ -675,6 +676,61 @@ impl Store {
             wal_bytes,
             head_samples: st.head.n_samples() as u64,
         }
+    }
+
+    /// The store's figures, named once: `store` in `/api/v1/status` and
+    /// `kansoku_store_*` in `/metrics`. Reads the directory (sizes), so
+    /// it is for a status request, not a hot path.
+    pub fn report(&self) -> Vec<Figure> {
+        let (s, du) = (&self.stats, self.disk_usage());
+        let ev = self.events.stats();
+        let (events, event_bytes) = self.events.usage();
+        let (wal_fsyncs, event_fsyncs) = self.fsyncs();
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let per_sample =
+            |bytes: u64| if du.block_samples > 0 { bytes as f64 / du.block_samples as f64 } else { f64::NAN };
+        vec![
+            Figure::gauge("series", self.n_series() as u64),
+            Figure::counter("samples_appended", n(&s.samples_appended)),
+            Figure::counter("batches_appended", n(&s.batches_appended)),
+            Figure::counter("out_of_order_dropped", n(&s.out_of_order_dropped)),
+            Figure::counter("out_of_range_dropped", n(&s.out_of_range_dropped)),
+            Figure::counter("series_refused", n(&s.series_refused)),
+            Figure::counter("series_limit_dropped", n(&s.series_limit_dropped)),
+            Figure::counter("unknown_series_dropped", n(&s.unknown_series_dropped)),
+            Figure::counter("write_errors", n(&s.write_errors)),
+            Figure::counter("flushes", n(&s.flushes)),
+            Figure::counter("flush_errors", n(&s.flush_errors)),
+            Figure::counter("compactions", n(&s.compactions)),
+            Figure::counter("compaction_errors", n(&s.compaction_errors)),
+            Figure::counter("corrupt_blocks", n(&s.corrupt_blocks)),
+            Figure::counter("corrupt_chunks", n(&s.corrupt_chunks)),
+            Figure::counter("wal_damaged_segments", n(&s.wal_damaged_segments)),
+            Figure::counter("wal_replayed_samples", n(&s.wal_replayed_samples)),
+            Figure::counter("wal_skipped_bytes", n(&s.wal_skipped_bytes)),
+            Figure::gauge("blocks", du.blocks),
+            Figure::gauge("block_files_open", self.open_block_files() as u64),
+            Figure::gauge("block_bytes", du.block_bytes),
+            Figure::gauge("block_samples", du.block_samples),
+            Figure::measure("block_bytes_per_sample", per_sample(du.block_bytes)),
+            Figure::gauge("tier_bytes", du.tier_bytes),
+            Figure::measure("raw_bytes_per_sample", per_sample(du.block_bytes - du.tier_bytes)),
+            Figure::gauge("wal_bytes", du.wal_bytes),
+            Figure::counter("wal_fsyncs", wal_fsyncs),
+            Figure::gauge("head_samples", du.head_samples),
+            Figure::counter("retention_removed_samples", n(&s.retention_removed_samples)),
+            Figure::counter("retention_removed_events", n(&s.retention_removed_events)),
+            Figure::counter("retention_removed_bytes", n(&s.retention_removed_bytes)),
+            Figure::gauge("events", events),
+            Figure::gauge("event_bytes", event_bytes),
+            Figure::counter("events_appended", n(&ev.events_appended)),
+            Figure::counter("event_batches_rejected", n(&ev.batches_rejected)),
+            Figure::counter("event_write_errors", n(&ev.write_errors)),
+            Figure::counter("event_corrupt_batches", n(&ev.corrupt_batches)),
+            Figure::counter("event_damaged_files", n(&ev.damaged_files)),
+            Figure::counter("event_skipped_bytes", n(&ev.skipped_bytes)),
+            Figure::counter("event_fsyncs", event_fsyncs),
+        ]
     }
 
     pub fn n_series(&self) -> usize {
