@@ -278,8 +278,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     report.agent_spool_dropped = last("kansoku_agent_spool_dropped_samples_total");
     let st = status(&addr);
     report.server_store_series = st["store"]["series"].as_u64().unwrap_or(0);
-    report.server_status =
-        serde_json::json!({ "http": st["http"], "ingest": st["ingest"], "store": st["store"] });
+    report.server_status = serde_json::json!({ "http": st["http"], "ingest": st["ingest"], "store": st["store"] });
 
     let expected_rounds = (duration.as_secs_f64() * 10.0 * 0.8) as u64;
     if report.agent_rounds_stored < expected_rounds {
