@@ -118,7 +118,7 @@ pub async fn top(
             }
         }
         let samples: u64 = counts.values().sum();
-        let rows = perf::symbols::top(&counts, req.n, procs);
+        let rows: Vec<_> = perf::symbols::top(&counts, req.n, procs).iter().map(crate::views::top_row).collect();
         serde_json::json!({ "samples": samples, "corrupt_batches": corrupt, "rows": rows })
     })
     .await?;

@@ -1,4 +1,5 @@
-//! The JSON shapes of what other crates report — agents, SNMP targets — made here, at the API's edge, so those crates carry no
+//! The JSON shapes of what other crates report — agents, SNMP targets,
+//! profile rows — made here, at the API's edge, so those crates carry no
 //! serialisation of their own and each shape is documented once
 //! (`docs/api.md`).
 
@@ -30,6 +31,11 @@ pub fn host(h: &cluster::hosts::HostInfo) -> Value {
         "spool_dropped_samples": h.spool_dropped_samples,
         "spool_bytes": h.spool_bytes,
     })
+}
+
+/// One row of `GET /api/v1/profile/top`.
+pub fn top_row(r: &perf::symbols::TopRow) -> Value {
+    json!({ "rank": r.rank, "symbol": r.symbol, "module": r.module, "samples": r.samples, "share": r.share })
 }
 
 /// One target of `GET /api/v1/snmp/targets`.
@@ -73,5 +79,9 @@ mod tests {
         );
         assert!(v["rtt_ns"].is_null());
         assert_eq!(v.as_object().unwrap().len(), 22, "every documented field, nothing private");
+        let row = perf::symbols::TopRow { rank: 1, symbol: "f".into(), module: "m".into(), samples: 3, share: 50.0 };
+        let v = top_row(&row);
+        assert_eq!((v["rank"].as_u64(), v["symbol"].as_str(), v["share"].as_f64()), (Some(1), Some("f"), Some(50.0)));
+        assert_eq!(v.as_object().unwrap().len(), 5);
     }
 }

@@ -22,7 +22,7 @@ use codec::events::{MapInfo, ProcInfo};
 /// upper half).
 pub const KERNEL_MIN: u64 = 0xffff_8000_0000_0000;
 
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TopRow {
     pub rank: usize,
     pub symbol: String,
@@ -221,7 +221,7 @@ pub fn top(counts: &HashMap<(u32, u64), u64>, n: usize, procs: &Procs) -> Vec<To
 }
 
 /// One frame of a flame graph: its samples (its own and its callees').
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Frame {
     pub name: String,
     pub value: u64,
