@@ -1,0 +1,349 @@
+//! One agent connection after its hello: series declarations mapped to the
+//! store's ids, each batch checked and stored in one blocking append with its
+//! sequence mark (a resend at or below the mark acknowledged, not stored
+//! again), the acknowledgement after the store made it durable, and the
+//! clock probes.
+
+use super::*;
+
+pub(super) const SERVER_SERIES: [&str; 3] =
+    ["kansoku_ingest_seq", "kansoku_agent_clock_offset_seconds", "kansoku_agent_rtt_seconds"];
+
+impl Session<'_> {
+    pub(super) fn declare_server_series(&mut self) {
+        for name in SERVER_SERIES {
+            let key = if name == "kansoku_ingest_seq" {
+                self.mark_key.clone()
+            } else {
+                SeriesKey::new(name, [("host", self.host.as_str())])
+            };
+            self.pending.push((self.n_local, key));
+            self.n_local += 1;
+        }
+    }
+
+    pub(super) async fn run<W>(
+        &mut self,
+        frames: &mut net::Frames,
+        wr: &mut W,
+        mark: &tokio::sync::Mutex<SpoolMark>,
+        generation: u64,
+    ) -> Result<(), NetError>
+    where
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        self.declare_server_series();
+        let cfg = &self.ingest.cfg;
+        let stats = &self.ingest.stats;
+        let mut out = Vec::new();
+        let mut ping = tokio::time::interval(cfg.ping_every);
+        let mut probe_id = 0u64;
+        let mut last_heard = Instant::now();
+        loop {
+            let msg = tokio::select! {
+                m = frames.recv() => m.unwrap_or(Err(NetError::Closed)),
+                _ = ping.tick() => {
+                    if last_heard.elapsed() > cfg.idle_timeout {
+                        return Err(NetError::Protocol(format!("silent for {:?}; closing", cfg.idle_timeout)));
+                    }
+                    probe_id += 1;
+                    let now = Timestamp::now().as_nanos();
+                    self.probes.push((probe_id, now));
+                    if self.probes.len() > 8 {
+                        self.probes.remove(0);
+                    }
+                    out.clear();
+                    Msg::Ping { id: probe_id, time_ns: now }.encode(&mut out);
+                    wr.write_all(&out).await?;
+                    wr.flush().await?;
+                    continue;
+                }
+            };
+            let (msg, frame_bytes) = match msg {
+                Ok(m) => m,
+                Err(NetError::Closed) => return Ok(()),
+                Err(NetError::Wire(e)) => {
+                    match e {
+                        wire::WireError::TooLarge { .. } => stats.rejected_limits.fetch_add(1, Ordering::Relaxed),
+                        _ => stats.rejected_protocol.fetch_add(1, Ordering::Relaxed),
+                    };
+                    return Err(NetError::Rejected(e.to_string()));
+                }
+                Err(e) => return Err(e),
+            };
+            last_heard = Instant::now();
+            let frame_bytes = frame_bytes as u64;
+            stats.wire_bytes.fetch_add(frame_bytes, Ordering::Relaxed);
+            match msg {
+                Msg::Series(defs) => self.define(defs)?,
+                Msg::Rounds { seq, body } => {
+                    self.store_batch(mark, generation, seq, frame_bytes, Payload::Rounds(body)).await?;
+                    out.clear();
+                    Msg::Ack { seq }.encode(&mut out);
+                    wr.write_all(&out).await?;
+                    wr.flush().await?;
+                }
+                Msg::Events { seq, stream, batches } => {
+                    self.store_batch(mark, generation, seq, frame_bytes, Payload::Events(stream, batches)).await?;
+                    out.clear();
+                    Msg::Ack { seq }.encode(&mut out);
+                    wr.write_all(&out).await?;
+                    wr.flush().await?;
+                }
+                Msg::Pong { id, time_ns } => self.pong(id, time_ns).await?,
+                m => {
+                    stats.rejected_protocol.fetch_add(1, Ordering::Relaxed);
+                    return Err(NetError::Rejected(format!("unexpected {} from an agent", m.name())));
+                }
+            }
+        }
+    }
+
+    pub(super) fn define(&mut self, defs: Vec<(u32, SeriesKey)>) -> Result<(), NetError> {
+        let max = self.ingest.cfg.max_series_per_agent;
+        for (aid, key) in defs {
+            if aid as usize >= max || self.n_local as usize >= max + SERVER_SERIES.len() {
+                self.ingest.stats.rejected_limits.fetch_add(1, Ordering::Relaxed);
+                return Err(NetError::Rejected(format!("more than {max} series from one agent")));
+            }
+            // Everything an agent sends is about its own host.
+            let mut labels: Vec<(String, String)> = key.labels().to_vec();
+            labels.push(("host".into(), self.host.clone()));
+            let key = SeriesKey::new(key.name(), labels);
+            // New series count per host, across its connections (three
+            // connections must not get three times the limit).
+            if !self.ingest.store.contains(&key) {
+                let mut counts = self.ingest.new_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let n = counts.entry(self.host.clone()).or_insert(0);
+                if *n >= max {
+                    self.ingest.stats.rejected_limits.fetch_add(1, Ordering::Relaxed);
+                    return Err(NetError::Rejected(format!(
+                        "more than {max} new series from host {:?} (--max-series-per-agent)",
+                        self.host
+                    )));
+                }
+                *n += 1;
+            }
+            let work = self.work.as_mut().expect("work is put back after each append");
+            match key.name() {
+                "process_cpu_seconds_total" => work.cpu_id = Some(aid),
+                "kansoku_agent_backlog_batches" => work.backlog_id = Some(aid),
+                "kansoku_agent_spool_dropped_samples_total" => work.dropped_id = Some(aid),
+                "kansoku_agent_spool_bytes" => work.spool_bytes_id = Some(aid),
+                _ => {}
+            }
+            if work.local.len() <= aid as usize {
+                work.local.resize(aid as usize + 1, u32::MAX);
+            }
+            work.local[aid as usize] = self.n_local;
+            self.pending.push((self.n_local, key));
+            self.n_local += 1;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn store_batch(
+        &mut self,
+        mark: &tokio::sync::Mutex<SpoolMark>,
+        generation: u64,
+        seq: u64,
+        frame_bytes: u64,
+        payload: Payload,
+    ) -> Result<(), NetError> {
+        let ingest = self.ingest;
+        let stats = &ingest.stats;
+        let mut m = mark.lock().await;
+        if m.generation != generation {
+            return Err(NetError::Protocol("a newer connection of this agent took over".into()));
+        }
+        if seq <= m.stored {
+            stats.duplicate_batches.fetch_add(1, Ordering::Relaxed);
+            ingest.hosts.batch(&self.host, 0, 0, frame_bytes, true);
+            return Ok(());
+        }
+        let store = Arc::clone(&ingest.store);
+        let mut work = self.work.take().expect("put back after each append");
+        work.defs = std::mem::take(&mut self.pending);
+        let host = self.host.clone();
+        let mark_key = self.mark_key.clone();
+        // Decoding and storing run on a blocking thread (the append waits
+        // for fsync); their CPU time is the server's cost per sample.
+        let (result, work, figures) = tokio::task::spawn_blocking(move || {
+            let cpu0 = clock::thread_cpu_ns();
+            let mut figures = Figures::default();
+            let result = work.store(&store, &host, (&mark_key, seq), payload, &mut figures);
+            figures.cpu_ns = clock::thread_cpu_ns() - cpu0;
+            (result, work, figures)
+        })
+        .await
+        .map_err(|e| NetError::Protocol(format!("store task: {e}")))?;
+        self.work = Some(work);
+        stats.cpu_ns.fetch_add(figures.cpu_ns.max(0) as u64, Ordering::Relaxed);
+        if figures.unknown > 0 {
+            stats.unknown_series.fetch_add(figures.unknown, Ordering::Relaxed);
+        }
+        ingest.hosts.agent_figures(&self.host, &figures);
+        let (n_samples, n_events) = (figures.samples, figures.events);
+        match result {
+            Ok(appended) => {
+                m.stored = seq;
+                drop(m);
+                for a in appended {
+                    let _ = ingest.live.send(Arc::new(a));
+                }
+                stats.batches.fetch_add(1, Ordering::Relaxed);
+                stats.samples.fetch_add(n_samples, Ordering::Relaxed);
+                stats.events.fetch_add(n_events, Ordering::Relaxed);
+                ingest.hosts.batch(&self.host, n_samples, n_events, frame_bytes, false);
+                Ok(())
+            }
+            Err(BatchError::Malformed(e)) => {
+                stats.rejected_protocol.fetch_add(1, Ordering::Relaxed);
+                Err(NetError::Rejected(format!("batch {seq}: {e}")))
+            }
+            Err(BatchError::Store(e)) => {
+                stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!("ingest: {}: batch {seq} not stored: {e}", self.host);
+                // Not acknowledged: the agent keeps it and sends it again.
+                Err(NetError::Rejected(format!("server cannot store batch {seq} now: {e}")))
+            }
+        }
+    }
+
+    pub(super) async fn pong(&mut self, id: u64, agent_ns: i64) -> Result<(), NetError> {
+        let now = Timestamp::now().as_nanos();
+        let Some(i) = self.probes.iter().position(|p| p.0 == id) else { return Ok(()) };
+        let (_, sent) = self.probes.remove(i);
+        let rtt = now - sent;
+        let offset = agent_ns - (sent + now) / 2;
+        self.ingest.hosts.clock(&self.host, offset, rtt);
+        let store = Arc::clone(&self.ingest.store);
+        let mut work = self.work.take().expect("work is put back after each append");
+        let batch = Batch {
+            time: Timestamp(now),
+            defs: std::mem::take(&mut self.pending),
+            points: vec![(1, offset as f64 / 1e9), (2, rtt as f64 / 1e9)],
+        };
+        let (result, work) = tokio::task::spawn_blocking(move || (store.append(&mut work.appender, &batch), work))
+            .await
+            .map_err(|e| NetError::Protocol(format!("store task: {e}")))?;
+        self.work = Some(work);
+        if let Ok(a) = result {
+            let _ = self.ingest.live.send(Arc::new(a));
+        }
+        Ok(())
+    }
+}
+
+pub(super) enum Payload {
+    Rounds(Vec<u8>),
+    Events(SeriesKey, Vec<Vec<u8>>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BatchError {
+    #[error("{0}")]
+    Malformed(String),
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+}
+
+/// What a stored batch told about its agent.
+#[derive(Debug, Default)]
+pub struct Figures {
+    pub samples: u64,
+    pub events: u64,
+    pub unknown: u64,
+    pub cpu_ns: i64,
+    /// (time ns, the agent's process_cpu_seconds_total)
+    pub cpu: Option<(i64, f64)>,
+    pub backlog: Option<f64>,
+    pub dropped: Option<f64>,
+    pub spool_bytes: Option<f64>,
+}
+
+/// The part of a session that moves to the blocking thread for an append.
+#[derive(Debug, Default)]
+pub(super) struct Work {
+    appender: Appender,
+    /// Agent's series id -> this connection's sender id (u32::MAX: undeclared).
+    local: Vec<u32>,
+    /// Definitions to hand to the store with this append.
+    defs: Vec<(u32, SeriesKey)>,
+    cpu_id: Option<u32>,
+    backlog_id: Option<u32>,
+    dropped_id: Option<u32>,
+    spool_bytes_id: Option<u32>,
+}
+
+impl Work {
+    pub(super) fn store(
+        &mut self,
+        store: &Store,
+        host: &str,
+        (mark_key, seq): (&SeriesKey, u64),
+        payload: Payload,
+        fig: &mut Figures,
+    ) -> Result<Vec<Appended>, BatchError> {
+        // Local id 0 is kansoku_ingest_seq: stored with the rounds, atomically.
+        let seq_point = (0u32, seq as f64);
+        let defs = std::mem::take(&mut self.defs);
+        match payload {
+            Payload::Rounds(body) => {
+                let mut rounds = rounds::decode(&body).map_err(|e| BatchError::Malformed(e.to_string()))?;
+                for r in &mut rounds {
+                    let t = r.time.as_nanos();
+                    r.points.retain_mut(|p| {
+                        let aid = p.0;
+                        if Some(aid) == self.cpu_id {
+                            fig.cpu = Some((t, p.1));
+                        } else if Some(aid) == self.backlog_id {
+                            fig.backlog = Some(p.1);
+                        } else if Some(aid) == self.dropped_id {
+                            fig.dropped = Some(p.1);
+                        } else if Some(aid) == self.spool_bytes_id {
+                            fig.spool_bytes = Some(p.1);
+                        }
+                        match self.local.get(aid as usize) {
+                            Some(&l) if l != u32::MAX => {
+                                p.0 = l;
+                                true
+                            }
+                            _ => {
+                                fig.unknown += 1;
+                                false
+                            }
+                        }
+                    });
+                    fig.samples += r.points.len() as u64;
+                }
+                // The mark rides on the newest round the store will take (a
+                // round at a time outside the storable range is refused and
+                // counted there, and must not take the mark with it).
+                match rounds.iter_mut().rev().find(|r| r.time.is_storable()) {
+                    Some(r) => r.points.push(seq_point),
+                    None => rounds.push(Batch { time: Timestamp::now(), defs: Vec::new(), points: vec![seq_point] }),
+                }
+                rounds[0].defs = defs;
+                Ok(store.append_many(&mut self.appender, &rounds)?)
+            }
+            Payload::Events(stream, encoded) => {
+                let mut labels: Vec<(String, String)> = stream.labels().to_vec();
+                labels.push(("host".into(), host.to_owned()));
+                let stream = SeriesKey::new(stream.name(), labels);
+                // The sequence number goes into the event log in the same
+                // write as the batches: a crash cannot keep one without the
+                // other (the series mark below is for reading; the event
+                // log's is what dedup trusts for events).
+                fig.events = store.events().append_encoded_marked(&stream, &encoded, Some((mark_key, seq))).map_err(
+                    |e| match e {
+                        store::StoreError::Events(e) => BatchError::Malformed(format!("event batch: {e}")),
+                        e => BatchError::Store(e),
+                    },
+                )? as u64;
+                let mark = Batch { time: Timestamp::now(), defs, points: vec![seq_point] };
+                Ok(vec![store.append(&mut self.appender, &mark)?])
+            }
+        }
+    }
+}
