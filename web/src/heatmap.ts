@@ -1,0 +1,70 @@
+// Heat maps: rows x time buckets drawn from one ImageData, one pixel per
+// cell scaled up without smoothing; a tooltip per cell, a click per row.
+
+import { Feed } from './feed';
+import { $, POINTS, rangeOf, app } from './state';
+import { fmt, heat } from './transform';
+
+/// 256 heat colours as little-endian RGBA words, for one store per cell.
+const LUT = new Uint32Array(256).map((_, i) => {
+  const [r, g, b] = heat(i / 255);
+  return (255 << 24 | b << 16 | g << 8 | r) >>> 0;
+});
+
+/// Rows x time buckets drawn from one ImageData (one pixel per cell, scaled
+/// up without smoothing): a full redraw costs rows x buckets writes, no paths.
+export class HeatMap {
+  canvas = document.createElement('canvas');
+  private img: ImageData | null = null;
+  private off: OffscreenCanvas | null = null;
+  order: number[] = [];
+  constructor(private host: HTMLElement, private feed: Feed, private max: number | undefined, private onRow: (i: number) => void,
+    private rowH: number) {
+    host.appendChild(this.canvas);
+    this.canvas.onclick = (e) => { const r = Math.floor(e.offsetY / this.rowH); if (r < this.order.length) this.onRow(this.order[r]); };
+    this.canvas.onmousemove = (e) => this.tip(e);
+    this.canvas.onmouseleave = () => { $('#tip').style.display = 'none'; };
+  }
+  bucketAt(x: number): number {
+    const [lo, hi] = rangeOf(app.view), t = lo + (x / this.canvas.clientWidth) * (hi - lo);
+    const ts = this.feed.columns.times;
+    let k = ts.length - 1; while (k > 0 && ts[k] > t) k--;
+    return k;
+  }
+  tip(e: MouseEvent): void {
+    const r = Math.floor(e.offsetY / this.rowH), k = this.bucketAt(e.offsetX), tip = $('#tip');
+    if (r >= this.order.length || k < 0) { tip.style.display = 'none'; return; }
+    const i = this.order[r], v = this.feed.columns.cols[i][k];
+    tip.style.display = 'block';
+    tip.style.left = `${e.pageX + 12}px`; tip.style.top = `${e.pageY + 12}px`;
+    tip.textContent = `${this.feed.label(i)}  ${new Date(this.feed.columns.times[k] * 1000).toLocaleTimeString()}  ${v === null ? 'no data' : fmt(v, this.feed.spec.unit)}`;
+  }
+  draw(): void {
+    const cols = this.feed.columns.cols, times = this.feed.columns.times, rows = this.order.length;
+    const [lo, hi] = rangeOf(app.view);
+    const w = Math.max(1, Math.min(POINTS, Math.ceil((hi - lo) / this.feed.columns.step)));
+    if (!this.img || this.img.width !== w || this.img.height !== rows) this.img = new ImageData(w, Math.max(rows, 1));
+    const px = new Uint32Array(this.img.data.buffer);
+    px.fill(0);
+    let max = this.max ?? 0;
+    if (this.max === undefined) for (const c of cols) for (const v of c) if (v !== null && v > max) max = v;
+    const span = hi - lo, scale = max > 0 ? 255 / max : 0;
+    for (let k = 0; k < times.length; k++) {
+      const x = Math.floor(((times[k] - lo) / span) * w);
+      if (x < 0 || x >= w) continue;
+      for (let r = 0; r < rows; r++) {
+        const v = cols[this.order[r]][k];
+        if (v === null) continue; // a gap stays background
+        px[r * w + x] = LUT[Math.max(0, Math.min(255, Math.round(v * scale)))];
+      }
+    }
+    const W = this.host.clientWidth || 800, H = rows * this.rowH;
+    if (this.canvas.width !== W || this.canvas.height !== H) { this.canvas.width = W; this.canvas.height = H; }
+    if (!this.off || this.off.width !== w || this.off.height !== Math.max(rows, 1)) this.off = new OffscreenCanvas(w, Math.max(rows, 1));
+    this.off.getContext('2d')!.putImageData(this.img, 0, 0);
+    const ctx = this.canvas.getContext('2d')!;
+    ctx.imageSmoothingEnabled = false;
+    ctx.clearRect(0, 0, W, H);
+    ctx.drawImage(this.off, 0, 0, W, H);
+  }
+}

@@ -1,0 +1,48 @@
+// The dashboard's state, in one place: the view (from the URL), whether
+// following live is paused, the live stream, the charts drawn, what to undo
+// when the view changes, the render generation, and the sampling interval.
+// Every module reads and writes it here; nothing else is global.
+
+import type { Chart } from './charts';
+import { RANGES, View, formatView, parseView } from './transform';
+
+export const POINTS = 600; // history buckets per chart
+export const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
+
+/// Measurements for the browser benchmark and the e2e test.
+export const stats = { updates: 0, frames: [] as number[], lastT: 0, renders: 0, errors: [] as string[], loadedCells: 0 };
+(window as unknown as { __kansoku: typeof stats }).__kansoku = stats;
+
+export const app = {
+  view: parseView(location.hash) as View,
+  paused: false,
+  live: null as EventSource | null,
+  teardown: [] as (() => void)[],
+  /// Bumped by every render: a view whose data arrives after the user moved
+  /// on must not touch the new view's DOM.
+  generation: 0,
+  charts: [] as Chart[],
+  /// The sampling interval (from /api/v1/status): buckets finer than it
+  /// would hold at most one sample each and draw every point as an island.
+  interval: 0.1,
+  /// Draws the current view (set by main.ts).
+  render: (): void => {},
+};
+
+export class Superseded extends Error {}
+export function current(gen: number): void { if (gen !== app.generation) throw new Superseded(); }
+
+export function rangeOf(v: View): [number, number] {
+  if (v.from !== undefined && v.to !== undefined) return [v.from, v.to];
+  const now = Date.now() / 1000;
+  return [now - RANGES[v.range], now];
+}
+export const following = () => app.view.from === undefined && !app.paused;
+export const stepFor = (from: number, to: number) => Math.max((to - from) / POINTS, app.interval);
+
+export function setView(next: View, replace = false): void {
+  app.view = next;
+  const h = formatView(app.view);
+  if (replace) history.replaceState(null, '', h); else history.pushState(null, '', h);
+  app.render();
+}

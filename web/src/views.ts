@@ -1,0 +1,123 @@
+// The two views: the cluster (a heat map of every host, the agents' table)
+// and one host (its cores' heat map, its per-CPU samples, its panels).
+
+import { getJson, queryUrl, selectorFor } from './api';
+import { lineChart, redrawAll } from './charts';
+import { Feed, Frame } from './feed';
+import { HeatMap } from './heatmap';
+import { subscribe } from './live';
+import { CLUSTER_METRICS, CORE_HEAT, HOST_PANELS, coreModes } from './panels';
+import { cpuTimeline, flameGraph, topSymbols } from './profile';
+import { $, app, current, rangeOf, setView, stats, stepFor } from './state';
+
+interface AgentHost {
+  host: string; state: 'live' | 'late' | 'gone'; agent_version: string; clock_offset_ns: number | null;
+  rtt_ns: number | null; clock_off: boolean; agent_cpu: number | null; backlog_batches: number | null;
+  spool_dropped_samples: number | null; spool_bytes: number | null; samples: number; wire_bytes: number; interval_ns: number;
+}
+
+/// On `kansoku server`: every agent, its state, clock offset and overhead,
+/// refreshed every 2 s. Elsewhere /api/v1/hosts answers 503 and this stays empty.
+function agentsTable(gen: number): void {
+  const ms = (ns: number | null) => (ns === null ? '–' : `${(ns / 1e6).toFixed(ns < 1e7 && ns > -1e7 ? 2 : 0)} ms`);
+  const draw = async () => {
+    let hosts: AgentHost[];
+    try { hosts = (await getJson<{ hosts: AgentHost[] }>('/api/v1/hosts')).hosts; } catch { return; }
+    if (gen !== app.generation) return;
+    const el = document.querySelector<HTMLElement>('#agents');
+    if (!el) return;
+    const off = hosts.filter((h) => h.clock_off).length;
+    const count = (s: string) => hosts.filter((h) => h.state === s).length;
+    el.innerHTML = `<table class="agents"><caption>${hosts.length} agents: ${count('live')} live, ${count('late')} late, ${count('gone')} gone${off ? ` · <span class="badge warn">${off} with clocks off by more than their interval</span>` : ''}</caption>
+      <tr><th>host</th><th>state</th><th>version</th><th>clock offset</th><th>rtt</th><th>agent CPU</th><th>backlog</th><th>spool</th><th>spool drops</th><th>samples</th><th>wire B/sample</th></tr>
+      ${hosts.map((h) => `<tr data-host="${h.host}"><td><a href="#view=host&host=${encodeURIComponent(h.host)}&range=15m">${h.host}</a></td>
+        <td><span class="badge ${h.state === 'live' ? 'ok' : 'warn'}">${h.state}</span></td><td>${h.agent_version}</td>
+        <td class="${h.clock_off ? 'warn' : ''}" title="interval ${ms(h.interval_ns)}">${ms(h.clock_offset_ns)}</td><td>${ms(h.rtt_ns)}</td>
+        <td>${h.agent_cpu === null ? '–' : (h.agent_cpu * 100).toFixed(2) + ' %'}</td><td>${h.backlog_batches ?? '–'}</td><td>${h.spool_bytes === null ? '–' : (h.spool_bytes / 1048576).toFixed(1) + ' MiB'}</td>
+        <td class="${h.spool_dropped_samples ? 'warn' : ''}">${h.spool_dropped_samples ?? '–'}</td><td>${h.samples}</td>
+        <td>${h.samples ? (h.wire_bytes / h.samples).toFixed(2) : '–'}</td></tr>`).join('')}</table>`;
+  };
+  draw();
+  const t = setInterval(draw, 2000);
+  app.teardown.push(() => clearInterval(t));
+}
+
+export async function clusterView(main: HTMLElement, gen: number): Promise<void> {
+  const key = app.view.metric && app.view.metric in CLUSTER_METRICS ? app.view.metric : 'cpu';
+  const spec = CLUSTER_METRICS[key];
+  main.innerHTML = `<div class="bar"><label>metric <select id="metric">${Object.entries(CLUSTER_METRICS).map(([k, m]) =>
+    `<option value="${k}" ${k === key ? 'selected' : ''}>${m.title}</option>`).join('')}</select></label>
+    <label>sort <select id="sort"><option value="name">by name</option><option value="value">by current value</option></select></label>
+    <span id="count"></span></div><div id="agents"></div><div class="cluster"><div id="names"></div><div id="heat"></div></div>`;
+  agentsTable(gen);
+  $<HTMLSelectElement>('#metric').onchange = (e) => setView({ ...app.view, metric: (e.target as HTMLSelectElement).value });
+  const [lo, hi] = rangeOf(app.view);
+  const feed = new Feed(spec, stepFor(lo, hi));
+  const frame = await getJson<Frame>(queryUrl(spec, selectorFor(spec, null), lo, hi));
+  current(gen);
+  feed.load(frame);
+  const rows = feed.keys.length;
+  const rowH = Math.max(3, Math.min(18, Math.floor(900 / Math.max(rows, 1))));
+  const hm = new HeatMap($('#heat'), feed, spec.max, (i) => {
+    const host = feed.defs[i].labels.host;
+    if (host) setView({ view: 'host', host, range: app.view.range, from: app.view.from, to: app.view.to });
+  }, rowH);
+  const sortSel = $<HTMLSelectElement>('#sort');
+  const names = $('#names');
+  const sort = () => {
+    const idx = [...Array(feed.keys.length).keys()];
+    if (sortSel.value === 'value') {
+      const cur = (i: number) => { const c = feed.columns.cols[i]; for (let k = c.length - 1; k >= 0; k--) if (c[k] !== null) return c[k]!; return -Infinity; };
+      idx.sort((a, b) => cur(b) - cur(a));
+    } else idx.sort((a, b) => feed.label(a).localeCompare(feed.label(b)));
+    hm.order = idx;
+    names.style.fontSize = `${Math.min(12, rowH)}px`;
+    names.innerHTML = rowH >= 9 ? idx.map((i) => `<div style="height:${rowH}px">${feed.defs[i].labels.host ?? feed.label(i)}</div>`).join('') : '';
+  };
+  sortSel.onchange = () => { sort(); hm.draw(); };
+  sort();
+  $('#count').textContent = `${feed.keys.length} hosts · ${spec.title} · click a row for its host`;
+  app.charts = [{ feed, plot: null, heat: hm, draw: () => hm.draw() }];
+  hm.draw();
+  subscribe(selectorFor(spec, null), [feed], () => { sort(); });
+  // Re-sort by value about once a second, not every frame.
+  const t = setInterval(() => { if (sortSel.value === 'value') sort(); }, 1000);
+  app.teardown.push(() => clearInterval(t));
+}
+
+export async function hostView(main: HTMLElement, host: string, gen: number): Promise<void> {
+  const [lo, hi] = rangeOf(app.view);
+  const core = app.view.core ?? '0';
+  const specs = [...HOST_PANELS.slice(0, 1), coreModes(core), ...HOST_PANELS.slice(1)];
+  main.innerHTML = `<h2 class="heat-title">${CORE_HEAT.title} <small>(click a core for its modes)</small></h2><div id="cores" class="cores"></div>` +
+    `<div id="profile"></div><div id="flame-wrap"><div id="flame"></div></div><div id="timeline"></div>` +
+    `<div class="grid">${specs.map((s) => `<div class="panel" id="p-${s.id}"></div>`).join('')}</div>`;
+  topSymbols(host, gen);
+  flameGraph(host, gen);
+  cpuTimeline(host, gen);
+  const step = stepFor(lo, hi);
+  const feeds = specs.map((s) => new Feed(s, step));
+  const coreFeed = new Feed(CORE_HEAT, step);
+  const all = [coreFeed, ...feeds];
+  const frames = await Promise.all(all.map((f) => getJson<Frame>(queryUrl(f.spec, selectorFor(f.spec, host), lo, hi))));
+  current(gen);
+  all.forEach((f, i) => f.load(frames[i]));
+  stats.loadedCells = frames.reduce((n, fr) => n + fr.series.reduce((m, s) => m + s.values.filter((v) => v !== null).length, 0), 0);
+  const build = () => {
+    for (const c of app.charts) c.plot?.destroy();
+    app.charts = [];
+    const hm = new HeatMap($('#cores'), coreFeed, 100, (i) => setView({ ...app.view, core: coreFeed.defs[i].labels.cpu }, true), 10);
+    $('#cores').replaceChildren(hm.canvas);
+    hm.order = [...coreFeed.keys.keys()].sort((a, b) => +coreFeed.defs[a].labels.cpu - +coreFeed.defs[b].labels.cpu);
+    app.charts.push({ feed: coreFeed, plot: null, heat: hm, draw: () => hm.draw() });
+    feeds.forEach((f) => {
+      const el = $(`#p-${f.spec.id}`);
+      el.replaceChildren();
+      if (f.keys.length === 0) { el.innerHTML = `<div class="empty">${f.spec.title}: no data on this host</div>`; return; }
+      app.charts.push(lineChart(el, f));
+    });
+    redrawAll();
+  };
+  build();
+  subscribe(`{host="${host}"}`, all, build);
+}
