@@ -1,7 +1,9 @@
 //! House rules that are cheaper to check than to remember: every source file
 //! opens with a `//!` paragraph saying what it is for; ARCHITECTURE.md's code
 //! map names every crate and no crate that is gone; every mention of a seed
-//! paper names one that exists (in `../shared/seeds/`, beside the checkout).
+//! paper names one that exists (in `../shared/seeds/`, beside the checkout);
+//! crates depend only on lower layers; a crate's own clippy.toml keeps the
+//! workspace's rules.
 
 use std::path::{Path, PathBuf};
 
@@ -98,4 +100,60 @@ fn seed_papers_are_named_as_they_are_filed() {
         }
     }
     assert!(wrong.is_empty(), "seed papers named as no file in ../shared/seeds is: {wrong:?}");
+}
+
+/// The crates' layers, lowest first, as ARCHITECTURE.md draws them: a crate
+/// may depend only on crates of lower layers.
+const LAYERS: &[&[&str]] = &[
+    &["model", "clock", "client"],
+    &["codec"],
+    &["store", "wire", "perf", "collect", "snmp"],
+    &["influx", "cluster"],
+    &["node", "api", "lab"],
+    &["kansoku"],
+];
+
+#[test]
+fn crates_depend_only_downwards() {
+    let root = root();
+    let layer = |c: &str| LAYERS.iter().position(|l| l.contains(&c));
+    let mut wrong = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let at = layer(&name).unwrap_or_else(|| panic!("crates/{name} is in no layer of tidy.rs's LAYERS"));
+        let manifest = std::fs::read_to_string(root.join("crates").join(&name).join("Cargo.toml")).unwrap();
+        // Only [dependencies]: tests may reach across (dev-dependencies).
+        let deps = manifest.split("\n[dependencies]\n").nth(1).unwrap_or_default();
+        let deps = deps.split("\n[").next().unwrap_or_default();
+        for line in deps.lines() {
+            let dep = line.split([' ', '.', '=']).next().unwrap_or_default();
+            if let Some(d) = layer(dep)
+                && d >= at
+            {
+                wrong.push(format!("{name} -> {dep}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "dependencies that do not point to a lower layer: {wrong:?}");
+}
+
+/// Clippy reads the nearest clippy.toml only: a crate's own must keep every
+/// workspace rule.
+#[test]
+fn crate_clippy_rules_keep_the_workspace_rules() {
+    let root = root();
+    let rules = |text: &str| -> Vec<String> {
+        text.lines().filter_map(|l| Some(l.split("path = \"").nth(1)?.split('"').next()?.to_owned())).collect()
+    };
+    let workspace = rules(&std::fs::read_to_string(root.join("clippy.toml")).unwrap());
+    assert!(workspace.len() >= 2, "{workspace:?}");
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let path = entry.unwrap().path().join("clippy.toml");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let own = rules(&text);
+            for r in &workspace {
+                assert!(own.contains(r), "{} drops the workspace rule on {r}", path.display());
+            }
+        }
+    }
 }
