@@ -1,11 +1,18 @@
 // Starts the real kansoku binary on a free loopback port and waits for its
 // "listening on" log line (no sleeps); stops it on request.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-export const BIN = process.env.KANSOKU_BIN ?? resolve(import.meta.dirname, '../../target/release/kansoku');
+/// The release binary: KANSOKU_BIN, else where cargo puts it (which honours
+/// CARGO_TARGET_DIR and .cargo/config), not a guessed ./target.
+function cargoBin() {
+  const meta = JSON.parse(execFileSync('cargo', ['metadata', '--format-version', '1', '--no-deps'],
+    { cwd: resolve(import.meta.dirname, '../..'), encoding: 'utf8' }));
+  return join(meta.target_directory, 'release', 'kansoku');
+}
+export const BIN = process.env.KANSOKU_BIN ?? cargoBin();
 export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
   '--disable-component-update', '--disable-sync', '--enable-precise-memory-info'];

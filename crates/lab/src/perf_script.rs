@@ -74,20 +74,50 @@ fn id(s: &str) -> anyhow::Result<u32> {
 }
 
 /// Records `perf record -e cpu-clock -F hz -a` on every CPU while `workload`
-/// runs, and returns its `perf script` text.
+/// runs, and returns its `perf script` text. A workload that is not
+/// installed is named as such (perf would only say it failed).
 pub fn record(dir: &Path, hz: u32, workload: &[&str]) -> anyhow::Result<String> {
+    let program = workload.first().context("no workload to record")?;
+    find_program(program)?;
     let data = dir.join("perf.data");
-    let status = Command::new("perf")
+    let out = Command::new("perf")
         .args(["record", "-q", "-e", "cpu-clock", "-F", &hz.to_string(), "-a", "-o"])
         .arg(&data)
         .arg("--")
         .args(workload)
-        .status()
+        .stdout(std::process::Stdio::null())
+        .output()
         .context("run perf (Debian: apt-get install linux-perf)")?;
-    if !status.success() {
-        bail!("perf record failed ({status}); is perf_event_paranoid <= 1 or are you root?");
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        let said = said.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("nothing").trim();
+        let hint = if said.contains("paranoid") || said.contains("ermission") {
+            "; is perf_event_paranoid <= 1 or are you root?"
+        } else {
+            ""
+        };
+        bail!("perf record of `{}` failed ({}): perf said: {said}{hint}", workload.join(" "), out.status);
     }
     script(&data)
+}
+
+/// The path of `program` (a name looked up in PATH, or a path), or an error
+/// that says it is not installed.
+pub fn find_program(program: &str) -> anyhow::Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let p = Path::new(program);
+        return if runnable(p) {
+            Ok(p.to_owned())
+        } else {
+            bail!("the workload {program} does not exist or is not executable")
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| runnable(p)).with_context(|| {
+        format!("the workload `{program}` is not installed (not in PATH); on Debian: apt-get install {program}, or scripts/deps.sh bench")
+    })
 }
 
 /// `perf script -F cpu,pid,tid,time,ip --ns -i FILE`: the text [`parse`] reads.
@@ -106,6 +136,15 @@ pub fn script(file: &Path) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_workload_is_named_before_perf_runs() {
+        let e = record(Path::new("/nonexistent"), 99, &["kansoku-no-such-workload", "--cpu", "1"]).unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains("`kansoku-no-such-workload` is not installed"), "{msg}");
+        assert!(find_program("sh").is_ok());
+        assert!(format!("{:#}", find_program("/nonexistent/x").unwrap_err()).contains("does not exist"));
+    }
 
     #[test]
     fn pieces_are_cut_by_span_and_size() {
