@@ -9,6 +9,7 @@ pub mod guard;
 pub mod influx;
 mod live;
 mod profile;
+pub mod prometheus;
 mod query;
 pub mod serve;
 mod status;
@@ -111,6 +112,13 @@ pub fn router(state: ApiState) -> Router {
         .route("/write", axum::routing::post(influx::write).layer(axum::extract::DefaultBodyLimit::disable()))
         .route("/query", get(influx::query).post(influx::query))
         .route("/login", get(auth::login))
+        .route("/prometheus/api/v1/query", get(prometheus::query).post(prometheus::query))
+        .route("/prometheus/api/v1/query_range", get(prometheus::query_range).post(prometheus::query_range))
+        .route("/prometheus/api/v1/series", get(prometheus::series).post(prometheus::series))
+        .route("/prometheus/api/v1/labels", get(prometheus::labels).post(prometheus::labels))
+        .route("/prometheus/api/v1/label/{name}/values", get(prometheus::label_values))
+        .route("/prometheus/api/v1/metadata", get(prometheus::metadata))
+        .route("/prometheus/api/v1/status/buildinfo", get(prometheus::buildinfo))
         .fallback(|| async { ApiError::NotFound })
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .with_state(state)

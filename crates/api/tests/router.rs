@@ -293,3 +293,88 @@ async fn a_writer_may_create_only_so_many_series() {
     let text = String::from_utf8_lossy(&body);
     assert!(text.contains("host node-3 has created 20 series") && text.contains("limit of 30"), "{text}");
 }
+
+async fn request(st: &api::ApiState, method: &str, uri: &str, form: &str) -> (StatusCode, serde_json::Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if !form.is_empty() {
+        req = req.header("content-type", "application/x-www-form-urlencoded");
+    }
+    let resp = api::router(st.clone()).oneshot(req.body(Body::from(form.to_owned())).unwrap()).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+/// The requests Grafana's Prometheus data source sends (its health check,
+/// the query editor's metric and label browser, a dashboard panel, Explore's
+/// table), as it sends them: GET or POST with a form body.
+#[tokio::test]
+async fn grafana_s_prometheus_requests_are_answered() {
+    let (_d, st) = fixture();
+    let secs = |i: i64| format!("{}.{:03}", (T0 + i * STEP) / 1_000_000_000, (T0 + i * STEP) / 1_000_000 % 1000);
+    let (s, b) = request(&st, "GET", "/prometheus/api/v1/status/buildinfo", "").await;
+    assert_eq!(
+        (s, b["status"].as_str(), b["data"]["version"].as_str()),
+        (StatusCode::OK, Some("success"), Some("2.42.0"))
+    );
+    // The health check: an instant query of `1+1`.
+    let (s, b) = request(&st, "POST", "/prometheus/api/v1/query", &format!("query=1%2B1&time={}", secs(10))).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["data"]["resultType"], "scalar");
+    assert_eq!(b["data"]["result"][1], "2");
+    // The metric browser.
+    let (_, b) = request(&st, "GET", "/prometheus/api/v1/label/__name__/values", "").await;
+    assert_eq!(b["data"], serde_json::json!(["node_cpu_seconds_total", "node_load1"]));
+    let (_, b) =
+        request(&st, "GET", &format!("/prometheus/api/v1/labels?start={}&end={}", secs(0), secs(49)), "").await;
+    assert_eq!(b["data"], serde_json::json!(["__name__", "cpu", "host", "mode"]));
+    let (_, b) =
+        request(&st, "GET", "/prometheus/api/v1/label/cpu/values?match%5B%5D=node_cpu_seconds_total", "").await;
+    assert_eq!(b["data"], serde_json::json!(["0", "1"]));
+    let (_, b) =
+        request(&st, "POST", "/prometheus/api/v1/series", "match%5B%5D=%7Bcpu%3D%221%22%7D&match%5B%5D=node_load1")
+            .await;
+    assert_eq!(b["data"].as_array().unwrap().len(), 2, "{b}");
+    assert_eq!(b["data"][0]["__name__"], "node_cpu_seconds_total");
+    let (s, b) = request(&st, "GET", "/prometheus/api/v1/metadata", "").await;
+    assert_eq!((s, b["status"].as_str()), (StatusCode::OK, Some("success")));
+    // A panel: a range query, rate per CPU, summed by mode, every second.
+    let form = format!(
+        "query=sum+by+(mode)+(rate(node_cpu_seconds_total%5B1s%5D))&start={}&end={}&step=1",
+        secs(20),
+        secs(40)
+    );
+    let (s, b) = request(&st, "POST", "/prometheus/api/v1/query_range", &form).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["data"]["resultType"], "matrix");
+    let series = &b["data"]["result"][0];
+    assert_eq!(series["metric"], serde_json::json!({ "mode": "user" }));
+    let values = series["values"].as_array().unwrap();
+    assert_eq!(values.len(), 3, "{b}");
+    // cpu0 grows 0.05 per 100 ms (0.5/s), cpu1 not at all: 0.5 in all.
+    for v in values {
+        let x: f64 = v[1].as_str().unwrap().parse().unwrap();
+        assert!((x - 0.5).abs() < 1e-9, "{b}");
+    }
+    // Explore's table: an instant vector, time as a float.
+    let (_, b) = request(&st, "GET", &format!("/prometheus/api/v1/query?query=node_load1&time={}", secs(10)), "").await;
+    assert_eq!(b["data"]["result"][0]["value"][1], "10", "{b}");
+    assert_eq!(b["data"]["result"][0]["metric"]["__name__"], "node_load1");
+    // Prometheus's errors: their type and status.
+    let (s, b) = request(&st, "GET", "/prometheus/api/v1/query?query=sum(", "").await;
+    assert_eq!(
+        (s, b["status"].as_str(), b["errorType"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("error"), Some("bad_data"))
+    );
+    let (s, b) = request(&st, "GET", "/prometheus/api/v1/query_range?query=1&start=10&end=20&step=0", "").await;
+    assert_eq!((s, b["errorType"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_data")), "{b}");
+    let (s, b) = request(&st, "GET", "/prometheus/api/v1/query_range?query=1&start=0&end=1000000&step=1", "").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(b["error"].as_str().unwrap().contains("11000 points"), "{b}");
+    let many =
+        format!("/prometheus/api/v1/query?query=node_load1%20%2B%20on()%20node_cpu_seconds_total&time={}", secs(10));
+    let (s, b) = request(&st, "GET", &many, "").await;
+    assert_eq!((s, b["errorType"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("execution")), "{b}");
+    let (s, b) = request(&st, "GET", "/prometheus/api/v1/series", "").await;
+    assert_eq!((s, b["errorType"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_data")));
+}

@@ -108,7 +108,7 @@ const LAYERS: &[&[&str]] = &[
     &["model", "clock", "client"],
     &["codec"],
     &["store", "wire", "perf", "collect", "snmp"],
-    &["influx", "cluster"],
+    &["influx", "cluster", "promql"],
     &["node", "api", "lab"],
     &["kansoku"],
 ];

@@ -1,0 +1,315 @@
+//! The Prometheus HTTP API under `/prometheus` (Grafana's Prometheus data
+//! source URL is `http://HOST:7070/prometheus`): instant and range queries
+//! in PromQL (the `promql` crate), series, label names and values, metadata
+//! and build information, GET or POST form bodies, Prometheus's JSON result
+//! format and error types.
+
+use std::collections::BTreeSet;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use model::{Selector, Timestamp};
+use promql::value::{Labels, format_float};
+use serde_json::{Value, json};
+
+use crate::{ApiError, ApiState};
+
+/// The Prometheus release whose API and PromQL this implements (Grafana
+/// reads it to pick the features it uses).
+pub const PROMETHEUS_VERSION: &str = "2.42.0";
+
+/// A Prometheus error: its type, and the status it is sent with.
+struct PromError(&'static str, String);
+
+impl PromError {
+    fn bad(msg: impl Into<String>) -> PromError {
+        PromError("bad_data", msg.into())
+    }
+}
+
+impl IntoResponse for PromError {
+    fn into_response(self) -> Response {
+        let status = match self.0 {
+            "bad_data" => StatusCode::BAD_REQUEST,
+            "execution" => StatusCode::UNPROCESSABLE_ENTITY,
+            "timeout" | "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (status, axum::Json(json!({ "status": "error", "errorType": self.0, "error": self.1 }))).into_response()
+    }
+}
+
+impl From<promql::Error> for PromError {
+    fn from(e: promql::Error) -> PromError {
+        match e {
+            promql::Error::BadData(m) => PromError("bad_data", m),
+            promql::Error::Execution(m) | promql::Error::TooLarge(m) => PromError("execution", m),
+        }
+    }
+}
+
+impl From<ApiError> for PromError {
+    fn from(e: ApiError) -> PromError {
+        match e {
+            ApiError::BadRequest(m) => PromError("bad_data", m),
+            ApiError::TooLarge(m) => PromError("execution", m),
+            ApiError::Unavailable(m) => PromError("unavailable", m),
+            other => PromError("internal", other.to_string()),
+        }
+    }
+}
+
+fn success(data: Value) -> Response {
+    axum::Json(json!({ "status": "success", "data": data })).into_response()
+}
+
+/// The request's parameters, from the query string and a form body alike
+/// (Grafana POSTs long queries), repeated names (`match[]`) kept.
+fn params(query: Option<String>, body: &Bytes) -> Result<Vec<(String, String)>, PromError> {
+    let mut out: Vec<(String, String)> = serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
+        .map_err(|e| PromError::bad(format!("query string: {e}")))?;
+    if !body.is_empty() {
+        let text = std::str::from_utf8(body).map_err(|_| PromError::bad("form body is not UTF-8"))?;
+        let form: Vec<(String, String)> =
+            serde_urlencoded::from_str(text).map_err(|e| PromError::bad(format!("form body: {e}")))?;
+        out.extend(form);
+    }
+    Ok(out)
+}
+
+fn get<'a>(p: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    p.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+/// A decimal number of seconds to nanoseconds, exactly (`1700000000.015`).
+fn decimal_ns(s: &str) -> Option<i64> {
+    let (neg, digits) = match s.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, s),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty() || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let secs: i64 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let mut frac_ns = 0i64;
+    for (i, c) in frac.chars().take(9).enumerate() {
+        frac_ns += i64::from(c as u8 - b'0') * 10i64.pow(8 - i as u32);
+    }
+    let ns = secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)?;
+    Some(if neg { -ns } else { ns })
+}
+
+/// A time as Prometheus takes it: Unix seconds or RFC 3339.
+fn time_param(p: &[(String, String)], name: &str, default: Option<i64>) -> Result<i64, PromError> {
+    match get(p, name) {
+        None | Some("") => default.ok_or_else(|| PromError::bad(format!("missing parameter {name:?}"))),
+        Some(s) => match decimal_ns(s) {
+            Some(ns) => Ok(ns),
+            None => model::parse_time(s, Timestamp::now()).map(Timestamp::as_nanos).map_err(|_| {
+                PromError::bad(format!("invalid parameter {name:?}: cannot parse {s:?} to a valid timestamp"))
+            }),
+        },
+    }
+}
+
+/// A step: seconds (`15`, `0.01`) or a duration (`15s`, `1m30s`).
+fn duration_param(p: &[(String, String)], name: &str) -> Result<i64, PromError> {
+    let s = get(p, name).ok_or_else(|| PromError::bad(format!("missing parameter {name:?}")))?;
+    let ns = match decimal_ns(s) {
+        Some(ns) => ns,
+        None => model::parse_duration(s).map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)).map_err(|_| {
+            PromError::bad(format!("invalid parameter {name:?}: cannot parse {s:?} to a valid duration"))
+        })?,
+    };
+    if ns <= 0 {
+        return Err(PromError::bad(
+            "invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer",
+        ));
+    }
+    Ok(ns)
+}
+
+fn secs(ns: i64) -> Value {
+    json!(ns as f64 / 1e9)
+}
+
+fn metric(labels: &Labels) -> Value {
+    Value::Object(labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+}
+
+async fn query_inner(st: ApiState, p: Vec<(String, String)>, range: bool) -> Result<Response, PromError> {
+    let q = get(&p, "query").ok_or_else(|| PromError::bad("missing parameter \"query\""))?.to_owned();
+    let now = Timestamp::now().as_nanos();
+    let (start, end, step) = if range {
+        let (s, e) = (time_param(&p, "start", None)?, time_param(&p, "end", None)?);
+        (s, e, duration_param(&p, "step")?)
+    } else {
+        let t = time_param(&p, "time", Some(now))?;
+        (t, t, 1)
+    };
+    let store = st.store.clone();
+    let out = st
+        .guard
+        .run(move || {
+            let engine = promql::Engine::new(&store);
+            if range { engine.range(&q, start, end, step) } else { engine.instant(&q, start) }
+        })
+        .await??;
+    let data = match (out.value, range) {
+        (promql::Value::Scalar(v), false) => {
+            json!({ "resultType": "scalar", "result": [secs(start), format_float(v[0])] })
+        }
+        (promql::Value::String(s), _) => json!({ "resultType": "string", "result": [secs(start), s] }),
+        (promql::Value::Vector(series), false) => {
+            let result: Vec<Value> = series
+                .iter()
+                .filter_map(|s| {
+                    s.points[0].map(|v| json!({ "metric": metric(&s.labels), "value": [secs(start), format_float(v)] }))
+                })
+                .collect();
+            json!({ "resultType": "vector", "result": result })
+        }
+        (promql::Value::Scalar(v), true) => {
+            let values: Vec<Value> = out.times.iter().zip(v).map(|(&t, x)| json!([secs(t), format_float(x)])).collect();
+            json!({ "resultType": "matrix", "result": [{ "metric": {}, "values": values }] })
+        }
+        (promql::Value::Vector(mut series), true) => {
+            series.sort_by(|a, b| a.labels.cmp(&b.labels));
+            let result: Vec<Value> = series
+                .iter()
+                .filter(|s| s.points.iter().any(Option::is_some))
+                .map(|s| {
+                    let values: Vec<Value> = out
+                        .times
+                        .iter()
+                        .zip(&s.points)
+                        .filter_map(|(&t, p)| p.map(|v| json!([secs(t), format_float(v)])))
+                        .collect();
+                    json!({ "metric": metric(&s.labels), "values": values })
+                })
+                .collect();
+            json!({ "resultType": "matrix", "result": result })
+        }
+    };
+    Ok(success(data))
+}
+
+pub async fn query(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Bytes) -> Response {
+    match params(q, &body) {
+        Ok(p) => query_inner(st, p, false).await.unwrap_or_else(IntoResponse::into_response),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn query_range(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Bytes) -> Response {
+    match params(q, &body) {
+        Ok(p) => query_inner(st, p, true).await.unwrap_or_else(IntoResponse::into_response),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The selectors of `match[]`; none means every series.
+fn matchers(p: &[(String, String)]) -> Result<Vec<Selector>, PromError> {
+    let sels: Vec<Selector> = p
+        .iter()
+        .filter(|(k, _)| k == "match[]")
+        .map(|(_, v)| promql::series_selector(v).map_err(PromError::from))
+        .collect::<Result<_, _>>()?;
+    Ok(if sels.is_empty() { vec![Selector::all()] } else { sels })
+}
+
+/// Series one listing may return (Prometheus has no bound; Grafana asks
+/// with `match[]` and a range).
+const LIST_MAX: usize = 100_000;
+
+/// Every series the selectors match, deduplicated, as label sets.
+async fn matching(st: &ApiState, sels: Vec<Selector>) -> Result<Vec<Labels>, PromError> {
+    let store = st.store.clone();
+    let out = st
+        .guard
+        .run(move || {
+            let mut seen = BTreeSet::new();
+            for sel in &sels {
+                let (found, total) = store.series_limited(sel, LIST_MAX);
+                if total > LIST_MAX {
+                    return Err(PromError(
+                        "execution",
+                        format!("{total} series match; at most {LIST_MAX}: narrow match[]"),
+                    ));
+                }
+                seen.extend(found.into_iter().map(|(_, k)| promql::value::of_key(&k)));
+            }
+            Ok(seen.into_iter().collect::<Vec<Labels>>())
+        })
+        .await??;
+    Ok(out)
+}
+
+pub async fn series(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Bytes) -> Response {
+    let run = async {
+        let p = params(q, &body)?;
+        if !p.iter().any(|(k, _)| k == "match[]") {
+            return Err(PromError::bad("no match[] parameter provided"));
+        }
+        let found = matching(&st, matchers(&p)?).await?;
+        Ok(success(Value::Array(found.iter().map(metric).collect())))
+    };
+    run.await.unwrap_or_else(|e: PromError| e.into_response())
+}
+
+pub async fn labels(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Bytes) -> Response {
+    let run = async {
+        let p = params(q, &body)?;
+        let found = matching(&st, matchers(&p)?).await?;
+        let names: BTreeSet<&str> = found.iter().flat_map(|l| l.iter().map(|(k, _)| k.as_str())).collect();
+        Ok(success(json!(names)))
+    };
+    run.await.unwrap_or_else(|e: PromError| e.into_response())
+}
+
+pub async fn label_values(State(st): State<ApiState>, Path(name): Path<String>, RawQuery(q): RawQuery) -> Response {
+    let run = async {
+        let p = params(q, &Bytes::new())?;
+        let found = matching(&st, matchers(&p)?).await?;
+        let values: BTreeSet<&str> =
+            found.iter().map(|l| promql::value::get(l, &name)).filter(|v| !v.is_empty()).collect();
+        Ok(success(json!(values)))
+    };
+    run.await.unwrap_or_else(|e: PromError| e.into_response())
+}
+
+/// kansoku keeps no metric metadata (types, help): an empty answer, as a
+/// Prometheus whose targets expose none.
+pub async fn metadata() -> Response {
+    success(json!({}))
+}
+
+pub async fn buildinfo() -> Response {
+    success(json!({
+        "version": PROMETHEUS_VERSION,
+        "revision": concat!("kansoku-", env!("CARGO_PKG_VERSION")),
+        "branch": "",
+        "buildUser": "",
+        "buildDate": "",
+        "goVersion": "",
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decimal_ns;
+
+    #[test]
+    fn decimal_seconds_are_read_exactly() {
+        assert_eq!(decimal_ns("1700000000.015"), Some(1_700_000_000_015_000_000));
+        assert_eq!(decimal_ns("0.01"), Some(10_000_000));
+        assert_eq!(decimal_ns("-1.5"), Some(-1_500_000_000));
+        assert_eq!(decimal_ns("15"), Some(15_000_000_000));
+        assert_eq!(decimal_ns("15s"), None);
+        assert_eq!(decimal_ns("."), None);
+        assert_eq!(decimal_ns("2026-01-01T00:00:00Z"), None);
+    }
+}

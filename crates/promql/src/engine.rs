@@ -1,0 +1,408 @@
+//! The evaluator: an expression over a list of step times, each node
+//! evaluated once for all steps. Selectors read the store once per series
+//! for the whole query; range windows slide over those samples; subqueries
+//! evaluate their expression at their own aligned steps and are then read
+//! like range selectors.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use model::{Selector, Timestamp};
+use promql_parser::parser::{self, AtModifier, Expr, Offset, VectorSelector};
+use store::Store;
+
+use crate::value::{self, Labels, Series, Value};
+
+/// How far back an instant selector looks for a sample: Prometheus's default.
+pub const LOOKBACK_NS: i64 = 300_000_000_000;
+/// Points per series a range query may return, as Prometheus allows.
+pub const STEPS_MAX: usize = 11_000;
+/// A subquery's step when it names none (Prometheus's default global
+/// evaluation interval).
+const SUBQUERY_STEP_NS: i64 = 60_000_000_000;
+/// Prometheus marks a series gone with this NaN; it is never a value.
+const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is wrong: the expression does not parse, a parameter is
+    /// out of range (Prometheus's `bad_data`).
+    #[error("{0}")]
+    BadData(String),
+    /// The expression cannot be evaluated on this data (`execution`).
+    #[error("{0}")]
+    Execution(String),
+    /// Past a limit on series or samples read.
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+type Result<T> = std::result::Result<T, Error>;
+
+/// Bounds on what one query may read.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Series one selector may match.
+    pub series: usize,
+    /// Samples all selectors of the query may read together.
+    pub samples: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { series: 100_000, samples: 50_000_000 }
+    }
+}
+
+#[derive(Debug)]
+pub struct Engine<'a> {
+    store: &'a Store,
+    pub lookback: i64,
+    pub limits: Limits,
+}
+
+/// A query's result: its value at every step time (ns).
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub times: Vec<i64>,
+    pub value: Value,
+}
+
+/// Series of samples with their times, windowed per step: what a range
+/// selector or a subquery hands to a range function.
+pub(crate) struct Matrix {
+    pub series: Vec<(Labels, Vec<i64>, Vec<f64>)>,
+    /// The window's end at each step (the step's time, `@` and offset applied).
+    pub ends: Vec<i64>,
+    pub range: i64,
+}
+
+impl Matrix {
+    /// The samples of series `s` in `[end - range, end]` at step `i`.
+    pub fn window(&self, s: usize, i: usize) -> (&[i64], &[f64]) {
+        let (_, t, v) = &self.series[s];
+        let end = self.ends[i];
+        let lo = t.partition_point(|&x| x < end - self.range);
+        let hi = t.partition_point(|&x| x <= end);
+        (&t[lo..hi], &v[lo..hi])
+    }
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(store: &'a Store) -> Engine<'a> {
+        Engine { store, lookback: LOOKBACK_NS, limits: Limits::default() }
+    }
+
+    /// Evaluates `query` at one time (an instant query).
+    pub fn instant(&self, query: &str, at: i64) -> Result<Output> {
+        self.eval(query, at, at, 1, true)
+    }
+
+    /// Evaluates `query` at `start`, `start + step`, ... up to `end` (ns): a
+    /// range query, whose result must be a scalar or an instant vector.
+    pub fn range(&self, query: &str, start: i64, end: i64, step: i64) -> Result<Output> {
+        self.eval(query, start, end, step, false)
+    }
+
+    fn eval(&self, query: &str, start: i64, end: i64, step: i64, instant: bool) -> Result<Output> {
+        if step <= 0 {
+            return Err(Error::BadData(
+                "zero or negative query resolution step widths are not accepted. Try a positive integer".into(),
+            ));
+        }
+        if end < start {
+            return Err(Error::BadData("end timestamp must not be before start time".into()));
+        }
+        let n = (end - start) / step + 1;
+        if n as u64 > STEPS_MAX as u64 {
+            return Err(Error::BadData(format!(
+                "exceeded maximum resolution of {STEPS_MAX} points per timeseries. Try decreasing the query resolution (?step=XX)"
+            )));
+        }
+        let expr = parse(query)?;
+        let times: Vec<i64> = (0..n).map(|i| start + i * step).collect();
+        let ev = Ev { engine: self, start, end, read: std::cell::Cell::new(0) };
+        let value = ev.eval(&expr, &times)?;
+        if !instant && matches!(value, Value::String(_)) {
+            return Err(Error::BadData(
+                "invalid expression type \"string\" for range query, must be Scalar or instant Vector".into(),
+            ));
+        }
+        Ok(Output { times, value })
+    }
+}
+
+/// Parses a PromQL expression; `holt_winters` (Prometheus 2's name for
+/// `double_exponential_smoothing`) is known too.
+pub fn parse(query: &str) -> Result<Expr> {
+    static EXTRA: std::sync::Once = std::sync::Once::new();
+    EXTRA.call_once(|| {
+        use promql_parser::parser::function::{Function, register_extra_functions};
+        use promql_parser::parser::value::ValueType;
+        let hw = Function::new(
+            "holt_winters",
+            vec![ValueType::Matrix, ValueType::Scalar, ValueType::Scalar],
+            0,
+            ValueType::Vector,
+            false,
+        );
+        register_extra_functions(vec![hw]).expect("holt_winters is not built in");
+    });
+    parser::parse(query).map_err(Error::BadData)
+}
+
+/// One query's evaluation: its bounds (for `@ start()` and `@ end()`) and
+/// what it has read so far.
+pub(crate) struct Ev<'e, 'a> {
+    pub engine: &'e Engine<'a>,
+    start: i64,
+    end: i64,
+    read: std::cell::Cell<usize>,
+}
+
+pub(crate) fn duration_ns(d: &Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+fn offset_ns(o: &Option<Offset>) -> i64 {
+    match o {
+        Some(Offset::Pos(d)) => duration_ns(d),
+        Some(Offset::Neg(d)) => -duration_ns(d),
+        None => 0,
+    }
+}
+
+fn system_time_ns(t: &SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => duration_ns(&d),
+        Err(e) => -duration_ns(&e.duration()),
+    }
+}
+
+impl Ev<'_, '_> {
+    /// The time a selector reads at for each step: the step's time, or the
+    /// `@` time, less the offset.
+    fn refs(&self, times: &[i64], at: &Option<AtModifier>, offset: &Option<Offset>) -> Vec<i64> {
+        let off = offset_ns(offset);
+        let at = at.as_ref().map(|a| match a {
+            AtModifier::Start => self.start,
+            AtModifier::End => self.end,
+            AtModifier::At(t) => system_time_ns(t),
+        });
+        times.iter().map(|&t| at.unwrap_or(t).saturating_sub(off)).collect()
+    }
+
+    pub fn eval(&self, e: &Expr, times: &[i64]) -> Result<Value> {
+        match e {
+            Expr::NumberLiteral(n) => Ok(Value::Scalar(vec![n.val; times.len()])),
+            Expr::StringLiteral(s) => Ok(Value::String(s.val.clone())),
+            Expr::Paren(p) => self.eval(&p.expr, times),
+            Expr::Unary(u) => match self.eval(&u.expr, times)? {
+                Value::Scalar(v) => Ok(Value::Scalar(v.into_iter().map(|x| -x).collect())),
+                Value::Vector(mut vs) => {
+                    for s in &mut vs {
+                        value::drop_name(&mut s.labels);
+                        s.points.iter_mut().flatten().for_each(|x| *x = -*x);
+                    }
+                    merge(vs)
+                }
+                Value::String(_) => Err(Error::Execution("unary minus of a string".into())),
+            },
+            Expr::VectorSelector(vs) => Ok(Value::Vector(self.vector_selector(vs, times, false)?)),
+            Expr::MatrixSelector(_) => Err(Error::BadData(
+                "a range vector cannot be the result of a query or an operand; use it in a function (rate, *_over_time)".into(),
+            )),
+            Expr::Subquery(_) => Err(Error::BadData(
+                "a subquery is a range vector: use it in a function (rate, *_over_time)".into(),
+            )),
+            Expr::Call(c) => crate::functions::call(self, c, times),
+            Expr::Aggregate(a) => crate::aggregate::aggregate(self, a, times),
+            Expr::Binary(b) => crate::binary::binary(self, b, times),
+            Expr::Extension(_) => Err(Error::BadData("extension expressions are not supported".into())),
+        }
+    }
+
+    /// The store's series a selector names.
+    fn select(&self, vs: &VectorSelector) -> Result<Vec<(u32, model::SeriesKey)>> {
+        let sel = to_selector(vs)?;
+        let (series, total) = self.engine.store.series_limited(&sel, self.engine.limits.series);
+        if total > self.engine.limits.series {
+            return Err(Error::TooLarge(format!(
+                "the selector {vs} matches {total} series; at most {} per selector",
+                self.engine.limits.series
+            )));
+        }
+        Ok(series)
+    }
+
+    /// Reads one series' samples in `[from, to]`, counted against the limit;
+    /// Prometheus's staleness markers are left out.
+    fn read(&self, id: u32, from: i64, to: i64) -> Result<(Vec<i64>, Vec<f64>)> {
+        let (mut t, mut v) = self.engine.store.read(id, Timestamp(from), Timestamp(to));
+        if v.iter().any(|x| x.to_bits() == STALE_NAN) {
+            let keep: Vec<bool> = v.iter().map(|x| x.to_bits() != STALE_NAN).collect();
+            let mut k = keep.iter();
+            t.retain(|_| *k.next().expect("one flag per sample"));
+            let mut k = keep.iter();
+            v.retain(|_| *k.next().expect("one flag per sample"));
+        }
+        let total = self.read.get() + t.len();
+        self.read.set(total);
+        if total > self.engine.limits.samples {
+            return Err(Error::TooLarge(format!(
+                "the query reads more than {} samples; narrow its range or its selectors",
+                self.engine.limits.samples
+            )));
+        }
+        Ok((t, v))
+    }
+
+    /// An instant selector at every step: the newest sample at or before
+    /// the reference time, no older than the lookback. With `sample_times`
+    /// the values are the samples' own times in seconds (`timestamp()`).
+    pub fn vector_selector(&self, vs: &VectorSelector, times: &[i64], sample_times: bool) -> Result<Vec<Series>> {
+        let refs = self.refs(times, &vs.at, &vs.offset);
+        let (Some(&lo), Some(&hi)) = (refs.iter().min(), refs.iter().max()) else { return Ok(Vec::new()) };
+        let lookback = self.engine.lookback;
+        let mut out = Vec::new();
+        for (id, key) in self.select(vs)? {
+            let (t, v) = self.read(id, lo.saturating_sub(lookback), hi)?;
+            if t.is_empty() {
+                continue;
+            }
+            let points: Vec<Option<f64>> = refs
+                .iter()
+                .map(|&r| {
+                    let j = t.partition_point(|&x| x <= r);
+                    (j > 0 && t[j - 1] >= r - lookback)
+                        .then(|| if sample_times { t[j - 1] as f64 / 1e9 } else { v[j - 1] })
+                })
+                .collect();
+            if points.iter().any(Option::is_some) {
+                out.push(Series { labels: value::of_key(&key), points });
+            }
+        }
+        Ok(out)
+    }
+
+    /// A range selector or subquery, as the windows a range function reads.
+    pub fn matrix(&self, e: &Expr, times: &[i64]) -> Result<Matrix> {
+        match e {
+            Expr::MatrixSelector(ms) => {
+                let vs = &ms.vs;
+                let range = duration_ns(&ms.range);
+                let ends = self.refs(times, &vs.at, &vs.offset);
+                let (Some(&lo), Some(&hi)) = (ends.iter().min(), ends.iter().max()) else {
+                    return Ok(Matrix { series: Vec::new(), ends, range });
+                };
+                let mut series = Vec::new();
+                for (id, key) in self.select(vs)? {
+                    let (t, v) = self.read(id, lo.saturating_sub(range), hi)?;
+                    if !t.is_empty() {
+                        series.push((value::of_key(&key), t, v));
+                    }
+                }
+                Ok(Matrix { series, ends, range })
+            }
+            Expr::Subquery(sq) => {
+                let range = duration_ns(&sq.range);
+                let step = sq.step.as_ref().map_or(SUBQUERY_STEP_NS, duration_ns).max(1);
+                let ends = self.refs(times, &sq.at, &sq.offset);
+                let (Some(&lo), Some(&hi)) = (ends.iter().min(), ends.iter().max()) else {
+                    return Ok(Matrix { series: Vec::new(), ends, range });
+                };
+                // The inner steps: multiples of the step, from the first at or
+                // after the earliest window's start.
+                let from = lo.saturating_sub(range);
+                let mut first = from.div_euclid(step) * step;
+                if first < from {
+                    first += step;
+                }
+                let n = if hi < first { 0 } else { (hi - first) / step + 1 };
+                if n as usize > 10 * STEPS_MAX {
+                    return Err(Error::TooLarge(format!(
+                        "the subquery {sq} takes {n} steps; at most {}",
+                        10 * STEPS_MAX
+                    )));
+                }
+                let inner: Vec<i64> = (0..n).map(|i| first + i * step).collect();
+                let series = match self.eval(&sq.expr, &inner)? {
+                    Value::Vector(vs) => vs
+                        .into_iter()
+                        .map(|s| {
+                            let (t, v): (Vec<i64>, Vec<f64>) =
+                                inner.iter().zip(&s.points).filter_map(|(&t, p)| p.map(|v| (t, v))).unzip();
+                            (s.labels, t, v)
+                        })
+                        .collect(),
+                    Value::Scalar(v) => vec![(Labels::new(), inner.clone(), v)],
+                    Value::String(_) => return Err(Error::BadData("a subquery of a string".into())),
+                };
+                Ok(Matrix { series, ends, range })
+            }
+            Expr::Paren(p) => self.matrix(&p.expr, times),
+            other => Err(Error::BadData(format!("expected a range vector, got {other}"))),
+        }
+    }
+}
+
+/// A PromQL selector as the store's [`Selector`].
+pub fn to_selector(vs: &VectorSelector) -> Result<Selector> {
+    if !vs.matchers.or_matchers.is_empty() {
+        return Err(Error::BadData("`or` inside a selector is not supported".into()));
+    }
+    let mut sel = Selector::default();
+    let bad = |e: regex::Error| Error::BadData(format!("invalid regular expression: {e}"));
+    if let Some(name) = &vs.name {
+        sel.matchers.push(model::Matcher::new(value::NAME, model::MatchOp::Equal, name.as_str()).map_err(bad)?);
+    }
+    for m in &vs.matchers.matchers {
+        use promql_parser::label::MatchOp as P;
+        let op = match m.op {
+            P::Equal => model::MatchOp::Equal,
+            P::NotEqual => model::MatchOp::NotEqual,
+            P::Re(_) => model::MatchOp::Regex,
+            P::NotRe(_) => model::MatchOp::NotRegex,
+        };
+        sel.matchers.push(model::Matcher::new(m.name.as_str(), op, m.value.as_str()).map_err(bad)?);
+    }
+    Ok(sel)
+}
+
+/// A series selector as `match[]` gives one (`up`, `{job="api"}`).
+pub fn series_selector(text: &str) -> Result<Selector> {
+    match parse(text)? {
+        Expr::VectorSelector(vs) => to_selector(&vs),
+        other => Err(Error::BadData(format!("{other} is not a series selector"))),
+    }
+}
+
+/// Series with equal labels merged into one; two with a value at the same
+/// step are an error, as in Prometheus.
+pub(crate) fn merge(series: Vec<Series>) -> Result<Value> {
+    let mut out: Vec<Series> = Vec::with_capacity(series.len());
+    let mut at: std::collections::HashMap<Labels, usize> = std::collections::HashMap::new();
+    for s in series {
+        if !s.points.iter().any(Option::is_some) {
+            continue;
+        }
+        match at.get(&s.labels) {
+            Some(&i) => {
+                for (a, b) in out[i].points.iter_mut().zip(s.points) {
+                    if b.is_some() {
+                        if a.is_some() {
+                            return Err(Error::Execution(
+                                "vector cannot contain metrics with the same labelset".into(),
+                            ));
+                        }
+                        *a = b;
+                    }
+                }
+            }
+            None => {
+                at.insert(s.labels.clone(), out.len());
+                out.push(s);
+            }
+        }
+    }
+    Ok(Value::Vector(out))
+}

@@ -1,0 +1,19 @@
+//! PromQL on kansoku's store, so that Grafana's Prometheus data source and
+//! anyone's PromQL work against every raw sample kansoku keeps. Expressions
+//! are parsed by `promql-parser` (the maintained Rust port of Prometheus's
+//! grammar); this crate evaluates them as Prometheus 2.42 does — lookback,
+//! range windows closed at both ends, the extrapolation of `rate`, vector
+//! matching, aggregation arithmetic — but over all steps of a query at once,
+//! on nanosecond time, so steps go down to the 10 ms kansoku samples at. The
+//! HTTP side (Prometheus's JSON) lives in `api`; the differential test
+//! against a real Prometheus in `tests/differential.rs`.
+
+mod aggregate;
+mod binary;
+mod engine;
+mod functions;
+mod time;
+pub mod value;
+
+pub use engine::{Engine, Error, LOOKBACK_NS, Limits, Output, STEPS_MAX, parse, series_selector};
+pub use value::{Labels, Series, Value};
