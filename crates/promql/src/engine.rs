@@ -147,7 +147,13 @@ pub fn parse(query: &str) -> Result<Expr> {
         );
         register_extra_functions(vec![hw]).expect("holt_winters is not built in");
     });
-    parser::parse(query).map_err(Error::BadData)
+    // promql-parser 0.11 panics on a unitless duration out of range
+    // (`x[1e30]`, `x[1555…5]`: `Duration::from_secs_f64`; found by fuzzing):
+    // a refused expression, not a crashed request.
+    match std::panic::catch_unwind(|| parser::parse(query)) {
+        Ok(parsed) => parsed.map_err(Error::BadData),
+        Err(_) => Err(Error::BadData(format!("the expression {query:?} could not be parsed (a number out of range?)"))),
+    }
 }
 
 /// One query's evaluation: its bounds (for `@ start()` and `@ end()`) and
@@ -405,4 +411,33 @@ pub(crate) fn merge(series: Vec<Series>) -> Result<Value> {
         }
     }
     Ok(Value::Vector(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_would_crash_the_parser_is_a_bad_request() {
+        for q in ["em_(-(x[2m])[15555555555555555555555555555555555])", "x[1e30]", "rate(x[-5])"] {
+            match parse(q) {
+                Err(Error::BadData(_)) => {}
+                other => panic!("{q}: {other:?}"),
+            }
+        }
+        assert!(parse("rate(x[5m])").is_ok());
+        assert!(parse("holt_winters(x[5m], 0.5, 0.5)").is_ok(), "Prometheus 2's name is known");
+    }
+
+    #[test]
+    fn ranges_past_the_step_limit_or_backwards_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), store::Options::default()).unwrap();
+        let e = Engine::new(&store);
+        assert!(matches!(e.range("1", 0, STEPS_MAX as i64 * 10, 1), Err(Error::BadData(m)) if m.contains("11000")));
+        assert!(matches!(e.range("1", 10, 0, 1), Err(Error::BadData(_))));
+        assert!(matches!(e.range("\"s\"", 0, 10, 1), Err(Error::BadData(m)) if m.contains("string")));
+        assert!(matches!(e.instant("\"s\"", 0).unwrap().value, Value::String(ref s) if s == "s"));
+        assert_eq!(e.instant("1 + 1", 0).unwrap().value, Value::Scalar(vec![2.0]));
+    }
 }
