@@ -18,7 +18,8 @@ case "${1:-test}" in
     want openssl           # certificates for the TLS tests
     want iproute2          # network namespaces for the outage test
     want linux-perf        # perf script: the oracle of the perf.data import test
-    want prometheus        # the oracle of the PromQL differential test (promtool builds its blocks)
+    want prometheus        # the oracle of the PromQL differential test (promtool builds its blocks), remote write e2e
+    want prometheus-node-exporter  # what that Prometheus scrapes in the remote-write e2e test
     ;;
   bench)
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`

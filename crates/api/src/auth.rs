@@ -84,6 +84,9 @@ impl Caller {
 /// The middleware: passes a request with a good token on, with its
 /// [`Caller`] in the request's extensions; answers 401 (no or an unknown
 /// token) or 403 (a read-only token writing) before reading anything else.
+/// The endpoints that store what they are sent: a read-only token may not.
+pub const WRITE_PATHS: [&str; 2] = ["/write", "/prometheus/api/v1/write"];
+
 pub async fn require_token(State(st): State<ApiState>, mut req: Request, next: Next) -> Response {
     let Some(tokens) = st.tokens.as_ref() else { return next.run(req).await };
     let path = req.uri().path();
@@ -109,7 +112,7 @@ pub async fn require_token(State(st): State<ApiState>, mut req: Request, next: N
             return refuse(StatusCode::UNAUTHORIZED, format!("authorization failed: {why}"));
         }
     };
-    if access == Access::Read && path == "/write" {
+    if access == Access::Read && WRITE_PATHS.contains(&path) {
         st.auth_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return refuse(StatusCode::FORBIDDEN, "a read-only token cannot write".into());
     }

@@ -175,33 +175,13 @@ pub async fn write(
         s.writes.fetch_add(1, Relaxed);
         s.bad_lines.fetch_add(parsed.errors.len() as u64, Relaxed);
         s.string_fields_dropped.fetch_add(parsed.string_fields, Relaxed);
-        // One request may not invent more than so many series: a flood of
-        // new series costs memory for as long as the data is kept.
-        let distinct: BTreeSet<&model::SeriesKey> = parsed.points.iter().map(|p| &p.0).collect();
-        let new = store.count_new(distinct);
-        if new > WRITE_NEW_SERIES_MAX {
-            s.series_limit_refused.fetch_add(1, Relaxed);
-            return Ok(Err(format!(
-                "this write would create more than {WRITE_NEW_SERIES_MAX} new series ({new}; the limit per request); nothing was stored: split it, or check for a tag whose value changes every line"
-            )));
-        }
-        if let Some(writer) = &writer {
-            let mut counts = influx.writer_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let n = counts.entry(writer.clone()).or_insert(0);
-            if *n + new > influx.writer_series_max {
+        match store_points(&store, &influx, &live, &parsed.points, writer.as_deref())? {
+            Ok(()) => s.points.fetch_add(parsed.points.len() as u64, Relaxed),
+            Err(refused) => {
                 s.series_limit_refused.fetch_add(1, Relaxed);
-                return Ok(Err(format!(
-                    "{writer} has created {n} series; {new} more would pass its limit of {}; nothing was stored",
-                    influx.writer_series_max
-                )));
+                return Ok(Err(refused));
             }
-            *n += new;
-        }
-        let stored = influx::write(&store, &parsed.points)?;
-        s.points.fetch_add(parsed.points.len() as u64, Relaxed);
-        for a in stored {
-            let _ = live.send(Arc::new(a));
-        }
+        };
         Ok::<_, store::StoreError>(Ok(parsed.errors))
     })
     .await;
@@ -216,6 +196,44 @@ pub async fn write(
         Ok(Err(e)) => influx_error(StatusCode::SERVICE_UNAVAILABLE, format!("cannot store now: {e}")),
         Err(e) => influx_error(StatusCode::INTERNAL_SERVER_ERROR, format!("write task: {e}")),
     }
+}
+
+/// Stores points on behalf of `writer` (none without tokens), each
+/// acknowledged append sent to the live tail: `Ok(Err(why))` when the
+/// write is refused whole for creating too many series — more than
+/// [`WRITE_NEW_SERIES_MAX`] in one request, or past the writer's limit.
+/// Shared by `/write` and Prometheus remote write.
+pub(crate) fn store_points(
+    store: &store::Store,
+    influx: &Influx,
+    live: &tokio::sync::broadcast::Sender<Arc<store::Appended>>,
+    points: &[(model::SeriesKey, i64, f64)],
+    writer: Option<&str>,
+) -> Result<Result<(), String>, store::StoreError> {
+    // One request may not invent more than so many series: a flood of new
+    // series costs memory for as long as the data is kept.
+    let distinct: BTreeSet<&model::SeriesKey> = points.iter().map(|p| &p.0).collect();
+    let new = store.count_new(distinct);
+    if new > WRITE_NEW_SERIES_MAX {
+        return Ok(Err(format!(
+            "this write would create more than {WRITE_NEW_SERIES_MAX} new series ({new}; the limit per request); nothing was stored: split it, or check for a label whose value changes every sample"
+        )));
+    }
+    if let Some(writer) = writer {
+        let mut counts = influx.writer_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = counts.entry(writer.to_owned()).or_insert(0);
+        if *n + new > influx.writer_series_max {
+            return Ok(Err(format!(
+                "{writer} has created {n} series; {new} more would pass its limit of {}; nothing was stored",
+                influx.writer_series_max
+            )));
+        }
+        *n += new;
+    }
+    for a in influx::write(store, points)? {
+        let _ = live.send(Arc::new(a));
+    }
+    Ok(Ok(()))
 }
 
 pub async fn query(

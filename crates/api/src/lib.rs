@@ -52,6 +52,8 @@ pub struct ApiState {
     pub cluster: Option<ClusterView>,
     /// The InfluxDB 1.x compatibility endpoints.
     pub influx: Arc<influx::Influx>,
+    /// The Prometheus endpoints' counters.
+    pub prometheus: Arc<prometheus::PromStats>,
     /// Tokens (`kansoku server --tokens`): every endpoint but `/ping` then
     /// requires one, and writing a writing one (`auth`).
     pub tokens: Option<Arc<cluster::server::Tokens>>,
@@ -77,6 +79,7 @@ impl ApiState {
             snmp_views: None,
             cluster: None,
             influx: Arc::default(),
+            prometheus: Arc::default(),
             tokens: None,
             auth_refused: Arc::default(),
             guard: Arc::default(),
@@ -118,6 +121,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/prometheus/api/v1/labels", get(prometheus::labels).post(prometheus::labels))
         .route("/prometheus/api/v1/label/{name}/values", get(prometheus::label_values))
         .route("/prometheus/api/v1/metadata", get(prometheus::metadata))
+        .route(
+            "/prometheus/api/v1/write",
+            axum::routing::post(prometheus::remote_write).layer(axum::extract::DefaultBodyLimit::disable()),
+        )
         .route("/prometheus/api/v1/status/buildinfo", get(prometheus::buildinfo))
         .fallback(|| async { ApiError::NotFound })
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))

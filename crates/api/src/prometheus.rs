@@ -5,16 +5,40 @@
 //! format and error types.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
+use axum::extract::{Extension, Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use model::{Selector, Timestamp};
 use promql::value::{Labels, format_float};
 use serde_json::{Value, json};
 
-use crate::{ApiError, ApiState};
+use crate::{ApiError, ApiState, auth};
+
+/// The Prometheus endpoints' counters (`prometheus` in `/api/v1/status`).
+#[derive(Debug, Default)]
+pub struct PromStats {
+    pub queries: AtomicU64,
+    pub remote_writes: AtomicU64,
+    pub remote_write_samples: AtomicU64,
+    /// Remote writes refused: undecodable, or too many new series.
+    pub remote_write_refused: AtomicU64,
+}
+
+impl PromStats {
+    pub fn report(&self) -> [model::report::Figure; 4] {
+        use model::report::Figure;
+        [
+            Figure::counter("queries", self.queries.load(Relaxed)),
+            Figure::counter("remote_writes", self.remote_writes.load(Relaxed)),
+            Figure::counter("remote_write_samples", self.remote_write_samples.load(Relaxed)),
+            Figure::counter("remote_write_refused", self.remote_write_refused.load(Relaxed)),
+        ]
+    }
+}
 
 /// The Prometheus release whose API and PromQL this implements (Grafana
 /// reads it to pick the features it uses).
@@ -141,6 +165,7 @@ fn metric(labels: &Labels) -> Value {
 }
 
 async fn query_inner(st: ApiState, p: Vec<(String, String)>, range: bool) -> Result<Response, PromError> {
+    st.prometheus.queries.fetch_add(1, Relaxed);
     let q = get(&p, "query").ok_or_else(|| PromError::bad("missing parameter \"query\""))?.to_owned();
     let now = Timestamp::now().as_nanos();
     let (start, end, step) = if range {
@@ -163,6 +188,17 @@ async fn query_inner(st: ApiState, p: Vec<(String, String)>, range: bool) -> Res
             json!({ "resultType": "scalar", "result": [secs(start), format_float(v[0])] })
         }
         (promql::Value::String(s), _) => json!({ "resultType": "string", "result": [secs(start), s] }),
+        (promql::Value::Matrix(mut series), _) => {
+            series.sort_by(|a, b| a.0.cmp(&b.0));
+            let result: Vec<Value> = series
+                .iter()
+                .map(|(labels, samples)| {
+                    let values: Vec<Value> = samples.iter().map(|&(t, v)| json!([secs(t), format_float(v)])).collect();
+                    json!({ "metric": metric(labels), "values": values })
+                })
+                .collect();
+            json!({ "resultType": "matrix", "result": result })
+        }
         (promql::Value::Vector(series), false) => {
             let result: Vec<Value> = series
                 .iter()
@@ -279,6 +315,63 @@ pub async fn label_values(State(st): State<ApiState>, Path(name): Path<String>, 
         Ok(success(json!(values)))
     };
     run.await.unwrap_or_else(|e: PromError| e.into_response())
+}
+
+/// `POST /prometheus/api/v1/write`: Prometheus remote write 1.0 (snappy
+/// protobuf). 204 once stored; 400 for a body that does not decode or would
+/// create too many series (Prometheus drops it, never retries); 503 when the
+/// store cannot write now (Prometheus retries).
+pub async fn remote_write(
+    State(st): State<ApiState>,
+    caller: Option<Extension<auth::Caller>>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    let stats = Arc::clone(&st.prometheus);
+    stats.remote_writes.fetch_add(1, Relaxed);
+    let refuse = |status: StatusCode, msg: String| {
+        stats.remote_write_refused.fetch_add(1, Relaxed);
+        (status, msg).into_response()
+    };
+    let max = crate::influx::WRITE_MAX;
+    if headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok()).is_some_and(|n| n > max)
+    {
+        return refuse(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {max} bytes"));
+    }
+    let Ok(body) = axum::body::to_bytes(body, max).await else {
+        return refuse(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {max} bytes"));
+    };
+    let caller = caller.map(|c| c.0);
+    let forced_host = match caller.as_ref().map(|c| &c.access) {
+        Some(cluster::server::Access::Write(Some(h))) => Some(h.clone()),
+        _ => None,
+    };
+    let writer = caller.map(|c| c.writer);
+    let (store, influx, live) = (st.store.clone(), Arc::clone(&st.influx), st.live.clone());
+    let task = tokio::task::spawn_blocking(move || {
+        let mut points = match promql::remote_write::decode(&body) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(format!("remote write: {e}"))),
+        };
+        if let Some(host) = forced_host {
+            for p in &mut points {
+                let mut labels = p.0.labels().to_vec();
+                labels.push(("host".into(), host.clone()));
+                p.0 = model::SeriesKey::new(p.0.name(), labels);
+            }
+        }
+        let n = points.len();
+        crate::influx::store_points(&store, &influx, &live, &points, writer.as_deref()).map(|r| r.map(|()| n))
+    });
+    match task.await {
+        Ok(Ok(Ok(n))) => {
+            stats.remote_write_samples.fetch_add(n as u64, Relaxed);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Ok(Ok(Err(refused))) => refuse(StatusCode::BAD_REQUEST, refused),
+        Ok(Err(e)) => refuse(StatusCode::SERVICE_UNAVAILABLE, format!("cannot store now: {e}")),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("write task: {e}")),
+    }
 }
 
 /// kansoku keeps no metric metadata (types, help): an empty answer, as a

@@ -46,6 +46,7 @@ fn sections(st: &ApiState) -> Vec<Section> {
         ("http", Some(http)),
         ("ingest", ingest),
         ("influx", Some(st.influx.stats.report().to_vec())),
+        ("prometheus", Some(st.prometheus.report().to_vec())),
         ("snmp", st.snmp.as_ref().map(|p| p.report().to_vec())),
         ("store", Some(st.store.report())),
         ("collector", st.collector.as_ref().map(|c| c.report().to_vec())),

@@ -378,3 +378,49 @@ async fn grafana_s_prometheus_requests_are_answered() {
     let (s, b) = request(&st, "GET", "/prometheus/api/v1/series", "").await;
     assert_eq!((s, b["errorType"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_data")));
 }
+
+/// Prometheus remote write: a body is stored and read back by PromQL; one
+/// that does not decode, or claims a huge size, is refused (400, so
+/// Prometheus does not retry it) and counted.
+#[tokio::test]
+async fn remote_write_stores_what_decodes_and_refuses_the_rest() {
+    let (_d, st) = fixture();
+    let t_ms = T0 / 1_000_000 + 60_000;
+    let body = promql::remote_write::encode(&[(
+        vec![("__name__", "rw_metric"), ("job", "prom")],
+        vec![(t_ms, 1.5), (t_ms + 1000, 2.5)],
+    )]);
+    let post = |body: Vec<u8>| {
+        let st = st.clone();
+        async move {
+            let req = Request::post("/prometheus/api/v1/write")
+                .header("content-encoding", "snappy")
+                .header("content-type", "application/x-protobuf")
+                .body(Body::from(body))
+                .unwrap();
+            let resp = api::router(st).oneshot(req).await.unwrap();
+            let status = resp.status();
+            let text = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+            (status, String::from_utf8_lossy(&text).into_owned())
+        }
+    };
+    assert_eq!(post(body).await.0, StatusCode::NO_CONTENT);
+    let uri = format!("/prometheus/api/v1/query?query=rw_metric%5B5s%5D&time={}", (t_ms + 1000) / 1000);
+    let (_, b) = request(&st, "GET", &uri, "").await;
+    assert_eq!(b["data"]["resultType"], "matrix", "{b}");
+    assert_eq!(
+        b["data"]["result"][0]["values"],
+        serde_json::json!([[1_800_000_060.0, "1.5"], [1_800_000_061.0, "2.5"]])
+    );
+    let (s, why) = post(b"not snappy".to_vec()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{why}");
+    assert!(why.contains("remote write"), "{why}");
+    let mut bomb = vec![0x80, 0x80, 0x80, 0x80, 0x04]; // varint 1 GiB
+    bomb.extend_from_slice(&[0; 8]);
+    let (s, why) = post(bomb).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(why.contains("decompresses to 1073741824 bytes"), "{why}");
+    let (_, status) = get(&st, "/api/v1/status").await;
+    assert_eq!(status["prometheus"]["remote_write_samples"], 2);
+    assert_eq!(status["prometheus"]["remote_write_refused"], 2);
+}

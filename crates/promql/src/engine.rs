@@ -121,6 +121,25 @@ impl<'a> Engine<'a> {
         let expr = parse(query)?;
         let times: Vec<i64> = (0..n).map(|i| start + i * step).collect();
         let ev = Ev { engine: self, start, end, read: std::cell::Cell::new(0) };
+        let mut inner = &expr;
+        while let Expr::Paren(p) = inner {
+            inner = &p.expr;
+        }
+        if matches!(inner, Expr::MatrixSelector(_) | Expr::Subquery(_)) {
+            if !instant {
+                return Err(Error::BadData(
+                    "invalid expression type \"range vector\" for range query, must be Scalar or instant Vector".into(),
+                ));
+            }
+            let m = ev.matrix(inner, &times)?;
+            let series = (0..m.series.len())
+                .filter_map(|s| {
+                    let (t, v) = m.window(s, 0);
+                    (!t.is_empty()).then(|| (m.series[s].0.clone(), t.iter().copied().zip(v.iter().copied()).collect()))
+                })
+                .collect();
+            return Ok(Output { times, value: Value::Matrix(series) });
+        }
         let value = ev.eval(&expr, &times)?;
         if !instant && matches!(value, Value::String(_)) {
             return Err(Error::BadData(
@@ -211,7 +230,7 @@ impl Ev<'_, '_> {
                     }
                     merge(vs)
                 }
-                Value::String(_) => Err(Error::Execution("unary minus of a string".into())),
+                Value::String(_) | Value::Matrix(_) => Err(Error::Execution("unary minus of a string".into())),
             },
             Expr::VectorSelector(vs) => Ok(Value::Vector(self.vector_selector(vs, times, false)?)),
             Expr::MatrixSelector(_) => Err(Error::BadData(
@@ -341,7 +360,9 @@ impl Ev<'_, '_> {
                         })
                         .collect(),
                     Value::Scalar(v) => vec![(Labels::new(), inner.clone(), v)],
-                    Value::String(_) => return Err(Error::BadData("a subquery of a string".into())),
+                    Value::String(_) | Value::Matrix(_) => {
+                        return Err(Error::BadData("a subquery of a string".into()));
+                    }
                 };
                 Ok(Matrix { series, ends, range })
             }

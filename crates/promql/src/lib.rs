@@ -1,5 +1,7 @@
-//! PromQL on kansoku's store, so that Grafana's Prometheus data source and
-//! anyone's PromQL work against every raw sample kansoku keeps. Expressions
+//! Prometheus compatibility on kansoku's store — PromQL, and remote write
+//! in ([`remote_write`]) — so that Grafana's Prometheus data source,
+//! anyone's PromQL and a Prometheus forwarding its samples all work against
+//! every raw sample kansoku keeps. Expressions
 //! are parsed by `promql-parser` (the maintained Rust port of Prometheus's
 //! grammar); this crate evaluates them as Prometheus 2.42 does — lookback,
 //! range windows closed at both ends, the extrapolation of `rate`, vector
@@ -12,6 +14,7 @@ mod aggregate;
 mod binary;
 mod engine;
 mod functions;
+pub mod remote_write;
 mod time;
 pub mod value;
 

@@ -20,6 +20,9 @@ pub enum Value {
     Scalar(Vec<f64>),
     Vector(Vec<Series>),
     String(String),
+    /// A range vector, the result of an instant query of one (`up[5m]`):
+    /// each series' samples in the window, at their own times (ns).
+    Matrix(Vec<(Labels, Vec<(i64, f64)>)>),
 }
 
 impl Value {
@@ -28,6 +31,7 @@ impl Value {
             Value::Scalar(_) => "scalar",
             Value::Vector(_) => "vector",
             Value::String(_) => "string",
+            Value::Matrix(_) => "range vector",
         }
     }
 }

@@ -250,6 +250,11 @@ fn kansoku_answer(engine: &promql::Engine<'_>, q: &str, start: i64, end: i64, st
             res.insert(String::new(), ms.iter().copied().zip(v).collect());
         }
         promql::Value::String(s) => return Answer::String(s),
+        promql::Value::Matrix(series) => {
+            for (labels, samples) in series {
+                res.insert(key_of(labels.into_iter()), samples.iter().map(|&(t, v)| (t / MS, v)).collect());
+            }
+        }
         promql::Value::Vector(series) => {
             for s in series {
                 let pts: Vec<(i64, f64)> = ms.iter().zip(&s.points).filter_map(|(&t, p)| p.map(|v| (t, v))).collect();
@@ -302,6 +307,10 @@ fn differ(p: &Answer, k: &Answer) -> Option<String> {
 fn expressions(t_at: i64) -> Vec<String> {
     let mut e: Vec<String> = [
         "http_requests_total",
+        "http_requests_total[2m]",
+        "node_temp[5m] offset 10m",
+        "(sparse_gauge[10m])",
+        "sum(node_temp)[5m:1m]",
         "http_requests_total{code=\"200\"}",
         "http_requests_total{instance=~\"a|b\"}",
         "http_requests_total{code!=\"500\",instance!~\"c\"}",

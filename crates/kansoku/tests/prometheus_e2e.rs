@@ -1,0 +1,162 @@
+//! A real Prometheus (Debian's 2.42) scrapes a real node_exporter every
+//! second and remote-writes to `kansoku server`: nothing is lost — every
+//! series with every sample (time and value) in both, read back through each
+//! side's PromQL (`{job="node"}[1h]` at the same past instant).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{enc, http_get};
+
+/// A child process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits for `ready` (polled every 100 ms), at most `limit`.
+fn wait(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A PromQL instant query of a range vector as labels -> [(time, value)].
+fn matrix(addr: &str, prefix: &str, q: &str, t: f64) -> BTreeMap<String, Vec<(f64, String)>> {
+    let (status, body) = http_get(addr, &format!("{prefix}/api/v1/query?query={}&time={t:.3}", enc(q)));
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["data"]["resultType"], "matrix", "{body}");
+    v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let mut labels: Vec<String> =
+                s["metric"].as_object().unwrap().iter().map(|(k, v)| format!("{k}={v}")).collect();
+            labels.sort();
+            let values = s["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p[0].as_f64().unwrap(), p[1].as_str().unwrap().to_owned()))
+                .collect();
+            (labels.join(","), values)
+        })
+        .collect()
+}
+
+/// A PromQL instant query's vector as labels -> value.
+fn vector(addr: &str, prefix: &str, q: &str, t: f64) -> BTreeMap<String, f64> {
+    let (status, body) = http_get(addr, &format!("{prefix}/api/v1/query?query={}&time={t:.3}", enc(q)));
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let m = s["metric"].as_object().unwrap();
+            let mut labels: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            labels.sort();
+            (labels.join(","), s["value"][1].as_str().unwrap().parse::<f64>().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_remote_writes_node_exporter_to_kansoku_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let kansoku =
+        common::start(&["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], &dir.path().join("data"));
+    let node_port = free_port();
+    let _node = Killed(
+        Command::new("prometheus-node-exporter")
+            .args([
+                &format!("--web.listen-address=127.0.0.1:{node_port}"),
+                "--collector.disable-defaults",
+                "--collector.cpu",
+                "--collector.meminfo",
+                "--collector.loadavg",
+                "--collector.stat",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus-node-exporter (scripts/deps.sh test installs it)"),
+    );
+    let node = format!("127.0.0.1:{node_port}");
+    wait("node_exporter", Duration::from_secs(30), || std::net::TcpStream::connect(&node).is_ok());
+    let prom_port = free_port();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: node\n    static_configs:\n      - targets: ['{node}']\n\
+             remote_write:\n  - url: http://{}/prometheus/api/v1/write\n    queue_config:\n      batch_send_deadline: 1s\n",
+            kansoku.addr
+        ),
+    )
+    .unwrap();
+    let _prom = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (scripts/deps.sh test installs it)"),
+    );
+    let prom = format!("127.0.0.1:{prom_port}");
+    // Ten scrapes stored in kansoku.
+    wait("ten scrapes remote-written to kansoku", Duration::from_secs(60), || {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+        vector(&kansoku.addr, "/prometheus", "count_over_time(up{job=\"node\"}[1h])", now).values().any(|&n| n >= 10.0)
+    });
+    // An instant 3 s back: both sides have all its samples once remote
+    // write has caught up (batches leave Prometheus every second).
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() - 3.0;
+    let q = "{job=\"node\"}[1h]";
+    let want = matrix(&prom, "", q, t);
+    let samples: usize = want.values().map(Vec::len).sum();
+    assert!(want.len() > 50 && samples > 500, "node_exporter in Prometheus: {} series, {samples} samples", want.len());
+    let mut got = BTreeMap::new();
+    let caught_up = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < caught_up {
+        got = matrix(&kansoku.addr, "/prometheus", q, t);
+        if got == want {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let differ: Vec<&String> = want.keys().filter(|k| got.get(*k) != want.get(*k)).collect();
+    assert!(
+        differ.is_empty() && got.len() == want.len(),
+        "{} of {} series differ ({} in kansoku), e.g. {:?}: prometheus {:?}, kansoku {:?}",
+        differ.len(),
+        want.len(),
+        got.len(),
+        differ.first(),
+        differ.first().map(|k| &want[*k]),
+        differ.first().and_then(|k| got.get(*k))
+    );
+    let (_, status) = http_get(&kansoku.addr, "/api/v1/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert!(status["prometheus"]["remote_write_samples"].as_u64().unwrap() > 500, "{status}");
+    assert_eq!(status["prometheus"]["remote_write_refused"], 0, "{status}");
+    assert_eq!(status["store"]["out_of_order_dropped"], 0, "{status}");
+}
