@@ -154,6 +154,7 @@ fn prometheus_remote_writes_node_exporter_to_kansoku_and_nothing_is_lost() {
         differ.first().map(|k| &want[*k]),
         differ.first().and_then(|k| got.get(*k))
     );
+    eprintln!("remote write: {} series, {samples} samples equal in Prometheus and kansoku", want.len());
     let (_, status) = http_get(&kansoku.addr, "/api/v1/status");
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert!(status["prometheus"]["remote_write_samples"].as_u64().unwrap() > 500, "{status}");
