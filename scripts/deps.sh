@@ -20,6 +20,7 @@ case "${1:-test}" in
     want linux-perf        # perf script: the oracle of the perf.data import test
     want prometheus        # the oracle of the PromQL differential test (promtool builds its blocks), remote write e2e
     want prometheus-node-exporter  # what that Prometheus scrapes in the remote-write e2e test
+    want prometheus-alertmanager   # where the rules e2e test sends its alerts
     ;;
   bench)
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`

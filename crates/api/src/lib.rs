@@ -39,6 +39,17 @@ pub struct ClusterView {
     pub ingest: Arc<cluster::server::IngestStats>,
 }
 
+/// A part's report that `api` does not know by type (rules): its section
+/// name in `/api/v1/status` and `/metrics`, and how to read its figures.
+#[derive(Clone)]
+pub struct Report(pub &'static str, pub Arc<dyn Fn() -> Vec<model::report::Figure> + Send + Sync>);
+
+impl std::fmt::Debug for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Report({})", self.0)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct ApiState {
     pub store: Arc<Store>,
@@ -54,6 +65,8 @@ pub struct ApiState {
     pub influx: Arc<influx::Influx>,
     /// The Prometheus endpoints' counters.
     pub prometheus: Arc<prometheus::PromStats>,
+    /// Reports of parts composed by the binary (rule groups).
+    pub reports: Vec<Report>,
     /// Tokens (`kansoku server --tokens`): every endpoint but `/ping` then
     /// requires one, and writing a writing one (`auth`).
     pub tokens: Option<Arc<cluster::server::Tokens>>,
@@ -80,6 +93,7 @@ impl ApiState {
             cluster: None,
             influx: Arc::default(),
             prometheus: Arc::default(),
+            reports: Vec::new(),
             tokens: None,
             auth_refused: Arc::default(),
             guard: Arc::default(),

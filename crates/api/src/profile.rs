@@ -205,6 +205,9 @@ pub async fn timeline(
         for b in &batches {
             let row = cells.entry(b.cpu).or_insert_with(|| vec![HashMap::new(); req.buckets]);
             for (t, p) in b.time.iter().zip(&b.pid) {
+                if req.pid.is_some_and(|want| want != *p) {
+                    continue;
+                }
                 let k = (((t - from) / width) as usize).min(req.buckets - 1);
                 *row[k].entry(*p).or_default() += 1;
             }

@@ -42,7 +42,7 @@ fn sections(st: &ApiState) -> Vec<Section> {
         ]);
         figures
     });
-    vec![
+    let mut out = vec![
         ("http", Some(http)),
         ("ingest", ingest),
         ("influx", Some(st.influx.stats.report().to_vec())),
@@ -50,7 +50,9 @@ fn sections(st: &ApiState) -> Vec<Section> {
         ("snmp", st.snmp.as_ref().map(|p| p.report().to_vec())),
         ("store", Some(st.store.report())),
         ("collector", st.collector.as_ref().map(|c| c.report().to_vec())),
-    ]
+    ];
+    out.extend(st.reports.iter().map(|r| (r.0, Some((r.1)()))));
+    out
 }
 
 fn to_json(figures: &[Figure]) -> serde_json::Value {

@@ -105,6 +105,15 @@ struct CommonArgs {
     /// and counted (store.series_limit_dropped).
     #[arg(long, default_value_t = store::SERIES_MAX_DEFAULT)]
     max_series: usize,
+    /// Prometheus rule files (recording and alerting rules) to evaluate;
+    /// repeat for several. Groups without an interval use --interval. See
+    /// docs/rules.md.
+    #[arg(long = "rules", value_name = "FILE")]
+    rules: Vec<PathBuf>,
+    /// Send alerts to this Alertmanager (its base URL, e.g.
+    /// http://127.0.0.1:9093), through its v2 API.
+    #[arg(long, value_name = "URL")]
+    alertmanager: Option<String>,
 }
 
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
@@ -159,6 +168,11 @@ fn serve(
         Some((path, _)) => Some(snmp::targets::load(path)?),
         None => None,
     };
+    let rule_files =
+        args.rules.iter().map(|f| rules::load(f).map(|r| (f.clone(), r))).collect::<Result<Vec<_>, _>>()?;
+    if args.alertmanager.is_some() && rule_files.is_empty() {
+        bail!("--alertmanager without --rules: give the rule files whose alerts it should get");
+    }
     let listener = std::net::TcpListener::bind(addr).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             anyhow::anyhow!("listen {addr}: address in use; is another kansoku running? choose another with --listen")
@@ -222,6 +236,33 @@ fn serve(
         state.snmp = Some(poller.stats());
         state.snmp_views = Some(poller.views());
         jobs.spawn("snmp-poller", move |tx, stop| poller.run(tx, stop))?;
+    }
+
+    if !rule_files.is_empty() {
+        let stats = Arc::new(rules::RuleStats::default());
+        let am = args.alertmanager.as_deref().map(|u| rules::Alertmanager::new(u, &format!("http://{local}/")));
+        for (path, file) in &rule_files {
+            for spec in &file.groups {
+                let group = rules::Group::new(
+                    spec,
+                    args.interval.max(Duration::from_millis(100)),
+                    Arc::clone(&store),
+                    am.clone(),
+                    Arc::clone(&stats),
+                )?;
+                tracing::info!(
+                    "rules: group {:?} of {} ({} rules) every {:?}{}",
+                    spec.name,
+                    path.display(),
+                    spec.rules.len(),
+                    group.interval(),
+                    am.as_ref().map(|a| format!(", alerts to {}", a.url())).unwrap_or_default()
+                );
+                jobs.spawn("rules", move |tx, stop| group.run(tx, stop))?;
+            }
+        }
+        let report = Arc::clone(&stats);
+        state.reports.push(api::Report("rules", Arc::new(move || report.report().to_vec())));
     }
 
     let ingest = match ingest {

@@ -9,16 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::{BIN, Live, http_get};
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{BIN, Killed, Live, http_get};
 
 fn busy() -> Killed {
     Killed(Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())
@@ -142,10 +133,11 @@ fn up_stores_every_sample_and_the_busy_process_is_on_top() {
     // server: the spinning thread's function leads it. A share of what the
     // test controls (its own process), never of the machine: other load on
     // the machine changes the machine's shares, not this one.
+    // Waited for by this process's own samples (a loaded machine gives the
+    // spinner less CPU, so the host's total says nothing about them).
     let me = std::process::id();
-    let (status, body) = http_get(&up.addr, &format!("/api/v1/profile/top?host=perf-up&since=1m&n=10&pid={me}"));
-    assert_eq!(status, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let v = wait_profile(&up.addr, "perf-up", &format!("host=perf-up&since=1m&n=10&pid={me}"), 2000);
+    let body = v.to_string();
     let top = &v["rows"][0];
     assert!(top["symbol"].as_str().unwrap().contains("spin_here_for_kansoku"), "{body}");
     assert!(top["share"].as_f64().unwrap() > 50.0, "{body}");
@@ -164,8 +156,10 @@ fn up_stores_every_sample_and_the_busy_process_is_on_top() {
     assert_eq!(last_value(&data, "kansoku_perf_lost_samples_total"), 0.0);
     // The cache kept at least the exited program's binary (named above after it was deleted).
     assert!(last_value(&data, "kansoku_perf_buildid_cached_total") >= 1.0);
-    let top = by_pid.iter().filter(|(p, _)| **p != 0).max_by_key(|(_, n)| **n).map(|(p, _)| *p);
-    assert_eq!(top, Some(std::process::id()), "{by_pid:?}");
+    // This process's samples are all there (at least the 2000 the server
+    // counted above); whether it topped the machine depends on other load.
+    let mine = by_pid.get(&std::process::id()).copied().unwrap_or(0);
+    assert!(mine > 2000, "{mine} samples of this process stored: {by_pid:?}");
 }
 
 /// The flame graph holds every sample in the range, the spinning function
@@ -204,7 +198,9 @@ fn call_chains_make_a_flame_graph_folded_stacks_and_a_timeline(addr: &str, host:
     assert_eq!(sum, samples, "folded stacks hold every sample");
     assert!(deepest >= 4, "kernel call chains are several frames deep: {deepest}");
     pprof_holds_the_same_samples_and_go_s_pprof_reads_it(addr, &range, samples);
-    let (status, body) = http_get(addr, &format!("/api/v1/profile/timeline?{range}&buckets=30"));
+    // This process's own cells (of a loaded machine's, others may win every bucket).
+    let (status, body) =
+        http_get(addr, &format!("/api/v1/profile/timeline?{range}&buckets=30&pid={}", std::process::id()));
     assert_eq!(status, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["cpus"].as_array().unwrap().len(), perf::online_cpus().unwrap().len(), "{body}");

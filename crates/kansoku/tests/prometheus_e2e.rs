@@ -6,33 +6,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{enc, http_get};
-
-/// A child process killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Waits for `ready` (polled every 100 ms), at most `limit`.
-fn wait(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ready() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use common::{Killed, enc, free_port, http_get, wait};
 
 /// A PromQL instant query of a range vector as labels -> [(time, value)].
 fn matrix(addr: &str, prefix: &str, q: &str, t: f64) -> BTreeMap<String, Vec<(f64, String)>> {

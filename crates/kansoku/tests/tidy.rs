@@ -109,7 +109,7 @@ const LAYERS: &[&[&str]] = &[
     &["codec"],
     &["store", "wire", "perf", "collect", "snmp"],
     &["influx", "cluster", "promql"],
-    &["node", "api", "lab"],
+    &["node", "api", "lab", "rules"],
     &["kansoku"],
 ];
 

@@ -12,4 +12,6 @@ mod timestamp;
 pub use batch::Batch;
 pub use selector::{MatchOp, Matcher, Selector, SelectorError};
 pub use series::{METRIC_NAME_LABEL, SeriesKey};
-pub use timestamp::{DEFAULT_SINCE, DurationError, Timestamp, parse_duration, parse_time, resolve_range};
+pub use timestamp::{
+    DEFAULT_SINCE, DurationError, Timestamp, civil_from_days, parse_duration, parse_time, resolve_range,
+};

@@ -172,6 +172,30 @@ pub fn resolve_range(
     Ok((from_t, to_t))
 }
 
+/// (year, month 1..=12, day 1..=31) of a day count since 1970-01-01, UTC
+/// (Howard Hinnant's civil-from-days).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+impl Timestamp {
+    /// RFC 3339 in UTC with nanoseconds: `2026-11-24T12:00:00.000000001Z`.
+    pub fn to_rfc3339(self) -> String {
+        let (secs, ns) = (self.0.div_euclid(1_000_000_000), self.0.rem_euclid(1_000_000_000));
+        let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+        let t = secs.rem_euclid(86_400);
+        format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ns:09}Z", t / 3600, t / 60 % 60, t % 60)
+    }
+}
+
 fn parse_rfc3339(s: &str) -> Option<Timestamp> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
@@ -239,6 +263,20 @@ fn days_in_month(year: i64, month: i64) -> i64 {
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,
+    }
+}
+
+#[cfg(test)]
+mod rfc3339_out {
+    use super::*;
+
+    #[test]
+    fn times_print_as_rfc3339_and_read_back() {
+        for t in [0i64, 1_700_000_000_123_456_789, -1, 951_782_400_000_000_000] {
+            let s = Timestamp(t).to_rfc3339();
+            assert_eq!(parse_time(&s, Timestamp(0)).unwrap(), Timestamp(t), "{s}");
+        }
+        assert_eq!(Timestamp(0).to_rfc3339(), "1970-01-01T00:00:00.000000000Z");
     }
 }
 

@@ -20,7 +20,12 @@ pub const STEPS_MAX: usize = 11_000;
 /// evaluation interval).
 const SUBQUERY_STEP_NS: i64 = 60_000_000_000;
 /// Prometheus marks a series gone with this NaN; it is never a value.
-const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
+pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
+
+/// Whether `v` is a staleness marker (not just any NaN).
+pub fn is_stale(v: f64) -> bool {
+    v.to_bits() == STALE_NAN
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -259,17 +264,10 @@ impl Ev<'_, '_> {
         Ok(series)
     }
 
-    /// Reads one series' samples in `[from, to]`, counted against the limit;
-    /// Prometheus's staleness markers are left out.
+    /// Reads one series' samples in `[from, to]`, counted against the limit
+    /// (staleness markers included: the selectors treat them).
     fn read(&self, id: u32, from: i64, to: i64) -> Result<(Vec<i64>, Vec<f64>)> {
-        let (mut t, mut v) = self.engine.store.read(id, Timestamp(from), Timestamp(to));
-        if v.iter().any(|x| x.to_bits() == STALE_NAN) {
-            let keep: Vec<bool> = v.iter().map(|x| x.to_bits() != STALE_NAN).collect();
-            let mut k = keep.iter();
-            t.retain(|_| *k.next().expect("one flag per sample"));
-            let mut k = keep.iter();
-            v.retain(|_| *k.next().expect("one flag per sample"));
-        }
+        let (t, v) = self.engine.store.read(id, Timestamp(from), Timestamp(to));
         let total = self.read.get() + t.len();
         self.read.set(total);
         if total > self.engine.limits.samples {
@@ -298,7 +296,8 @@ impl Ev<'_, '_> {
                 .iter()
                 .map(|&r| {
                     let j = t.partition_point(|&x| x <= r);
-                    (j > 0 && t[j - 1] >= r - lookback)
+                    // A staleness marker ends the series there.
+                    (j > 0 && t[j - 1] >= r - lookback && !is_stale(v[j - 1]))
                         .then(|| if sample_times { t[j - 1] as f64 / 1e9 } else { v[j - 1] })
                 })
                 .collect();
@@ -321,7 +320,15 @@ impl Ev<'_, '_> {
                 };
                 let mut series = Vec::new();
                 for (id, key) in self.select(vs)? {
-                    let (t, v) = self.read(id, lo.saturating_sub(range), hi)?;
+                    let (mut t, mut v) = self.read(id, lo.saturating_sub(range), hi)?;
+                    // Range vectors leave staleness markers out.
+                    if v.iter().any(|&x| is_stale(x)) {
+                        let keep: Vec<bool> = v.iter().map(|&x| !is_stale(x)).collect();
+                        let mut k = keep.iter();
+                        t.retain(|_| *k.next().expect("one flag per sample"));
+                        let mut k = keep.iter();
+                        v.retain(|_| *k.next().expect("one flag per sample"));
+                    }
                     if !t.is_empty() {
                         series.push((value::of_key(&key), t, v));
                     }

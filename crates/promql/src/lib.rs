@@ -18,5 +18,5 @@ pub mod remote_write;
 mod time;
 pub mod value;
 
-pub use engine::{Engine, Error, LOOKBACK_NS, Limits, Output, STEPS_MAX, parse, series_selector};
+pub use engine::{Engine, Error, LOOKBACK_NS, Limits, Output, STALE_NAN, STEPS_MAX, is_stale, parse, series_selector};
 pub use value::{Labels, Series, Value};

@@ -1,19 +1,6 @@
 //! The calendar of PromQL's time functions (`hour`, `day_of_week`,
-//! `days_in_month`, ...): Unix seconds to UTC civil dates, by Howard
-//! Hinnant's days-from-civil algorithm (no time zone, as Prometheus).
-
-/// (year, month 1..=12, day 1..=31) of a day count since 1970-01-01.
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
+//! `days_in_month`, ...): Unix seconds to UTC civil dates
+//! (`model::civil_from_days`; no time zone, as Prometheus).
 
 fn leap(y: i64) -> bool {
     (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
@@ -24,7 +11,7 @@ pub(crate) fn field(name: &str, secs: f64) -> f64 {
     let s = secs.floor() as i64;
     let days = s.div_euclid(86_400);
     let in_day = s.rem_euclid(86_400);
-    let (y, m, d) = civil(days);
+    let (y, m, d) = model::civil_from_days(days);
     let month_days = [31, if leap(y) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
     match name {
         "minute" => ((in_day / 60) % 60) as f64,

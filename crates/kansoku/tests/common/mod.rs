@@ -1,5 +1,5 @@
-//! Helpers shared by the end-to-end tests: start the real binary, talk HTTP
-//! to it, read its live tail.
+//! Helpers shared by the end-to-end tests: start the real binary (and the
+//! peers they run beside it), talk HTTP to it, read its live tail.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -131,4 +131,31 @@ pub fn query(addr: &str, selector: &str, from: i64, to: i64) -> serde_json::Valu
 
 pub fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
+}
+
+/// A child process (a peer: Prometheus, Alertmanager, a workload) killed
+/// and reaped when dropped.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A loopback port free a moment ago, for a peer that cannot be told to
+/// pick its own and say it.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits for `ready` (polled every 100 ms), at most `limit`, else fails
+/// naming `what`.
+pub fn wait(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

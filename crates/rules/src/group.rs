@@ -1,0 +1,438 @@
+//! One rule group at work: every interval boundary, each rule evaluated as
+//! an instant query at the boundary; recording rules' results and alerts'
+//! `ALERTS`/`ALERTS_FOR_STATE` samples go out as one batch; alerts move
+//! pending → firing (after `for:`) → resolved, and the notifier thread sends
+//! what changed, and firing alerts again every minute, to Alertmanager.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::Duration;
+
+use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
+use model::report::Figure;
+use model::{Batch, SeriesKey, Timestamp};
+use store::Store;
+
+use crate::file::{self, Rule};
+use crate::notify::{Alert, Alertmanager};
+use crate::template::expand;
+
+/// How often a firing alert is sent again (Prometheus's resend delay).
+const RESEND_NS: i64 = 60_000_000_000;
+/// How long a resolved alert is still sent (Prometheus keeps 15 minutes).
+const RESOLVED_KEEP_NS: i64 = 900_000_000_000;
+/// Batches of alerts waiting for the notifier; more are dropped, counted.
+const NOTIFY_QUEUE: usize = 64;
+
+/// Counters of every group of a process (`rules` in `/api/v1/status`).
+#[derive(Debug, Default)]
+pub struct RuleStats {
+    pub evaluations: AtomicU64,
+    pub evaluation_failures: AtomicU64,
+    pub samples: AtomicU64,
+    pub missed_intervals: AtomicU64,
+    pub dropped_batches: AtomicU64,
+    pub alerts_firing: AtomicU64,
+    pub alerts_pending: AtomicU64,
+    pub notifications_sent: AtomicU64,
+    pub notifications_failed: AtomicU64,
+    pub notifications_dropped: AtomicU64,
+}
+
+impl RuleStats {
+    pub fn report(&self) -> [Figure; 10] {
+        let n = |a: &AtomicU64| a.load(Relaxed);
+        [
+            Figure::counter("evaluations", n(&self.evaluations)),
+            Figure::counter("evaluation_failures", n(&self.evaluation_failures)),
+            Figure::counter("samples", n(&self.samples)),
+            Figure::counter("missed_intervals", n(&self.missed_intervals)),
+            Figure::counter("dropped_batches", n(&self.dropped_batches)),
+            Figure::gauge("alerts_firing", n(&self.alerts_firing)),
+            Figure::gauge("alerts_pending", n(&self.alerts_pending)),
+            Figure::counter("notifications_sent", n(&self.notifications_sent)),
+            Figure::counter("notifications_failed", n(&self.notifications_failed)),
+            Figure::counter("notifications_dropped", n(&self.notifications_dropped)),
+        ]
+    }
+}
+
+type Labels = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Pending,
+    Firing,
+    /// Resolved at this time; sent until [`RESOLVED_KEEP_NS`] later.
+    Resolved(i64),
+}
+
+#[derive(Debug)]
+struct Active {
+    annotations: Labels,
+    active_at: i64,
+    state: State,
+    /// When it was last sent, and in which state.
+    sent: Option<(i64, State)>,
+}
+
+#[derive(Debug)]
+pub struct Group {
+    name: String,
+    interval: Duration,
+    rules: Vec<(Rule, Duration)>,
+    /// Per alerting rule: its alerts by their labels.
+    alerts: Vec<HashMap<Labels, Active>>,
+    store: Arc<Store>,
+    notify: Option<SyncSender<Vec<Alert>>>,
+    stats: Arc<RuleStats>,
+    ids: Ids,
+    /// Series written by the last evaluation: one not written again gets a
+    /// staleness marker, so it ends there (as in Prometheus).
+    last: std::collections::HashSet<u32>,
+    /// Errors already logged, by rule index (logged again once it recovers).
+    failing: Vec<bool>,
+}
+
+impl Group {
+    /// A group of `spec` over `store`, evaluated every `spec.interval` (or
+    /// `default_interval`), alerts to `alertmanager` when given.
+    pub fn new(
+        spec: &file::Group,
+        default_interval: Duration,
+        store: Arc<Store>,
+        alertmanager: Option<Alertmanager>,
+        stats: Arc<RuleStats>,
+    ) -> std::io::Result<Group> {
+        let interval =
+            spec.interval.as_deref().map_or(Ok(default_interval), file::duration).unwrap_or(default_interval);
+        let rules = spec
+            .rules
+            .iter()
+            .map(|r| (r.clone(), r.for_.as_deref().and_then(|f| file::duration(f).ok()).unwrap_or_default()))
+            .collect::<Vec<_>>();
+        let notify = match alertmanager {
+            Some(am) => Some(spawn_notifier(am, Arc::clone(&stats))?),
+            None => None,
+        };
+        Ok(Group {
+            name: spec.name.clone(),
+            interval,
+            alerts: rules.iter().map(|_| HashMap::new()).collect(),
+            failing: vec![false; rules.len()],
+            rules,
+            store,
+            notify,
+            stats,
+            ids: Ids::default(),
+            last: std::collections::HashSet::new(),
+        })
+    }
+
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Evaluates every rule at `t` (ns): the batch of what to store, and the
+    /// alerts to send.
+    pub fn eval(&mut self, t: i64) -> (Batch, Vec<Alert>) {
+        let mut batch = Batch::new(Timestamp(t));
+        let mut out: Vec<Alert> = Vec::new();
+        let engine = promql::Engine::new(&self.store);
+        let (mut firing, mut pending) = (0, 0);
+        for i in 0..self.rules.len() {
+            let (rule, hold) = &self.rules[i];
+            self.stats.evaluations.fetch_add(1, Relaxed);
+            let result = match engine.instant(&rule.expr, t) {
+                Ok(o) => match o.value {
+                    promql::Value::Vector(v) => {
+                        Ok(v.into_iter().filter_map(|s| s.points[0].map(|x| (s.labels, x))).collect::<Vec<_>>())
+                    }
+                    promql::Value::Scalar(v) => Ok(vec![(Vec::new(), v[0])]),
+                    other => Err(format!("the expression is a {}, not a vector", other.kind())),
+                },
+                Err(e) => Err(e.to_string()),
+            };
+            let result = match result {
+                Ok(r) => {
+                    if std::mem::take(&mut self.failing[i]) {
+                        tracing::info!("rules: group {:?}, rule {i}: evaluates again", self.name);
+                    }
+                    r
+                }
+                Err(e) => {
+                    self.stats.evaluation_failures.fetch_add(1, Relaxed);
+                    if !std::mem::replace(&mut self.failing[i], true) {
+                        tracing::warn!(
+                            "rules: group {:?}, rule {i} ({}): {e} (counted; logged once)",
+                            self.name,
+                            rule.expr
+                        );
+                    }
+                    continue;
+                }
+            };
+            match (&rule.record, &rule.alert) {
+                (Some(record), _) => {
+                    for (labels, v) in result {
+                        let mut l: Labels = labels.into_iter().filter(|(k, _)| k != promql::value::NAME).collect();
+                        l.extend(rule.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+                        push(&mut batch, &mut self.ids, SeriesKey::new(record.as_str(), l), v);
+                    }
+                }
+                (None, Some(alertname)) => {
+                    let mut seen: HashMap<Labels, (f64, Labels)> = HashMap::new();
+                    for (labels, v) in result {
+                        let base: Labels = labels.into_iter().filter(|(k, _)| k != promql::value::NAME).collect();
+                        let mut l = base.clone();
+                        for (k, tmpl) in &rule.labels {
+                            l.insert(k.clone(), expand(tmpl, &base, v));
+                        }
+                        l.insert("alertname".into(), alertname.clone());
+                        seen.insert(l, (v, base));
+                    }
+                    let alerts = &mut self.alerts[i];
+                    // Gone from the result: a pending alert is dropped, a
+                    // firing one resolved.
+                    alerts.retain(|labels, a| {
+                        if seen.contains_key(labels) {
+                            return true;
+                        }
+                        match a.state {
+                            State::Pending => false,
+                            State::Firing => {
+                                a.state = State::Resolved(t);
+                                true
+                            }
+                            State::Resolved(at) => t - at < RESOLVED_KEEP_NS,
+                        }
+                    });
+                    for (labels, (v, base)) in seen {
+                        let a = alerts.entry(labels).or_insert(Active {
+                            annotations: Labels::new(),
+                            active_at: t,
+                            state: State::Pending,
+                            sent: None,
+                        });
+                        if matches!(a.state, State::Resolved(_)) {
+                            (a.active_at, a.state, a.sent) = (t, State::Pending, None);
+                        }
+                        if a.state == State::Pending && t - a.active_at >= hold.as_nanos() as i64 {
+                            a.state = State::Firing;
+                        }
+                        a.annotations =
+                            rule.annotations.iter().map(|(k, tmpl)| (k.clone(), expand(tmpl, &base, v))).collect();
+                    }
+                    let valid_for = 4 * RESEND_NS.max(self.interval.as_nanos() as i64);
+                    for (labels, a) in alerts.iter_mut() {
+                        let state = match a.state {
+                            State::Pending => "pending",
+                            State::Firing => "firing",
+                            State::Resolved(_) => "",
+                        };
+                        if !state.is_empty() {
+                            let mut l = labels.clone();
+                            l.insert("alertstate".into(), state.into());
+                            push(&mut batch, &mut self.ids, SeriesKey::new("ALERTS", l), 1.0);
+                            push(
+                                &mut batch,
+                                &mut self.ids,
+                                SeriesKey::new("ALERTS_FOR_STATE", labels.clone()),
+                                a.active_at as f64 / 1e9,
+                            );
+                        }
+                        match a.state {
+                            State::Pending => pending += 1,
+                            State::Firing => firing += 1,
+                            State::Resolved(_) => {}
+                        }
+                        // Sent when its state changed, or a minute after it was last sent.
+                        let due = match a.sent {
+                            None => a.state != State::Pending,
+                            Some((at, s)) => s != a.state || t - at >= RESEND_NS,
+                        };
+                        if due && a.state != State::Pending {
+                            a.sent = Some((t, a.state));
+                            out.push(Alert {
+                                labels: labels.clone(),
+                                annotations: a.annotations.clone(),
+                                starts_at: a.active_at,
+                                ends_at: Some(match a.state {
+                                    State::Resolved(at) => at,
+                                    _ => t + valid_for,
+                                }),
+                            });
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let now: std::collections::HashSet<u32> = batch.points.iter().map(|p| p.0).collect();
+        for &gone in self.last.difference(&now) {
+            batch.points.push((gone, f64::from_bits(promql::STALE_NAN)));
+        }
+        self.last = now;
+        self.stats.alerts_firing.store(firing, Relaxed);
+        self.stats.alerts_pending.store(pending, Relaxed);
+        self.stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
+        (batch, out)
+    }
+
+    /// Evaluates on every boundary of the interval until `stop`, handing
+    /// each batch to `sink` without blocking (a full queue drops and counts).
+    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
+        let interval = self.interval.as_nanos() as i64;
+        let mut scheduled = next_boundary(clock::realtime_ns(), interval);
+        while !stop.load(Relaxed) {
+            match sleep_until(scheduled, interval, &stop) {
+                Wake::Reached => {}
+                Wake::Stopped => break,
+                Wake::ClockSteppedBack => {
+                    scheduled = next_boundary(clock::realtime_ns(), interval);
+                    continue;
+                }
+            }
+            let (batch, alerts) = self.eval(scheduled);
+            if let Some(n) = &self.notify
+                && !alerts.is_empty()
+                && n.try_send(alerts).is_err()
+            {
+                self.stats.notifications_dropped.fetch_add(1, Relaxed);
+            }
+            match sink.try_send(batch) {
+                Ok(()) => {}
+                Err(TrySendError::Full(b)) => {
+                    // Its series are declared again with the next batch.
+                    for (id, key) in &b.defs {
+                        self.ids.of.remove(key);
+                        self.last.remove(id);
+                    }
+                    self.stats.dropped_batches.fetch_add(1, Relaxed);
+                }
+                Err(TrySendError::Disconnected(_)) => break,
+            }
+            let (next, missed) = after_round(scheduled, clock::realtime_ns(), interval);
+            self.stats.missed_intervals.fetch_add(missed, Relaxed);
+            scheduled = next;
+        }
+    }
+}
+
+/// Series ids of a group's batches: each key's, and the next unused.
+#[derive(Debug, Default)]
+struct Ids {
+    of: HashMap<SeriesKey, u32>,
+    next: u32,
+}
+
+/// Adds a sample of `key` to the batch, declaring the series the first time.
+fn push(batch: &mut Batch, ids: &mut Ids, key: SeriesKey, v: f64) {
+    let next = &mut ids.next;
+    let id = *ids.of.entry(key).or_insert_with_key(|k| {
+        let id = *next;
+        *next += 1;
+        batch.defs.push((id, k.clone()));
+        id
+    });
+    batch.points.push((id, v));
+}
+
+/// The thread that posts alerts, so a slow Alertmanager never delays an
+/// evaluation.
+fn spawn_notifier(am: Alertmanager, stats: Arc<RuleStats>) -> std::io::Result<SyncSender<Vec<Alert>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Alert>>(NOTIFY_QUEUE);
+    std::thread::Builder::new().name("rules-notify".into()).spawn(move || {
+        let mut failing = false;
+        for alerts in rx {
+            match am.send(&alerts) {
+                Ok(()) => {
+                    stats.notifications_sent.fetch_add(alerts.len() as u64, Relaxed);
+                    if std::mem::take(&mut failing) {
+                        tracing::info!("rules: alerts reach {} again", am.url());
+                    }
+                }
+                Err(e) => {
+                    stats.notifications_failed.fetch_add(alerts.len() as u64, Relaxed);
+                    if !std::mem::replace(&mut failing, true) {
+                        tracing::warn!("rules: {e} (counted; logged once until it recovers)");
+                    }
+                }
+            }
+        }
+    })?;
+    Ok(tx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+    const T0: i64 = 1_800_000_000 * S;
+
+    #[test]
+    fn alerts_go_pending_firing_resolved_and_their_series_end_with_a_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            Store::open(dir.path(), store::Options { fsync: store::FsyncPolicy::Never, ..Default::default() }).unwrap(),
+        );
+        let spec: crate::RuleFile = serde_norway::from_str(
+            "groups:\n- name: g\n  rules:\n  - record: x:doubled\n    expr: x * 2\n  - alert: High\n    expr: x > 5\n    for: 2s\n    labels: {severity: page}\n    annotations: {summary: 'x is {{ $value }} on {{ $labels.h }}'}\n",
+        )
+        .unwrap();
+        let stats = Arc::new(RuleStats::default());
+        let mut g =
+            Group::new(&spec.groups[0], Duration::from_secs(1), Arc::clone(&store), None, Arc::clone(&stats)).unwrap();
+        let mut app = store::Appender::default();
+        let mut rules_app = store::Appender::default();
+        // x: 10 for 4 s, then 1.
+        let mut states = Vec::new();
+        for i in 0..8i64 {
+            let mut b = Batch::new(Timestamp(T0 + i * S));
+            if i == 0 {
+                b.defs.push((0, SeriesKey::new("x", [("h", "n1")])));
+            }
+            b.points.push((0, if i < 4 { 10.0 } else { 1.0 }));
+            store.append(&mut app, &b).unwrap();
+            let (batch, alerts) = g.eval(T0 + i * S);
+            store.append(&mut rules_app, &batch).unwrap();
+            let state = g.alerts[1].values().next().map(|a| a.state);
+            states.push((state, alerts.len()));
+            if i == 2 {
+                assert_eq!(alerts[0].annotations["summary"], "x is 10 on n1");
+                assert_eq!(alerts[0].labels["severity"], "page");
+                assert_eq!(alerts[0].labels["alertname"], "High");
+            }
+        }
+        assert_eq!(
+            states,
+            [
+                (Some(State::Pending), 0),
+                (Some(State::Pending), 0),
+                (Some(State::Firing), 1),
+                (Some(State::Firing), 0),
+                (Some(State::Resolved(T0 + 4 * S)), 1),
+                (Some(State::Resolved(T0 + 4 * S)), 0),
+                (Some(State::Resolved(T0 + 4 * S)), 0),
+                (Some(State::Resolved(T0 + 4 * S)), 0),
+            ]
+        );
+        // Stored: the recording rule, and ALERTS while it was active, ended
+        // by a staleness marker when it resolved.
+        let e = promql::Engine::new(&store);
+        let v = |q: &str, t: i64| match e.instant(q, t).unwrap().value {
+            promql::Value::Vector(v) => v.iter().filter_map(|s| s.points[0]).collect::<Vec<f64>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(v("x:doubled", T0 + 3 * S), [20.0]);
+        assert_eq!(v("ALERTS{alertstate=\"pending\"}", T0 + S), [1.0]);
+        assert_eq!(v("ALERTS{alertstate=\"firing\"}", T0 + 3 * S), [1.0]);
+        assert!(v("ALERTS{alertstate=\"pending\"}", T0 + 3 * S).is_empty(), "pending ended when it fired");
+        assert!(v("ALERTS", T0 + 5 * S).is_empty(), "resolved: no ALERTS sample");
+        assert_eq!(v("ALERTS_FOR_STATE", T0 + 3 * S), [(T0 / S) as f64]);
+        assert_eq!(stats.alerts_firing.load(Relaxed), 0);
+    }
+}

@@ -1,0 +1,16 @@
+//! Prometheus rule files on kansoku's store: recording rules store their
+//! expression's result as new series, alerting rules keep each alert's
+//! state (pending for `for:`, then firing, then resolved), store it as
+//! `ALERTS` and `ALERTS_FOR_STATE` series, and send it to Alertmanager's v2
+//! API. Groups evaluate at their own interval on wall-clock boundaries —
+//! down to 100 ms, where Prometheus stops at seconds — each on its own
+//! thread, handing their samples to a bounded queue like any producer.
+
+pub mod file;
+mod group;
+pub mod notify;
+pub mod template;
+
+pub use file::{Group as GroupSpec, Rule, RuleFile, load};
+pub use group::{Group, RuleStats};
+pub use notify::Alertmanager;
