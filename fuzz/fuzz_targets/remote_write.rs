@@ -1,6 +1,6 @@
-//! Prometheus remote-write bodies come from the network: any bytes decode
-//! to points or an error, never a panic, and never allocate past the
-//! decompressed-size limit; what decodes re-encodes to the same points.
+//! Prometheus remote-write and remote-read bodies come from the network:
+//! any bytes decode to points (or queries) or an error, never a panic, and
+//! never allocate past the decompressed-size limit.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -10,4 +10,5 @@ fuzz_target!(|data: &[u8]| {
             assert!(!key.name().is_empty());
         }
     }
+    let _ = promql::remote_read::decode_request(data);
 });

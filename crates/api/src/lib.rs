@@ -135,6 +135,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/prometheus/api/v1/labels", get(prometheus::labels).post(prometheus::labels))
         .route("/prometheus/api/v1/label/{name}/values", get(prometheus::label_values))
         .route("/prometheus/api/v1/metadata", get(prometheus::metadata))
+        .route("/prometheus/api/v1/read", axum::routing::post(prometheus::remote_read))
         .route(
             "/prometheus/api/v1/write",
             axum::routing::post(prometheus::remote_write).layer(axum::extract::DefaultBodyLimit::disable()),

@@ -26,16 +26,18 @@ pub struct PromStats {
     pub remote_write_samples: AtomicU64,
     /// Remote writes refused: undecodable, or too many new series.
     pub remote_write_refused: AtomicU64,
+    pub remote_reads: AtomicU64,
 }
 
 impl PromStats {
-    pub fn report(&self) -> [model::report::Figure; 4] {
+    pub fn report(&self) -> [model::report::Figure; 5] {
         use model::report::Figure;
         [
             Figure::counter("queries", self.queries.load(Relaxed)),
             Figure::counter("remote_writes", self.remote_writes.load(Relaxed)),
             Figure::counter("remote_write_samples", self.remote_write_samples.load(Relaxed)),
             Figure::counter("remote_write_refused", self.remote_write_refused.load(Relaxed)),
+            Figure::counter("remote_reads", self.remote_reads.load(Relaxed)),
         ]
     }
 }
@@ -371,6 +373,54 @@ pub async fn remote_write(
         Ok(Ok(Err(refused))) => refuse(StatusCode::BAD_REQUEST, refused),
         Ok(Err(e)) => refuse(StatusCode::SERVICE_UNAVAILABLE, format!("cannot store now: {e}")),
         Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("write task: {e}")),
+    }
+}
+
+/// Samples one remote read may return, over all its queries.
+const READ_SAMPLES_MAX: usize = 50_000_000;
+
+/// `POST /prometheus/api/v1/read`: Prometheus remote read (the samples
+/// response), every matching series' raw samples in each query's range.
+pub async fn remote_read(State(st): State<ApiState>, body: Bytes) -> Response {
+    st.prometheus.remote_reads.fetch_add(1, Relaxed);
+    let queries = match promql::remote_read::decode_request(&body) {
+        Ok(q) => q,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("remote read: {e}")).into_response(),
+    };
+    let store = st.store.clone();
+    let answer = st
+        .guard
+        .run(move || {
+            let mut total = 0usize;
+            let mut answers = Vec::with_capacity(queries.len());
+            for (sel, from, to) in &queries {
+                let (found, n) = store.series_limited(sel, LIST_MAX);
+                if n > LIST_MAX {
+                    return Err(format!("{n} series match a query; at most {LIST_MAX}"));
+                }
+                let mut series = Vec::with_capacity(found.len());
+                for (id, key) in found {
+                    let (t, v) = store.read(id, Timestamp(*from), Timestamp(*to));
+                    total += t.len();
+                    if total > READ_SAMPLES_MAX {
+                        return Err(format!("more than {READ_SAMPLES_MAX} samples; narrow the range"));
+                    }
+                    if !t.is_empty() {
+                        series.push((key, t, v));
+                    }
+                }
+                answers.push(series);
+            }
+            Ok(promql::remote_read::encode_response(&answers))
+        })
+        .await;
+    match answer {
+        Ok(Ok(bytes)) => {
+            ([(header::CONTENT_TYPE, "application/x-protobuf"), (header::CONTENT_ENCODING, "snappy")], bytes)
+                .into_response()
+        }
+        Ok(Err(too_much)) => (StatusCode::UNPROCESSABLE_ENTITY, too_much).into_response(),
+        Err(e) => e.into_response(),
     }
 }
 

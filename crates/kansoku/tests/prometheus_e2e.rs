@@ -138,3 +138,50 @@ fn prometheus_remote_writes_node_exporter_to_kansoku_and_nothing_is_lost() {
     assert_eq!(status["prometheus"]["remote_write_refused"], 0, "{status}");
     assert_eq!(status["store"]["out_of_order_dropped"], 0, "{status}");
 }
+
+/// A real Prometheus with kansoku as its remote-read source answers
+/// kansoku's samples — series it never scraped — as its own.
+#[test]
+fn prometheus_reads_kansoku_by_remote_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let kansoku =
+        common::start(&["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], &dir.path().join("data"));
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let samples: Vec<(i64, f64)> = (0..30).map(|i| (now_ms - 35_000 + i * 1000, (i * i) as f64 / 7.0)).collect();
+    let body = promql::remote_write::encode(&[(vec![("__name__", "rr_metric"), ("src", "kansoku")], samples.clone())]);
+    let (status, text) =
+        common::http_post(&kansoku.addr, "/prometheus/api/v1/write", "Content-Encoding: snappy\r\n", &body);
+    assert_eq!(status, 204, "{text}");
+    let prom_port = free_port();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!("remote_read:\n  - url: http://{}/prometheus/api/v1/read\n    read_recent: true\n", kansoku.addr),
+    )
+    .unwrap();
+    let _prom = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (scripts/deps.sh test installs it)"),
+    );
+    let prom = format!("127.0.0.1:{prom_port}");
+    wait("prometheus ready", Duration::from_secs(60), || {
+        std::net::TcpStream::connect(&prom).is_ok() && http_get(&prom, "/-/ready").0 == 200
+    });
+    let t = now_ms as f64 / 1000.0;
+    let from_prometheus = matrix(&prom, "", "rr_metric[1m]", t);
+    let from_kansoku = matrix(&kansoku.addr, "/prometheus", "rr_metric[1m]", t);
+    assert_eq!(from_prometheus.len(), 1, "{from_prometheus:?}");
+    assert_eq!(from_prometheus, from_kansoku);
+    let values = from_prometheus.values().next().unwrap();
+    assert_eq!(values.len(), 30);
+    assert_eq!(values[7].1, promql::value::format_float(49.0 / 7.0));
+    let (_, status) = http_get(&kansoku.addr, "/api/v1/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert!(status["prometheus"]["remote_reads"].as_u64().unwrap() >= 1, "{status}");
+}

@@ -1,5 +1,5 @@
-//! Prometheus compatibility on kansoku's store — PromQL, and remote write
-//! in ([`remote_write`]) — so that Grafana's Prometheus data source,
+//! Prometheus compatibility on kansoku's store — PromQL, remote write in
+//! ([`remote_write`]) and remote read out ([`remote_read`]) — so that Grafana's Prometheus data source,
 //! anyone's PromQL and a Prometheus forwarding its samples all work against
 //! every raw sample kansoku keeps. Expressions
 //! are parsed by `promql-parser` (the maintained Rust port of Prometheus's
@@ -14,6 +14,7 @@ mod aggregate;
 mod binary;
 mod engine;
 mod functions;
+pub mod remote_read;
 pub mod remote_write;
 mod time;
 pub mod value;
