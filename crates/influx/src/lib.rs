@@ -192,7 +192,16 @@ fn parse_value(v: &str) -> Result<Option<Value>, String> {
     Ok(Some(match v {
         "t" | "T" | "true" | "True" | "TRUE" => Value::Bool(true),
         "f" | "F" | "false" | "False" | "FALSE" => Value::Bool(false),
-        _ if v.ends_with('i') => Value::Int(v[..v.len() - 1].parse().map_err(|_| bad())?),
+        // An `i` integer above i64 that fits u64 (numpy's uint64 columns,
+        // as the Python client writes them) is kept as the unsigned it is;
+        // InfluxDB refuses it.
+        _ if v.ends_with('i') => {
+            let digits = &v[..v.len() - 1];
+            match digits.parse::<i64>() {
+                Ok(i) => Value::Int(i),
+                Err(_) => Value::Uint(digits.parse().map_err(|_| bad())?),
+            }
+        }
         _ if v.ends_with('u') => Value::Uint(v[..v.len() - 1].parse().map_err(|_| bad())?),
         _ => {
             let f: f64 = v.parse().map_err(|_| bad())?;
@@ -295,6 +304,12 @@ pub fn write(store: &Store, points: &[(SeriesKey, i64, f64)]) -> Result<Vec<Appe
 pub enum Statement {
     ShowDatabases,
     ShowMeasurements,
+    /// `SHOW TAG KEYS [FROM m]`
+    ShowTagKeys(Option<String>),
+    /// `SHOW FIELD KEYS [FROM m]`
+    ShowFieldKeys(Option<String>),
+    /// `SHOW TAG VALUES [FROM m] WITH KEY = k`
+    ShowTagValues(Option<String>, String),
     CreateDatabase(String),
     Select {
         fields: Option<Vec<String>>,
@@ -303,6 +318,8 @@ pub enum Statement {
         to: i64,
         tags: Vec<(String, String)>,
         limit: Option<usize>,
+        /// `ORDER BY time DESC`
+        desc: bool,
     },
 }
 
@@ -321,10 +338,39 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
         (Some("CREATE"), Some("DATABASE")) if toks.len() == 3 => {
             return Ok(Statement::CreateDatabase(unquote(&toks[2])));
         }
+        (Some("SHOW"), Some("TAG" | "FIELD")) if w(2) == Some("KEYS") || w(2) == Some("VALUES") => {
+            // [FROM m] [WITH KEY = k]
+            let mut measurement = None;
+            let mut key = None;
+            let mut i = 3;
+            while i < toks.len() {
+                match up[i].as_str() {
+                    "FROM" => {
+                        let m = toks.get(i + 1).ok_or("FROM without a measurement")?;
+                        measurement = m.split('.').filter(|p| !p.is_empty()).last().map(unquote);
+                        i += 2;
+                    }
+                    "WITH" if w(i + 1) == Some("KEY") && toks.get(i + 2).is_some_and(|t| t == "=") => {
+                        key = Some(unquote(toks.get(i + 3).ok_or("WITH KEY = needs a tag key")?));
+                        i += 4;
+                    }
+                    other => {
+                        return Err(format!("unsupported {other:?} in {s:?}: kansoku serves [FROM m] and WITH KEY = k"));
+                    }
+                }
+            }
+            return match (w(1), w(2), key) {
+                (Some("TAG"), Some("KEYS"), None) => Ok(Statement::ShowTagKeys(measurement)),
+                (Some("FIELD"), Some("KEYS"), None) => Ok(Statement::ShowFieldKeys(measurement)),
+                (Some("TAG"), Some("VALUES"), Some(k)) => Ok(Statement::ShowTagValues(measurement, k)),
+                (Some("TAG"), Some("VALUES"), None) => Err("SHOW TAG VALUES needs WITH KEY = k".into()),
+                _ => Err(format!("unsupported statement {s:?}")),
+            };
+        }
         (Some("SELECT"), _) => {}
         _ => {
             return Err(format!(
-                "unsupported statement {s:?}: kansoku serves SHOW DATABASES, SHOW MEASUREMENTS, CREATE DATABASE and SELECT ... FROM m [WHERE time/tag conditions] [LIMIT n]"
+                "unsupported statement {s:?}: kansoku serves SHOW DATABASES, SHOW MEASUREMENTS, SHOW TAG KEYS, SHOW FIELD KEYS, SHOW TAG VALUES WITH KEY = k, CREATE DATABASE and SELECT ... FROM m [WHERE time/tag conditions] [ORDER BY time [DESC]] [LIMIT n]"
             ));
         }
     }
@@ -335,15 +381,20 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
     } else if field_toks.is_empty() {
         return Err("SELECT without fields".into());
     } else {
-        if field_toks.iter().any(|t| t.contains('(')) {
-            return Err("functions (mean(), count(), ...) are not supported: select fields and aggregate client-side, or use /api/v1/query".into());
+        if let Some(f) = field_toks.iter().find(|t| t.contains('(')) {
+            let name = f.split('(').next().unwrap_or_default();
+            return Err(format!(
+                "the function {name}() is not supported yet (kansoku's InfluxQL selects fields): aggregate client-side, or ask in PromQL (/prometheus/api/v1/query) or /api/v1/query"
+            ));
         }
         Some(field_toks.iter().map(|t| unquote(t)).collect())
     };
     // FROM m, "m", db.rp.m, "db"."rp"."m": the last name counts.
     let mut i = from_at + 1;
     let mut measurement = None;
-    while i < toks.len() && up[i] != "WHERE" && up[i] != "LIMIT" {
+    let clause =
+        |t: &str| matches!(t, "WHERE" | "LIMIT" | "ORDER" | "GROUP" | "OFFSET" | "SLIMIT" | "SOFFSET" | "FILL");
+    while i < toks.len() && !clause(&up[i]) {
         for part in toks[i].split('.').filter(|p| !p.is_empty()) {
             measurement = Some(unquote(part));
         }
@@ -353,6 +404,7 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
     let (mut from, mut to) = (i64::MIN, i64::MAX);
     let mut tags = Vec::new();
     let mut limit = None;
+    let mut desc = false;
     while i < toks.len() {
         match up[i].as_str() {
             "WHERE" | "AND" => {
@@ -360,7 +412,7 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
                     (toks.get(i + 1).ok_or("condition expected")?, toks.get(i + 2).ok_or("operator expected")?);
                 // The right side runs to the next AND / LIMIT / end.
                 let mut j = i + 3;
-                while j < toks.len() && up[j] != "AND" && up[j] != "LIMIT" {
+                while j < toks.len() && up[j] != "AND" && !clause(&up[j]) {
                     j += 1;
                 }
                 let rhs = &toks[i + 3..j];
@@ -390,11 +442,21 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
                 limit = Some(toks.get(i + 1).and_then(|n| n.parse().ok()).ok_or("LIMIT needs a number")?);
                 i += 2;
             }
+            "ORDER" if up.get(i + 1).is_some_and(|t| t == "BY") && up.get(i + 2).is_some_and(|t| t == "TIME") => {
+                i += 3;
+                match up.get(i).map(String::as_str) {
+                    Some("DESC") => (desc, i) = (true, i + 1),
+                    Some("ASC") => i += 1,
+                    _ => {}
+                }
+            }
+            "ORDER" => return Err("only ORDER BY time [ASC|DESC] is supported".into()),
+            "GROUP" => return Err("GROUP BY is not supported yet".into()),
             "OR" => return Err("OR is not supported".into()),
             other => return Err(format!("unexpected {other:?}")),
         }
     }
-    Ok(Statement::Select { fields, measurement, from, to, tags, limit })
+    Ok(Statement::Select { fields, measurement, from, to, tags, limit, desc })
 }
 
 /// `now()`, `now() - 1h`, `'RFC3339'`, `123` (ns), `123s`/`ms`/`u`...
@@ -524,9 +586,13 @@ pub fn execute(
             let values: Vec<_> = names.into_iter().map(|n| json!([n])).collect();
             Ok(json!({"series": [{"name": "measurements", "columns": ["name"], "values": values}]}))
         }
-        Statement::Select { fields, measurement, from, to, tags, limit } => {
+        Statement::Select { fields, measurement, from, to, tags, limit, desc } => {
             let db = db.ok_or("database name required (db=...)")?;
-            select(store, db, fields.as_deref(), measurement, (*from, *to), tags, *limit, epoch)
+            select(store, db, fields.as_deref(), measurement, (*from, *to), tags, (*limit, *desc), epoch)
+        }
+        Statement::ShowTagKeys(m) | Statement::ShowFieldKeys(m) | Statement::ShowTagValues(m, _) => {
+            let db = db.ok_or("database name required (db=...)")?;
+            show_keys(store, db, m.as_deref(), st)
         }
     }
 }
@@ -539,7 +605,7 @@ fn select(
     measurement: &str,
     (from, to): (i64, i64),
     tags: &[(String, String)],
-    limit: Option<usize>,
+    (limit, desc): (Option<usize>, bool),
     epoch: Option<i64>,
 ) -> Result<serde_json::Value, String> {
     use serde_json::json;
@@ -570,34 +636,46 @@ fn select(
     let tag_keys: BTreeSet<String> =
         series.iter().flat_map(|(_, k, _)| k.labels().iter().map(|l| l.0.clone())).filter(|k| !hidden(k)).collect();
     let field_names: BTreeSet<String> = series.iter().map(|(_, _, f)| f.clone()).collect();
-    // As InfluxDB does: time, then tags and fields together in name order.
-    let names: BTreeSet<&String> = tag_keys.iter().chain(&field_names).collect();
+    // As InfluxDB does: `SELECT *` gives time, then tags and fields together
+    // in name order; a list gives time and what it names, in its order.
+    let names: Vec<&String> = match fields {
+        None => tag_keys.iter().chain(&field_names).collect::<BTreeSet<_>>().into_iter().collect(),
+        Some(list) => {
+            let mut seen = BTreeSet::new();
+            list.iter().filter(|n| seen.insert(*n)).collect()
+        }
+    };
     let col: BTreeMap<&String, usize> = names.iter().enumerate().map(|(i, n)| (*n, 1 + i)).collect();
-    let tag_cols: Vec<usize> = tag_keys.iter().map(|t| col[t]).collect();
-    // Rows keyed by (time, tag values).
+    // Rows keyed by (time, tag values); the tags shown are those named.
+    let tag_cols: Vec<Option<usize>> = tag_keys.iter().map(|t| col.get(t).copied()).collect();
     let mut rows: BTreeMap<(i64, Vec<Option<String>>), Vec<serde_json::Value>> = BTreeMap::new();
     let width = 1 + names.len();
     for (id, key, field) in &series {
+        let Some(&c) = col.get(field) else { continue };
         let tagvals: Vec<Option<String>> = tag_keys.iter().map(|t| key.get(t).map(str::to_owned)).collect();
         let ty = key.get(TYPE_LABEL);
         let (ts, vs) = store.read(*id, Timestamp(from), Timestamp(to));
         for (t, v) in ts.into_iter().zip(vs) {
             let row = rows.entry((t, tagvals.clone())).or_insert_with(|| vec![serde_json::Value::Null; width]);
-            row[col[field]] = match ty {
+            row[c] = match ty {
                 Some("u64") => json!(v.to_bits()),
                 Some("int") => json!(v as i64),
-                _ => json!(v),
+                _ => go_float(v),
             };
         }
     }
     let mut values = Vec::with_capacity(rows.len());
+    let rows: Box<dyn Iterator<Item = _>> =
+        if desc { Box::new(rows.into_iter().rev()) } else { Box::new(rows.into_iter()) };
     for ((t, tagvals), mut row) in rows {
         row[0] = match epoch {
             Some(unit) => json!(t / unit),
             None => json!(Timestamp(t).to_string()),
         };
         for (c, tv) in tag_cols.iter().zip(tagvals) {
-            row[*c] = tv.map_or(serde_json::Value::Null, serde_json::Value::String);
+            if let Some(c) = c {
+                row[*c] = tv.map_or(serde_json::Value::Null, serde_json::Value::String);
+            }
         }
         values.push(row);
         if limit.is_some_and(|l| values.len() >= l) {
@@ -607,6 +685,66 @@ fn select(
     let mut columns = vec!["time".to_owned()];
     columns.extend(names.into_iter().cloned());
     Ok(json!({"series": [{"name": measurement, "columns": columns, "values": values}]}))
+}
+
+/// A float as InfluxDB's JSON writes it (Go's encoder): whole numbers
+/// without a fraction (`2`, not `2.0`).
+fn go_float(v: f64) -> serde_json::Value {
+    if v.fract() == 0.0 && v.abs() < 1e15 && !(v == 0.0 && v.is_sign_negative()) {
+        serde_json::json!(v as i64)
+    } else {
+        serde_json::json!(v)
+    }
+}
+
+/// `SHOW TAG KEYS`, `SHOW FIELD KEYS`, `SHOW TAG VALUES WITH KEY = k`: one
+/// series per measurement, names in order, as InfluxDB answers them.
+fn show_keys(store: &Store, db: &str, measurement: Option<&str>, st: &Statement) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    let sel =
+        Selector::parse(&format!("{{{FIELD_LABEL}!=\"\",db=\"{}\"}}", db.replace('\\', "\\\\").replace('"', "\\\"")))
+            .map_err(|e| e.to_string())?;
+    let hidden = |k: &str| k == FIELD_LABEL || k == TYPE_LABEL || k == "db" || k == "rp";
+    // measurement -> rows
+    let mut out: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (_, k) in store.series(&sel) {
+        let Some(f) = k.get(FIELD_LABEL) else { continue };
+        let Some(m) = k.name().strip_suffix(f).and_then(|n| n.strip_suffix('_')) else { continue };
+        if measurement.is_some_and(|want| want != m) {
+            continue;
+        }
+        let rows = out.entry(m.to_owned()).or_default();
+        match st {
+            Statement::ShowTagKeys(_) => {
+                rows.extend(k.labels().iter().filter(|(n, _)| !hidden(n)).map(|(n, _)| vec![n.clone()]));
+            }
+            Statement::ShowFieldKeys(_) => {
+                let ty = match k.get(TYPE_LABEL) {
+                    Some("int") => "integer",
+                    Some("u64") => "unsigned",
+                    _ => "float",
+                };
+                rows.insert(vec![f.to_owned(), ty.to_owned()]);
+            }
+            Statement::ShowTagValues(_, key) => {
+                if let Some(v) = k.get(key).filter(|_| !hidden(key)) {
+                    rows.insert(vec![key.clone(), v.to_owned()]);
+                }
+            }
+            _ => {}
+        }
+    }
+    let columns: &[&str] = match st {
+        Statement::ShowTagKeys(_) => &["tagKey"],
+        Statement::ShowFieldKeys(_) => &["fieldKey", "fieldType"],
+        _ => &["key", "value"],
+    };
+    let series: Vec<serde_json::Value> = out
+        .into_iter()
+        .filter(|(_, rows)| !rows.is_empty())
+        .map(|(name, rows)| json!({"name": name, "columns": columns, "values": rows}))
+        .collect();
+    Ok(if series.is_empty() { json!({}) } else { json!({ "series": series }) })
 }
 
 #[cfg(test)]
@@ -636,6 +774,11 @@ mod tests {
         assert_eq!(p.points[1].2.to_bits(), u64::MAX);
         assert_eq!((p.points[2].0.get(TYPE_LABEL), p.points[2].2), (Some("int"), -3.0));
         assert_eq!(p.points[3].2, 1.0);
+        // numpy's uint64 written as `i`: above i64, kept as unsigned.
+        let big = parse("perf ip=18446744071578845184i 1");
+        assert!(big.errors.is_empty(), "{:?}", big.errors);
+        assert_eq!((big.points[0].0.get(TYPE_LABEL), big.points[0].2.to_bits()), (Some("u64"), 18446744071578845184));
+        assert!(!parse("perf ip=18446744073709551616i 1").errors.is_empty(), "past u64 is still refused");
         assert_eq!(shown[4], r#"weird m,x_f{db="telegraf",influx_field="f",tag k="v=1"} 42 1000"#);
         assert_eq!(p.points[5].0.name(), "msg_v");
     }
@@ -684,9 +827,28 @@ mod tests {
                 to: 10_000_000_000_000,
                 tags: vec![("host".into(), "a".into())],
                 limit: Some(5),
+                desc: false,
             }]
         );
-        assert!(parse_query("select mean(x) from m", now).unwrap_err().contains("functions"));
+        assert!(parse_query("select mean(x) from m", now).unwrap_err().contains("mean() is not supported"));
+        // The seed-000 client's query: the condition is fine, ORDER BY is understood.
+        let q = parse_query("SELECT ip, pid, tid FROM perf WHERE run='x' AND cpu='3' ORDER BY time DESC LIMIT 3", now)
+            .unwrap();
+        assert!(
+            matches!(&q[0], Statement::Select { tags, limit: Some(3), desc: true, .. } if tags.len() == 2),
+            "{q:?}"
+        );
+        assert!(parse_query("select * from m group by host", now).unwrap_err().contains("GROUP BY"));
+        assert_eq!(
+            parse_query("SHOW TAG KEYS; show field keys from \"m\"; SHOW TAG VALUES FROM m WITH KEY = cpu", now)
+                .unwrap(),
+            vec![
+                Statement::ShowTagKeys(None),
+                Statement::ShowFieldKeys(Some("m".into())),
+                Statement::ShowTagValues(Some("m".into()), "cpu".into())
+            ]
+        );
+        assert!(parse_query("SHOW TAG VALUES", now).unwrap_err().contains("WITH KEY"));
         assert!(parse_query("drop database x", now).unwrap_err().contains("unsupported"));
         assert!(parse_query("select * from m where a = 1 or b = 2", now).is_err());
     }

@@ -52,7 +52,7 @@ fn gzip_precision_bad_lines_and_metrics() {
     assert_eq!(status, 400);
     assert!(resp.contains("partial write") && resp.contains("1 more"), "{resp}");
     let (_, resp) = http_get(a, "/query?db=d&epoch=s&q=SELECT%20v%20FROM%20m%20WHERE%20time%20%3E%201700000001s");
-    assert!(resp.contains("[1700000002,null,3.0]"), "{resp}");
+    assert!(resp.contains("\"columns\":[\"time\",\"v\"]") && resp.contains("[1700000002,3]"), "{resp}");
     let (status, resp) = post(a, "/write", "", b"m v=1\n");
     assert_eq!(status, 404, "{resp}");
     let (status, resp) = http_get(a, "/query?db=d&q=DELETE%20FROM%20m");
@@ -159,4 +159,89 @@ fn with_tokens_writing_needs_one() {
     let (_, status) = http_get(a, "/api/v1/status?p=reader-token-0123456789");
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert!(status["http"]["auth_refused"].as_u64().unwrap() >= 24, "{status}");
+}
+
+/// The same points in kansoku and in a real InfluxDB 1.6 (Debian's
+/// `influxd`, started here); the InfluxQL a 1.x client sends — SHOW
+/// MEASUREMENTS, TAG KEYS, FIELD KEYS, TAG VALUES, SELECT with tag and time
+/// conditions, ORDER BY time DESC, LIMIT — answered identically.
+#[test]
+fn influxql_answers_as_influxdb_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(&["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], &dir.path().join("k"));
+    let (http_port, rpc_port) = (common::free_port(), common::free_port());
+    let d = dir.path().join("influxd");
+    let conf = dir.path().join("influxdb.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "reporting-disabled = true\nbind-address = \"127.0.0.1:{rpc_port}\"\n[meta]\n  dir = \"{0}/meta\"\n[data]\n  dir = \"{0}/data\"\n  wal-dir = \"{0}/wal\"\n  query-log-enabled = false\n[http]\n  bind-address = \"127.0.0.1:{http_port}\"\n  log-enabled = false\n",
+            d.display()
+        ),
+    )
+    .unwrap();
+    let _influxd = common::Killed(
+        Command::new("influxd")
+            .arg("-config")
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("influxd (Debian: apt-get install influxdb; scripts/deps.sh test)"),
+    );
+    let influx = format!("127.0.0.1:{http_port}");
+    common::wait("influxd", std::time::Duration::from_secs(60), || {
+        std::net::TcpStream::connect(&influx).is_ok() && http_get(&influx, "/ping").0 == 204
+    });
+    let mut lines = String::new();
+    for i in 0..20u64 {
+        let (host, region) = (["a", "b"][(i % 2) as usize], ["eu", "us"][(i / 2 % 2) as usize]);
+        lines.push_str(&format!(
+            "cpu,host={host},region={region} load={},n={}i {}\n",
+            i as f64 / 8.0,
+            i * 3,
+            1_767_225_600 + i
+        ));
+        if i % 3 == 0 {
+            lines.push_str(&format!("mem,host={host} used={} {}\n", 1000.0 + i as f64 * 0.25, 1_767_225_600 + i));
+        }
+    }
+    for addr in [&srv.addr, &influx] {
+        let (s, body) =
+            post(addr, "/query", "Content-Type: application/x-www-form-urlencoded\r\n", b"q=CREATE%20DATABASE%20lab");
+        assert_eq!(s, 200, "{addr}: {body}");
+        let (s, body) = post(addr, "/write?db=lab&precision=s", "", lines.as_bytes());
+        assert_eq!(s, 204, "{addr}: {body}");
+    }
+    let queries = [
+        "SHOW MEASUREMENTS",
+        "SHOW TAG KEYS",
+        "SHOW TAG KEYS FROM cpu",
+        "SHOW FIELD KEYS",
+        "SHOW FIELD KEYS FROM mem",
+        "SHOW TAG VALUES WITH KEY = host",
+        "SHOW TAG VALUES FROM cpu WITH KEY = region",
+        "SELECT * FROM cpu",
+        "SELECT load, n FROM cpu WHERE host = 'a'",
+        "SELECT * FROM cpu ORDER BY time DESC LIMIT 3",
+        "SELECT load FROM cpu WHERE time >= '2026-01-01T00:00:05Z' AND time < '2026-01-01T00:00:12Z' ORDER BY time DESC",
+        "SELECT * FROM mem WHERE host = 'b' LIMIT 2",
+        "SELECT used FROM mem WHERE host = 'nobody'",
+    ];
+    let mut differ = Vec::new();
+    for q in queries {
+        let path = format!("/query?db=lab&epoch=ms&q={}", common::enc(q));
+        let answers: Vec<serde_json::Value> = [&srv.addr, &influx]
+            .iter()
+            .map(|a| {
+                let (s, body) = http_get(a, &path);
+                assert_eq!(s, 200, "{a} {q}: {body}");
+                serde_json::from_str::<serde_json::Value>(&body).unwrap()["results"].clone()
+            })
+            .collect();
+        if answers[0] != answers[1] {
+            differ.push(format!("{q}\n  kansoku  {}\n  influxdb {}", answers[0], answers[1]));
+        }
+    }
+    assert!(differ.is_empty(), "{} of {} queries differ:\n{}", differ.len(), queries.len(), differ.join("\n"));
 }
