@@ -347,7 +347,7 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
                 match up[i].as_str() {
                     "FROM" => {
                         let m = toks.get(i + 1).ok_or("FROM without a measurement")?;
-                        measurement = m.split('.').filter(|p| !p.is_empty()).last().map(unquote);
+                        measurement = m.split('.').rfind(|p| !p.is_empty()).map(unquote);
                         i += 2;
                     }
                     "WITH" if w(i + 1) == Some("KEY") && toks.get(i + 2).is_some_and(|t| t == "=") => {
