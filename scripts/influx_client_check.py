@@ -46,4 +46,21 @@ res = client.query(
 )
 points = list(res.get_points())
 assert len(points) == 10 and points[0]["time"] == 1767225650000, points[:2]
-print("influx client check: ok (1000 DataFrame rows, 51 unsigned values, ranges)")
+# numpy's uint64 column as the client writes it: an `i` integer above i64.
+client.write_points(["samples,host=node-2 ip=18446744071578845184i 1767225700000000000"], protocol="line")
+back = [p["ip"] for p in client.query("SELECT ip FROM samples WHERE host = 'node-2'", epoch="ns").get_points()]
+assert back == [18446744071578845184], back
+
+# The paper's checks of what it wrote, in its own InfluxQL.
+counts = df_client.query('SELECT count(load) FROM "perf" GROUP BY host')
+frame = counts[("perf", (("host", "node-1"),))]
+assert int(frame["count"].iloc[0]) == 1000, frame
+keys = [p["tagKey"] for p in client.query("SHOW TAG KEYS FROM perf").get_points()]
+assert keys == ["host"], keys
+fields = {p["fieldKey"]: p["fieldType"] for p in client.query("SHOW FIELD KEYS FROM perf").get_points()}
+assert fields == {"cpu": "integer", "load": "float"}, fields
+hosts = [p["value"] for p in client.query("SHOW TAG VALUES FROM perf WITH KEY = host").get_points()]
+assert hosts == ["node-1"], hosts
+last3 = list(client.query("SELECT cpu FROM perf ORDER BY time DESC LIMIT 3", epoch="s").get_points())
+assert [p["time"] for p in last3] == [1767226599, 1767226598, 1767226597], last3
+print("influx client check: ok (1000 DataFrame rows, 52 unsigned values, ranges, counts, SHOW, ORDER BY)")

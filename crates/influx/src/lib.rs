@@ -13,6 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use model::{Batch, Selector, SeriesKey, Timestamp};
 use store::{Appended, Appender, Store};
 
+pub mod aggregate;
+
 pub const FIELD_LABEL: &str = "influx_field";
 pub const TYPE_LABEL: &str = "kansoku_type";
 
@@ -311,6 +313,16 @@ pub enum Statement {
     /// `SHOW TAG VALUES [FROM m] WITH KEY = k`
     ShowTagValues(Option<String>, String),
     CreateDatabase(String),
+    /// `SELECT f(x) [AS a], … FROM m [WHERE …] [GROUP BY time(d), tags | *] [fill(…)] [LIMIT n]`
+    Aggregate {
+        aggs: Vec<aggregate::Agg>,
+        measurement: String,
+        from: i64,
+        to: i64,
+        tags: Vec<(String, String)>,
+        group: aggregate::Grouping,
+        limit: Option<usize>,
+    },
     Select {
         fields: Option<Vec<String>>,
         measurement: String,
@@ -355,7 +367,9 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
                         i += 4;
                     }
                     other => {
-                        return Err(format!("unsupported {other:?} in {s:?}: kansoku serves [FROM m] and WITH KEY = k"));
+                        return Err(format!(
+                            "unsupported {other:?} in {s:?}: kansoku serves [FROM m] and WITH KEY = k"
+                        ));
                     }
                 }
             }
@@ -376,17 +390,24 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
     }
     let from_at = up.iter().position(|t| t == "FROM").ok_or("SELECT without FROM")?;
     let field_toks: Vec<&String> = toks[1..from_at].iter().filter(|t| *t != ",").collect();
-    let fields = if field_toks.len() == 1 && field_toks[0] == "*" {
+    // Aggregates: `f(x)` items, each with an optional `AS name`.
+    let mut aggs = Vec::new();
+    if field_toks.iter().any(|t| t.contains('(')) {
+        let mut k = 0;
+        while k < field_toks.len() {
+            let item = field_toks[k].as_str();
+            let alias = (field_toks.get(k + 1).is_some_and(|t| t.eq_ignore_ascii_case("AS")))
+                .then(|| field_toks.get(k + 2).map(|a| unquote(a)))
+                .flatten();
+            k += if alias.is_some() { 3 } else { 1 };
+            aggs.push(aggregate::Agg::parse(item, alias)?);
+        }
+    }
+    let fields = if !aggs.is_empty() || field_toks.len() == 1 && field_toks[0] == "*" {
         None
     } else if field_toks.is_empty() {
         return Err("SELECT without fields".into());
     } else {
-        if let Some(f) = field_toks.iter().find(|t| t.contains('(')) {
-            let name = f.split('(').next().unwrap_or_default();
-            return Err(format!(
-                "the function {name}() is not supported yet (kansoku's InfluxQL selects fields): aggregate client-side, or ask in PromQL (/prometheus/api/v1/query) or /api/v1/query"
-            ));
-        }
         Some(field_toks.iter().map(|t| unquote(t)).collect())
     };
     // FROM m, "m", db.rp.m, "db"."rp"."m": the last name counts.
@@ -405,6 +426,7 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
     let mut tags = Vec::new();
     let mut limit = None;
     let mut desc = false;
+    let mut group = aggregate::Grouping::default();
     while i < toks.len() {
         match up[i].as_str() {
             "WHERE" | "AND" => {
@@ -451,10 +473,35 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
                 }
             }
             "ORDER" => return Err("only ORDER BY time [ASC|DESC] is supported".into()),
-            "GROUP" => return Err("GROUP BY is not supported yet".into()),
+            "GROUP" if up.get(i + 1).is_some_and(|t| t == "BY") => {
+                i += 2;
+                while i < toks.len() && !clause(&up[i]) {
+                    let t = &toks[i];
+                    if t != "," {
+                        group.add(t)?;
+                    }
+                    i += 1;
+                }
+            }
+            "FILL" => {
+                // `fill(...)` right after GROUP BY ends up here only when
+                // split from its argument; it is a group item otherwise.
+                return Err("fill(...) belongs after GROUP BY".into());
+            }
             "OR" => return Err("OR is not supported".into()),
             other => return Err(format!("unexpected {other:?}")),
         }
+    }
+    if !aggs.is_empty() {
+        if desc {
+            return Err("ORDER BY time DESC with aggregates is not supported yet".into());
+        }
+        // InfluxDB's buckets run to now() when the query names no end.
+        let to = if to == i64::MAX && group.time.is_some() { now } else { to };
+        return Ok(Statement::Aggregate { aggs, measurement, from, to, tags, group, limit });
+    }
+    if group.time.is_some() || group.all_tags || !group.tags.is_empty() {
+        return Err("GROUP BY needs an aggregate (count(), mean(), …) in the SELECT".into());
     }
     Ok(Statement::Select { fields, measurement, from, to, tags, limit, desc })
 }
@@ -481,7 +528,7 @@ fn time_expr(toks: &[String], now: i64) -> Result<i64, String> {
     }
 }
 
-fn duration_ns(t: &str) -> Option<i64> {
+pub(crate) fn duration_ns(t: &str) -> Option<i64> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let n: i64 = t[..split].parse().ok()?;
     let unit = match &t[split..] {
@@ -537,7 +584,7 @@ fn tokens(s: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-fn unquote(t: &str) -> String {
+pub(crate) fn unquote(t: &str) -> String {
     let t = t.trim();
     if t.len() >= 2 && (t.starts_with('"') && t.ends_with('"') || t.starts_with('\'') && t.ends_with('\'')) {
         t[1..t.len() - 1].replace("\\'", "'").replace("\\\"", "\"")
@@ -590,11 +637,51 @@ pub fn execute(
             let db = db.ok_or("database name required (db=...)")?;
             select(store, db, fields.as_deref(), measurement, (*from, *to), tags, (*limit, *desc), epoch)
         }
+        Statement::Aggregate { aggs, measurement, from, to, tags, group, limit } => {
+            let db = db.ok_or("database name required (db=...)")?;
+            aggregate::run(store, db, measurement, aggs, (*from, *to), tags, group, *limit, epoch)
+        }
         Statement::ShowTagKeys(m) | Statement::ShowFieldKeys(m) | Statement::ShowTagValues(m, _) => {
             let db = db.ok_or("database name required (db=...)")?;
             show_keys(store, db, m.as_deref(), st)
         }
     }
+}
+
+/// The series of `measurement`'s fields (all, or those in `fields`) in
+/// `db` whose tags match `tags`: (id, key, field).
+pub(crate) fn measurement_series(
+    store: &Store,
+    db: &str,
+    measurement: &str,
+    tags: &[(String, String)],
+    fields: Option<&[String]>,
+) -> Result<Vec<(u32, SeriesKey, String)>, String> {
+    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    let mut sel = format!("{{{FIELD_LABEL}!=\"\",db=\"{}\"", esc(db));
+    for (k, v) in tags {
+        sel.push_str(&format!(",{k}=\"{}\"", esc(v)));
+    }
+    sel.push('}');
+    let sel = Selector::parse(&sel).map_err(|e| e.to_string())?;
+    // Series of this measurement: name = measurement_field.
+    Ok(store
+        .series(&sel)
+        .into_iter()
+        .filter_map(|(id, k)| {
+            let f = k.get(FIELD_LABEL)?.to_owned();
+            (k.name().len() == measurement.len() + 1 + f.len()
+                && k.name().starts_with(measurement)
+                && k.name().ends_with(&f)
+                && fields.is_none_or(|fs| fs.contains(&f)))
+            .then_some((id, k, f))
+        })
+        .collect())
+}
+
+/// Labels that are kansoku's, not the writer's tags.
+pub(crate) fn hidden_label(k: &str) -> bool {
+    k == FIELD_LABEL || k == TYPE_LABEL || k == "db" || k == "rp"
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -609,32 +696,15 @@ fn select(
     epoch: Option<i64>,
 ) -> Result<serde_json::Value, String> {
     use serde_json::json;
-    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
-    let mut sel = format!("{{{FIELD_LABEL}!=\"\",db=\"{}\"", esc(db));
-    for (k, v) in tags {
-        sel.push_str(&format!(",{k}=\"{}\"", esc(v)));
-    }
-    sel.push('}');
-    let sel = Selector::parse(&sel).map_err(|e| e.to_string())?;
-    // Series of this measurement: name = measurement_field.
-    let series: Vec<(u32, SeriesKey, String)> = store
-        .series(&sel)
-        .into_iter()
-        .filter_map(|(id, k)| {
-            let f = k.get(FIELD_LABEL)?.to_owned();
-            (k.name().len() == measurement.len() + 1 + f.len()
-                && k.name().starts_with(measurement)
-                && k.name().ends_with(&f)
-                && fields.is_none_or(|fs| fs.contains(&f)))
-            .then_some((id, k, f))
-        })
-        .collect();
+    let series = measurement_series(store, db, measurement, tags, fields)?;
     if series.is_empty() {
         return Ok(json!({}));
     }
-    let hidden = |k: &str| k == FIELD_LABEL || k == TYPE_LABEL || k == "db" || k == "rp";
-    let tag_keys: BTreeSet<String> =
-        series.iter().flat_map(|(_, k, _)| k.labels().iter().map(|l| l.0.clone())).filter(|k| !hidden(k)).collect();
+    let tag_keys: BTreeSet<String> = series
+        .iter()
+        .flat_map(|(_, k, _)| k.labels().iter().map(|l| l.0.clone()))
+        .filter(|k| !hidden_label(k))
+        .collect();
     let field_names: BTreeSet<String> = series.iter().map(|(_, _, f)| f.clone()).collect();
     // As InfluxDB does: `SELECT *` gives time, then tags and fields together
     // in name order; a list gives time and what it names, in its order.
@@ -689,7 +759,7 @@ fn select(
 
 /// A float as InfluxDB's JSON writes it (Go's encoder): whole numbers
 /// without a fraction (`2`, not `2.0`).
-fn go_float(v: f64) -> serde_json::Value {
+pub(crate) fn go_float(v: f64) -> serde_json::Value {
     if v.fract() == 0.0 && v.abs() < 1e15 && !(v == 0.0 && v.is_sign_negative()) {
         serde_json::json!(v as i64)
     } else {
@@ -704,7 +774,7 @@ fn show_keys(store: &Store, db: &str, measurement: Option<&str>, st: &Statement)
     let sel =
         Selector::parse(&format!("{{{FIELD_LABEL}!=\"\",db=\"{}\"}}", db.replace('\\', "\\\\").replace('"', "\\\"")))
             .map_err(|e| e.to_string())?;
-    let hidden = |k: &str| k == FIELD_LABEL || k == TYPE_LABEL || k == "db" || k == "rp";
+    let hidden = hidden_label;
     // measurement -> rows
     let mut out: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
     for (_, k) in store.series(&sel) {
@@ -830,7 +900,24 @@ mod tests {
                 desc: false,
             }]
         );
-        assert!(parse_query("select mean(x) from m", now).unwrap_err().contains("mean() is not supported"));
+        assert!(
+            matches!(&parse_query("select mean(x) from m", now).unwrap()[0], Statement::Aggregate { aggs, .. } if aggs[0].func == "mean")
+        );
+        assert!(
+            parse_query("select percentile(x, 95) from m", now).unwrap_err().contains("percentile() is not supported")
+        );
+        let q = parse_query("SELECT count(ip) AS n FROM perf WHERE run='x' GROUP BY time(10s), cpu fill(none)", now)
+            .unwrap();
+        match &q[0] {
+            Statement::Aggregate { aggs, group, to, .. } => {
+                assert_eq!(
+                    (aggs[0].name.as_str(), group.time, group.tags.as_slice()),
+                    ("n", Some(10_000_000_000), &["cpu".to_owned()][..])
+                );
+                assert_eq!((group.fill.clone(), *to), (aggregate::Fill::None, now), "buckets end at now()");
+            }
+            other => panic!("{other:?}"),
+        }
         // The seed-000 client's query: the condition is fine, ORDER BY is understood.
         let q = parse_query("SELECT ip, pid, tid FROM perf WHERE run='x' AND cpu='3' ORDER BY time DESC LIMIT 3", now)
             .unwrap();
@@ -838,7 +925,7 @@ mod tests {
             matches!(&q[0], Statement::Select { tags, limit: Some(3), desc: true, .. } if tags.len() == 2),
             "{q:?}"
         );
-        assert!(parse_query("select * from m group by host", now).unwrap_err().contains("GROUP BY"));
+        assert!(parse_query("select * from m group by host", now).unwrap_err().contains("GROUP BY needs an aggregate"));
         assert_eq!(
             parse_query("SHOW TAG KEYS; show field keys from \"m\"; SHOW TAG VALUES FROM m WITH KEY = cpu", now)
                 .unwrap(),
