@@ -8,10 +8,14 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     for precision in [1, 1_000_000_000] {
         let parsed = influx::parse_lines(text, precision, 1_800_000_000_000_000_000, "db", Some("rp"));
-        for (key, t, _) in &parsed.points {
-            assert!(model::Timestamp(*t).is_storable(), "stored time {t}");
-            assert!(key.get("db") == Some("db"));
+        for &(id, t, _) in &parsed.points.points {
+            assert!(model::Timestamp(t).is_storable(), "stored time {t}");
+            assert!(parsed.points.keys[id as usize].get("db") == Some("db"));
         }
+        // Every series named is used by a point (a refused line leaves none).
+        let mut used = vec![false; parsed.points.keys.len()];
+        parsed.points.points.iter().for_each(|p| used[p.0 as usize] = true);
+        assert!(used.iter().all(|u| *u), "a series without points");
         let lines = text.lines().filter(|l| !l.trim_start().is_empty() && !l.trim_start().starts_with('#')).count();
         assert!(parsed.errors.len() <= lines);
     }

@@ -165,10 +165,10 @@ pub async fn write(
     let result = tokio::task::spawn_blocking(move || {
         let mut parsed = influx::parse_lines(&text, precision, Timestamp::now().as_nanos(), &db, rp.as_deref());
         if let Some(host) = forced_host {
-            for p in &mut parsed.points {
-                let mut labels = p.0.labels().to_vec();
+            for k in &mut parsed.points.keys {
+                let mut labels = k.labels().to_vec();
                 labels.push(("host".into(), host.clone()));
-                p.0 = model::SeriesKey::new(p.0.name(), labels);
+                *k = model::SeriesKey::new(k.name(), labels);
             }
         }
         let s = &influx.stats;
@@ -176,7 +176,7 @@ pub async fn write(
         s.bad_lines.fetch_add(parsed.errors.len() as u64, Relaxed);
         s.string_fields_dropped.fetch_add(parsed.string_fields, Relaxed);
         match store_points(&store, &influx, &live, &parsed.points, writer.as_deref())? {
-            Ok(()) => s.points.fetch_add(parsed.points.len() as u64, Relaxed),
+            Ok(()) => s.points.fetch_add(parsed.points.points.len() as u64, Relaxed),
             Err(refused) => {
                 s.series_limit_refused.fetch_add(1, Relaxed);
                 return Ok(Err(refused));
@@ -207,12 +207,12 @@ pub(crate) fn store_points(
     store: &store::Store,
     influx: &Influx,
     live: &tokio::sync::broadcast::Sender<Arc<store::Appended>>,
-    points: &[(model::SeriesKey, i64, f64)],
+    points: &influx::Points,
     writer: Option<&str>,
 ) -> Result<Result<(), String>, store::StoreError> {
     // One request may not invent more than so many series: a flood of new
     // series costs memory for as long as the data is kept.
-    let distinct: BTreeSet<&model::SeriesKey> = points.iter().map(|p| &p.0).collect();
+    let distinct: BTreeSet<&model::SeriesKey> = points.keys.iter().collect();
     let new = store.count_new(distinct);
     if new > WRITE_NEW_SERIES_MAX {
         return Ok(Err(format!(

@@ -158,8 +158,15 @@ fn duration_param(p: &[(String, String)], name: &str) -> Result<i64, PromError> 
     Ok(ns)
 }
 
+/// A time in seconds as Prometheus writes it: the decimal of the time
+/// (`1795525425.266`), not the float nearest `ns / 1e9` (`…425.2659998`).
 fn secs(ns: i64) -> Value {
-    json!(ns as f64 / 1e9)
+    let (s, frac) = (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+    if frac == 0 {
+        return json!(s);
+    }
+    let decimal = format!("{s}.{frac:09}");
+    json!(decimal.parse::<f64>().unwrap_or(ns as f64 / 1e9))
 }
 
 fn metric(labels: &Labels) -> Value {
@@ -352,17 +359,17 @@ pub async fn remote_write(
     let (store, influx, live) = (st.store.clone(), Arc::clone(&st.influx), st.live.clone());
     let task = tokio::task::spawn_blocking(move || {
         let mut points = match promql::remote_write::decode(&body) {
-            Ok(p) => p,
+            Ok(p) => influx::Points::from_triples(p),
             Err(e) => return Ok(Err(format!("remote write: {e}"))),
         };
         if let Some(host) = forced_host {
-            for p in &mut points {
-                let mut labels = p.0.labels().to_vec();
+            for k in &mut points.keys {
+                let mut labels = k.labels().to_vec();
                 labels.push(("host".into(), host.clone()));
-                p.0 = model::SeriesKey::new(p.0.name(), labels);
+                *k = model::SeriesKey::new(k.name(), labels);
             }
         }
-        let n = points.len();
+        let n = points.points.len();
         crate::influx::store_points(&store, &influx, &live, &points, writer.as_deref()).map(|r| r.map(|()| n))
     });
     match task.await {
@@ -443,7 +450,15 @@ pub async fn buildinfo() -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::decimal_ns;
+    use super::{decimal_ns, secs};
+
+    #[test]
+    fn times_print_as_their_decimal() {
+        assert_eq!(secs(1_795_525_425_266_000_000).to_string(), "1795525425.266");
+        assert_eq!(secs(1_795_525_526_583_000_000).to_string(), "1795525526.583");
+        assert_eq!(secs(1_700_000_000_000_000_000).to_string(), "1700000000");
+        assert_eq!(secs(10_000_000).to_string(), "0.01");
+    }
 
     #[test]
     fn decimal_seconds_are_read_exactly() {

@@ -410,7 +410,7 @@ async fn remote_write_stores_what_decodes_and_refuses_the_rest() {
     assert_eq!(b["data"]["resultType"], "matrix", "{b}");
     assert_eq!(
         b["data"]["result"][0]["values"],
-        serde_json::json!([[1_800_000_060.0, "1.5"], [1_800_000_061.0, "2.5"]])
+        serde_json::json!([[1_800_000_060i64, "1.5"], [1_800_000_061i64, "2.5"]])
     );
     let (s, why) = post(b"not snappy".to_vec()).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{why}");

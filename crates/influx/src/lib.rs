@@ -38,10 +38,40 @@ impl Value {
     }
 }
 
+/// Points to store: each series once, each point an index into them — a
+/// body of a million lines names each of its series once, not a million
+/// times (allocation was most of `/write`'s cost).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Points {
+    pub keys: Vec<SeriesKey>,
+    /// (index into `keys`, time ns, value)
+    pub points: Vec<(u32, i64, f64)>,
+}
+
+impl Points {
+    /// From (series, time, value) triples, each series kept once.
+    pub fn from_triples(triples: Vec<(SeriesKey, i64, f64)>) -> Points {
+        let mut out = Points::default();
+        let mut ids: std::collections::HashMap<SeriesKey, u32> = std::collections::HashMap::new();
+        for (k, t, v) in triples {
+            let n = out.keys.len() as u32;
+            let id = match ids.get(&k) {
+                Some(&id) => id,
+                None => {
+                    out.keys.push(k.clone());
+                    ids.insert(k, n);
+                    n
+                }
+            };
+            out.points.push((id, t, v));
+        }
+        out
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Parsed {
-    /// (series, time ns, value)
-    pub points: Vec<(SeriesKey, i64, f64)>,
+    pub points: Points,
     /// One message per line that did not parse.
     pub errors: Vec<String>,
     pub string_fields: u64,
@@ -63,12 +93,18 @@ pub fn precision_ns(p: Option<&str>) -> Result<i64, String> {
 /// Parses a line-protocol body. Lines without a timestamp get `now`.
 pub fn parse_lines(body: &str, precision: i64, now: i64, db: &str, rp: Option<&str>) -> Parsed {
     let mut out = Parsed::default();
+    let mut cache = Cache::default();
     for line in body.lines() {
         let line = line.trim_start();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        if let Err(e) = parse_line(line, precision, now, db, rp, &mut out) {
+        let (keys, points) = (out.points.keys.len(), out.points.points.len());
+        if let Err(e) = parse_line(line, precision, now, (db, rp), &mut cache, &mut out) {
+            // A line is taken whole or not at all, its new series too.
+            out.points.keys.truncate(keys);
+            out.points.points.truncate(points);
+            cache.ids.retain(|_, id| (*id as usize) < keys);
             let shown: String = line.chars().take(200).collect();
             out.errors.push(format!("unable to parse '{shown}': {e}"));
         }
@@ -76,59 +112,22 @@ pub fn parse_lines(body: &str, precision: i64, now: i64, db: &str, rp: Option<&s
     out
 }
 
-fn parse_line(
-    line: &str,
-    precision: i64,
-    now: i64,
-    db: &str,
-    rp: Option<&str>,
-    out: &mut Parsed,
-) -> Result<(), String> {
-    let b = line.as_bytes();
-    // Split into measurement+tags, fields, timestamp at unescaped, unquoted spaces.
-    let mut parts = Vec::new();
-    let (mut start, mut i, mut quoted) = (0, 0, false);
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 1,
-            b'"' if !parts.is_empty() => quoted = !quoted,
-            b' ' if !quoted => {
-                parts.push(&line[start..i]);
-                while i + 1 < b.len() && b[i + 1] == b' ' {
-                    i += 1;
-                }
-                start = i + 1;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    if quoted {
-        return Err("unterminated string".into());
-    }
-    if start < b.len() {
-        parts.push(&line[start..]);
-    }
-    let (head, fields, time) = match parts.as_slice() {
-        [h, f] => (*h, *f, None),
-        [h, f, t] => (*h, *f, Some(*t)),
-        _ => return Err("expected: measurement[,tag=value...] field=value[,...] [timestamp]".into()),
-    };
-    let t = match time {
-        None => now,
-        Some(t) => t
-            .parse::<i64>()
-            .ok()
-            .and_then(|t| t.checked_mul(precision))
-            .ok_or_else(|| format!("bad timestamp {t:?}"))?,
-    };
-    if !Timestamp(t).is_storable() {
-        return Err(format!(
-            "timestamp {t} ns is outside the range kansoku stores ({} to {}, exclusive)",
-            Timestamp::STORABLE_MIN,
-            Timestamp::STORABLE_END
-        ));
-    }
+/// A measurement and its tags, parsed once per distinct `m,tag=v…` prefix.
+#[derive(Debug)]
+struct Head {
+    measurement: String,
+    labels: Vec<(String, String)>,
+}
+
+/// What one body has seen: its heads, and its series by (head, raw field
+/// name, type).
+#[derive(Debug, Default)]
+struct Cache<'a> {
+    heads: std::collections::HashMap<&'a str, Result<Head, String>>,
+    ids: std::collections::HashMap<(&'a str, &'a str, Option<&'static str>), u32>,
+}
+
+fn parse_head(head: &str, (db, rp): (&str, Option<&str>)) -> Result<Head, String> {
     let mut head_parts = split_unescaped(head, b',').into_iter();
     let measurement = unescape(head_parts.next().unwrap_or_default());
     if measurement.is_empty() {
@@ -150,42 +149,111 @@ fn parse_line(
     if let Some(dup) = labels.iter().enumerate().find(|(i, (k, _))| labels[..*i].iter().any(|(k2, _)| k2 == k)) {
         return Err(format!("duplicate tag {:?}", dup.1.0));
     }
-    let mut n = 0;
-    let mut seen: Vec<String> = Vec::new();
-    let mut line_points = Vec::new();
+    Ok(Head { measurement, labels })
+}
+
+fn parse_line<'a>(
+    line: &'a str,
+    precision: i64,
+    now: i64,
+    db_rp: (&str, Option<&str>),
+    cache: &mut Cache<'a>,
+    out: &mut Parsed,
+) -> Result<(), String> {
+    let b = line.as_bytes();
+    // Split into measurement+tags, fields, timestamp at unescaped, unquoted spaces.
+    let mut parts: [&'a str; 3] = [""; 3];
+    let mut n_parts = 0;
+    let (mut start, mut i, mut quoted) = (0, 0, false);
+    let too_many = || "expected: measurement[,tag=value...] field=value[,...] [timestamp]".to_owned();
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'"' if n_parts > 0 => quoted = !quoted,
+            b' ' if !quoted => {
+                *parts.get_mut(n_parts).ok_or_else(too_many)? = &line[start..i];
+                n_parts += 1;
+                while i + 1 < b.len() && b[i + 1] == b' ' {
+                    i += 1;
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if quoted {
+        return Err("unterminated string".into());
+    }
+    if start < b.len() {
+        *parts.get_mut(n_parts).ok_or_else(too_many)? = &line[start..];
+        n_parts += 1;
+    }
+    let (head, fields, time) = match n_parts {
+        2 => (parts[0], parts[1], None),
+        3 => (parts[0], parts[1], Some(parts[2])),
+        _ => return Err(too_many()),
+    };
+    let t = match time {
+        None => now,
+        Some(t) => t
+            .parse::<i64>()
+            .ok()
+            .and_then(|t| t.checked_mul(precision))
+            .ok_or_else(|| format!("bad timestamp {t:?}"))?,
+    };
+    if !Timestamp(t).is_storable() {
+        return Err(format!(
+            "timestamp {t} ns is outside the range kansoku stores ({} to {}, exclusive)",
+            Timestamp::STORABLE_MIN,
+            Timestamp::STORABLE_END
+        ));
+    }
+    if let Err(e) = cache.heads.entry(head).or_insert_with(|| parse_head(head, db_rp)) {
+        return Err(e.clone());
+    }
+    let mut seen: Vec<&str> = Vec::new();
     for field in split_fields(fields) {
         let Some(eq) = find_unescaped(field, b'=') else { return Err(format!("bad field {field:?}")) };
-        let (k, v) = (unescape(&field[..eq]), &field[eq + 1..]);
-        if k.is_empty() {
+        let (raw, v) = (&field[..eq], &field[eq + 1..]);
+        if raw.is_empty() {
             return Err(format!("bad field {field:?}"));
         }
         // Two values of one field at one time: which is meant is unknowable,
         // so the line is refused whole rather than one kept silently.
-        if seen.contains(&k) {
-            return Err(format!("duplicate field {k:?}"));
+        if seen.contains(&raw) {
+            return Err(format!("duplicate field {:?}", unescape(raw)));
         }
-        seen.push(k.clone());
+        seen.push(raw);
         let Some(value) = parse_value(v)? else {
             out.string_fields += 1;
             continue;
         };
         let (stored, ty) = value.stored();
-        let mut l = labels.clone();
-        l.push((FIELD_LABEL.into(), k.clone()));
-        if let Some(ty) = ty {
-            l.push((TYPE_LABEL.into(), ty.into()));
-        }
-        line_points.push((SeriesKey::new(format!("{measurement}_{k}"), l), t, stored));
-        n += 1;
+        let id = match cache.ids.get(&(head, raw, ty)) {
+            Some(&id) => id,
+            None => {
+                let Some(Ok(h)) = cache.heads.get(head) else { unreachable!("the head was parsed above") };
+                let k = unescape(raw);
+                let mut l = h.labels.clone();
+                l.push((FIELD_LABEL.into(), k.clone()));
+                if let Some(ty) = ty {
+                    l.push((TYPE_LABEL.into(), ty.into()));
+                }
+                let id = out.points.keys.len() as u32;
+                out.points.keys.push(SeriesKey::new(format!("{}_{k}", h.measurement), l));
+                cache.ids.insert((head, raw, ty), id);
+                id
+            }
+        };
+        out.points.points.push((id, t, stored));
     }
-    if n == 0 && seen.is_empty() {
+    if seen.is_empty() {
         return Err("no fields".into());
     }
-    out.points.extend(line_points);
     Ok(())
 }
 
-/// Ok(None): a string field.
 fn parse_value(v: &str) -> Result<Option<Value>, String> {
     let bad = || format!("bad field value {v:?}");
     if v.starts_with('"') {
@@ -282,22 +350,21 @@ fn unescape(s: &str) -> String {
 }
 
 /// Stores parsed points: grouped by time, oldest first, one WAL write.
-pub fn write(store: &Store, points: &[(SeriesKey, i64, f64)]) -> Result<Vec<Appended>, store::StoreError> {
-    let mut ids: BTreeMap<&SeriesKey, u32> = BTreeMap::new();
-    let mut by_time: BTreeMap<i64, Vec<(u32, f64)>> = BTreeMap::new();
-    let mut defs = Vec::new();
-    for (key, t, v) in points {
-        let n = ids.len() as u32;
-        let id = *ids.entry(key).or_insert_with(|| {
-            defs.push((n, key.clone()));
-            n
-        });
-        by_time.entry(*t).or_default().push((id, *v));
+pub fn write(store: &Store, points: &Points) -> Result<Vec<Appended>, store::StoreError> {
+    // One batch per distinct time, in time order (points of one time keep
+    // their order).
+    let mut order: Vec<u32> = (0..points.points.len() as u32).collect();
+    order.sort_by_key(|&i| points.points[i as usize].1);
+    let mut batches: Vec<Batch> = Vec::new();
+    for i in order {
+        let (id, t, v) = points.points[i as usize];
+        match batches.last_mut() {
+            Some(b) if b.time.as_nanos() == t => b.points.push((id, v)),
+            _ => batches.push(Batch { time: Timestamp(t), defs: Vec::new(), points: vec![(id, v)] }),
+        }
     }
-    let mut batches: Vec<Batch> =
-        by_time.into_iter().map(|(t, points)| Batch { time: Timestamp(t), defs: Vec::new(), points }).collect();
     let Some(first) = batches.first_mut() else { return Ok(Vec::new()) };
-    first.defs = defs;
+    first.defs = points.keys.iter().cloned().enumerate().map(|(i, k)| (i as u32, k)).collect();
     store.append_many(&mut Appender::default(), &batches)
 }
 
@@ -821,6 +888,11 @@ fn show_keys(store: &Store, db: &str, measurement: Option<&str>, st: &Statement)
 mod tests {
     use super::*;
 
+    /// The parsed points as (series, time, value).
+    fn triples(p: &Parsed) -> Vec<(SeriesKey, i64, f64)> {
+        p.points.points.iter().map(|&(id, t, v)| (p.points.keys[id as usize].clone(), t, v)).collect()
+    }
+
     fn parse(body: &str) -> Parsed {
         parse_lines(body, 1, 42, "telegraf", None)
     }
@@ -835,29 +907,29 @@ mod tests {
         );
         assert!(p.errors.is_empty(), "{:?}", p.errors);
         assert_eq!(p.string_fields, 1);
-        let shown: Vec<String> = p.points.iter().map(|(k, t, v)| format!("{k} {t} {v}")).collect();
+        let shown: Vec<String> = triples(&p).iter().map(|(k, t, v)| format!("{k} {t} {v}")).collect();
         assert_eq!(
             shown[0],
             r#"cpu_usage_idle{cpu="cpu0",db="telegraf",host="a",influx_field="usage_idle"} 1700000000000000000 99.5"#
         );
-        assert_eq!(p.points[1].0.get(TYPE_LABEL), Some("u64"));
-        assert_eq!(p.points[1].2.to_bits(), u64::MAX);
-        assert_eq!((p.points[2].0.get(TYPE_LABEL), p.points[2].2), (Some("int"), -3.0));
-        assert_eq!(p.points[3].2, 1.0);
+        assert_eq!(triples(&p)[1].0.get(TYPE_LABEL), Some("u64"));
+        assert_eq!(triples(&p)[1].2.to_bits(), u64::MAX);
+        assert_eq!((triples(&p)[2].0.get(TYPE_LABEL), triples(&p)[2].2), (Some("int"), -3.0));
+        assert_eq!(triples(&p)[3].2, 1.0);
         // numpy's uint64 written as `i`: above i64, kept as unsigned.
         let big = parse("perf ip=18446744071578845184i 1");
         assert!(big.errors.is_empty(), "{:?}", big.errors);
-        assert_eq!((big.points[0].0.get(TYPE_LABEL), big.points[0].2.to_bits()), (Some("u64"), 18446744071578845184));
+        assert_eq!((triples(&big)[0].0.get(TYPE_LABEL), triples(&big)[0].2.to_bits()), (Some("u64"), 18446744071578845184));
         assert!(!parse("perf ip=18446744073709551616i 1").errors.is_empty(), "past u64 is still refused");
         assert_eq!(shown[4], r#"weird m,x_f{db="telegraf",influx_field="f",tag k="v=1"} 42 1000"#);
-        assert_eq!(p.points[5].0.name(), "msg_v");
+        assert_eq!(triples(&p)[5].0.name(), "msg_v");
     }
 
     #[test]
     fn bad_lines_are_reported_one_by_one() {
         let p = parse("cpu\ncpu f=\ncpu f=1 12x\ncpu,t f=1\ncpu f=abc\ncpu f=\"open\nok f=1\n");
         assert_eq!(p.errors.len(), 6, "{:?}", p.errors);
-        assert_eq!(p.points.len(), 1);
+        assert_eq!(triples(&p).len(), 1);
         assert!(p.errors[2].contains("bad timestamp"));
     }
 
@@ -872,7 +944,7 @@ mod tests {
         }
         assert!(p.errors[3].contains("duplicate field \"v\""), "{}", p.errors[3]);
         assert!(p.errors[4].contains("duplicate tag \"a\""), "{}", p.errors[4]);
-        assert_eq!(p.points.len(), 1, "only the good line, and nothing of a refused one");
+        assert_eq!(triples(&p).len(), 1, "only the good line, and nothing of a refused one");
     }
 
     #[test]
