@@ -21,6 +21,7 @@ case "${1:-test}" in
     want prometheus        # the oracle of the PromQL differential test (promtool builds its blocks), remote write e2e
     want prometheus-node-exporter  # what that Prometheus scrapes in the remote-write e2e test
     want prometheus-alertmanager   # where the rules e2e test sends its alerts
+    want influxdb                  # influxd: the oracle of the InfluxQL differential test
     ;;
   bench)
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`
