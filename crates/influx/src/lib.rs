@@ -919,7 +919,10 @@ mod tests {
         // numpy's uint64 written as `i`: above i64, kept as unsigned.
         let big = parse("perf ip=18446744071578845184i 1");
         assert!(big.errors.is_empty(), "{:?}", big.errors);
-        assert_eq!((triples(&big)[0].0.get(TYPE_LABEL), triples(&big)[0].2.to_bits()), (Some("u64"), 18446744071578845184));
+        assert_eq!(
+            (triples(&big)[0].0.get(TYPE_LABEL), triples(&big)[0].2.to_bits()),
+            (Some("u64"), 18446744071578845184)
+        );
         assert!(!parse("perf ip=18446744073709551616i 1").errors.is_empty(), "past u64 is still refused");
         assert_eq!(shown[4], r#"weird m,x_f{db="telegraf",influx_field="f",tag k="v=1"} 42 1000"#);
         assert_eq!(triples(&p)[5].0.name(), "msg_v");
