@@ -147,7 +147,7 @@ pub(crate) fn run(
     measurement: &str,
     aggs: &[Agg],
     (from, to): (i64, i64),
-    tags: &[(String, String)],
+    tags: &[crate::TagCond],
     group: &Grouping,
     limit: Option<usize>,
     epoch: Option<i64>,

@@ -368,6 +368,10 @@ pub fn write(store: &Store, points: &Points) -> Result<Vec<Appended>, store::Sto
     store.append_many(&mut Appender::default(), &batches)
 }
 
+/// A tag condition of a `WHERE`: `tag = 'v'`, `!=`, `=~ /re/`, `!~ /re/`
+/// (regexes match anywhere in the value, as in InfluxDB).
+pub type TagCond = (String, model::MatchOp, String);
+
 /// An InfluxQL statement of the subset.
 #[derive(Debug, PartialEq)]
 pub enum Statement {
@@ -386,7 +390,7 @@ pub enum Statement {
         measurement: String,
         from: i64,
         to: i64,
-        tags: Vec<(String, String)>,
+        tags: Vec<TagCond>,
         group: aggregate::Grouping,
         limit: Option<usize>,
     },
@@ -395,11 +399,15 @@ pub enum Statement {
         measurement: String,
         from: i64,
         to: i64,
-        tags: Vec<(String, String)>,
+        tags: Vec<TagCond>,
         limit: Option<usize>,
         /// `ORDER BY time DESC`
         desc: bool,
+        /// `OFFSET n`: rows skipped first.
+        offset: usize,
     },
+    /// `SHOW SERIES [FROM m]`
+    ShowSeries(Option<String>),
 }
 
 /// Parses `;`-separated statements.
@@ -416,6 +424,15 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
         (Some("SHOW"), Some("MEASUREMENTS")) if toks.len() == 2 => return Ok(Statement::ShowMeasurements),
         (Some("CREATE"), Some("DATABASE")) if toks.len() == 3 => {
             return Ok(Statement::CreateDatabase(unquote(&toks[2])));
+        }
+        (Some("SHOW"), Some("SERIES")) => {
+            return match (w(2), toks.get(3)) {
+                (None, _) => Ok(Statement::ShowSeries(None)),
+                (Some("FROM"), Some(m)) if toks.len() == 4 => {
+                    Ok(Statement::ShowSeries(m.split('.').rfind(|p| !p.is_empty()).map(unquote)))
+                }
+                _ => Err(format!("unsupported {s:?}: kansoku serves SHOW SERIES [FROM m]")),
+            };
         }
         (Some("SHOW"), Some("TAG" | "FIELD")) if w(2) == Some("KEYS") || w(2) == Some("VALUES") => {
             // [FROM m] [WITH KEY = k]
@@ -492,6 +509,7 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
     let (mut from, mut to) = (i64::MIN, i64::MAX);
     let mut tags = Vec::new();
     let mut limit = None;
+    let mut offset = 0;
     let mut desc = false;
     let mut group = aggregate::Grouping::default();
     while i < toks.len() {
@@ -518,17 +536,21 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
                         }
                         _ => return Err(format!("time {op} is not supported")),
                     }
-                } else if op == "=" && rhs.len() == 1 {
-                    tags.push((unquote(lhs), unquote(&rhs[0])));
+                } else if let Some(cond) = tag_condition(lhs, op, rhs)? {
+                    tags.push(cond);
                 } else {
                     return Err(format!(
-                        "condition {lhs} {op} ... is not supported (time comparisons and tag = 'value')"
+                        "condition {lhs} {op} ... is not supported (time comparisons, and tag = 'v', != 'v', =~ /re/, !~ /re/)"
                     ));
                 }
                 i = j;
             }
             "LIMIT" => {
                 limit = Some(toks.get(i + 1).and_then(|n| n.parse().ok()).ok_or("LIMIT needs a number")?);
+                i += 2;
+            }
+            "OFFSET" => {
+                offset = toks.get(i + 1).and_then(|n| n.parse().ok()).ok_or("OFFSET needs a number")?;
                 i += 2;
             }
             "ORDER" if up.get(i + 1).is_some_and(|t| t == "BY") && up.get(i + 2).is_some_and(|t| t == "TIME") => {
@@ -560,8 +582,8 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
         }
     }
     if !aggs.is_empty() {
-        if desc {
-            return Err("ORDER BY time DESC with aggregates is not supported yet".into());
+        if desc || offset > 0 {
+            return Err("ORDER BY time DESC and OFFSET with aggregates are not supported yet".into());
         }
         // InfluxDB's buckets run to now() when the query names no end.
         let to = if to == i64::MAX && group.time.is_some() { now } else { to };
@@ -570,7 +592,30 @@ fn parse_statement(s: &str, now: i64) -> Result<Statement, String> {
     if group.time.is_some() || group.all_tags || !group.tags.is_empty() {
         return Err("GROUP BY needs an aggregate (count(), mean(), …) in the SELECT".into());
     }
-    Ok(Statement::Select { fields, measurement, from, to, tags, limit, desc })
+    Ok(Statement::Select { fields, measurement, from, to, tags, limit, desc, offset })
+}
+
+/// `tag = 'v'`, `tag != 'v'`, `tag =~ /re/`, `tag !~ /re/` (the tokenizer
+/// leaves `~` at the front of the regex); None for anything else.
+fn tag_condition(lhs: &str, op: &str, rhs: &[String]) -> Result<Option<TagCond>, String> {
+    use model::MatchOp;
+    let rhs_text = rhs.join(" ");
+    let (op, value) = match (op, rhs_text.strip_prefix('~')) {
+        ("=", Some(re)) | ("!", Some(re)) => {
+            let re = re.trim();
+            let body = re
+                .strip_prefix('/')
+                .and_then(|r| r.strip_suffix('/'))
+                .ok_or_else(|| format!("regex {re:?}: write it between slashes, /like this/"))?;
+            // InfluxQL regexes match anywhere in the value.
+            let anywhere = format!(".*(?:{body}).*");
+            (if op == "=" { MatchOp::Regex } else { MatchOp::NotRegex }, anywhere)
+        }
+        ("=", None) if rhs.len() == 1 => (MatchOp::Equal, unquote(&rhs[0])),
+        ("!=" | "<>", None) if rhs.len() == 1 => (MatchOp::NotEqual, unquote(&rhs[0])),
+        _ => return Ok(None),
+    };
+    Ok(Some((unquote(lhs), op, value)))
 }
 
 /// `now()`, `now() - 1h`, `'RFC3339'`, `123` (ns), `123s`/`ms`/`u`...
@@ -700,9 +745,13 @@ pub fn execute(
             let values: Vec<_> = names.into_iter().map(|n| json!([n])).collect();
             Ok(json!({"series": [{"name": "measurements", "columns": ["name"], "values": values}]}))
         }
-        Statement::Select { fields, measurement, from, to, tags, limit, desc } => {
+        Statement::Select { fields, measurement, from, to, tags, limit, desc, offset } => {
             let db = db.ok_or("database name required (db=...)")?;
-            select(store, db, fields.as_deref(), measurement, (*from, *to), tags, (*limit, *desc), epoch)
+            select(store, db, fields.as_deref(), measurement, (*from, *to), tags, (*limit, *desc, *offset), epoch)
+        }
+        Statement::ShowSeries(m) => {
+            let db = db.ok_or("database name required (db=...)")?;
+            show_series(store, db, m.as_deref())
         }
         Statement::Aggregate { aggs, measurement, from, to, tags, group, limit } => {
             let db = db.ok_or("database name required (db=...)")?;
@@ -721,16 +770,16 @@ pub(crate) fn measurement_series(
     store: &Store,
     db: &str,
     measurement: &str,
-    tags: &[(String, String)],
+    tags: &[TagCond],
     fields: Option<&[String]>,
 ) -> Result<Vec<(u32, SeriesKey, String)>, String> {
-    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
-    let mut sel = format!("{{{FIELD_LABEL}!=\"\",db=\"{}\"", esc(db));
-    for (k, v) in tags {
-        sel.push_str(&format!(",{k}=\"{}\"", esc(v)));
+    use model::{MatchOp, Matcher};
+    let m = |k: &str, op, v: &str| Matcher::new(k, op, v).map_err(|e| format!("regex for {k}: {e}"));
+    let mut matchers = vec![m(FIELD_LABEL, MatchOp::NotEqual, "")?, m("db", MatchOp::Equal, db)?];
+    for (k, op, v) in tags {
+        matchers.push(m(k, *op, v)?);
     }
-    sel.push('}');
-    let sel = Selector::parse(&sel).map_err(|e| e.to_string())?;
+    let sel = Selector { matchers };
     // Series of this measurement: name = measurement_field.
     Ok(store
         .series(&sel)
@@ -758,8 +807,8 @@ fn select(
     fields: Option<&[String]>,
     measurement: &str,
     (from, to): (i64, i64),
-    tags: &[(String, String)],
-    (limit, desc): (Option<usize>, bool),
+    tags: &[TagCond],
+    (limit, desc, offset): (Option<usize>, bool, usize),
     epoch: Option<i64>,
 ) -> Result<serde_json::Value, String> {
     use serde_json::json;
@@ -803,7 +852,7 @@ fn select(
     }
     let mut values = Vec::with_capacity(rows.len());
     let rows: Box<dyn Iterator<Item = _>> =
-        if desc { Box::new(rows.into_iter().rev()) } else { Box::new(rows.into_iter()) };
+        if desc { Box::new(rows.into_iter().rev().skip(offset)) } else { Box::new(rows.into_iter().skip(offset)) };
     for ((t, tagvals), mut row) in rows {
         row[0] = match epoch {
             Some(unit) => json!(t / unit),
@@ -822,6 +871,36 @@ fn select(
     let mut columns = vec!["time".to_owned()];
     columns.extend(names.into_iter().cloned());
     Ok(json!({"series": [{"name": measurement, "columns": columns, "values": values}]}))
+}
+
+/// `SHOW SERIES [FROM m]`: each series key (`m,tag=v,…`, tags in name
+/// order) once, whatever its fields.
+fn show_series(store: &Store, db: &str, measurement: Option<&str>) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    let esc = |s: &str| s.replace(',', "\\,").replace(' ', "\\ ").replace('=', "\\=");
+    let mut keys = BTreeSet::new();
+    for (_, k) in store.series(&Selector {
+        matchers: vec![
+            model::Matcher::new(FIELD_LABEL, model::MatchOp::NotEqual, "").map_err(|e| e.to_string())?,
+            model::Matcher::new("db", model::MatchOp::Equal, db).map_err(|e| e.to_string())?,
+        ],
+    }) {
+        let Some(f) = k.get(FIELD_LABEL) else { continue };
+        let Some(m) = k.name().strip_suffix(f).and_then(|n| n.strip_suffix('_')) else { continue };
+        if measurement.is_some_and(|want| want != m) {
+            continue;
+        }
+        let mut key = esc(m);
+        for (t, v) in k.labels().iter().filter(|(t, _)| !hidden_label(t)) {
+            key.push_str(&format!(",{}={}", esc(t), esc(v)));
+        }
+        keys.insert(key);
+    }
+    if keys.is_empty() {
+        return Ok(json!({}));
+    }
+    let values: Vec<_> = keys.into_iter().map(|k| json!([k])).collect();
+    Ok(json!({"series": [{"columns": ["key"], "values": values}]}))
 }
 
 /// A float as InfluxDB's JSON writes it (Go's encoder): whole numbers
@@ -970,9 +1049,10 @@ mod tests {
                 measurement: "cpu".into(),
                 from: now - 3_600_000_000_000 + 1,
                 to: 10_000_000_000_000,
-                tags: vec![("host".into(), "a".into())],
+                tags: vec![("host".into(), model::MatchOp::Equal, "a".into())],
                 limit: Some(5),
                 desc: false,
+                offset: 0,
             }]
         );
         assert!(
@@ -1011,6 +1091,19 @@ mod tests {
             ]
         );
         assert!(parse_query("SHOW TAG VALUES", now).unwrap_err().contains("WITH KEY"));
+        let q =
+            parse_query("SELECT * FROM m WHERE a != 'x' AND b =~ /^c|d/ AND e !~ /f/ LIMIT 2 OFFSET 3", now).unwrap();
+        match &q[0] {
+            Statement::Select { tags, offset, .. } => {
+                use model::MatchOp::*;
+                let ops: Vec<_> = tags.iter().map(|t| (t.0.as_str(), t.1, t.2.as_str())).collect();
+                assert_eq!(ops, [("a", NotEqual, "x"), ("b", Regex, ".*(?:^c|d).*"), ("e", NotRegex, ".*(?:f).*")]);
+                assert_eq!(*offset, 3);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse_query("SELECT * FROM m WHERE a =~ 'x'", now).unwrap_err().contains("between slashes"));
+        assert_eq!(parse_query("SHOW SERIES FROM \"m\"", now).unwrap(), vec![Statement::ShowSeries(Some("m".into()))]);
         assert!(parse_query("drop database x", now).unwrap_err().contains("unsupported"));
         assert!(parse_query("select * from m where a = 1 or b = 2", now).is_err());
     }
