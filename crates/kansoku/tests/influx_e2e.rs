@@ -181,19 +181,10 @@ fn influxql_answers_as_influxdb_does() {
         ),
     )
     .unwrap();
-    let _influxd = common::Killed(
-        Command::new("influxd")
-            .arg("-config")
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("influxd (Debian: apt-get install influxdb; scripts/deps.sh test)"),
-    );
+    let mut cmd = Command::new("influxd");
+    cmd.arg("-config").arg(&conf);
+    let _influxd = common::peer(cmd, "Listening on HTTP");
     let influx = format!("127.0.0.1:{http_port}");
-    common::wait("influxd", std::time::Duration::from_secs(60), || {
-        std::net::TcpStream::connect(&influx).is_ok() && http_get(&influx, "/ping").0 == 204
-    });
     let mut lines = String::new();
     for i in 0..20u64 {
         let (host, region) = (["a", "b"][(i % 2) as usize], ["eu", "us"][(i / 2 % 2) as usize]);

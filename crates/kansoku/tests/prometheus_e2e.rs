@@ -6,10 +6,23 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Killed, enc, free_port, http_get, wait};
+
+/// A real Prometheus with `config`, its data under `dir`: (the process,
+/// its address), once it logs that it serves.
+fn prometheus(dir: &std::path::Path, config: &str) -> (Killed, String) {
+    let port = free_port();
+    let file = dir.join("prometheus.yml");
+    std::fs::write(&file, config).unwrap();
+    let mut cmd = Command::new("prometheus");
+    cmd.arg(format!("--config.file={}", file.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+    (common::peer(cmd, "Server is ready to receive web requests"), format!("127.0.0.1:{port}"))
+}
 
 /// A PromQL instant query of a range vector as labels -> [(time, value)].
 fn matrix(addr: &str, prefix: &str, q: &str, t: f64) -> BTreeMap<String, Vec<(f64, String)>> {
@@ -60,45 +73,25 @@ fn prometheus_remote_writes_node_exporter_to_kansoku_and_nothing_is_lost() {
     let kansoku =
         common::start(&["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], &dir.path().join("data"));
     let node_port = free_port();
-    let _node = Killed(
-        Command::new("prometheus-node-exporter")
-            .args([
-                &format!("--web.listen-address=127.0.0.1:{node_port}"),
-                "--collector.disable-defaults",
-                "--collector.cpu",
-                "--collector.meminfo",
-                "--collector.loadavg",
-                "--collector.stat",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus-node-exporter (scripts/deps.sh test installs it)"),
-    );
+    let mut node_cmd = Command::new("prometheus-node-exporter");
+    node_cmd.args([
+        &format!("--web.listen-address=127.0.0.1:{node_port}"),
+        "--collector.disable-defaults",
+        "--collector.cpu",
+        "--collector.meminfo",
+        "--collector.loadavg",
+        "--collector.stat",
+    ]);
+    let _node = common::peer(node_cmd, "msg=\"Listening on\"");
     let node = format!("127.0.0.1:{node_port}");
-    wait("node_exporter", Duration::from_secs(30), || std::net::TcpStream::connect(&node).is_ok());
-    let prom_port = free_port();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
+    let (_prom, prom) = prometheus(
+        dir.path(),
+        &format!(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: node\n    static_configs:\n      - targets: ['{node}']\n\
              remote_write:\n  - url: http://{}/prometheus/api/v1/write\n    queue_config:\n      batch_send_deadline: 1s\n",
             kansoku.addr
         ),
-    )
-    .unwrap();
-    let _prom = Killed(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus (scripts/deps.sh test installs it)"),
     );
-    let prom = format!("127.0.0.1:{prom_port}");
     // Ten scrapes stored in kansoku.
     wait("ten scrapes remote-written to kansoku", Duration::from_secs(60), || {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
@@ -152,27 +145,10 @@ fn prometheus_reads_kansoku_by_remote_read() {
     let (status, text) =
         common::http_post(&kansoku.addr, "/prometheus/api/v1/write", "Content-Encoding: snappy\r\n", &body);
     assert_eq!(status, 204, "{text}");
-    let prom_port = free_port();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!("remote_read:\n  - url: http://{}/prometheus/api/v1/read\n    read_recent: true\n", kansoku.addr),
-    )
-    .unwrap();
-    let _prom = Killed(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus (scripts/deps.sh test installs it)"),
+    let (_prom, prom) = prometheus(
+        dir.path(),
+        &format!("remote_read:\n  - url: http://{}/prometheus/api/v1/read\n    read_recent: true\n", kansoku.addr),
     );
-    let prom = format!("127.0.0.1:{prom_port}");
-    wait("prometheus ready", Duration::from_secs(60), || {
-        std::net::TcpStream::connect(&prom).is_ok() && http_get(&prom, "/-/ready").0 == 200
-    });
     let t = now_ms as f64 / 1000.0;
     let from_prometheus = matrix(&prom, "", "rr_metric[1m]", t);
     let from_kansoku = matrix(&kansoku.addr, "/prometheus", "rr_metric[1m]", t);

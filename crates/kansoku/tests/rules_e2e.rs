@@ -7,10 +7,10 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use common::{Killed, enc, free_port, http_get, http_post, wait};
+use common::{enc, free_port, http_get, http_post, wait};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
@@ -43,21 +43,14 @@ fn an_alert_fires_in_alertmanager_and_resolves() {
     let am_port = free_port();
     let am_config = dir.path().join("am.yml");
     std::fs::write(&am_config, "route:\n  receiver: none\nreceivers:\n  - name: none\n").unwrap();
-    let _am = Killed(
-        Command::new("prometheus-alertmanager")
-            .arg(format!("--config.file={}", am_config.display()))
-            .arg(format!("--storage.path={}", dir.path().join("am").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{am_port}"))
-            .arg("--cluster.listen-address=")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus-alertmanager (scripts/deps.sh test installs it)"),
-    );
+    let mut am_cmd = Command::new("prometheus-alertmanager");
+    am_cmd
+        .arg(format!("--config.file={}", am_config.display()))
+        .arg(format!("--storage.path={}", dir.path().join("am").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{am_port}"))
+        .arg("--cluster.listen-address=");
+    let _am = common::peer(am_cmd, "msg=\"Listening on\"");
     let am = format!("127.0.0.1:{am_port}");
-    wait("alertmanager", Duration::from_secs(30), || {
-        std::net::TcpStream::connect(&am).is_ok() && http_get(&am, "/-/ready").0 == 200
-    });
     let rules = dir.path().join("rules.yml");
     std::fs::write(
         &rules,

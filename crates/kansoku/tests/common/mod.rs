@@ -159,3 +159,30 @@ pub fn wait(what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Starts a peer (Prometheus, Alertmanager, influxd, node_exporter) and
+/// returns once its log says `ready` — its own line, the event itself, not
+/// a poll; the rest of its log is drained. Fails after 60 s or if it exits.
+pub fn peer(mut cmd: Command, ready: &'static str) -> Killed {
+    let what = format!("{:?}", cmd.get_program());
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e} (scripts/deps.sh test installs it)"));
+    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in lines.map_while(Result::ok) {
+            if line.contains(ready)
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let peer = Killed(child);
+    rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("{what} did not log {ready:?} within 60 s"));
+    peer
+}
