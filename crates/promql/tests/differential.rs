@@ -7,9 +7,10 @@
 //! `docs/promql.md` saying why it is right.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use model::{Batch, SeriesKey, Timestamp};
 use store::{Appender, FsyncPolicy, Options, Store};
@@ -42,24 +43,31 @@ fn start_prometheus(dir: &std::path::Path) -> Prometheus {
     let config = dir.join("prometheus.yml");
     std::fs::write(&config, "global:\n  scrape_interval: 15s\n").unwrap();
     let port = free_port();
-    let child = Command::new("prometheus")
+    let mut child = Command::new("prometheus")
         .arg(format!("--config.file={}", config.display()))
         .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .arg("--storage.tsdb.retention.time=100y")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("prometheus (Debian: apt-get install prometheus; scripts/deps.sh test)");
-    let p = Prometheus { child, url: format!("http://127.0.0.1:{port}") };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if ureq::get(format!("{}/-/ready", p.url)).call().is_ok() {
-            return p;
+    // Ready when it says so in its log: the event, not a poll.
+    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in lines.map_while(Result::ok) {
+            if line.contains("Server is ready to receive web requests")
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(());
+            }
         }
-        assert!(Instant::now() < deadline, "prometheus did not become ready in 60 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    });
+    let p = Prometheus { child, url: format!("http://127.0.0.1:{port}") };
+    rx.recv_timeout(Duration::from_secs(60)).expect("prometheus did not become ready in 60 s");
+    p
 }
 
 /// The test data: counters with resets, gauges, a gauge with gaps longer
