@@ -5,8 +5,8 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(points) = promql::remote_write::decode(data) {
-        for (key, _, _) in &points {
+    if let Ok(series) = promql::remote_write::decode(data) {
+        for (key, _) in &series {
             assert!(!key.name().is_empty());
         }
     }

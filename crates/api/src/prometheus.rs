@@ -359,7 +359,7 @@ pub async fn remote_write(
     let (store, influx, live) = (st.store.clone(), Arc::clone(&st.influx), st.live.clone());
     let task = tokio::task::spawn_blocking(move || {
         let mut points = match promql::remote_write::decode(&body) {
-            Ok(p) => influx::Points::from_triples(p),
+            Ok(series) => influx::Points::from_series(series),
             Err(e) => return Ok(Err(format!("remote write: {e}"))),
         };
         if let Some(host) = forced_host {

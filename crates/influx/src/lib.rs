@@ -49,21 +49,12 @@ pub struct Points {
 }
 
 impl Points {
-    /// From (series, time, value) triples, each series kept once.
-    pub fn from_triples(triples: Vec<(SeriesKey, i64, f64)>) -> Points {
-        let mut out = Points::default();
-        let mut ids: std::collections::HashMap<SeriesKey, u32> = std::collections::HashMap::new();
-        for (k, t, v) in triples {
-            let n = out.keys.len() as u32;
-            let id = match ids.get(&k) {
-                Some(&id) => id,
-                None => {
-                    out.keys.push(k.clone());
-                    ids.insert(k, n);
-                    n
-                }
-            };
-            out.points.push((id, t, v));
+    /// From series, each with its (time, value) samples.
+    pub fn from_series(series: Vec<(SeriesKey, Vec<(i64, f64)>)>) -> Points {
+        let mut out = Points { keys: Vec::with_capacity(series.len()), points: Vec::new() };
+        for (id, (key, samples)) in series.into_iter().enumerate() {
+            out.keys.push(key);
+            out.points.extend(samples.into_iter().map(|(t, v)| (id as u32, t, v)));
         }
         out
     }
@@ -100,11 +91,14 @@ pub fn parse_lines(body: &str, precision: i64, now: i64, db: &str, rp: Option<&s
             continue;
         }
         let (keys, points) = (out.points.keys.len(), out.points.points.len());
+        cache.line_new.clear();
         if let Err(e) = parse_line(line, precision, now, (db, rp), &mut cache, &mut out) {
             // A line is taken whole or not at all, its new series too.
             out.points.keys.truncate(keys);
             out.points.points.truncate(points);
-            cache.ids.retain(|_, id| (*id as usize) < keys);
+            for k in cache.line_new.drain(..) {
+                cache.ids.remove(&k);
+            }
             let shown: String = line.chars().take(200).collect();
             out.errors.push(format!("unable to parse '{shown}': {e}"));
         }
@@ -125,6 +119,8 @@ struct Head {
 struct Cache<'a> {
     heads: std::collections::HashMap<&'a str, Result<Head, String>>,
     ids: std::collections::HashMap<(&'a str, &'a str, Option<&'static str>), u32>,
+    /// The series the current line added: forgotten again if it is refused.
+    line_new: Vec<(&'a str, &'a str, Option<&'static str>)>,
 }
 
 fn parse_head(head: &str, (db, rp): (&str, Option<&str>)) -> Result<Head, String> {
@@ -243,6 +239,7 @@ fn parse_line<'a>(
                 let id = out.points.keys.len() as u32;
                 out.points.keys.push(SeriesKey::new(format!("{}_{k}", h.measurement), l));
                 cache.ids.insert((head, raw, ty), id);
+                cache.line_new.push((head, raw, ty));
                 id
             }
         };

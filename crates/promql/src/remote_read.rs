@@ -7,7 +7,7 @@
 use model::{MatchOp, Matcher, Selector, SeriesKey};
 use prost::Message;
 
-use crate::remote_write::{DECODED_MAX, DecodeError, Label, Sample, TimeSeries};
+use crate::remote_write::{DecodeError, Label, Sample, TimeSeries};
 
 #[derive(Clone, PartialEq, Message)]
 pub struct ReadRequest {
@@ -53,11 +53,7 @@ pub struct QueryResult {
 /// The queries of a remote-read body: (selector, from ns, to ns), both ends
 /// included.
 pub fn decode_request(body: &[u8]) -> Result<Vec<(Selector, i64, i64)>, DecodeError> {
-    let len = snap::raw::decompress_len(body).map_err(|e| DecodeError::Snappy(e.to_string()))?;
-    if len > DECODED_MAX {
-        return Err(DecodeError::TooLarge(len));
-    }
-    let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| DecodeError::Snappy(e.to_string()))?;
+    let raw = crate::remote_write::unsnappy(body)?;
     let req = ReadRequest::decode(raw.as_slice()).map_err(|e| DecodeError::Protobuf(e.to_string()))?;
     req.queries
         .into_iter()

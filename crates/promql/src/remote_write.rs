@@ -55,15 +55,24 @@ pub enum DecodeError {
     NoName,
 }
 
-/// The points of a remote-write body: (series, time in ns, value).
-pub fn decode(body: &[u8]) -> Result<Vec<(SeriesKey, i64, f64)>, DecodeError> {
+/// A snappy body decompressed, its claimed size checked first (shared by
+/// remote write and remote read).
+pub(crate) fn unsnappy(body: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let len = snap::raw::decompress_len(body).map_err(|e| DecodeError::Snappy(e.to_string()))?;
     if len > DECODED_MAX {
         return Err(DecodeError::TooLarge(len));
     }
-    let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| DecodeError::Snappy(e.to_string()))?;
+    snap::raw::Decoder::new().decompress_vec(body).map_err(|e| DecodeError::Snappy(e.to_string()))
+}
+
+/// One series of a body and its samples (time in ns, value).
+pub type SeriesSamplesNs = (SeriesKey, Vec<(i64, f64)>);
+
+/// The series of a remote-write body, each with its samples.
+pub fn decode(body: &[u8]) -> Result<Vec<SeriesSamplesNs>, DecodeError> {
+    let raw = unsnappy(body)?;
     let req = WriteRequest::decode(raw.as_slice()).map_err(|e| DecodeError::Protobuf(e.to_string()))?;
-    let mut out = Vec::with_capacity(req.timeseries.iter().map(|t| t.samples.len()).sum());
+    let mut out = Vec::with_capacity(req.timeseries.len());
     for ts in req.timeseries {
         let mut name = None;
         let mut labels = Vec::with_capacity(ts.labels.len());
@@ -75,9 +84,7 @@ pub fn decode(body: &[u8]) -> Result<Vec<(SeriesKey, i64, f64)>, DecodeError> {
             }
         }
         let key = SeriesKey::new(name.filter(|n| !n.is_empty()).ok_or(DecodeError::NoName)?, labels);
-        for s in ts.samples {
-            out.push((key.clone(), s.timestamp.saturating_mul(1_000_000), s.value));
-        }
+        out.push((key, ts.samples.iter().map(|s| (s.timestamp.saturating_mul(1_000_000), s.value)).collect()));
     }
     Ok(out)
 }
@@ -110,10 +117,10 @@ mod tests {
             vec![("__name__", "up"), ("job", "node")],
             vec![(1_700_000_000_000, 1.0), (1_700_000_001_000, 0.0)],
         )]);
-        let points = decode(&body).unwrap();
-        assert_eq!(points.len(), 2);
-        assert_eq!(points[0].0, SeriesKey::new("up", [("job", "node")]));
-        assert_eq!((points[1].1, points[1].2), (1_700_000_001_000_000_000, 0.0));
+        let series = decode(&body).unwrap();
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0].0, SeriesKey::new("up", [("job", "node")]));
+        assert_eq!(series[0].1, [(1_700_000_000_000_000_000, 1.0), (1_700_000_001_000_000_000, 0.0)]);
         assert!(matches!(decode(b"not snappy at all"), Err(DecodeError::Snappy(_) | DecodeError::Protobuf(_))));
         assert_eq!(decode(&encode(&[(vec![("job", "x")], vec![(1, 1.0)])])), Err(DecodeError::NoName));
         // A header claiming 1 GiB is refused before anything is allocated.
