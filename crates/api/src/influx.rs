@@ -276,6 +276,16 @@ pub async fn query(
     {
         return influx_error(StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into());
     }
+    // `chunked=true`: a JSON document per line, SELECT answers cut into
+    // `chunk_size` rows (InfluxDB's default 10,000).
+    let chunk = match (params.get("chunked").map(String::as_str), params.get("chunk_size")) {
+        (None | Some("false" | ""), _) => None,
+        (Some(_), None) => Some(10_000),
+        (Some(_), Some(n)) => match n.parse::<usize>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => return influx_error(StatusCode::BAD_REQUEST, format!("invalid chunk_size {n:?}")),
+        },
+    };
     let db = params.get("db").filter(|d| !d.is_empty()).cloned();
     let store = Arc::clone(&st.store);
     let influx = Arc::clone(&st.influx);
@@ -286,20 +296,32 @@ pub async fn query(
             let mut dbs = influx.databases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             statements
                 .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let mut r = match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs) {
-                        Ok(v) => v,
-                        Err(e) => serde_json::json!({ "error": e }),
-                    };
-                    r["statement_id"] = serde_json::json!(i);
-                    r
+                .map(|s| match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs) {
+                    Ok(v) => (v, matches!(s, influx::Statement::Select(_))),
+                    Err(e) => (serde_json::json!({ "error": e }), false),
                 })
                 .collect::<Vec<_>>()
         })
         .await;
-    match results {
-        Ok(results) => (version_headers(), axum::Json(serde_json::json!({ "results": results }))).into_response(),
-        Err(e) => influx_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    match (results, chunk) {
+        (Ok(results), Some(size)) => {
+            let mut body = String::new();
+            for (i, (r, select)) in results.iter().enumerate() {
+                influx::chunk_lines(i, r, *select, size, &mut body);
+            }
+            (version_headers(), [(header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
+        (Ok(results), None) => {
+            let results: Vec<serde_json::Value> = results
+                .into_iter()
+                .enumerate()
+                .map(|(i, (mut r, _))| {
+                    r["statement_id"] = serde_json::json!(i);
+                    r
+                })
+                .collect();
+            (version_headers(), axum::Json(serde_json::json!({ "results": results }))).into_response()
+        }
+        (Err(e), _) => influx_error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }

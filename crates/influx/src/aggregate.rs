@@ -1,50 +1,15 @@
-//! InfluxQL aggregates as InfluxDB 1.x computes them: `count sum mean
-//! median min max first last spread stddev` over a field, grouped by tags
-//! (`GROUP BY host`, `GROUP BY *`) and by time buckets aligned to the epoch
-//! (`GROUP BY time(10s)`) with `fill(null | none | 0 | previous)`; one
-//! series per tag group, named and typed as InfluxDB answers.
+//! InfluxQL functions as InfluxDB 1.x computes them: `count sum mean
+//! median min max first last spread stddev percentile distinct` and
+//! `count(distinct(f))` over a field, grouped by tags (`GROUP BY host`,
+//! `GROUP BY *`) and by time buckets aligned to the epoch plus an offset
+//! (`GROUP BY time(10s[, 2s])`) with `fill(null | none | previous | linear
+//! | number)`; one series per tag group, named and typed as InfluxDB
+//! answers.
 
-use std::collections::BTreeMap;
-
-use model::Timestamp;
 use serde_json::{Value, json};
-use store::Store;
 
-use crate::{TYPE_LABEL, go_float, hidden_label, measurement_series};
-
-const FUNCS: [&str; 10] = ["count", "sum", "mean", "median", "min", "max", "first", "last", "spread", "stddev"];
-
-/// One `f(field) [AS name]` of the select list.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Agg {
-    pub func: String,
-    pub field: String,
-    pub name: String,
-}
-
-impl Agg {
-    pub fn parse(item: &str, alias: Option<String>) -> Result<Agg, String> {
-        let (func, rest) = item.split_once('(').ok_or_else(|| format!("{item:?}: mix of fields and aggregates"))?;
-        let func = func.to_ascii_lowercase();
-        if !FUNCS.contains(&func.as_str()) {
-            return Err(format!(
-                "the function {func}() is not supported yet: kansoku's InfluxQL has {}",
-                FUNCS.map(|f| format!("{f}()")).join(", ")
-            ));
-        }
-        let field = rest.strip_suffix(')').ok_or_else(|| format!("{item:?}: one field, then )"))?.trim();
-        if field.is_empty() || field == "*" || field.contains(['(', ',']) {
-            return Err(format!("{item}: give one field ({func}(field))"));
-        }
-        let field = crate::unquote(field);
-        Ok(Agg { name: alias.unwrap_or_else(|| func.clone()), func, field })
-    }
-
-    /// A selector returns one of the points (and, alone, its time).
-    fn is_selector(&self) -> bool {
-        matches!(self.func.as_str(), "min" | "max" | "first" | "last")
-    }
-}
+use crate::ql::{Func, Item, Select};
+use crate::query::{FieldType, Table, go_float, groups, series_json, time_json};
 
 /// `fill(...)`: what an empty time bucket shows.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -54,200 +19,265 @@ pub enum Fill {
     None,
     Value(f64),
     Previous,
+    Linear,
 }
 
 /// `GROUP BY` items.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Grouping {
+    /// `time(d)`: the bucket width (ns).
     pub time: Option<i64>,
+    /// `time(d, offset)`: buckets start at `offset` past multiples of `d`.
+    pub offset: i64,
     pub tags: Vec<String>,
     pub all_tags: bool,
     pub fill: Fill,
 }
 
-impl Grouping {
-    pub fn add(&mut self, item: &str) -> Result<(), String> {
-        let lower = item.to_ascii_lowercase();
-        if let Some(arg) = lower.strip_prefix("time(").and_then(|r| r.strip_suffix(')')) {
-            let d = crate::duration_ns(arg.trim())
-                .filter(|&d| d > 0)
-                .ok_or_else(|| format!("GROUP BY {item}: a duration like 10s"))?;
-            self.time = Some(d);
-        } else if let Some(arg) = lower.strip_prefix("fill(").and_then(|r| r.strip_suffix(')')) {
-            self.fill = match arg.trim() {
-                "null" => Fill::Null,
-                "none" => Fill::None,
-                "previous" => Fill::Previous,
-                n => Fill::Value(n.parse().map_err(|_| format!("fill({n}): null, none, previous or a number"))?),
-            };
-        } else if item == "*" {
-            self.all_tags = true;
-        } else {
-            self.tags.push(crate::unquote(item));
-        }
-        Ok(())
-    }
+/// Most buckets one statement may make.
+pub const BUCKETS_MAX: i64 = 100_000;
+
+/// One function call of the select list, resolved against the table.
+struct Call {
+    func: Func,
+    /// The field's column in the table (None: the measurement lacks it).
+    col: Option<usize>,
+    ty: FieldType,
+    arg: f64,
 }
 
-/// The aggregate of one field's values (time-ordered) in one bucket:
-/// (value, time of the selected point for selectors).
-fn apply(func: &str, pts: &[(i64, f64)], int: bool) -> (Value, Option<i64>) {
-    let num = |v: f64| if int { json!(v as i64) } else { go_float(v) };
-    let vals = || pts.iter().map(|p| p.1);
-    match func {
-        "count" => (json!(pts.len()), None),
-        "sum" => (num(vals().sum()), None),
-        "mean" => (go_float(vals().sum::<f64>() / pts.len() as f64), None),
-        "median" => {
+/// A function's result on one bucket's points (time-ordered, raw stored
+/// values): its values (several for `distinct`), and for selectors the
+/// time of the point chosen.
+fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
+    let ty = c.ty;
+    let num = |v: f64| if ty == FieldType::Float { go_float(v) } else { json!(v as i64) };
+    let vals = || pts.iter().map(|p| ty.number(p.1));
+    let one = |v: Value| (vec![v], None);
+    match c.func {
+        Func::Count => one(json!(pts.len())),
+        Func::CountDistinct => {
+            let mut v: Vec<f64> = vals().collect();
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            one(json!(v.len()))
+        }
+        Func::Distinct => {
+            let mut v: Vec<f64> = vals().collect();
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            (v.into_iter().map(num).collect(), None)
+        }
+        Func::Sum => one(num(vals().sum())),
+        Func::Mean => one(go_float(vals().sum::<f64>() / pts.len() as f64)),
+        Func::Median => {
             let mut v: Vec<f64> = vals().collect();
             v.sort_by(f64::total_cmp);
             let m = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
-            (go_float(m), None)
+            one(go_float(m))
         }
-        "spread" => {
+        Func::Spread => {
             let (lo, hi) = vals().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| (l.min(v), h.max(v)));
-            (num(hi - lo), None)
+            one(num(hi - lo))
         }
-        "stddev" => {
+        Func::Stddev => {
             if pts.len() < 2 {
-                return (Value::Null, None);
+                return one(Value::Null);
             }
             let n = pts.len() as f64;
             let mean = vals().sum::<f64>() / n;
             let var = vals().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0);
-            (go_float(var.sqrt()), None)
+            one(go_float(var.sqrt()))
+        }
+        Func::Percentile => {
+            // InfluxDB's rank: floor(n × p / 100 + 0.5) − 1, none outside.
+            let i = (pts.len() as f64 * c.arg / 100.0 + 0.5).floor() as i64 - 1;
+            if i < 0 || i >= pts.len() as i64 {
+                return one(Value::Null);
+            }
+            let mut sorted = pts.to_vec();
+            sorted.sort_by(|a, b| ty.number(a.1).total_cmp(&ty.number(b.1)));
+            let p = sorted[i as usize];
+            (vec![ty.json(p.1)], Some(p.0))
         }
         // Selectors: the first of equal values wins, as in InfluxDB.
-        "min" | "max" | "first" | "last" => {
+        Func::Min | Func::Max | Func::First | Func::Last => {
             let mut best = pts[0];
             for &p in &pts[1..] {
-                let better = match func {
-                    "min" => p.1 < best.1,
-                    "max" => p.1 > best.1,
-                    "last" => true,
+                let (v, b) = (ty.number(p.1), ty.number(best.1));
+                let better = match c.func {
+                    Func::Min => v < b,
+                    Func::Max => v > b,
+                    Func::Last => true,
                     _ => false,
                 };
                 if better {
                     best = p;
                 }
             }
-            (num(best.1), Some(best.0))
+            (vec![ty.json(best.1)], Some(best.0))
         }
-        _ => (Value::Null, None),
     }
 }
 
-/// A group's points by field: (time, value), time-ordered once gathered.
-type FieldPoints = BTreeMap<String, Vec<(i64, f64)>>;
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run(
-    store: &Store,
-    db: &str,
-    measurement: &str,
-    aggs: &[Agg],
-    (from, to): (i64, i64),
-    tags: &[crate::TagCond],
-    group: &Grouping,
-    limit: Option<usize>,
-    epoch: Option<i64>,
-) -> Result<Value, String> {
-    let fields: Vec<String> = aggs.iter().map(|a| a.field.clone()).collect();
-    let series = measurement_series(store, db, measurement, tags, Some(&fields))?;
-    if series.is_empty() {
-        return Ok(json!({}));
-    }
-    let group_keys: Vec<String> = if group.all_tags {
-        let mut keys: Vec<String> = series
-            .iter()
-            .flat_map(|(_, k, _)| k.labels().iter().map(|l| l.0.clone()))
-            .filter(|k| !hidden_label(k))
-            .collect();
-        keys.sort();
-        keys.dedup();
-        keys
-    } else {
-        group.tags.clone()
-    };
-    // group (tag values) -> field -> time-ordered points; and the field's type.
-    let mut groups: BTreeMap<Vec<String>, FieldPoints> = BTreeMap::new();
-    let mut int_field: BTreeMap<String, bool> = BTreeMap::new();
-    for (id, key, field) in &series {
-        let gk: Vec<String> = group_keys.iter().map(|t| key.get(t).unwrap_or("").to_owned()).collect();
-        int_field.insert(field.clone(), key.get(TYPE_LABEL) == Some("int"));
-        let (ts, vs) = store.read(*id, Timestamp(from), Timestamp(to));
-        groups.entry(gk).or_default().entry(field.clone()).or_default().extend(ts.into_iter().zip(vs));
-    }
-    let mut out = Vec::new();
-    for (gk, mut by_field) in groups {
-        for pts in by_field.values_mut() {
-            pts.sort_by_key(|p| p.0);
+/// Column names: the alias, else the function's name, a repeat numbered
+/// `_1`, `_2` as InfluxDB does.
+fn column_names(s: &Select) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in &s.items {
+        let Item::Call { func, alias, .. } = item else { continue };
+        let base = alias.clone().unwrap_or_else(|| func.name().to_owned());
+        let mut name = base.clone();
+        let mut k = 0;
+        while out.contains(&name) {
+            k += 1;
+            name = format!("{base}_{k}");
         }
-        // The buckets: aligned to the epoch, from the range's start to its end.
-        let buckets: Vec<(i64, i64)> = match group.time {
-            Some(d) => {
-                let first = from.max(0).div_euclid(d) * d;
-                let last = to.div_euclid(d) * d;
-                if (last - first) / d > 100_000 {
-                    return Err("GROUP BY time(...) would make more than 100,000 buckets: narrow the time range".into());
-                }
-                (0..=(last - first) / d).map(|k| (first + k * d, first + (k + 1) * d)).collect()
+        out.push(name);
+    }
+    out
+}
+
+/// The answer's series for a statement of function calls.
+pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<Value>, String> {
+    let calls: Vec<Call> = s
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Call { func, field, arg, .. } => {
+                let col = table.field(field);
+                Some(Call {
+                    func: *func,
+                    col,
+                    ty: col.map_or(FieldType::Float, |c| table.fields[c].1),
+                    arg: arg.unwrap_or(0.0),
+                })
             }
-            None => vec![(if from == i64::MIN { 0 } else { from }, i64::MAX)],
-        };
-        let alone_selector = aggs.len() == 1 && aggs[0].is_selector() && group.time.is_none();
-        let mut values = Vec::new();
-        let mut previous: Vec<Value> = vec![Value::Null; aggs.len()];
-        for (start, end) in buckets {
-            let mut row = vec![Value::Null; 1 + aggs.len()];
+            _ => None,
+        })
+        .collect();
+    let mut columns = vec!["time".to_owned()];
+    columns.extend(column_names(s));
+    // The buckets: aligned to the epoch (plus the offset), over the range;
+    // with no lower bound, from the first point.
+    let buckets: Vec<(i64, i64)> = match s.group.time {
+        Some(d) => {
+            let earliest = table.sets.values().filter_map(|r| r.keys().next()).min().copied();
+            let from = if s.from == i64::MIN { earliest.unwrap_or(0) } else { s.from.max(0) };
+            let align = |t: i64| (t - s.group.offset).div_euclid(d) * d + s.group.offset;
+            let (first, last) = (align(from), align(s.to));
+            if last < first {
+                return Ok(Vec::new());
+            }
+            if (last - first) / d >= BUCKETS_MAX {
+                return Err(format!(
+                    "GROUP BY time(...) would make more than {BUCKETS_MAX} buckets: narrow the time range or widen the interval"
+                ));
+            }
+            (0..=(last - first) / d).map(|k| (first + k * d, first + (k + 1) * d)).collect()
+        }
+        None => vec![(if s.from == i64::MIN { 0 } else { s.from }, i64::MAX)],
+    };
+    let alone_selector = calls.len() == 1 && calls[0].func.is_selector() && s.group.time.is_none();
+    let (group_keys, groups) = groups(table, s);
+    let mut out = Vec::new();
+    for (gk, sets) in groups {
+        // Each call's points in this group, time-ordered.
+        let points: Vec<Vec<(i64, f64)>> = calls
+            .iter()
+            .map(|c| {
+                let Some(col) = c.col else { return Vec::new() };
+                let mut pts: Vec<(i64, f64)> = sets
+                    .iter()
+                    .flat_map(|(_, rows)| rows.iter().filter_map(move |(t, row)| Some((*t, row[col]?))))
+                    .collect();
+                pts.sort_by_key(|p| p.0);
+                pts
+            })
+            .collect();
+        // Rows: one per bucket (several for distinct); `empty[c]` marks a
+        // cell of an empty bucket, for fill(linear).
+        let mut rows: Vec<(Vec<Value>, Vec<bool>)> = Vec::new();
+        let mut previous: Vec<Value> = vec![Value::Null; calls.len()];
+        for &(start, end) in &buckets {
             let mut time = start;
-            let mut any = false;
-            for (c, a) in aggs.iter().enumerate() {
-                let pts = by_field.get(&a.field).map(Vec::as_slice).unwrap_or_default();
+            let mut cells: Vec<Vec<Value>> = Vec::with_capacity(calls.len());
+            let mut empty = vec![false; calls.len()];
+            for (c, call) in calls.iter().enumerate() {
+                let pts = &points[c];
                 let lo = pts.partition_point(|p| p.0 < start);
                 let hi = pts.partition_point(|p| p.0 < end);
                 if lo < hi {
-                    any = true;
-                    let (v, at) = apply(&a.func, &pts[lo..hi], int_field.get(&a.field).copied().unwrap_or(false));
+                    let (v, at) = apply(call, &pts[lo..hi]);
                     if alone_selector && let Some(at) = at {
                         time = at;
                     }
-                    row[1 + c] = v;
+                    cells.push(v);
                 } else {
-                    row[1 + c] = match (&group.fill, a.func.as_str()) {
+                    empty[c] = true;
+                    cells.push(vec![match (&s.group.fill, call.func) {
                         (Fill::Value(v), _) => go_float(*v),
                         (Fill::Previous, _) => previous[c].clone(),
                         // An empty bucket counts 0, as in InfluxDB.
-                        (Fill::Null, "count") => json!(0),
+                        (Fill::Null, Func::Count | Func::CountDistinct) => json!(0),
                         _ => Value::Null,
-                    };
+                    }]);
                 }
-                previous[c] = row[1 + c].clone();
+                previous[c] = cells[c].last().cloned().unwrap_or(Value::Null);
             }
-            if !any && (group.fill == Fill::None || group.time.is_none()) {
+            if empty.iter().all(|e| *e) && (s.group.fill == Fill::None || s.group.time.is_none()) {
                 continue;
             }
-            row[0] = match epoch {
-                Some(unit) => json!(time / unit),
-                None => json!(Timestamp(time).to_string()),
-            };
-            values.push(row);
-            if limit.is_some_and(|l| values.len() >= l) {
-                break;
+            let height = cells.iter().map(Vec::len).max().unwrap_or(1);
+            for r in 0..height {
+                let mut row = vec![time_json(time, epoch)];
+                row.extend(cells.iter().map(|c| c.get(r).cloned().unwrap_or(Value::Null)));
+                rows.push((row, empty.clone()));
             }
         }
+        if s.group.fill == Fill::Linear {
+            fill_linear(&mut rows, &buckets, &calls);
+        }
+        let mut values: Vec<Value> = rows.into_iter().map(|(r, _)| Value::Array(r)).collect();
+        if s.desc {
+            values.reverse();
+        }
+        let values: Vec<Value> = values.into_iter().skip(s.offset).take(s.limit.unwrap_or(usize::MAX)).collect();
         if values.is_empty() {
             continue;
         }
-        let mut columns = vec!["time".to_owned()];
-        columns.extend(aggs.iter().map(|a| a.name.clone()));
-        let mut s = json!({ "name": measurement, "columns": columns, "values": values });
-        if !group_keys.is_empty() {
-            let t: serde_json::Map<String, Value> =
-                group_keys.iter().cloned().zip(gk.into_iter().map(Value::String)).collect();
-            s["tags"] = Value::Object(t);
-        }
-        out.push(s);
+        out.push(series_json(&table.measurement, &group_keys, gk, columns.clone(), values));
     }
-    Ok(if out.is_empty() { json!({}) } else { json!({ "series": out }) })
+    Ok(out)
+}
+
+/// `fill(linear)`: an empty bucket between two full ones gets the value on
+/// the line between them (integers in integer arithmetic, as InfluxDB).
+fn fill_linear(rows: &mut [(Vec<Value>, Vec<bool>)], buckets: &[(i64, i64)], calls: &[Call]) {
+    // One row per bucket here (distinct is never filled linearly).
+    if rows.len() != buckets.len() {
+        return;
+    }
+    for (c, call) in calls.iter().enumerate() {
+        let full: Vec<usize> = (0..rows.len()).filter(|&i| !rows[i].1[c] && !rows[i].0[1 + c].is_null()).collect();
+        for w in full.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let (ta, tb) = (buckets[a].0, buckets[b].0);
+            let (Some(va), Some(vb)) = (rows[a].0[1 + c].as_f64(), rows[b].0[1 + c].as_f64()) else { continue };
+            let int = match call.func {
+                Func::Count | Func::CountDistinct => true,
+                Func::Mean | Func::Median | Func::Stddev => false,
+                _ => call.ty != FieldType::Float,
+            };
+            for (i, row) in rows.iter_mut().enumerate().take(b).skip(a + 1) {
+                let t = buckets[i].0;
+                row.0[1 + c] = if int {
+                    let (ia, ib) = (va as i64, vb as i64);
+                    json!(ia + (ib - ia) * (t - ta) / (tb - ta))
+                } else {
+                    go_float(va + (vb - va) * (t - ta) as f64 / (tb - ta) as f64)
+                };
+            }
+        }
+    }
 }

@@ -57,7 +57,7 @@ impl Head {
     pub fn read(&self, id: u32, from: i64, to: i64, ts: &mut Vec<i64>, vals: &mut Vec<f64>) {
         let Some(c) = self.column(id) else { return };
         let lo = c.ts.partition_point(|&x| x < from);
-        let hi = c.ts.partition_point(|&x| x <= to);
+        let hi = c.ts.partition_point(|&x| x <= to).max(lo);
         ts.extend_from_slice(&c.ts[lo..hi]);
         vals.extend_from_slice(&c.vals[lo..hi]);
     }

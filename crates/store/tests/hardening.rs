@@ -63,6 +63,24 @@ fn a_time_past_the_storable_range_is_refused_counted_and_harms_nothing() {
     assert_eq!(all(&store), (vec![T0, T0 + SEC], vec![1.0, 2.0]));
 }
 
+/// `time >= 5s AND time < 3s` reaches the store as a reversed range: it
+/// reads nothing, from the head and from blocks (it panicked in the head;
+/// found by the `influxql` fuzz target).
+#[test]
+fn a_reversed_range_reads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts(vec![])).unwrap();
+    let mut app = Appender::default();
+    for i in 0..3 {
+        store.append(&mut app, &batch(T0 + i * SEC, i as f64, i == 0)).unwrap();
+    }
+    let reversed = |store: &Store| store.read(0, Timestamp(T0 + 2 * SEC), Timestamp(T0));
+    assert_eq!(reversed(&store), (vec![], vec![]));
+    store.flush().unwrap();
+    assert_eq!(reversed(&store), (vec![], vec![]));
+    assert_eq!(all(&store).0.len(), 3);
+}
+
 #[test]
 fn a_wal_written_with_such_a_time_replays_without_it() {
     // A data directory from before the refusal: the WAL holds i64::MAX.

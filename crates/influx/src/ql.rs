@@ -1,0 +1,1040 @@
+//! InfluxQL, the statements InfluxDB 1.x users send: a lexer and a
+//! recursive-descent parser into [`Statement`]s. No crate parses InfluxQL
+//! in Rust (InfluxDB IOx's parser is not published), so this is ours; it
+//! is fuzzed (`fuzz/fuzz_targets/influxql.rs`) and every error names the
+//! token it stopped at and what it expected there.
+//!
+//! Grammar (the part served; `docs/api.md` lists it for users):
+//!
+//! ```text
+//! statement := SELECT items FROM source [WHERE cond] [GROUP BY group {, group}] [fill(f)]
+//!              [ORDER BY time [ASC|DESC]] [LIMIT n] [OFFSET n] [SLIMIT n] [SOFFSET n]
+//!            | SHOW DATABASES | SHOW MEASUREMENTS [WITH MEASUREMENT (= name | =~ /re/)]
+//!            | SHOW TAG KEYS [FROM m] | SHOW FIELD KEYS [FROM m]
+//!            | SHOW TAG VALUES [FROM m] WITH KEY (= k | != k | =~ /re/ | !~ /re/ | IN (k, …))
+//!            | SHOW SERIES [FROM m] [WHERE cond] | CREATE DATABASE name
+//! items     := item {, item}        item := (* | name | call) [AS name]
+//! call      := f(name [, number]) | count(distinct(name))
+//! cond      := and {OR and}         and := primary {AND primary}
+//! primary   := ( cond ) | name op literal | time op time_expr
+//! time_expr := (now() | 'RFC 3339' | integer ns | duration) {(+|-) duration}
+//! ```
+
+use regex::Regex;
+
+use crate::aggregate::{Fill, Grouping};
+
+/// A parsed statement.
+#[derive(Debug)]
+pub enum Statement {
+    ShowDatabases,
+    ShowMeasurements(Option<NameMatch>),
+    ShowTagKeys(Option<String>),
+    ShowFieldKeys(Option<String>),
+    ShowTagValues { from: Option<String>, keys: NameMatch },
+    ShowSeries { from: Option<String>, cond: Option<Expr> },
+    CreateDatabase(String),
+    Select(Box<Select>),
+}
+
+/// A name test: `= n`, `!= n`, `=~ /re/`, `!~ /re/`, `IN (a, b)`.
+#[derive(Debug)]
+pub enum NameMatch {
+    Eq(String),
+    Ne(String),
+    Re(Regex),
+    NotRe(Regex),
+    In(Vec<String>),
+}
+
+impl NameMatch {
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            NameMatch::Eq(n) => n == name,
+            NameMatch::Ne(n) => n != name,
+            NameMatch::Re(r) => r.is_match(name),
+            NameMatch::NotRe(r) => !r.is_match(name),
+            NameMatch::In(ns) => ns.iter().any(|n| n == name),
+        }
+    }
+}
+
+/// `SELECT … FROM m …`.
+#[derive(Debug)]
+pub struct Select {
+    pub items: Vec<Item>,
+    pub measurement: String,
+    /// The time range, both ends inclusive (ns).
+    pub from: i64,
+    pub to: i64,
+    /// What is left of `WHERE` once the time comparisons are taken out.
+    pub cond: Option<Expr>,
+    pub group: Grouping,
+    pub desc: bool,
+    pub limit: Option<usize>,
+    pub offset: usize,
+    pub slimit: Option<usize>,
+    pub soffset: usize,
+}
+
+impl Select {
+    /// Whether this selects function results rather than raw points.
+    pub fn is_aggregate(&self) -> bool {
+        self.items.iter().any(|i| matches!(i, Item::Call { .. }))
+    }
+}
+
+/// One item of the select list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Star,
+    Var { name: String, alias: Option<String> },
+    Call { func: Func, field: String, arg: Option<f64>, alias: Option<String> },
+}
+
+/// The functions served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Func {
+    Count,
+    CountDistinct,
+    Sum,
+    Mean,
+    Median,
+    Min,
+    Max,
+    First,
+    Last,
+    Spread,
+    Stddev,
+    Percentile,
+    Distinct,
+}
+
+const FUNCS: [(&str, Func); 12] = [
+    ("count", Func::Count),
+    ("sum", Func::Sum),
+    ("mean", Func::Mean),
+    ("median", Func::Median),
+    ("min", Func::Min),
+    ("max", Func::Max),
+    ("first", Func::First),
+    ("last", Func::Last),
+    ("spread", Func::Spread),
+    ("stddev", Func::Stddev),
+    ("percentile", Func::Percentile),
+    ("distinct", Func::Distinct),
+];
+
+impl Func {
+    /// The column name InfluxDB gives its result.
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::CountDistinct => "count",
+            f => FUNCS.iter().find(|(_, g)| *g == f).map_or("?", |(n, _)| n),
+        }
+    }
+
+    /// A selector returns one of the points, and alone, its time.
+    pub fn is_selector(self) -> bool {
+        matches!(self, Func::Min | Func::Max | Func::First | Func::Last | Func::Percentile)
+    }
+}
+
+/// A `WHERE` condition.
+#[derive(Debug)]
+pub enum Expr {
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    /// `name op literal`; `kind` from a `::tag` / `::field` cast.
+    Cmp {
+        name: String,
+        kind: Option<VarKind>,
+        op: CmpOp,
+        lit: Lit,
+    },
+    /// `time op t` (only at the top level of `AND`s once parsed).
+    Time(CmpOp, i64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VarKind {
+    Tag,
+    Field,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Re,
+    NotRe,
+}
+
+#[derive(Debug)]
+pub enum Lit {
+    Str(String),
+    Num(f64),
+    Bool(bool),
+    Regex(Regex),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    /// A name; `quoted` names are never keywords.
+    Ident {
+        text: String,
+        quoted: bool,
+    },
+    Str(String),
+    Num(f64),
+    Int(i64),
+    /// A duration literal (`10s`, `1h`) in ns.
+    Dur(i64),
+    Regex(String),
+    Op(&'static str),
+}
+
+impl std::fmt::Display for Tok {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tok::Ident { text, .. } => write!(f, "{text}"),
+            Tok::Str(s) => write!(f, "'{s}'"),
+            Tok::Num(n) => write!(f, "{n}"),
+            Tok::Int(n) => write!(f, "{n}"),
+            Tok::Dur(n) => write!(f, "{n}ns"),
+            Tok::Regex(r) => write!(f, "/{r}/"),
+            Tok::Op(o) => write!(f, "{o}"),
+        }
+    }
+}
+
+const OPS: [&str; 18] =
+    ["=~", "!~", "!=", "<>", "<=", ">=", "::", "=", "<", ">", "(", ")", ",", ";", ".", "+", "-", "*"];
+
+/// Splits a query into tokens. A `/` right after `=~`, `!~` or `FROM`
+/// opens a regex; elsewhere it is division (not served).
+fn lex(s: &str) -> Result<Vec<Tok>, String> {
+    let b = s.as_bytes();
+    let mut out: Vec<Tok> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c == b'-' && b.get(i + 1) == Some(&b'-') {
+            // A comment to the end of the line.
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'\'' || c == b'"' {
+            let mut text = String::new();
+            let mut j = i + 1;
+            loop {
+                let Some(&d) = b.get(j) else { return Err(format!("unterminated quote from char {}", i + 1)) };
+                if d == b'\\' && j + 1 < b.len() {
+                    let e = b[j + 1];
+                    if e != c && e != b'\\' {
+                        text.push('\\');
+                    }
+                    // Push the escaped character whole (it may be multi-byte).
+                    let len = utf8_len(e);
+                    text.push_str(&s[j + 1..(j + 1 + len).min(b.len())]);
+                    j += 1 + len;
+                    continue;
+                }
+                if d == c {
+                    break;
+                }
+                let len = utf8_len(d);
+                text.push_str(&s[j..(j + len).min(b.len())]);
+                j += len;
+            }
+            out.push(if c == b'\'' { Tok::Str(text) } else { Tok::Ident { text, quoted: true } });
+            i = j + 1;
+        } else if c == b'/' && regex_may_follow(out.last()) {
+            let mut text = String::new();
+            let mut j = i + 1;
+            loop {
+                let Some(&d) = b.get(j) else { return Err(format!("unterminated regex from char {}", i + 1)) };
+                if d == b'\\' && b.get(j + 1) == Some(&b'/') {
+                    text.push('/');
+                    j += 2;
+                    continue;
+                }
+                if d == b'/' {
+                    break;
+                }
+                let len = utf8_len(d);
+                text.push_str(&s[j..(j + len).min(b.len())]);
+                j += len;
+            }
+            out.push(Tok::Regex(text));
+            i = j + 1;
+        } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+                i += 1;
+            }
+            if i < b.len()
+                && (b[i] == b'e' || b[i] == b'E')
+                && b.get(i + 1).is_some_and(|d| d.is_ascii_digit() || *d == b'-' || *d == b'+')
+            {
+                i += 2;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+            }
+            let num = &s[start..i];
+            let unit_start = i;
+            while i < b.len() && (b[i].is_ascii_alphabetic() || b[i] >= 0x80) {
+                i += 1;
+            }
+            let unit = &s[unit_start..i];
+            if !unit.is_empty() {
+                let d = crate::duration_ns(&s[start..i]).ok_or_else(|| {
+                    format!("bad duration {:?} (an integer and ns, u, ms, s, m, h, d or w)", &s[start..i])
+                })?;
+                out.push(Tok::Dur(d));
+            } else if let Ok(n) = num.parse::<i64>() {
+                out.push(Tok::Int(n));
+            } else {
+                out.push(Tok::Num(num.parse().map_err(|_| format!("bad number {num:?}"))?));
+            }
+        } else if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80) {
+                i += 1;
+            }
+            out.push(Tok::Ident { text: s[start..i].to_owned(), quoted: false });
+        } else if let Some(op) = OPS.iter().find(|o| s[i..].starts_with(**o)) {
+            out.push(Tok::Op(op));
+            i += op.len();
+        } else {
+            let ch = s[i..].chars().next().unwrap_or('?');
+            return Err(format!("unexpected {ch:?} at char {}", i + 1));
+        }
+    }
+    Ok(out)
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0xf0.. => 4,
+        0xe0.. => 3,
+        0xc0.. => 2,
+        _ => 1,
+    }
+}
+
+fn regex_may_follow(prev: Option<&Tok>) -> bool {
+    match prev {
+        Some(Tok::Op(o)) => *o == "=~" || *o == "!~",
+        Some(Tok::Ident { text, quoted: false }) => text.eq_ignore_ascii_case("FROM"),
+        _ => false,
+    }
+}
+
+/// Keywords that are never names unless quoted.
+const RESERVED: [&str; 17] = [
+    "SELECT", "FROM", "WHERE", "GROUP", "BY", "ORDER", "LIMIT", "OFFSET", "SLIMIT", "SOFFSET", "AND", "OR", "AS",
+    "WITH", "SHOW", "CREATE", "FILL",
+];
+
+/// Parses `;`-separated statements; `now` is what `now()` means.
+pub fn parse(q: &str, now: i64) -> Result<Vec<Statement>, String> {
+    let toks = lex(q)?;
+    let mut p = Parser { toks, i: 0, now };
+    let mut out = Vec::new();
+    loop {
+        while p.eat_op(";") {}
+        if p.peek().is_none() {
+            break;
+        }
+        out.push(p.statement()?);
+        if p.peek().is_some() && !p.eat_op(";") {
+            return Err(p.expected("; or the end of the query"));
+        }
+    }
+    if out.is_empty() {
+        return Err("empty query".into());
+    }
+    Ok(out)
+}
+
+struct Parser {
+    toks: Vec<Tok>,
+    i: usize,
+    now: i64,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.i)
+    }
+
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.toks.get(self.i).cloned();
+        self.i += 1;
+        t
+    }
+
+    /// "found X, expected what" as InfluxDB words it.
+    fn expected(&self, what: &str) -> String {
+        match self.peek() {
+            Some(t) => format!("found {t}, expected {what}"),
+            None => format!("found the end of the query, expected {what}"),
+        }
+    }
+
+    fn is_kw(&self, kw: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Ident { text, quoted: false }) if text.eq_ignore_ascii_case(kw))
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> bool {
+        let yes = self.is_kw(kw);
+        if yes {
+            self.i += 1;
+        }
+        yes
+    }
+
+    fn kw(&mut self, kw: &str) -> Result<(), String> {
+        if self.eat_kw(kw) { Ok(()) } else { Err(self.expected(kw)) }
+    }
+
+    fn eat_op(&mut self, op: &str) -> bool {
+        let yes = matches!(self.peek(), Some(Tok::Op(o)) if *o == op);
+        if yes {
+            self.i += 1;
+        }
+        yes
+    }
+
+    fn op(&mut self, op: &str) -> Result<(), String> {
+        if self.eat_op(op) { Ok(()) } else { Err(self.expected(op)) }
+    }
+
+    fn ident(&mut self, what: &str) -> Result<String, String> {
+        match self.peek() {
+            Some(Tok::Ident { text, quoted }) if *quoted || !RESERVED.iter().any(|k| text.eq_ignore_ascii_case(k)) => {
+                let t = text.clone();
+                self.i += 1;
+                Ok(t)
+            }
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    fn count(&mut self, what: &str) -> Result<usize, String> {
+        match self.next() {
+            Some(Tok::Int(n)) if n >= 0 => Ok(n as usize),
+            _ => {
+                self.i -= 1;
+                Err(self.expected(&format!("a count after {what}")))
+            }
+        }
+    }
+
+    /// `m`, `"m"`, `db.rp.m`, `"db"."rp"."m"`, `db..m`: the last name counts.
+    fn measurement(&mut self) -> Result<String, String> {
+        if matches!(self.peek(), Some(Tok::Regex(_))) {
+            return Err("FROM /regex/ is not supported yet: name one measurement".into());
+        }
+        let mut name = self.ident("a measurement")?;
+        while self.eat_op(".") {
+            if self.eat_op(".") {
+                // `db..m`: the default retention policy.
+            }
+            name = self.ident("a measurement")?;
+        }
+        Ok(name)
+    }
+
+    fn statement(&mut self) -> Result<Statement, String> {
+        if self.eat_kw("SELECT") {
+            return self.select().map(|s| Statement::Select(Box::new(s)));
+        }
+        if self.eat_kw("CREATE") {
+            self.kw("DATABASE")?;
+            return Ok(Statement::CreateDatabase(self.ident("a database name")?));
+        }
+        if !self.eat_kw("SHOW") {
+            return Err(self.expected("SELECT, SHOW or CREATE DATABASE"));
+        }
+        if self.eat_kw("DATABASES") {
+            return Ok(Statement::ShowDatabases);
+        }
+        if self.eat_kw("MEASUREMENTS") {
+            let m = if self.eat_kw("WITH") {
+                self.kw("MEASUREMENT")?;
+                Some(self.name_match(false)?)
+            } else {
+                None
+            };
+            return Ok(Statement::ShowMeasurements(m));
+        }
+        if self.eat_kw("SERIES") {
+            let from = self.from()?;
+            let cond = if self.eat_kw("WHERE") {
+                let c = self.cond()?;
+                if has_time(&c) {
+                    return Err("SHOW SERIES ... WHERE time ... is not supported: tag conditions only".into());
+                }
+                Some(c)
+            } else {
+                None
+            };
+            return Ok(Statement::ShowSeries { from, cond });
+        }
+        if self.eat_kw("FIELD") {
+            self.kw("KEYS")?;
+            return Ok(Statement::ShowFieldKeys(self.from()?));
+        }
+        if self.eat_kw("TAG") {
+            if self.eat_kw("KEYS") {
+                return Ok(Statement::ShowTagKeys(self.from()?));
+            }
+            self.kw("VALUES")?;
+            let from = self.from()?;
+            if !self.eat_kw("WITH") {
+                return Err(self.expected("WITH KEY (SHOW TAG VALUES needs WITH KEY = k)"));
+            }
+            self.kw("KEY")?;
+            return Ok(Statement::ShowTagValues { from, keys: self.name_match(true)? });
+        }
+        Err(self.expected("DATABASES, MEASUREMENTS, SERIES, TAG KEYS, TAG VALUES or FIELD KEYS"))
+    }
+
+    fn from(&mut self) -> Result<Option<String>, String> {
+        if self.eat_kw("FROM") { self.measurement().map(Some) } else { Ok(None) }
+    }
+
+    /// `= n`, `!= n`, `=~ /re/`, `!~ /re/`, and with `list`, `IN (a, b)`.
+    fn name_match(&mut self, list: bool) -> Result<NameMatch, String> {
+        if list && self.eat_kw("IN") {
+            self.op("(")?;
+            let mut names = vec![self.ident("a tag key")?];
+            while self.eat_op(",") {
+                names.push(self.ident("a tag key")?);
+            }
+            self.op(")")?;
+            return Ok(NameMatch::In(names));
+        }
+        let op = match self.next() {
+            Some(Tok::Op(o)) if ["=", "!=", "<>", "=~", "!~"].contains(&o) => o,
+            _ => {
+                self.i -= 1;
+                return Err(self.expected("=, !=, =~ or !~"));
+            }
+        };
+        if op == "=~" || op == "!~" {
+            let re = match self.next() {
+                Some(Tok::Regex(r)) => compile(&r)?,
+                _ => {
+                    self.i -= 1;
+                    return Err(self.expected("a /regex/"));
+                }
+            };
+            return Ok(if op == "=~" { NameMatch::Re(re) } else { NameMatch::NotRe(re) });
+        }
+        let name = match self.next() {
+            Some(Tok::Ident { text, .. } | Tok::Str(text)) => text,
+            _ => {
+                self.i -= 1;
+                return Err(self.expected("a name"));
+            }
+        };
+        Ok(if op == "=" { NameMatch::Eq(name) } else { NameMatch::Ne(name) })
+    }
+
+    fn select(&mut self) -> Result<Select, String> {
+        let mut items = vec![self.item()?];
+        while self.eat_op(",") {
+            items.push(self.item()?);
+        }
+        self.kw("FROM")?;
+        let measurement = self.measurement()?;
+        let (mut from, mut to, mut cond) = (i64::MIN, i64::MAX, None);
+        if self.eat_kw("WHERE") {
+            let c = self.cond()?;
+            (from, to, cond) = split_time(c)?;
+        }
+        let mut group = Grouping::default();
+        if self.eat_kw("GROUP") {
+            self.kw("BY")?;
+            loop {
+                self.group_item(&mut group)?;
+                if !self.eat_op(",") {
+                    break;
+                }
+            }
+        }
+        if self.eat_kw("FILL") {
+            self.op("(")?;
+            group.fill = match self.next() {
+                Some(Tok::Ident { text, quoted: false }) => match text.to_ascii_lowercase().as_str() {
+                    "null" => Fill::Null,
+                    "none" => Fill::None,
+                    "previous" => Fill::Previous,
+                    "linear" => Fill::Linear,
+                    _ => return Err(format!("fill({text}): null, none, previous, linear or a number")),
+                },
+                Some(Tok::Int(n)) => Fill::Value(n as f64),
+                Some(Tok::Num(n)) => Fill::Value(n),
+                Some(Tok::Op("-")) => match self.next() {
+                    Some(Tok::Int(n)) => Fill::Value(-(n as f64)),
+                    Some(Tok::Num(n)) => Fill::Value(-n),
+                    _ => return Err("fill(-...): a number".into()),
+                },
+                _ => return Err("fill(...): null, none, previous, linear or a number".into()),
+            };
+            self.op(")")?;
+        }
+        let mut desc = false;
+        if self.eat_kw("ORDER") {
+            self.kw("BY")?;
+            if !self.eat_kw("time") {
+                return Err(self.expected("time (only ORDER BY time [ASC|DESC] is supported)"));
+            }
+            if self.eat_kw("DESC") {
+                desc = true;
+            } else {
+                self.eat_kw("ASC");
+            }
+        }
+        let (mut limit, mut offset, mut slimit, mut soffset) = (None, 0, None, 0);
+        if self.eat_kw("LIMIT") {
+            limit = Some(self.count("LIMIT")?);
+        }
+        if self.eat_kw("OFFSET") {
+            offset = self.count("OFFSET")?;
+        }
+        if self.eat_kw("SLIMIT") {
+            slimit = Some(self.count("SLIMIT")?);
+        }
+        if self.eat_kw("SOFFSET") {
+            soffset = self.count("SOFFSET")?;
+        }
+        if self.eat_kw("TZ") {
+            return Err("tz(...) is not supported: times are UTC".into());
+        }
+        // InfluxDB's buckets run to now() when the query names no end.
+        if to == i64::MAX && group.time.is_some() {
+            to = self.now;
+        }
+        let s = Select { items, measurement, from, to, cond, group, desc, limit, offset, slimit, soffset };
+        check_items(&s)?;
+        Ok(s)
+    }
+
+    fn item(&mut self) -> Result<Item, String> {
+        let item = if self.eat_op("*") {
+            Item::Star
+        } else {
+            let name = self.ident("a field, a tag, * or a function call")?;
+            if self.eat_op("(") {
+                self.call(&name)?
+            } else {
+                self.cast()?;
+                Item::Var { name, alias: None }
+            }
+        };
+        if !self.eat_kw("AS") {
+            return Ok(item);
+        }
+        let alias = Some(self.ident("a name after AS")?);
+        Ok(match item {
+            Item::Star => return Err("* cannot have an alias".into()),
+            Item::Var { name, .. } => Item::Var { name, alias },
+            Item::Call { func, field, arg, .. } => Item::Call { func, field, arg, alias },
+        })
+    }
+
+    /// `::field` / `::tag` / `::float`…: accepted, the store knows the type.
+    fn cast(&mut self) -> Result<Option<VarKind>, String> {
+        if !self.eat_op("::") {
+            return Ok(None);
+        }
+        let t = self.ident("a type after ::")?;
+        Ok(match t.to_ascii_lowercase().as_str() {
+            "tag" => Some(VarKind::Tag),
+            "field" | "float" | "integer" | "unsigned" | "boolean" => Some(VarKind::Field),
+            _ => return Err(format!("unknown type ::{t}")),
+        })
+    }
+
+    /// After `name(`.
+    fn call(&mut self, name: &str) -> Result<Item, String> {
+        let lower = name.to_ascii_lowercase();
+        let Some(&(_, mut func)) = FUNCS.iter().find(|(n, _)| *n == lower) else {
+            return Err(format!(
+                "the function {name}() is not supported yet: kansoku's InfluxQL has {}",
+                FUNCS.map(|(f, _)| format!("{f}()")).join(", ")
+            ));
+        };
+        let field = if func == Func::Count && self.is_kw("distinct") {
+            self.i += 1;
+            self.op("(")?;
+            func = Func::CountDistinct;
+            let f = self.ident("a field")?;
+            self.op(")")?;
+            f
+        } else {
+            let f = self.ident(&format!("one field in {lower}()"))?;
+            self.cast()?;
+            f
+        };
+        let arg = if self.eat_op(",") {
+            match self.next() {
+                Some(Tok::Int(n)) => Some(n as f64),
+                Some(Tok::Num(n)) => Some(n),
+                _ => {
+                    self.i -= 1;
+                    return Err(self.expected(&format!("a number as {lower}()'s second argument")));
+                }
+            }
+        } else {
+            None
+        };
+        self.op(")")?;
+        match (func, arg) {
+            (Func::Percentile, None) => Err("invalid number of arguments for percentile, expected 2, got 1".into()),
+            (Func::Percentile, Some(_)) | (_, None) => Ok(Item::Call { func, field, arg, alias: None }),
+            (_, Some(_)) => Err(format!("invalid number of arguments for {lower}, expected 1, got 2")),
+        }
+    }
+
+    fn group_item(&mut self, group: &mut Grouping) -> Result<(), String> {
+        if self.eat_op("*") {
+            group.all_tags = true;
+            return Ok(());
+        }
+        let name = self.ident("time(...), a tag or *")?;
+        if name.eq_ignore_ascii_case("time") && self.eat_op("(") {
+            let d = match self.next() {
+                Some(Tok::Dur(d)) if d > 0 => d,
+                _ => {
+                    self.i -= 1;
+                    return Err(self.expected("a duration like 10s in GROUP BY time(...)"));
+                }
+            };
+            let mut offset = 0;
+            if self.eat_op(",") {
+                let neg = self.eat_op("-");
+                offset = match self.next() {
+                    Some(Tok::Dur(o)) => o,
+                    _ => {
+                        self.i -= 1;
+                        return Err(self.expected("an offset duration in GROUP BY time(d, offset)"));
+                    }
+                };
+                if neg {
+                    offset = -offset;
+                }
+            }
+            self.op(")")?;
+            group.time = Some(d);
+            group.offset = offset.rem_euclid(d);
+            return Ok(());
+        }
+        group.tags.push(name);
+        Ok(())
+    }
+
+    fn cond(&mut self) -> Result<Expr, String> {
+        let mut lhs = self.and()?;
+        while self.eat_kw("OR") {
+            lhs = Expr::Or(Box::new(lhs), Box::new(self.and()?));
+        }
+        Ok(lhs)
+    }
+
+    fn and(&mut self) -> Result<Expr, String> {
+        let mut lhs = self.primary()?;
+        while self.eat_kw("AND") {
+            lhs = Expr::And(Box::new(lhs), Box::new(self.primary()?));
+        }
+        Ok(lhs)
+    }
+
+    fn primary(&mut self) -> Result<Expr, String> {
+        if self.eat_op("(") {
+            let e = self.cond()?;
+            self.op(")")?;
+            return Ok(e);
+        }
+        let quoted = matches!(self.peek(), Some(Tok::Ident { quoted: true, .. }));
+        let name = self.ident("a condition (tag or field, an operator, a value)")?;
+        let kind = self.cast()?;
+        let op = match self.next() {
+            Some(Tok::Op(o)) => match o {
+                "=" => CmpOp::Eq,
+                "!=" | "<>" => CmpOp::Ne,
+                "<" => CmpOp::Lt,
+                "<=" => CmpOp::Le,
+                ">" => CmpOp::Gt,
+                ">=" => CmpOp::Ge,
+                "=~" => CmpOp::Re,
+                "!~" => CmpOp::NotRe,
+                _ => {
+                    self.i -= 1;
+                    return Err(self.expected("a comparison (=, !=, <, <=, >, >=, =~, !~)"));
+                }
+            },
+            _ => {
+                self.i -= 1;
+                return Err(self.expected("a comparison (=, !=, <, <=, >, >=, =~, !~)"));
+            }
+        };
+        if !quoted && name.eq_ignore_ascii_case("time") {
+            if matches!(op, CmpOp::Re | CmpOp::NotRe | CmpOp::Ne) {
+                return Err("time can be compared with =, <, <=, > and >= only".into());
+            }
+            return Ok(Expr::Time(op, self.time_expr()?));
+        }
+        let lit = match self.next() {
+            Some(Tok::Str(s)) => Lit::Str(s),
+            Some(Tok::Int(n)) => Lit::Num(n as f64),
+            Some(Tok::Num(n)) => Lit::Num(n),
+            Some(Tok::Op("-")) => match self.next() {
+                Some(Tok::Int(n)) => Lit::Num(-(n as f64)),
+                Some(Tok::Num(n)) => Lit::Num(-n),
+                _ => {
+                    self.i -= 1;
+                    return Err(self.expected("a number after -"));
+                }
+            },
+            Some(Tok::Regex(r)) => Lit::Regex(compile(&r)?),
+            Some(Tok::Ident { text, quoted: false }) if text.eq_ignore_ascii_case("true") => Lit::Bool(true),
+            Some(Tok::Ident { text, quoted: false }) if text.eq_ignore_ascii_case("false") => Lit::Bool(false),
+            Some(Tok::Ident { text, .. }) => {
+                return Err(format!(
+                    "comparing {name} with {text}: conditions compare with a value ('string', number, /regex/, true, false)"
+                ));
+            }
+            _ => {
+                self.i -= 1;
+                return Err(self.expected("a value ('string', number, /regex/, true or false)"));
+            }
+        };
+        if matches!(lit, Lit::Regex(_)) != matches!(op, CmpOp::Re | CmpOp::NotRe) {
+            return Err(format!("{name}: =~ and !~ take a /regex/, the other comparisons a value"));
+        }
+        Ok(Expr::Cmp { name, kind, op, lit })
+    }
+
+    /// `now() - 1h`, `'2026-01-01T00:00:00Z' + 5s`, `1767225600000000000`, `10s`.
+    fn time_expr(&mut self) -> Result<i64, String> {
+        let mut t = match self.next() {
+            Some(Tok::Ident { text, quoted: false }) if text.eq_ignore_ascii_case("now") => {
+                self.op("(")?;
+                self.op(")")?;
+                self.now
+            }
+            Some(Tok::Str(s)) => {
+                model::parse_time(&s, model::Timestamp(self.now)).map(|t| t.as_nanos()).map_err(|e| e.to_string())?
+            }
+            Some(Tok::Int(n)) | Some(Tok::Dur(n)) => n,
+            Some(Tok::Op("-")) => match self.next() {
+                Some(Tok::Int(n)) | Some(Tok::Dur(n)) => n.saturating_neg(),
+                _ => return Err("time: a number after -".into()),
+            },
+            _ => {
+                self.i -= 1;
+                return Err(self.expected("a time (now(), 'RFC 3339', nanoseconds or a duration)"));
+            }
+        };
+        loop {
+            let plus = if self.eat_op("+") {
+                true
+            } else if self.eat_op("-") {
+                false
+            } else {
+                return Ok(t);
+            };
+            let d = match self.next() {
+                Some(Tok::Dur(d)) | Some(Tok::Int(d)) => d,
+                _ => {
+                    self.i -= 1;
+                    return Err(self.expected("a duration"));
+                }
+            };
+            t = if plus { t.saturating_add(d) } else { t.saturating_sub(d) };
+        }
+    }
+}
+
+fn compile(re: &str) -> Result<Regex, String> {
+    Regex::new(re).map_err(|e| format!("bad regex /{re}/: {e}"))
+}
+
+fn has_time(e: &Expr) -> bool {
+    match e {
+        Expr::And(a, b) | Expr::Or(a, b) => has_time(a) || has_time(b),
+        Expr::Time(..) => true,
+        Expr::Cmp { .. } => false,
+    }
+}
+
+/// Takes the time comparisons out of the top-level `AND`s: the range
+/// (inclusive ns) and what is left. Time under an `OR` is refused.
+fn split_time(e: Expr) -> Result<(i64, i64, Option<Expr>), String> {
+    let (mut from, mut to) = (i64::MIN, i64::MAX);
+    let rest = take_time(e, &mut from, &mut to)?;
+    Ok((from, to, rest))
+}
+
+fn take_time(e: Expr, from: &mut i64, to: &mut i64) -> Result<Option<Expr>, String> {
+    match e {
+        Expr::Time(op, t) => {
+            match op {
+                CmpOp::Gt => *from = (*from).max(t.saturating_add(1)),
+                CmpOp::Ge => *from = (*from).max(t),
+                CmpOp::Lt => *to = (*to).min(t.saturating_sub(1)),
+                CmpOp::Le => *to = (*to).min(t),
+                _ => {
+                    *from = (*from).max(t);
+                    *to = (*to).min(t);
+                }
+            }
+            Ok(None)
+        }
+        Expr::And(a, b) => Ok(match (take_time(*a, from, to)?, take_time(*b, from, to)?) {
+            (Some(a), Some(b)) => Some(Expr::And(Box::new(a), Box::new(b))),
+            (a, b) => a.or(b),
+        }),
+        e @ Expr::Or(..) if has_time(&e) => {
+            Err("time conditions under OR are not supported: AND them with the rest (time > a AND (x OR y))".into())
+        }
+        e => Ok(Some(e)),
+    }
+}
+
+/// The select list's rules, as InfluxDB states them.
+fn check_items(s: &Select) -> Result<(), String> {
+    let calls = s.items.iter().filter(|i| matches!(i, Item::Call { .. })).count();
+    if calls == 0 {
+        if s.group.time.is_some() {
+            return Err("GROUP BY time(...) needs an aggregate (count(), mean(), …) in the SELECT".into());
+        }
+        return Ok(());
+    }
+    if calls < s.items.len() {
+        return Err("mixing aggregate and non-aggregate queries is not supported".into());
+    }
+    let distinct = s.items.iter().any(|i| matches!(i, Item::Call { func: Func::Distinct, .. }));
+    if distinct && s.items.len() > 1 {
+        return Err("aggregate function distinct() cannot be combined with other functions or fields".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(q: &str) -> Statement {
+        let mut s = parse(q, 1_000_000_000_000).unwrap_or_else(|e| panic!("{q}: {e}"));
+        assert_eq!(s.len(), 1);
+        s.remove(0)
+    }
+
+    fn select(q: &str) -> Select {
+        match one(q) {
+            Statement::Select(s) => *s,
+            other => panic!("{q}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn select_clauses_in_their_places() {
+        let s = select(
+            "SELECT mean(\"load\") AS avg, percentile(n, 95.5) FROM \"lab\".\"autogen\".cpu WHERE time >= now() - 10s AND host = 'a' \
+             GROUP BY time(5s, 1s), host fill(linear) ORDER BY time DESC LIMIT 3 OFFSET 1 SLIMIT 2 SOFFSET 4",
+        );
+        assert_eq!(s.measurement, "cpu");
+        assert_eq!((s.from, s.to), (1_000_000_000_000 - 10_000_000_000, 1_000_000_000_000), "buckets end at now()");
+        assert_eq!(
+            s.items,
+            vec![
+                Item::Call { func: Func::Mean, field: "load".into(), arg: None, alias: Some("avg".into()) },
+                Item::Call { func: Func::Percentile, field: "n".into(), arg: Some(95.5), alias: None },
+            ]
+        );
+        assert_eq!(
+            (s.group.time, s.group.offset, s.group.tags.clone()),
+            (Some(5_000_000_000), 1_000_000_000, vec!["host".into()])
+        );
+        assert_eq!(s.group.fill, Fill::Linear);
+        assert_eq!((s.desc, s.limit, s.offset, s.slimit, s.soffset), (true, Some(3), 1, Some(2), 4));
+        assert!(matches!(s.cond, Some(Expr::Cmp { op: CmpOp::Eq, .. })));
+    }
+
+    #[test]
+    fn conditions_nest_with_or_binding_looser_than_and() {
+        let s = select("SELECT * FROM m WHERE a = 'x' OR b > 2 AND (c =~ /y|z/ OR d != -1.5)");
+        let Some(Expr::Or(l, r)) = s.cond else { panic!("{:?}", s.cond) };
+        assert!(matches!(*l, Expr::Cmp { op: CmpOp::Eq, .. }));
+        let Expr::And(_, inner) = *r else { panic!() };
+        let Expr::Or(re, ne) = *inner else { panic!() };
+        assert!(matches!(*re, Expr::Cmp { op: CmpOp::Re, lit: Lit::Regex(_), .. }));
+        assert!(matches!(*ne, Expr::Cmp { op: CmpOp::Ne, lit: Lit::Num(-1.5), .. }));
+    }
+
+    #[test]
+    fn time_in_ands_becomes_the_range() {
+        let s = select("SELECT x FROM m WHERE (time > 5 AND a = 'b') AND time <= '1970-01-01T00:00:01Z'");
+        assert_eq!((s.from, s.to), (6, 1_000_000_000));
+        assert!(s.cond.is_some());
+        let e = parse("SELECT x FROM m WHERE time > 5 OR a = 'b'", 0).unwrap_err();
+        assert!(e.contains("under OR"), "{e}");
+    }
+
+    #[test]
+    fn show_statements() {
+        assert!(matches!(
+            one("SHOW MEASUREMENTS WITH MEASUREMENT =~ /c.u/"),
+            Statement::ShowMeasurements(Some(NameMatch::Re(_)))
+        ));
+        let Statement::ShowTagValues { from, keys: NameMatch::In(k) } =
+            one("show tag values from cpu with key in (host, \"region\")")
+        else {
+            panic!()
+        };
+        assert_eq!((from.as_deref(), k), (Some("cpu"), vec!["host".to_owned(), "region".to_owned()]));
+        assert!(matches!(one("SHOW SERIES FROM cpu WHERE host = 'a'"), Statement::ShowSeries { cond: Some(_), .. }));
+        assert!(matches!(one("CREATE DATABASE \"my db\""), Statement::CreateDatabase(n) if n == "my db"));
+        assert_eq!(parse("SHOW DATABASES; SHOW MEASUREMENTS;", 0).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn errors_name_what_was_found_and_expected() {
+        for (q, want) in [
+            ("SELECT load FROM cpu WHERE NOT host='a'", "found host, expected"),
+            ("SELECT FROM cpu", "found FROM, expected a field"),
+            ("SELECT x FROM", "found the end of the query, expected a measurement"),
+            ("SELECT nosuch(x) FROM m", "nosuch() is not supported"),
+            ("SELECT percentile(x) FROM m", "expected 2, got 1"),
+            ("SELECT distinct(x), count(x) FROM m", "cannot be combined"),
+            ("SELECT x, count(x) FROM m", "mixing aggregate"),
+            ("SELECT x FROM m GROUP BY time(1s)", "needs an aggregate"),
+            ("SELECT x FROM m WHERE a =~ 'str'", "take a /regex/"),
+            ("SELECT x FROM m WHERE a = b", "comparing a with b"),
+            ("SELECT x FROM m LIMIT -1", "a count after LIMIT"),
+            ("SELECT x FROM m WHERE a = 'open", "unterminated quote"),
+            ("SELECT x FROM m WHERE a =~ /open", "unterminated regex"),
+            ("SELECT x FROM m WHERE a =~ /(/", "bad regex"),
+            ("DROP DATABASE x", "expected SELECT, SHOW or CREATE DATABASE"),
+            ("SELECT x FROM m ORDER BY host", "only ORDER BY time"),
+            ("SELECT x FROM m WHERE time > 12parsecs", "bad duration"),
+            ("", "empty query"),
+        ] {
+            let e = parse(q, 0).map(|_| ()).unwrap_err();
+            assert!(e.contains(want), "{q}: {e}");
+        }
+    }
+}

@@ -1,0 +1,556 @@
+//! Runs parsed InfluxQL ([`crate::ql`]) on the store, answering as
+//! InfluxDB 1.x does (the differential test against `influxd` holds us to
+//! it). A measurement is read into a [`Table`]: rows of (tag set, time)
+//! with a value per field, the shape InfluxDB's conditions and functions
+//! are defined on; `WHERE` is evaluated per tag set first (three-valued, so
+//! a series a tag test rules out is never read) and then per row.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use model::{Selector, SeriesKey, Timestamp};
+use serde_json::{Value, json};
+use store::Store;
+
+use crate::ql::{CmpOp, Expr, Item, Lit, Select, Statement, VarKind};
+use crate::{FIELD_LABEL, TYPE_LABEL};
+
+/// Runs one statement; `databases` holds those created here. `epoch`:
+/// numeric times in that unit (ns per unit), else RFC 3339 strings.
+pub fn execute(
+    store: &Store,
+    st: &Statement,
+    db: Option<&str>,
+    epoch: Option<i64>,
+    databases: &mut BTreeSet<String>,
+) -> Result<Value, String> {
+    let need_db = || db.ok_or_else(|| "database name required (db=...)".to_owned());
+    match st {
+        Statement::CreateDatabase(name) => {
+            databases.insert(name.clone());
+            Ok(json!({}))
+        }
+        Statement::ShowDatabases => {
+            let sel = Selector::parse(&format!("{{{FIELD_LABEL}!=\"\"}}")).expect("valid selector");
+            let mut names = databases.clone();
+            names.extend(store.series(&sel).into_iter().filter_map(|(_, k)| k.get("db").map(str::to_owned)));
+            let values: Vec<_> = names.into_iter().map(|n| json!([n])).collect();
+            Ok(json!({"series": [{"name": "databases", "columns": ["name"], "values": values}]}))
+        }
+        Statement::ShowMeasurements(with) => {
+            let names: BTreeSet<String> = db_series(store, need_db()?)?
+                .into_iter()
+                .filter_map(|(_, k)| measurement_of(&k).map(str::to_owned))
+                .filter(|m| with.as_ref().is_none_or(|w| w.matches(m)))
+                .collect();
+            Ok(series_of_names("measurements", names))
+        }
+        Statement::Select(s) => {
+            let table = Table::read(store, need_db()?, s)?;
+            let mut series =
+                if s.is_aggregate() { crate::aggregate::run(&table, s, epoch)? } else { raw(&table, s, epoch) };
+            // Raw points in descending time come in descending series order
+            // too (aggregates keep theirs), as in InfluxDB.
+            if s.desc && !s.is_aggregate() {
+                series.reverse();
+            }
+            let series: Vec<Value> = series.into_iter().skip(s.soffset).take(s.slimit.unwrap_or(usize::MAX)).collect();
+            Ok(if series.is_empty() { json!({}) } else { json!({ "series": series }) })
+        }
+        Statement::ShowSeries { from, cond } => show_series(store, need_db()?, from.as_deref(), cond.as_ref()),
+        Statement::ShowTagKeys(m) | Statement::ShowFieldKeys(m) | Statement::ShowTagValues { from: m, .. } => {
+            show_keys(store, need_db()?, m.as_deref(), st)
+        }
+    }
+}
+
+fn series_of_names(name: &str, names: BTreeSet<String>) -> Value {
+    if names.is_empty() {
+        return json!({});
+    }
+    let values: Vec<_> = names.into_iter().map(|n| json!([n])).collect();
+    json!({"series": [{"name": name, "columns": ["name"], "values": values}]})
+}
+
+/// Every series written by line protocol into `db`.
+fn db_series(store: &Store, db: &str) -> Result<Vec<(u32, SeriesKey)>, String> {
+    Ok(store.series(&Selector {
+        matchers: vec![
+            model::Matcher::new(FIELD_LABEL, model::MatchOp::NotEqual, "").map_err(|e| e.to_string())?,
+            model::Matcher::new("db", model::MatchOp::Equal, db).map_err(|e| e.to_string())?,
+        ],
+    }))
+}
+
+/// The measurement a series belongs to: its name less `_field`.
+fn measurement_of(k: &SeriesKey) -> Option<&str> {
+    let f = k.get(FIELD_LABEL)?;
+    k.name().strip_suffix(f)?.strip_suffix('_')
+}
+
+/// Labels that are kansoku's, not the writer's tags.
+pub(crate) fn hidden_label(k: &str) -> bool {
+    k == FIELD_LABEL || k == TYPE_LABEL || k == "db" || k == "rp"
+}
+
+/// A float as InfluxDB's JSON writes it (Go's encoder): whole numbers
+/// without a fraction (`2`, not `2.0`).
+pub(crate) fn go_float(v: f64) -> Value {
+    if v.fract() == 0.0 && v.abs() < 1e15 && !(v == 0.0 && v.is_sign_negative()) { json!(v as i64) } else { json!(v) }
+}
+
+/// How a field is stored (the `kansoku_type` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FieldType {
+    Float,
+    Int,
+    /// Bit for bit: the f64's bits are the u64.
+    Unsigned,
+}
+
+impl FieldType {
+    fn of(k: &SeriesKey) -> FieldType {
+        match k.get(TYPE_LABEL) {
+            Some("int") => FieldType::Int,
+            Some("u64") => FieldType::Unsigned,
+            _ => FieldType::Float,
+        }
+    }
+
+    /// The number a stored value stands for.
+    pub(crate) fn number(self, v: f64) -> f64 {
+        if self == FieldType::Unsigned { v.to_bits() as f64 } else { v }
+    }
+
+    /// A stored value as JSON, exactly.
+    pub(crate) fn json(self, v: f64) -> Value {
+        match self {
+            FieldType::Unsigned => json!(v.to_bits()),
+            FieldType::Int => json!(v as i64),
+            FieldType::Float => go_float(v),
+        }
+    }
+}
+
+/// A tag set: the value of each of the table's tag keys (None: absent).
+pub(crate) type TagSet = Vec<Option<String>>;
+/// One tag set's rows: time → a value per field read.
+pub(crate) type Rows = BTreeMap<i64, Vec<Option<f64>>>;
+
+/// One measurement's points in the range, rows filtered by the condition.
+pub(crate) struct Table {
+    pub measurement: String,
+    /// Every tag key of the measurement's series, in name order.
+    pub tag_keys: Vec<String>,
+    /// The fields read (those the statement names, or all), in name order.
+    pub fields: Vec<(String, FieldType)>,
+    pub sets: BTreeMap<TagSet, Rows>,
+}
+
+impl Table {
+    pub(crate) fn read(store: &Store, db: &str, s: &Select) -> Result<Table, String> {
+        let all: Vec<(u32, SeriesKey)> =
+            db_series(store, db)?.into_iter().filter(|(_, k)| measurement_of(k) == Some(&s.measurement)).collect();
+        let field_names: BTreeSet<&str> = all.iter().filter_map(|(_, k)| k.get(FIELD_LABEL)).collect();
+        let tag_keys: Vec<String> = all
+            .iter()
+            .flat_map(|(_, k)| k.labels().iter().map(|l| l.0.as_str()))
+            .filter(|k| !hidden_label(k))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        // The fields to read: those named (in items and the condition), or all.
+        let mut wanted: BTreeSet<&str> = BTreeSet::new();
+        let mut star = false;
+        for item in &s.items {
+            match item {
+                Item::Star => star = true,
+                Item::Var { name, .. } | Item::Call { field: name, .. } => {
+                    wanted.insert(name);
+                }
+            }
+        }
+        if let Some(c) = &s.cond {
+            cond_names(c, &mut wanted);
+        }
+        let fields: Vec<(String, FieldType)> = field_names
+            .iter()
+            .filter(|f| star || wanted.contains(*f))
+            .map(|f| {
+                let ty = all
+                    .iter()
+                    .find(|(_, k)| k.get(FIELD_LABEL) == Some(f))
+                    .map_or(FieldType::Float, |(_, k)| FieldType::of(k));
+                ((*f).to_owned(), ty)
+            })
+            .collect();
+        let mut t = Table { measurement: s.measurement.clone(), tag_keys, fields, sets: BTreeMap::new() };
+        let field_set: BTreeSet<String> = field_names.iter().map(|f| (*f).to_owned()).collect();
+        let (from, to) = (Timestamp(s.from), Timestamp(s.to));
+        for (id, key) in &all {
+            let Some(col) = t.fields.iter().position(|(f, _)| Some(f.as_str()) == key.get(FIELD_LABEL)) else {
+                continue;
+            };
+            let tags: TagSet = t.tag_keys.iter().map(|k| key.get(k).map(str::to_owned)).collect();
+            if let Some(c) = &s.cond
+                && eval_tags(c, &|name| tag_value(&t.tag_keys, &tags, name), &field_set) == Some(false)
+            {
+                continue;
+            }
+            let (ts, vs) = store.read(*id, from, to);
+            let width = t.fields.len();
+            let rows = t.sets.entry(tags).or_default();
+            for (time, v) in ts.into_iter().zip(vs) {
+                rows.entry(time).or_insert_with(|| vec![None; width])[col] = Some(v);
+            }
+        }
+        if let Some(c) = &s.cond {
+            let (keys, fields) = (&t.tag_keys, &t.fields);
+            for (tags, rows) in &mut t.sets {
+                rows.retain(|_, row| {
+                    eval(c, &|name| tag_value(keys, tags, name), &|name| field_value(fields, row, name), &field_set)
+                });
+            }
+            t.sets.retain(|_, rows| !rows.is_empty());
+        }
+        Ok(t)
+    }
+
+    fn tag<'a>(&self, tags: &'a TagSet, name: &str) -> &'a str {
+        tag_value(&self.tag_keys, tags, name)
+    }
+
+    pub(crate) fn field(&self, name: &str) -> Option<usize> {
+        self.fields.iter().position(|(f, _)| f == name)
+    }
+}
+
+/// A tag's value in a tag set; an absent tag is "", as in InfluxDB.
+fn tag_value<'a>(keys: &[String], tags: &'a TagSet, name: &str) -> &'a str {
+    keys.binary_search_by(|k| k.as_str().cmp(name)).ok().and_then(|i| tags[i].as_deref()).unwrap_or("")
+}
+
+fn field_value(fields: &[(String, FieldType)], row: &[Option<f64>], name: &str) -> Option<f64> {
+    let i = fields.iter().position(|(f, _)| f == name)?;
+    row[i].map(|v| fields[i].1.number(v))
+}
+
+fn cond_names<'a>(e: &'a Expr, out: &mut BTreeSet<&'a str>) {
+    match e {
+        Expr::And(a, b) | Expr::Or(a, b) => {
+            cond_names(a, out);
+            cond_names(b, out);
+        }
+        Expr::Cmp { name, .. } => {
+            out.insert(name);
+        }
+        Expr::Time(..) => {}
+    }
+}
+
+/// Whether `name` in a condition is a field (else a tag): its cast, or
+/// whether the measurement has such a field.
+fn is_field(name: &str, kind: Option<VarKind>, fields: &BTreeSet<String>) -> bool {
+    match kind {
+        Some(VarKind::Tag) => false,
+        Some(VarKind::Field) => true,
+        None => fields.contains(name),
+    }
+}
+
+/// The condition on a tag set alone: Some(false) rules the series out;
+/// None when it depends on field values.
+fn eval_tags<'t>(e: &Expr, tag: &dyn Fn(&str) -> &'t str, fields: &BTreeSet<String>) -> Option<bool> {
+    match e {
+        Expr::And(a, b) => match (eval_tags(a, tag, fields), eval_tags(b, tag, fields)) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        },
+        Expr::Or(a, b) => match (eval_tags(a, tag, fields), eval_tags(b, tag, fields)) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        },
+        Expr::Cmp { name, kind, .. } if is_field(name, *kind, fields) => None,
+        Expr::Cmp { name, op, lit, .. } => Some(cmp_tag(tag(name), *op, lit)),
+        Expr::Time(..) => None,
+    }
+}
+
+fn eval<'t>(
+    e: &Expr,
+    tag: &dyn Fn(&str) -> &'t str,
+    field: &dyn Fn(&str) -> Option<f64>,
+    fields: &BTreeSet<String>,
+) -> bool {
+    match e {
+        Expr::And(a, b) => eval(a, tag, field, fields) && eval(b, tag, field, fields),
+        Expr::Or(a, b) => eval(a, tag, field, fields) || eval(b, tag, field, fields),
+        Expr::Cmp { name, kind, op, lit } if is_field(name, *kind, fields) => {
+            // A missing field, or a value of another type, compares false.
+            let Some(v) = field(name) else { return false };
+            let x = match lit {
+                Lit::Num(x) => *x,
+                Lit::Bool(b) => f64::from(u8::from(*b)),
+                Lit::Str(_) | Lit::Regex(_) => return false,
+            };
+            match op {
+                CmpOp::Eq => v == x,
+                CmpOp::Ne => v != x,
+                CmpOp::Lt => v < x,
+                CmpOp::Le => v <= x,
+                CmpOp::Gt => v > x,
+                CmpOp::Ge => v >= x,
+                CmpOp::Re | CmpOp::NotRe => false,
+            }
+        }
+        Expr::Cmp { name, op, lit, .. } => cmp_tag(tag(name), *op, lit),
+        Expr::Time(..) => true,
+    }
+}
+
+/// A tag compares as a string; regexes match anywhere in it.
+fn cmp_tag(v: &str, op: CmpOp, lit: &Lit) -> bool {
+    match (op, lit) {
+        (CmpOp::Eq, Lit::Str(s)) => v == s,
+        (CmpOp::Ne, Lit::Str(s)) => v != s,
+        (CmpOp::Lt, Lit::Str(s)) => v < s.as_str(),
+        (CmpOp::Le, Lit::Str(s)) => v <= s.as_str(),
+        (CmpOp::Gt, Lit::Str(s)) => v > s.as_str(),
+        (CmpOp::Ge, Lit::Str(s)) => v >= s.as_str(),
+        (CmpOp::Re, Lit::Regex(r)) => r.is_match(v),
+        (CmpOp::NotRe, Lit::Regex(r)) => !r.is_match(v),
+        _ => false,
+    }
+}
+
+/// The time column: `epoch` units, or RFC 3339.
+pub(crate) fn time_json(t: i64, epoch: Option<i64>) -> Value {
+    match epoch {
+        Some(unit) => json!(t / unit),
+        None => json!(Timestamp(t).to_string()),
+    }
+}
+
+/// Tag groups: the group's tag values → the tag sets in it.
+pub(crate) type Groups<'t> = BTreeMap<Vec<String>, Vec<(&'t TagSet, &'t Rows)>>;
+
+/// The output series of a statement grouped by tags: (group tag values,
+/// the tag sets in it), in tag value order.
+pub(crate) fn groups<'t>(
+    table: &'t Table,
+    s: &Select,
+) -> (Vec<String>, Groups<'t>) {
+    let keys: Vec<String> = if s.group.all_tags { table.tag_keys.clone() } else { s.group.tags.clone() };
+    let mut out: BTreeMap<Vec<String>, Vec<_>> = BTreeMap::new();
+    for (tags, rows) in &table.sets {
+        let gk = keys.iter().map(|k| table.tag(tags, k).to_owned()).collect();
+        out.entry(gk).or_default().push((tags, rows));
+    }
+    (keys, out)
+}
+
+/// A series of the answer.
+pub(crate) fn series_json(
+    name: &str,
+    group_keys: &[String],
+    gk: Vec<String>,
+    columns: Vec<String>,
+    values: Vec<Value>,
+) -> Value {
+    let mut s = json!({ "name": name, "columns": columns, "values": values });
+    if !group_keys.is_empty() {
+        let t: serde_json::Map<String, Value> =
+            group_keys.iter().cloned().zip(gk.into_iter().map(Value::String)).collect();
+        s["tags"] = Value::Object(t);
+    }
+    s
+}
+
+/// Raw points: `SELECT *`, `SELECT f, tag AS x`, one series per group.
+fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
+    let (group_keys, groups) = groups(table, s);
+    // The columns: names and what fills them.
+    enum Col {
+        Tag(usize),
+        Field(usize),
+        Missing,
+    }
+    let mut cols: Vec<(String, Col)> = Vec::new();
+    for item in &s.items {
+        match item {
+            Item::Star => {
+                // Tags and fields together in name order, less the grouped tags.
+                let mut all: Vec<(String, Col)> = table
+                    .tag_keys
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, k)| !group_keys.contains(k))
+                    .map(|(i, k)| (k.clone(), Col::Tag(i)))
+                    .chain(table.fields.iter().enumerate().map(|(i, (f, _))| (f.clone(), Col::Field(i))))
+                    .collect();
+                all.sort_by(|a, b| a.0.cmp(&b.0));
+                cols.extend(all);
+            }
+            Item::Var { name, alias } => {
+                let col = match (table.field(name), table.tag_keys.binary_search(name)) {
+                    (Some(f), _) => Col::Field(f),
+                    (None, Ok(t)) => Col::Tag(t),
+                    _ => Col::Missing,
+                };
+                let shown = alias.clone().unwrap_or_else(|| name.clone());
+                if alias.is_some() || !cols.iter().any(|(n, _)| *n == shown) {
+                    cols.push((shown, col));
+                }
+            }
+            Item::Call { .. } => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (gk, sets) in groups {
+        // Rows in (time, tag set) order; a row shows when a field it names has a value.
+        let mut rows: Vec<(i64, &TagSet, &Vec<Option<f64>>)> = sets
+            .iter()
+            .flat_map(|(tags, rows)| rows.iter().map(move |(t, row)| (*t, *tags, row)))
+            .filter(|(_, _, row)| cols.iter().any(|(_, c)| matches!(c, Col::Field(f) if row[*f].is_some())))
+            .collect();
+        rows.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        if s.desc {
+            rows.reverse();
+        }
+        let values: Vec<Value> = rows
+            .into_iter()
+            .skip(s.offset)
+            .take(s.limit.unwrap_or(usize::MAX))
+            .map(|(t, tags, row)| {
+                let mut v = vec![time_json(t, epoch)];
+                v.extend(cols.iter().map(|(_, c)| match c {
+                    Col::Tag(i) => tags[*i].clone().map_or(Value::Null, Value::String),
+                    Col::Field(i) => row[*i].map_or(Value::Null, |x| table.fields[*i].1.json(x)),
+                    Col::Missing => Value::Null,
+                }));
+                Value::Array(v)
+            })
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        let mut columns = vec!["time".to_owned()];
+        columns.extend(cols.iter().map(|(n, _)| n.clone()));
+        out.push(series_json(&table.measurement, &group_keys, gk, columns, values));
+    }
+    out
+}
+
+/// `SHOW SERIES [FROM m] [WHERE tags]`: each series key (`m,tag=v,…`, tags
+/// in name order) once, whatever its fields.
+fn show_series(store: &Store, db: &str, from: Option<&str>, cond: Option<&Expr>) -> Result<Value, String> {
+    let esc = |s: &str| s.replace(',', "\\,").replace(' ', "\\ ").replace('=', "\\=");
+    let mut keys = BTreeSet::new();
+    let no_fields = BTreeSet::new();
+    for (_, k) in db_series(store, db)? {
+        let Some(m) = measurement_of(&k) else { continue };
+        if from.is_some_and(|want| want != m) {
+            continue;
+        }
+        let tag = |name: &str| k.get(name).filter(|_| !hidden_label(name)).unwrap_or("");
+        if cond.is_some_and(|c| eval_tags(c, &tag, &no_fields) != Some(true)) {
+            continue;
+        }
+        let mut key = esc(m);
+        for (t, v) in k.labels().iter().filter(|(t, _)| !hidden_label(t)) {
+            key.push_str(&format!(",{}={}", esc(t), esc(v)));
+        }
+        keys.insert(key);
+    }
+    if keys.is_empty() {
+        return Ok(json!({}));
+    }
+    let values: Vec<_> = keys.into_iter().map(|k| json!([k])).collect();
+    Ok(json!({"series": [{"columns": ["key"], "values": values}]}))
+}
+
+/// `SHOW TAG KEYS`, `SHOW FIELD KEYS`, `SHOW TAG VALUES WITH KEY …`: one
+/// series per measurement, names in order, as InfluxDB answers them.
+fn show_keys(store: &Store, db: &str, measurement: Option<&str>, st: &Statement) -> Result<Value, String> {
+    // measurement -> rows
+    let mut out: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (_, k) in db_series(store, db)? {
+        let (Some(f), Some(m)) = (k.get(FIELD_LABEL), measurement_of(&k)) else { continue };
+        if measurement.is_some_and(|want| want != m) {
+            continue;
+        }
+        let rows = out.entry(m.to_owned()).or_default();
+        let tags = || k.labels().iter().filter(|(n, _)| !hidden_label(n));
+        match st {
+            Statement::ShowTagKeys(_) => rows.extend(tags().map(|(n, _)| vec![n.clone()])),
+            Statement::ShowFieldKeys(_) => {
+                let ty = match FieldType::of(&k) {
+                    FieldType::Int => "integer",
+                    FieldType::Unsigned => "unsigned",
+                    FieldType::Float => "float",
+                };
+                rows.insert(vec![f.to_owned(), ty.to_owned()]);
+            }
+            Statement::ShowTagValues { keys, .. } => {
+                rows.extend(tags().filter(|(n, _)| keys.matches(n)).map(|(n, v)| vec![n.clone(), v.clone()]));
+            }
+            _ => {}
+        }
+    }
+    let columns: &[&str] = match st {
+        Statement::ShowTagKeys(_) => &["tagKey"],
+        Statement::ShowFieldKeys(_) => &["fieldKey", "fieldType"],
+        _ => &["key", "value"],
+    };
+    let series: Vec<Value> = out
+        .into_iter()
+        .filter(|(_, rows)| !rows.is_empty())
+        .map(|(name, rows)| json!({"name": name, "columns": columns, "values": rows}))
+        .collect();
+    Ok(if series.is_empty() { json!({}) } else { json!({ "series": series }) })
+}
+
+/// A statement's answer as `chunked=true` sends it: one JSON document per
+/// line; a `SELECT`'s series cut into pieces of `size` rows, each piece
+/// but the last marked `"partial": true` (and the result too while more of
+/// the statement follows); other statements a line per series, unmarked.
+pub fn chunk_lines(statement_id: usize, result: &Value, select: bool, size: usize, out: &mut String) {
+    let size = size.max(1);
+    let mut line = |r: Value| {
+        out.push_str(&json!({ "results": [r] }).to_string());
+        out.push('\n');
+    };
+    let series = result.get("series").and_then(Value::as_array).filter(|s| !s.is_empty());
+    let Some(series) = series else {
+        let mut r = result.clone();
+        r["statement_id"] = json!(statement_id);
+        return line(r);
+    };
+    let mut pieces: Vec<Value> = Vec::new();
+    for s in series {
+        let values = s.get("values").and_then(Value::as_array).cloned().unwrap_or_default();
+        if !select || values.len() <= size {
+            pieces.push(s.clone());
+            continue;
+        }
+        let n = values.len().div_ceil(size);
+        for (k, part) in values.chunks(size).enumerate() {
+            let mut p = s.clone();
+            p["values"] = Value::Array(part.to_vec());
+            if k + 1 < n {
+                p["partial"] = json!(true);
+            }
+            pieces.push(p);
+        }
+    }
+    let last = pieces.len() - 1;
+    for (k, p) in pieces.into_iter().enumerate() {
+        let mut r = json!({ "statement_id": statement_id, "series": [p] });
+        if select && k < last {
+            r["partial"] = json!(true);
+        }
+        line(r);
+    }
+}

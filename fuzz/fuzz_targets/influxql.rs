@@ -1,0 +1,49 @@
+//! InfluxQL comes from any client (Grafana, the Python client, curl): any
+//! text either fails to parse with a message or runs — over a small
+//! database of two measurements — to an answer or a statement error, never
+//! a panic; a chunked answer is one JSON document per line.
+#![no_main]
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use store::{FsyncPolicy, Options, Store};
+
+fn store() -> &'static Store {
+    static STORE: OnceLock<Store> = OnceLock::new();
+    STORE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("kansoku-fuzz-influxql-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir, Options { fsync: FsyncPolicy::Never, ..Options::default() }).unwrap();
+        let mut lines = String::new();
+        for i in 0..40u64 {
+            let host = ["a", "b", "c"][(i % 3) as usize];
+            lines.push_str(&format!("cpu,host={host},region=r{} load={},n={}i,ip={}u {}\n", i % 2, i as f64 / 4.0, i, u64::MAX - i, i));
+            if i % 4 == 0 {
+                lines.push_str(&format!("mem used={} {}\n", 1e3 + i as f64, i));
+            }
+        }
+        let parsed = influx::parse_lines(&lines, 1_000_000_000, 0, "db", None);
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        influx::write(&store, &parsed.points).unwrap();
+        store
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if text.len() > 1024 {
+        return;
+    }
+    let Ok(statements) = influx::parse_query(text, 100_000_000_000) else { return };
+    let mut dbs = BTreeSet::new();
+    for (i, s) in statements.iter().enumerate() {
+        if let Ok(answer) = influx::execute(store(), s, Some("db"), Some(1), &mut dbs) {
+            let mut out = String::new();
+            influx::chunk_lines(i, &answer, matches!(s, influx::Statement::Select(_)), 3, &mut out);
+            for line in out.lines() {
+                serde_json::from_str::<serde_json::Value>(line).expect("a chunk is one JSON document");
+            }
+        }
+    }
+});
