@@ -2,7 +2,8 @@
 // Screenshots go to web/e2e-out/.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -180,5 +181,38 @@ test('host view with --perf: top symbols, a flame graph and a per-CPU timeline',
     assert.deepEqual(errors, []);
   } finally {
     await k.stop();
+  }
+});
+
+test('alerts: a firing rule shows in the banner and shades the charts while it fires', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kansoku-e2e-rules-'));
+  const rules = join(dir, 'rules.yml');
+  writeFileSync(rules, `groups:
+  - name: e2e
+    interval: 200ms
+    rules:
+      - alert: LoadSeen
+        expr: node_load1 >= 0
+        labels: { severity: page }
+        annotations: { summary: "load is {{ $value }}" }
+`);
+  const k = await startKansoku(['up', '--host', 'alert-web', '--interval', '100ms', '--rules', rules]);
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e.stack ?? e)));
+    await page.goto(k.url + '/#view=host&host=alert-web&range=1m');
+    await page.waitForFunction(() => window.__kansoku.alertsShown >= 1, null, { timeout: 30000 });
+    const text = await page.textContent('#alerts');
+    assert.match(text, /1 firing, 0 pending/);
+    assert.match(text, /LoadSeen @ alert-web: load is /);
+    assert.equal(await page.getAttribute('#alerts', 'class'), 'firing');
+    // Marks: the firing span is shaded on the charts as they redraw.
+    await page.waitForFunction(() => window.__kansoku.bandsDrawn > 0, null, { timeout: 30000 });
+    await page.screenshot({ path: OUT + 'host-alert.png', fullPage: true });
+    assert.deepEqual(errors, []);
+  } finally {
+    await k.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

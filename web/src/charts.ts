@@ -2,6 +2,7 @@
 // pan with shift+wheel; every chart redrawn from its feed on each update.
 
 import uPlot from 'uplot';
+import { drawBands } from './alerts';
 import { Feed } from './feed';
 import type { HeatMap } from './heatmap';
 import { app, rangeOf, setView, stats } from './state';
@@ -46,6 +47,7 @@ export function lineChart(el: HTMLElement, feed: Feed): Chart {
     axes: [axis, { ...axis, size: 70, values: (_u, ticks) => ticks.map((t) => fmt(t, spec.unit)) }],
     series,
     hooks: {
+      drawClear: [drawBands],
       setSelect: [(u) => {
         if (u.select.width < 4) return;
         const from = u.posToVal(u.select.left, 'x'), to = u.posToVal(u.select.left + u.select.width, 'x');

@@ -1,10 +1,11 @@
 // kansoku's dashboard: a cluster heat map and per-host charts, loaded from
 // /api/v1/query and kept live from /api/v1/live (server-sent events). This
 // file builds the header and the health badge, renders the view the URL
-// names, and starts; the state is in state.ts, the views in views.ts.
+// names, polls the alerts (alerts.ts), and starts; the state is in state.ts, the views in views.ts.
 
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
+import { pollAlerts } from './alerts';
 import { getJson } from './api';
 import { redrawAll } from './charts';
 import { $, Superseded, app, rangeOf, setView, stats } from './state';
@@ -82,6 +83,7 @@ async function render(): Promise<void> {
   for (const c of app.charts) c.plot?.destroy();
   app.charts = [];
   header();
+  pollAlerts();
   const main = $('#main');
   main.innerHTML = '<div class="loading">loading…</div>';
   try {
@@ -111,6 +113,8 @@ window.addEventListener('resize', () => {
 app.render = render;
 header();
 setInterval(health, 5000);
+setInterval(pollAlerts, 5000);
+pollAlerts();
 // The interval first (bucket sizes depend on it), then the first view.
 health().finally(() => {
   // With one host and no cluster, start on that host.

@@ -3,6 +3,7 @@
 // when the view changes, the render generation, and the sampling interval.
 // Every module reads and writes it here; nothing else is global.
 
+import type { Band } from './alerts';
 import type { Chart } from './charts';
 import { RANGES, View, formatView, parseView } from './transform';
 
@@ -10,7 +11,7 @@ export const POINTS = 600; // history buckets per chart
 export const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
 
 /// Measurements for the browser benchmark and the e2e test.
-export const stats = { updates: 0, frames: [] as number[], lastT: 0, renders: 0, errors: [] as string[], loadedCells: 0 };
+export const stats = { updates: 0, frames: [] as number[], lastT: 0, renders: 0, errors: [] as string[], loadedCells: 0, alertsShown: 0, bandsDrawn: 0 };
 (window as unknown as { __kansoku: typeof stats }).__kansoku = stats;
 
 export const app = {
@@ -25,6 +26,8 @@ export const app = {
   /// The sampling interval (from /api/v1/status): buckets finer than it
   /// would hold at most one sample each and draw every point as an island.
   interval: 0.1,
+  /// Spans during which an alert fired (alerts.ts), shaded on the charts.
+  alertBands: [] as Band[],
   /// Draws the current view (set by main.ts).
   render: (): void => {},
 };

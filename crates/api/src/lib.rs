@@ -67,6 +67,8 @@ pub struct ApiState {
     pub prometheus: Arc<prometheus::PromStats>,
     /// Reports of parts composed by the binary (rule groups).
     pub reports: Vec<Report>,
+    /// The rule groups' active alerts (`--rules`).
+    pub alerts: Option<Arc<model::alert::AlertBoard>>,
     /// Tokens (`kansoku server --tokens`): every endpoint but `/ping` then
     /// requires one, and writing a writing one (`auth`).
     pub tokens: Option<Arc<cluster::server::Tokens>>,
@@ -94,6 +96,7 @@ impl ApiState {
             influx: Arc::default(),
             prometheus: Arc::default(),
             reports: Vec::new(),
+            alerts: None,
             tokens: None,
             auth_refused: Arc::default(),
             guard: Arc::default(),
@@ -141,6 +144,8 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::post(prometheus::remote_write).layer(axum::extract::DefaultBodyLimit::disable()),
         )
         .route("/prometheus/api/v1/status/buildinfo", get(prometheus::buildinfo))
+        .route("/prometheus/api/v1/alerts", get(prometheus::alerts))
+        .route("/api/v1/alerts", get(prometheus::alerts))
         .fallback(|| async { ApiError::NotFound })
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .with_state(state)

@@ -437,6 +437,47 @@ pub async fn metadata() -> Response {
     success(json!({}))
 }
 
+/// `/api/v1/alerts`: the rule groups' pending and firing alerts, as
+/// Prometheus lists them (also the dashboard's banner, under
+/// `/api/v1/alerts`). Empty when no rules are loaded.
+pub async fn alerts(State(st): State<ApiState>) -> Response {
+    let alerts: Vec<Value> = st
+        .alerts
+        .as_ref()
+        .map(|b| b.all())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| {
+            json!({
+                "labels": a.labels,
+                "annotations": a.annotations,
+                "state": if a.firing { "firing" } else { "pending" },
+                "activeAt": Timestamp(a.active_at).to_string(),
+                "value": go_exp(a.value),
+            })
+        })
+        .collect();
+    success(json!({ "alerts": alerts }))
+}
+
+/// A float as Go's `strconv.FormatFloat(v, 'e', -1, 64)` prints it (how
+/// Prometheus gives an alert's value): `1e+00`, `8.5e-01`.
+fn go_exp(v: f64) -> String {
+    if !v.is_finite() {
+        return if v.is_nan() {
+            "NaN".into()
+        } else if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
+    }
+    let s = format!("{v:e}");
+    let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+}
+
 pub async fn buildinfo() -> Response {
     success(json!({
         "version": PROMETHEUS_VERSION,
@@ -450,6 +491,14 @@ pub async fn buildinfo() -> Response {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn alert_values_print_as_go_does() {
+        assert_eq!(
+            [1.0, 0.85, 1234.5, -2e-7, 0.0, f64::NAN].map(super::go_exp),
+            ["1e+00", "8.5e-01", "1.2345e+03", "-2e-07", "0e+00", "NaN"]
+        );
+    }
+
     use super::{decimal_ns, secs};
 
     #[test]

@@ -338,10 +338,7 @@ pub(crate) type Groups<'t> = BTreeMap<Vec<String>, Vec<(&'t TagSet, &'t Rows)>>;
 
 /// The output series of a statement grouped by tags: (group tag values,
 /// the tag sets in it), in tag value order.
-pub(crate) fn groups<'t>(
-    table: &'t Table,
-    s: &Select,
-) -> (Vec<String>, Groups<'t>) {
+pub(crate) fn groups<'t>(table: &'t Table, s: &Select) -> (Vec<String>, Groups<'t>) {
     let keys: Vec<String> = if s.group.all_tags { table.tag_keys.clone() } else { s.group.tags.clone() };
     let mut out: BTreeMap<Vec<String>, Vec<_>> = BTreeMap::new();
     for (tags, rows) in &table.sets {

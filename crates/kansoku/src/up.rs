@@ -241,6 +241,8 @@ fn serve(
     if !rule_files.is_empty() {
         let stats = Arc::new(rules::RuleStats::default());
         let am = args.alertmanager.as_deref().map(|u| rules::Alertmanager::new(u, &format!("http://{local}/")));
+        let board = Arc::new(model::alert::AlertBoard::default());
+        state.alerts = Some(Arc::clone(&board));
         for (path, file) in &rule_files {
             for spec in &file.groups {
                 let group = rules::Group::new(
@@ -249,7 +251,8 @@ fn serve(
                     Arc::clone(&store),
                     am.clone(),
                     Arc::clone(&stats),
-                )?;
+                )?
+                .with_board(Arc::clone(&board));
                 tracing::info!(
                     "rules: group {:?} of {} ({} rules) every {:?}{}",
                     spec.name,

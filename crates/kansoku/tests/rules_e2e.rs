@@ -90,6 +90,18 @@ fn an_alert_fires_in_alertmanager_and_resolves() {
     assert_eq!(a["status"]["state"], "active", "{a}");
     let firing = instant(&up.addr, "ALERTS{alertname=\"Burning\",alertstate=\"firing\"}");
     assert_eq!(firing.len(), 1, "{firing:?}");
+    // The same alert as Prometheus lists it (and the dashboard's banner).
+    let listed = |addr: &str| {
+        let (s, body) = http_get(addr, "/prometheus/api/v1/alerts");
+        assert_eq!(s, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["data"]["alerts"].as_array().unwrap().clone()
+    };
+    let shown = listed(&up.addr);
+    let b = shown.iter().find(|a| a["labels"]["alertname"] == "Burning").unwrap_or_else(|| panic!("{shown:?}"));
+    assert_eq!((b["state"].as_str(), b["value"].as_str()), (Some("firing"), Some("1e+00")), "{b}");
+    assert_eq!(b["annotations"]["summary"], "burning at 1 on e2e", "{b}");
+    assert!(b["activeAt"].as_str().unwrap().ends_with('Z'), "{b}");
     let recorded = instant(&up.addr, "burn:value:max");
     assert_eq!(recorded[0]["value"][1], "1", "{recorded:?}");
     // Cooled down: resolved in Alertmanager, gone from ALERTS.
@@ -98,6 +110,7 @@ fn an_alert_fires_in_alertmanager_and_resolves() {
         !am_alerts(&am).iter().any(|a| a["labels"]["alertname"] == "Burning")
     });
     wait("ALERTS empty", Duration::from_secs(10), || instant(&up.addr, "ALERTS{alertname=\"Burning\"}").is_empty());
+    assert!(listed(&up.addr).iter().all(|a| a["labels"]["alertname"] != "Burning"), "resolved: no longer listed");
     let (_, status) = http_get(&up.addr, "/api/v1/status");
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert!(status["rules"]["notifications_sent"].as_u64().unwrap() >= 2, "{status}");

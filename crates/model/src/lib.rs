@@ -1,8 +1,9 @@
 //! Plain data shared by every kansoku crate: time, series identity, batches of
 //! samples, the Prometheus-style selectors that pick series, and the figures
-//! a component reports of itself. Nothing here
+//! a component reports of itself, the alerts active now. Nothing here
 //! does I/O, so every other crate can depend on it without pulling anything in.
 
+pub mod alert;
 mod batch;
 pub mod report;
 mod selector;

@@ -73,6 +73,8 @@ enum State {
 struct Active {
     annotations: Labels,
     active_at: i64,
+    /// The expression's value at the last evaluation.
+    value: f64,
     state: State,
     /// When it was last sent, and in which state.
     sent: Option<(i64, State)>,
@@ -94,6 +96,8 @@ pub struct Group {
     last: std::collections::HashSet<u32>,
     /// Errors already logged, by rule index (logged again once it recovers).
     failing: Vec<bool>,
+    /// Where the active alerts are posted after each evaluation.
+    board: Option<Arc<model::alert::AlertBoard>>,
 }
 
 impl Group {
@@ -128,7 +132,14 @@ impl Group {
             stats,
             ids: Ids::default(),
             last: std::collections::HashSet::new(),
+            board: None,
         })
+    }
+
+    /// Posts the group's active alerts to `board` after each evaluation.
+    pub fn with_board(mut self, board: Arc<model::alert::AlertBoard>) -> Group {
+        self.board = Some(board);
+        self
     }
 
     pub fn interval(&self) -> Duration {
@@ -213,9 +224,11 @@ impl Group {
                         let a = alerts.entry(labels).or_insert(Active {
                             annotations: Labels::new(),
                             active_at: t,
+                            value: v,
                             state: State::Pending,
                             sent: None,
                         });
+                        a.value = v;
                         if matches!(a.state, State::Resolved(_)) {
                             (a.active_at, a.state, a.sent) = (t, State::Pending, None);
                         }
@@ -275,6 +288,24 @@ impl Group {
             batch.points.push((gone, f64::from_bits(promql::STALE_NAN)));
         }
         self.last = now;
+        if let Some(board) = &self.board {
+            let active = self
+                .rules
+                .iter()
+                .zip(&self.alerts)
+                .filter(|((r, _), _)| r.alert.is_some())
+                .flat_map(|(_, alerts)| alerts.iter())
+                .filter(|(_, a)| !matches!(a.state, State::Resolved(_)))
+                .map(|(labels, a)| model::alert::ActiveAlert {
+                    labels: labels.clone(),
+                    annotations: a.annotations.clone(),
+                    firing: a.state == State::Firing,
+                    active_at: a.active_at,
+                    value: a.value,
+                })
+                .collect();
+            board.set(&self.name, active);
+        }
         self.stats.alerts_firing.store(firing, Relaxed);
         self.stats.alerts_pending.store(pending, Relaxed);
         self.stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
