@@ -11,6 +11,11 @@ mod series;
 mod timestamp;
 
 pub use batch::Batch;
+
+/// The value Prometheus writes to mark a series gone (a staleness marker):
+/// a NaN no computation produces; never a sample's value. Rule groups and
+/// remote writes store it; range reads and tiers leave it out.
+pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
 pub use selector::{MatchOp, Matcher, Selector, SelectorError};
 pub use series::{METRIC_NAME_LABEL, SeriesKey};
 pub use timestamp::{

@@ -95,6 +95,11 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
                 .collect();
             Ok(Value::Vector(vec![Series { labels: absent_labels(arg(0)?), points }]))
         }
+        "avg_over_time" | "min_over_time" | "max_over_time" | "sum_over_time" | "count_over_time"
+            if let Some(v) = ev.over_time_tiered(name, arg(0)?, times)? =>
+        {
+            Ok(v)
+        }
         "rate" | "increase" | "delta" | "irate" | "idelta" | "deriv" | "resets" | "changes" | "avg_over_time"
         | "min_over_time" | "max_over_time" | "sum_over_time" | "count_over_time" | "last_over_time"
         | "present_over_time" | "stddev_over_time" | "stdvar_over_time" => {

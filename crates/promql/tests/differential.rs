@@ -486,6 +486,11 @@ fn expressions(t_at: i64) -> Vec<String> {
         e.push(format!("{f}_over_time(sparse_gauge[10m])"));
         e.push(format!("{f}_over_time(http_requests_total[2m] offset 1m)"));
     }
+    // Long windows: answered from the minute tier plus raw edges.
+    for f in ["avg", "min", "max", "sum", "count"] {
+        e.push(format!("({f}_over_time((http_requests_total[37m30s])))"));
+        e.push(format!("{f}_over_time(node_temp[1h] offset 7m)"));
+    }
     for op in ["sum", "avg", "min", "max", "count", "group", "stddev", "stdvar"] {
         for g in ["", " by (instance)", " without (code)", " by (instance, code)", " without ()"] {
             e.push(format!("{op}{g} (rate(http_requests_total[5m]))"));

@@ -73,13 +73,19 @@ impl Tier {
                 Some(end) => i + ts[i..].partition_point(|&x| x < end),
                 None => ts.len(),
             };
-            let v = &vals[i..j];
-            t.ts.push(start);
-            t.min.push(v.iter().copied().fold(f64::INFINITY, f64::min));
-            t.max.push(v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-            t.sum.push(v.iter().sum());
-            t.count.push(v.len() as f64);
+            // Staleness markers end a series; they are not samples.
+            let period = &vals[i..j];
+            let v = || period.iter().copied().filter(|v| v.to_bits() != model::STALE_NAN);
             i = j;
+            let count = v().count();
+            if count == 0 {
+                continue;
+            }
+            t.ts.push(start);
+            t.min.push(v().fold(f64::INFINITY, f64::min));
+            t.max.push(v().fold(f64::NEG_INFINITY, f64::max));
+            t.sum.push(v().sum());
+            t.count.push(count as f64);
         }
         t
     }
@@ -183,6 +189,10 @@ mod tests {
             a.extend(Tier::build(&ts[cut..], &vals[cut..], 1000));
             assert_eq!(a, t, "cut at {cut}");
         }
+        // A staleness marker is no sample: left out, a period of only one gone.
+        let stale = f64::from_bits(model::STALE_NAN);
+        let t = Tier::build(&[0, 10, 1000], &[1.0, stale, stale], 1000);
+        assert_eq!((t.ts, t.count, t.sum), (vec![0], vec![1.0], vec![1.0]));
         let negative = Tier::build(&[-1500, -1], &[1.0, 2.0], 1000);
         assert_eq!(negative.ts, [-2000, -1000]);
     }
