@@ -59,6 +59,7 @@ bench: build
 	$(BIN) lab store --span 1h --events 10000000 --data /tmp/kansoku-bench-store
 	scripts/bench-store-peers.sh /tmp/kansoku-bench-store
 	scripts/bench-write-peers.py $(BIN)
+	$(CARGO) run --release --locked -p promql --example tier_speed
 	$(BIN) lab transfer --agents 1,5,20 --intervals 100ms,10ms --duration 20s
 	$(BIN) lab transfer --cores 1,2,4,8,14,16,28 --rounds 10 --out /tmp/kansoku-replay.json
 	$(BIN) lab interference --repeat 2 --out /tmp/kansoku-interference.json
