@@ -1,6 +1,7 @@
 //! How much the tiers save a long `_over_time` window: the same query on
 //! the same data (8 series at 10 Hz for 3 h, flushed) with the minute tier
 //! and without (raw samples only). `make bench` runs it; docs/benchmarks.md.
+#![allow(clippy::print_stdout, reason = "a benchmark's report is its output")]
 use model::{Batch, SeriesKey, Timestamp};
 use store::{Appender, FsyncPolicy, Options, Store};
 const SEC: i64 = 1_000_000_000;
