@@ -146,6 +146,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/prometheus/api/v1/status/buildinfo", get(prometheus::buildinfo))
         .route("/prometheus/api/v1/alerts", get(prometheus::alerts))
         .route("/api/v1/alerts", get(prometheus::alerts))
+        .route("/prometheus/api/v1/rules", get(prometheus::rules))
+        .route("/api/v1/rules", get(prometheus::rules))
         .fallback(|| async { ApiError::NotFound })
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
         .with_state(state)

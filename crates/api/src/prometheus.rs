@@ -441,23 +441,89 @@ pub async fn metadata() -> Response {
 /// Prometheus lists them (also the dashboard's banner, under
 /// `/api/v1/alerts`). Empty when no rules are loaded.
 pub async fn alerts(State(st): State<ApiState>) -> Response {
-    let alerts: Vec<Value> = st
+    let alerts: Vec<Value> = st.alerts.as_ref().map(|b| b.all()).unwrap_or_default().iter().map(alert_json).collect();
+    success(json!({ "alerts": alerts }))
+}
+
+fn alert_json(a: &model::alert::ActiveAlert) -> Value {
+    json!({
+        "labels": a.labels,
+        "annotations": a.annotations,
+        "state": if a.firing { "firing" } else { "pending" },
+        "activeAt": Timestamp(a.active_at).to_string(),
+        "value": go_exp(a.value),
+    })
+}
+
+/// `/api/v1/rules[?type=alert|record]`: every rule group, its rules' health,
+/// last error, evaluation time and active alerts, as Prometheus lists them
+/// (Grafana's rule browser). Empty when no rules are loaded.
+pub async fn rules(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
+    let p = match params(q, &Bytes::new()) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let want_alerting = match p.iter().find(|(k, _)| k == "type").map(|(_, v)| v.as_str()) {
+        None | Some("") => None,
+        Some("alert") => Some(true),
+        Some("record") => Some(false),
+        Some(other) => return PromError::bad(format!("invalid rule type {other:?}: alert or record")).into_response(),
+    };
+    let secs = |ns: i64| ns as f64 / 1e9;
+    let when = |t: i64| if t == 0 { "0001-01-01T00:00:00Z".to_owned() } else { Timestamp(t).to_string() };
+    let groups: Vec<Value> = st
         .alerts
         .as_ref()
-        .map(|b| b.all())
+        .map(|b| b.groups())
         .unwrap_or_default()
         .into_iter()
-        .map(|a| {
+        .map(|g| {
+            let rules: Vec<Value> = g
+                .rules
+                .iter()
+                .filter(|r| want_alerting.is_none_or(|a| a == r.alerting))
+                .map(|r| {
+                    let mut v = json!({
+                        "name": r.name,
+                        "query": r.query,
+                        "labels": r.labels,
+                        "health": if r.last_eval == 0 { "unknown" } else if r.last_error.is_some() { "err" } else { "ok" },
+                        "evaluationTime": secs(r.eval_ns),
+                        "lastEvaluation": when(r.last_eval),
+                        "type": if r.alerting { "alerting" } else { "recording" },
+                    });
+                    if let Some(e) = &r.last_error {
+                        v["lastError"] = json!(e);
+                    }
+                    if r.alerting {
+                        let state = if r.alerts.iter().any(|a| a.firing) {
+                            "firing"
+                        } else if r.alerts.is_empty() {
+                            "inactive"
+                        } else {
+                            "pending"
+                        };
+                        v["state"] = json!(state);
+                        v["duration"] = json!(r.hold_s);
+                        v["keepFiringFor"] = json!(r.keep_firing_s);
+                        v["annotations"] = json!(r.annotations);
+                        v["alerts"] = Value::Array(r.alerts.iter().map(alert_json).collect());
+                    }
+                    v
+                })
+                .collect();
             json!({
-                "labels": a.labels,
-                "annotations": a.annotations,
-                "state": if a.firing { "firing" } else { "pending" },
-                "activeAt": Timestamp(a.active_at).to_string(),
-                "value": go_exp(a.value),
+                "name": g.name,
+                "file": g.file,
+                "rules": rules,
+                "interval": g.interval_s,
+                "limit": g.limit,
+                "evaluationTime": secs(g.eval_ns),
+                "lastEvaluation": when(g.last_eval),
             })
         })
         .collect();
-    success(json!({ "alerts": alerts }))
+    success(json!({ "groups": groups }))
 }
 
 /// A float as Go's `strconv.FormatFloat(v, 'e', -1, 64)` prints it (how

@@ -252,7 +252,7 @@ fn serve(
                     am.clone(),
                     Arc::clone(&stats),
                 )?
-                .with_board(Arc::clone(&board));
+                .with_board(Arc::clone(&board), &path.display().to_string());
                 tracing::info!(
                     "rules: group {:?} of {} ({} rules) every {:?}{}",
                     spec.name,

@@ -102,6 +102,18 @@ fn an_alert_fires_in_alertmanager_and_resolves() {
     assert_eq!((b["state"].as_str(), b["value"].as_str()), (Some("firing"), Some("1e+00")), "{b}");
     assert_eq!(b["annotations"]["summary"], "burning at 1 on e2e", "{b}");
     assert!(b["activeAt"].as_str().unwrap().ends_with('Z'), "{b}");
+    // The rules as Prometheus lists them (Grafana's rule browser).
+    let (s, body) = http_get(&up.addr, "/prometheus/api/v1/rules");
+    assert_eq!(s, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let rules = &v["data"]["groups"][0]["rules"];
+    let alerting = rules.as_array().unwrap().iter().find(|r| r["type"] == "alerting").unwrap();
+    assert_eq!((alerting["name"].as_str(), alerting["state"].as_str()), (Some("Burning"), Some("firing")), "{v}");
+    assert_eq!((alerting["health"].as_str(), alerting["alerts"][0]["state"].as_str()), (Some("ok"), Some("firing")));
+    let recording = rules.as_array().unwrap().iter().find(|r| r["type"] == "recording").unwrap();
+    assert_eq!((recording["name"].as_str(), recording["health"].as_str()), (Some("burn:value:max"), Some("ok")));
+    let (_, only) = http_get(&up.addr, "/prometheus/api/v1/rules?type=record");
+    assert!(!only.contains("\"alerting\""), "{only}");
     let recorded = instant(&up.addr, "burn:value:max");
     assert_eq!(recorded[0]["value"][1], "1", "{recorded:?}");
     // Cooled down: resolved in Alertmanager, gone from ALERTS.

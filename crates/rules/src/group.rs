@@ -76,6 +76,8 @@ struct Active {
     /// The expression's value at the last evaluation.
     value: f64,
     state: State,
+    /// Firing, no longer holding, kept firing (`keep_firing_for`) since.
+    keep_since: Option<i64>,
     /// When it was last sent, and in which state.
     sent: Option<(i64, State)>,
 }
@@ -84,7 +86,10 @@ struct Active {
 pub struct Group {
     name: String,
     interval: Duration,
-    rules: Vec<(Rule, Duration)>,
+    /// Each rule with its `for:` and `keep_firing_for:`.
+    rules: Vec<(Rule, Duration, Duration)>,
+    /// `limit:`: most alerts (series) a rule may make; 0: no limit.
+    limit: usize,
     /// Per alerting rule: its alerts by their labels.
     alerts: Vec<HashMap<Labels, Active>>,
     store: Arc<Store>,
@@ -96,8 +101,12 @@ pub struct Group {
     last: std::collections::HashSet<u32>,
     /// Errors already logged, by rule index (logged again once it recovers).
     failing: Vec<bool>,
-    /// Where the active alerts are posted after each evaluation.
-    board: Option<Arc<model::alert::AlertBoard>>,
+    /// Per rule: its last error, when it was last evaluated and how long
+    /// that took (ns).
+    status: Vec<(Option<String>, i64, i64)>,
+    /// Where the group's view is posted after each evaluation, and the
+    /// file it came from.
+    board: Option<(Arc<model::alert::AlertBoard>, String)>,
 }
 
 impl Group {
@@ -115,7 +124,10 @@ impl Group {
         let rules = spec
             .rules
             .iter()
-            .map(|r| (r.clone(), r.for_.as_deref().and_then(|f| file::duration(f).ok()).unwrap_or_default()))
+            .map(|r| {
+                let d = |s: &Option<String>| s.as_deref().and_then(|f| file::duration(f).ok()).unwrap_or_default();
+                (r.clone(), d(&r.for_), d(&r.keep_firing_for))
+            })
             .collect::<Vec<_>>();
         let notify = match alertmanager {
             Some(am) => Some(spawn_notifier(am, Arc::clone(&stats))?),
@@ -126,6 +138,8 @@ impl Group {
             interval,
             alerts: rules.iter().map(|_| HashMap::new()).collect(),
             failing: vec![false; rules.len()],
+            status: vec![(None, 0, 0); rules.len()],
+            limit: spec.limit.unwrap_or(0),
             rules,
             store,
             notify,
@@ -136,10 +150,25 @@ impl Group {
         })
     }
 
-    /// Posts the group's active alerts to `board` after each evaluation.
-    pub fn with_board(mut self, board: Arc<model::alert::AlertBoard>) -> Group {
-        self.board = Some(board);
+    /// Posts the group's view (its rules' health, its active alerts) to
+    /// `board` after each evaluation; `file` names where it was read.
+    pub fn with_board(mut self, board: Arc<model::alert::AlertBoard>, file: &str) -> Group {
+        self.board = Some((board, file.to_owned()));
         self
+    }
+
+    /// A failed evaluation of rule `i`: counted, logged once per run of
+    /// failures, shown as the rule's last error.
+    fn fail(&mut self, i: usize, e: String) {
+        self.stats.evaluation_failures.fetch_add(1, Relaxed);
+        if !std::mem::replace(&mut self.failing[i], true) {
+            tracing::warn!(
+                "rules: group {:?}, rule {i} ({}): {e} (counted; logged once)",
+                self.name,
+                self.rules[i].0.expr
+            );
+        }
+        self.status[i].0 = Some(e);
     }
 
     pub fn interval(&self) -> Duration {
@@ -151,10 +180,13 @@ impl Group {
     pub fn eval(&mut self, t: i64) -> (Batch, Vec<Alert>) {
         let mut batch = Batch::new(Timestamp(t));
         let mut out: Vec<Alert> = Vec::new();
-        let engine = promql::Engine::new(&self.store);
+        let store = Arc::clone(&self.store);
+        let engine = promql::Engine::new(&store);
         let (mut firing, mut pending) = (0, 0);
         for i in 0..self.rules.len() {
-            let (rule, hold) = &self.rules[i];
+            let (rule, hold, keep) = self.rules[i].clone();
+            let began = std::time::Instant::now();
+            self.status[i].1 = t;
             self.stats.evaluations.fetch_add(1, Relaxed);
             let result = match engine.instant(&rule.expr, t) {
                 Ok(o) => match o.value {
@@ -167,21 +199,25 @@ impl Group {
                 Err(e) => Err(e.to_string()),
             };
             let result = match result {
+                Ok(r) if self.limit > 0 && r.len() > self.limit => {
+                    // As Prometheus: over the limit, the rule fails whole
+                    // (an alerting rule forgets its alerts).
+                    self.alerts[i].clear();
+                    let what = if rule.alert.is_some() { "alerts" } else { "series" };
+                    self.fail(i, format!("exceeded limit of {} with {} {what}", self.limit, r.len()));
+                    self.status[i].2 = began.elapsed().as_nanos() as i64;
+                    continue;
+                }
                 Ok(r) => {
                     if std::mem::take(&mut self.failing[i]) {
                         tracing::info!("rules: group {:?}, rule {i}: evaluates again", self.name);
                     }
+                    self.status[i].0 = None;
                     r
                 }
                 Err(e) => {
-                    self.stats.evaluation_failures.fetch_add(1, Relaxed);
-                    if !std::mem::replace(&mut self.failing[i], true) {
-                        tracing::warn!(
-                            "rules: group {:?}, rule {i} ({}): {e} (counted; logged once)",
-                            self.name,
-                            rule.expr
-                        );
-                    }
+                    self.fail(i, e);
+                    self.status[i].2 = began.elapsed().as_nanos() as i64;
                     continue;
                 }
             };
@@ -214,7 +250,11 @@ impl Group {
                         match a.state {
                             State::Pending => false,
                             State::Firing => {
-                                a.state = State::Resolved(t);
+                                // keep_firing_for: firing on for that long.
+                                let since = *a.keep_since.get_or_insert(t);
+                                if t - since >= keep.as_nanos() as i64 {
+                                    a.state = State::Resolved(t);
+                                }
                                 true
                             }
                             State::Resolved(at) => t - at < RESOLVED_KEEP_NS,
@@ -226,9 +266,10 @@ impl Group {
                             active_at: t,
                             value: v,
                             state: State::Pending,
+                            keep_since: None,
                             sent: None,
                         });
-                        a.value = v;
+                        (a.value, a.keep_since) = (v, None);
                         if matches!(a.state, State::Resolved(_)) {
                             (a.active_at, a.state, a.sent) = (t, State::Pending, None);
                         }
@@ -282,34 +323,68 @@ impl Group {
                 }
                 _ => {}
             }
+            self.status[i].2 = began.elapsed().as_nanos() as i64;
         }
         let now: std::collections::HashSet<u32> = batch.points.iter().map(|p| p.0).collect();
         for &gone in self.last.difference(&now) {
             batch.points.push((gone, f64::from_bits(promql::STALE_NAN)));
         }
         self.last = now;
-        if let Some(board) = &self.board {
-            let active = self
-                .rules
-                .iter()
-                .zip(&self.alerts)
-                .filter(|((r, _), _)| r.alert.is_some())
-                .flat_map(|(_, alerts)| alerts.iter())
-                .filter(|(_, a)| !matches!(a.state, State::Resolved(_)))
-                .map(|(labels, a)| model::alert::ActiveAlert {
-                    labels: labels.clone(),
-                    annotations: a.annotations.clone(),
-                    firing: a.state == State::Firing,
-                    active_at: a.active_at,
-                    value: a.value,
-                })
-                .collect();
-            board.set(&self.name, active);
+        if let Some((board, file)) = &self.board {
+            board.set(self.view(file, t));
         }
         self.stats.alerts_firing.store(firing, Relaxed);
         self.stats.alerts_pending.store(pending, Relaxed);
         self.stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
         (batch, out)
+    }
+
+    /// The group as it stands after evaluating at `t`.
+    fn view(&self, file: &str, t: i64) -> model::alert::GroupView {
+        use model::alert::{ActiveAlert, GroupView, RuleView};
+        let secs = |d: Duration| d.as_secs_f64();
+        let rules: Vec<RuleView> = self
+            .rules
+            .iter()
+            .zip(&self.alerts)
+            .zip(&self.status)
+            .map(|(((rule, hold, keep), alerts), (err, at, took))| {
+                let mut active: Vec<ActiveAlert> = alerts
+                    .iter()
+                    .filter(|(_, a)| !matches!(a.state, State::Resolved(_)))
+                    .map(|(labels, a)| ActiveAlert {
+                        labels: labels.clone(),
+                        annotations: a.annotations.clone(),
+                        firing: a.state == State::Firing,
+                        active_at: a.active_at,
+                        value: a.value,
+                    })
+                    .collect();
+                active.sort_by(|a, b| a.labels.cmp(&b.labels));
+                RuleView {
+                    name: rule.alert.clone().or_else(|| rule.record.clone()).unwrap_or_default(),
+                    alerting: rule.alert.is_some(),
+                    query: rule.expr.clone(),
+                    hold_s: secs(*hold),
+                    keep_firing_s: secs(*keep),
+                    labels: rule.labels.clone(),
+                    annotations: rule.annotations.clone(),
+                    last_error: err.clone(),
+                    last_eval: *at,
+                    eval_ns: *took,
+                    alerts: active,
+                }
+            })
+            .collect();
+        GroupView {
+            name: self.name.clone(),
+            file: file.to_owned(),
+            interval_s: secs(self.interval),
+            limit: self.limit,
+            last_eval: t,
+            eval_ns: rules.iter().map(|r| r.eval_ns).sum(),
+            rules,
+        }
     }
 
     /// Evaluates on every boundary of the interval until `stop`, handing
@@ -465,5 +540,60 @@ mod tests {
         assert!(v("ALERTS", T0 + 5 * S).is_empty(), "resolved: no ALERTS sample");
         assert_eq!(v("ALERTS_FOR_STATE", T0 + 3 * S), [(T0 / S) as f64]);
         assert_eq!(stats.alerts_firing.load(Relaxed), 0);
+    }
+
+    /// `keep_firing_for` keeps a firing alert firing that long after its
+    /// condition stops; `limit` fails a rule that makes more alerts (or
+    /// series) than it allows — its alerts forgotten, its error shown.
+    #[test]
+    fn keep_firing_for_and_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            Store::open(dir.path(), store::Options { fsync: store::FsyncPolicy::Never, ..Default::default() }).unwrap(),
+        );
+        let spec: crate::RuleFile = serde_norway::from_str(
+            "groups:\n- name: g\n  limit: 1\n  rules:\n  - alert: Kept\n    expr: x{h=\"n1\"} > 5\n    keep_firing_for: 2s\n  - alert: Many\n    expr: x > 0\n  - record: x:all\n    expr: x\n",
+        )
+        .unwrap();
+        let board = Arc::new(model::alert::AlertBoard::default());
+        let stats = Arc::new(RuleStats::default());
+        let mut g = Group::new(&spec.groups[0], Duration::from_secs(1), Arc::clone(&store), None, Arc::clone(&stats))
+            .unwrap()
+            .with_board(Arc::clone(&board), "r.yml");
+        let mut app = store::Appender::default();
+        let mut kept = Vec::new();
+        // x{h=n1}: 10 for 2 s, then 1; x{h=n2}: always 1.
+        for i in 0..6i64 {
+            let mut b = Batch::new(Timestamp(T0 + i * S));
+            if i == 0 {
+                b.defs = vec![(0, SeriesKey::new("x", [("h", "n1")])), (1, SeriesKey::new("x", [("h", "n2")]))];
+            }
+            b.points = vec![(0, if i < 2 { 10.0 } else { 1.0 }), (1, 1.0)];
+            store.append(&mut app, &b).unwrap();
+            g.eval(T0 + i * S);
+            kept.push(g.alerts[0].values().next().map(|a| a.state));
+        }
+        // Gone at 2 s, kept firing through 3 s, resolved at 4 s (2 s later).
+        assert_eq!(
+            kept,
+            [
+                Some(State::Firing),
+                Some(State::Firing),
+                Some(State::Firing),
+                Some(State::Firing),
+                Some(State::Resolved(T0 + 4 * S)),
+                Some(State::Resolved(T0 + 4 * S)),
+            ]
+        );
+        let view = &board.groups()[0];
+        assert_eq!((view.file.as_str(), view.limit, view.last_eval), ("r.yml", 1, T0 + 5 * S));
+        let errors: Vec<Option<&str>> = view.rules.iter().map(|r| r.last_error.as_deref()).collect();
+        assert_eq!(
+            errors,
+            [None, Some("exceeded limit of 1 with 2 alerts"), Some("exceeded limit of 1 with 2 series")]
+        );
+        assert!(g.alerts[1].is_empty(), "over its limit, a rule keeps no alerts");
+        assert_eq!(view.rules[0].keep_firing_s, 2.0);
+        assert_eq!(stats.evaluation_failures.load(Relaxed), 12);
     }
 }
