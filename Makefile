@@ -19,6 +19,7 @@ up: build
 		$(if $(SNMP_TARGETS),--snmp-targets $(SNMP_TARGETS))
 
 build: web
+	scripts/deps.sh build
 	$(CARGO) build --release --locked -p kansoku
 
 # The dashboard (TypeScript + uPlot, web/): bundled into web/dist, which the
@@ -54,6 +55,7 @@ bench: build
 	scripts/deps.sh bench
 	$(BIN) lab collector-cost --interval 100ms --duration 60s
 	$(BIN) lab collector-cost --interval 10ms --duration 60s
+	$(BIN) lab trace-cost --calls 2000000 --rounds 3
 	$(BIN) lab snmp --targets 241,1000,10000 --interval 100ms --duration 10s
 	rm -rf /tmp/kansoku-bench-store
 	$(BIN) lab store --span 1h --events 10000000 --data /tmp/kansoku-bench-store

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what a make target needs, only when missing: Debian packages via
-# apt-get, cargo tools via crates.io. Usage: scripts/deps.sh test|bench
+# apt-get, cargo tools via crates.io. Usage: scripts/deps.sh test|bench|build
 set -euo pipefail
 
 need_apt=()
@@ -22,6 +22,10 @@ case "${1:-test}" in
     want prometheus-node-exporter  # what that Prometheus scrapes in the remote-write e2e test
     want prometheus-alertmanager   # where the rules e2e test sends its alerts
     want influxdb                  # influxd: the oracle of the InfluxQL differential test
+    want clang                     # compiles the BPF programs of crates/trace (kernel event histograms)
+    ;;
+  build)
+    want clang                     # compiles the BPF programs of crates/trace; without it tracing is left out
     ;;
   bench)
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`
@@ -35,10 +39,17 @@ case "${1:-test}" in
     want victoria-metrics           # a peer in scripts/bench-store-peers.sh
     want influxdb                   # a peer in scripts/bench-store-peers.sh
     want curl
+    want clang                      # the BPF programs of crates/trace
+    want libbpf-tools               # syscount -L: the peer in `kansoku lab trace-cost`
+    want bpftrace                   # a peer in `kansoku lab trace-cost`
     ;;
-  *) echo "usage: $0 test|bench" >&2; exit 2 ;;
+  *) echo "usage: $0 test|bench|build" >&2; exit 2 ;;
 esac
 
+if [ ${#need_apt[@]} -gt 0 ] && [ "${1:-test}" = build ] && [ "$(id -u)" != 0 ]; then
+  echo "deps: ${need_apt[*]} missing and not root: building without kernel tracing (apt-get install ${need_apt[*]})"
+  need_apt=()
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "deps: installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

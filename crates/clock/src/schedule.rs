@@ -3,7 +3,7 @@
 //! arithmetic on nanoseconds; the collector feeds it the clock. The one
 //! impure function, [`sleep_until`], sleeps on an absolute deadline.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rustix::time::{ClockId, Timespec};
 
@@ -70,6 +70,31 @@ pub fn sleep_until(deadline_ns: i64, interval_ns: i64, stop: &AtomicBool) -> Wak
         let ts = Timespec { tv_sec: until.div_euclid(1_000_000_000), tv_nsec: until.rem_euclid(1_000_000_000) };
         // EINTR just loops; the target is absolute.
         let _ = rustix::thread::clock_nanosleep_absolute(ClockId::Monotonic, &ts);
+    }
+}
+
+/// Runs `round(t)` at every boundary `t` of the interval until `stop` is
+/// set or `round` returns false: the loop of every producer (collector
+/// excepted, which times itself apart). A round that overruns skips the
+/// boundaries it missed, counted into `missed`; a clock stepped back
+/// reschedules from the new time.
+pub fn every(interval_ns: i64, stop: &AtomicBool, missed: &AtomicU64, mut round: impl FnMut(i64) -> bool) {
+    let mut scheduled = next_boundary(realtime_ns(), interval_ns);
+    while !stop.load(Ordering::Relaxed) {
+        match sleep_until(scheduled, interval_ns, stop) {
+            Wake::Reached => {}
+            Wake::Stopped => break,
+            Wake::ClockSteppedBack => {
+                scheduled = next_boundary(realtime_ns(), interval_ns);
+                continue;
+            }
+        }
+        if !round(scheduled) {
+            break;
+        }
+        let (next, n) = after_round(scheduled, realtime_ns(), interval_ns);
+        missed.fetch_add(n, Ordering::Relaxed);
+        scheduled = next;
     }
 }
 

@@ -94,6 +94,21 @@ pub fn parse_perf_event(s: &str) -> Result<perf::Event, String> {
     perf::Event::parse(s).ok_or_else(|| format!("{s:?}: use cpu-clock or cycles"))
 }
 
+/// `--trace`: how often the kernel's event histograms are read, or `off`.
+#[derive(Clone, Debug)]
+pub struct TraceEvery(pub Option<Duration>);
+
+pub fn parse_trace(s: &str) -> Result<TraceEvery, String> {
+    if s == "off" {
+        return Ok(TraceEvery(None));
+    }
+    let d = parse_dur(s)?;
+    if !(Duration::from_millis(100)..=Duration::from_secs(60)).contains(&d) {
+        return Err(format!("{s} is out of range: 100ms to 60s, or off"));
+    }
+    Ok(TraceEvery(Some(d)))
+}
+
 pub fn parse_dur(s: &str) -> Result<Duration, String> {
     model::parse_duration(s).map_err(|e| e.to_string())
 }

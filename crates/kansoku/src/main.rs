@@ -73,6 +73,10 @@ enum LabCmd {
     /// bad tokens) beside a healthy agent: memory and descriptors bounded,
     /// nothing of the agent lost (`make soak`).
     Soak(lab::soak::Args),
+    /// What tracing every system call costs: a getppid loop untraced, with
+    /// kansoku's tracer, with libbpf-tools' `syscount -L` and with
+    /// bpftrace, in one run.
+    TraceCost(lab::trace_cost::Args),
     /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
     SnmpFarm(lab::snmp_bench::FarmArgs),
     /// Synthetic hosts (every core, network, disk, memory, load) written
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
         Cmd::Export(args) => export::run(args),
         Cmd::Import(args) => import::run(args),
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
+        Cmd::Lab(LabCmd::TraceCost(args)) => lab::trace_cost::run(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
         Cmd::Lab(LabCmd::Transfer(args)) => lab::transfer::run(&args),

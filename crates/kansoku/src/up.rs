@@ -13,7 +13,10 @@ use anyhow::{Context, bail};
 use collect::{Collector, CollectorConfig};
 use store::{DiskBudget, FsyncPolicy, Options, Retention, Store};
 
-use crate::args::{PerfArgs, Tiers, hostname, parse_budget, parse_dur, parse_fsync, parse_interval, parse_tiers};
+use crate::args::{
+    PerfArgs, Tiers, TraceEvery, hostname, parse_budget, parse_dur, parse_fsync, parse_interval, parse_tiers,
+    parse_trace,
+};
 
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
@@ -28,6 +31,11 @@ pub struct UpArgs {
     snmp_targets: Option<PathBuf>,
     #[command(flatten)]
     perf: PerfArgs,
+    /// Kernel event distributions: system call latency histograms per call,
+    /// aggregated in the kernel by eBPF on tracepoints, read every this
+    /// long (100ms to 60s), or "off". Needs root; see docs/trace.md.
+    #[arg(long, default_value = "1s", value_parser = parse_trace)]
+    trace: TraceEvery,
 }
 
 #[derive(clap::Args, Debug)]
@@ -120,18 +128,30 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
     let sampler = args.perf.open_sampler(&host, &args.common.data)?;
-    serve(&args.common, Some(host), snmp, None, None, sampler)
+    // Kernel tracing is always on where the kernel allows it; where it does
+    // not, say why once and go on without it.
+    let tracer = args.trace.0.and_then(|every| match trace::Tracer::start(every, &host) {
+        Ok(t) => {
+            tracing::info!("trace: system call latency histograms every {every:?} (eBPF on raw_syscalls)");
+            Some(t)
+        }
+        Err(e) => {
+            tracing::warn!("trace: kernel tracing is off: {e}");
+            None
+        }
+    });
+    serve(&args.common, Some(host), snmp, None, None, (sampler, tracer))
 }
 
 pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
-    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, None)
+    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, (None, None))
 }
 
 /// `kansoku server`: the store, API and dashboard, and the agents' ingest.
 pub fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let ingest = crate::cluster::ingest_setup(&args.ingest)?;
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    serve(&args.common, None, snmp, None, Some(ingest), None)
+    serve(&args.common, None, snmp, None, Some(ingest), (None, None))
 }
 
 /// `kansoku lab synth`: synthetic hosts through the same store path as `up`.
@@ -147,7 +167,7 @@ pub fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         synth.n_series(),
         f64::from(synth.n_series()) / args.common.interval.as_secs_f64()
     );
-    serve(&args.common, None, None, Some(synth), None, None)
+    serve(&args.common, None, None, Some(synth), None, (None, None))
 }
 
 fn serve(
@@ -156,7 +176,7 @@ fn serve(
     snmp: Option<(&std::path::Path, Option<Duration>)>,
     synth: Option<lab::synth::Synth>,
     ingest: Option<crate::cluster::IngestSetup>,
-    sampler: Option<perf::sampler::Sampler>,
+    (sampler, tracer): (Option<perf::sampler::Sampler>, Option<trace::Tracer>),
 ) -> anyhow::Result<()> {
     let addr: SocketAddr = args
         .listen
@@ -231,6 +251,11 @@ fn serve(
             Collector::new(&CollectorConfig { interval: args.interval, host: host.clone(), root: "/".into() });
         state.collector = Some(collector.stats());
         jobs.spawn("collector", move |tx, stop| collector.run(tx, stop))?;
+    }
+    if let Some(tracer) = tracer {
+        let stats = tracer.stats();
+        state.reports.push(api::Report("trace", Arc::new(move || stats.report().to_vec())));
+        jobs.spawn("trace", move |tx, stop| tracer.run(tx, stop))?;
     }
     if let Some(poller) = poller {
         state.snmp = Some(poller.stats());

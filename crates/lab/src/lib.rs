@@ -12,6 +12,7 @@ pub mod snmp_bench;
 pub mod soak;
 pub mod store_bench;
 pub mod synth;
+pub mod trace_cost;
 pub mod transfer;
 
 use std::time::Duration;

@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::Duration;
 
-use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
 use model::{Batch, SeriesKey, Timestamp};
 
 const MODES: [&str; 8] = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"];
@@ -190,39 +189,30 @@ impl Synth {
     /// Produces a batch per interval boundary until `stop`; drops (and
     /// counts) rounds when the store queue is full, as the collector does.
     pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
-        let interval = self.interval_ns;
-        let mut scheduled = next_boundary(clock::realtime_ns(), interval);
         let mut defs: Vec<(u32, SeriesKey)> = self.keys().into_iter().enumerate().map(|(i, k)| (i as u32, k)).collect();
-        while !stop.load(Ordering::Relaxed) {
-            match sleep_until(scheduled, interval, &stop) {
-                Wake::Reached => {}
-                Wake::Stopped => break,
-                Wake::ClockSteppedBack => {
-                    scheduled = next_boundary(clock::realtime_ns(), interval);
-                    continue;
-                }
-            }
-            let mut batch = Batch::new(Timestamp(scheduled));
+        let missed = std::sync::atomic::AtomicU64::new(0);
+        clock::schedule::every(self.interval_ns, &stop, &missed, |t| {
+            let mut batch = Batch::new(Timestamp(t));
             batch.points.reserve(self.n_series as usize);
-            self.round(Timestamp(scheduled), &mut batch);
+            self.round(Timestamp(t), &mut batch);
             batch.defs = std::mem::take(&mut defs);
             let n = batch.points.len() as u64;
             match sink.try_send(batch) {
                 Ok(()) => {
                     self.stats.rounds.fetch_add(1, Ordering::Relaxed);
                     self.stats.samples.fetch_add(n, Ordering::Relaxed);
+                    true
                 }
                 Err(TrySendError::Full(b)) => {
                     defs = b.defs;
                     if self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed) == 0 {
                         tracing::warn!("synth: store queue full, dropping rounds (counted)");
                     }
+                    true
                 }
-                Err(TrySendError::Disconnected(_)) => break,
+                Err(TrySendError::Disconnected(_)) => false,
             }
-            let (next, _missed) = after_round(scheduled, clock::realtime_ns(), interval);
-            scheduled = next;
-        }
+        });
     }
 }
 

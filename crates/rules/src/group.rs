@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::Duration;
 
-use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
 use model::report::Figure;
 use model::{Batch, SeriesKey, Timestamp};
 use store::Store;
@@ -390,40 +389,29 @@ impl Group {
     /// Evaluates on every boundary of the interval until `stop`, handing
     /// each batch to `sink` without blocking (a full queue drops and counts).
     pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
-        let interval = self.interval.as_nanos() as i64;
-        let mut scheduled = next_boundary(clock::realtime_ns(), interval);
-        while !stop.load(Relaxed) {
-            match sleep_until(scheduled, interval, &stop) {
-                Wake::Reached => {}
-                Wake::Stopped => break,
-                Wake::ClockSteppedBack => {
-                    scheduled = next_boundary(clock::realtime_ns(), interval);
-                    continue;
-                }
-            }
-            let (batch, alerts) = self.eval(scheduled);
+        let stats = Arc::clone(&self.stats);
+        clock::schedule::every(self.interval.as_nanos() as i64, &stop, &stats.missed_intervals, |t| {
+            let (batch, alerts) = self.eval(t);
             if let Some(n) = &self.notify
                 && !alerts.is_empty()
                 && n.try_send(alerts).is_err()
             {
-                self.stats.notifications_dropped.fetch_add(1, Relaxed);
+                stats.notifications_dropped.fetch_add(1, Relaxed);
             }
             match sink.try_send(batch) {
-                Ok(()) => {}
+                Ok(()) => true,
                 Err(TrySendError::Full(b)) => {
                     // Its series are declared again with the next batch.
                     for (id, key) in &b.defs {
                         self.ids.of.remove(key);
                         self.last.remove(id);
                     }
-                    self.stats.dropped_batches.fetch_add(1, Relaxed);
+                    stats.dropped_batches.fetch_add(1, Relaxed);
+                    true
                 }
-                Err(TrySendError::Disconnected(_)) => break,
+                Err(TrySendError::Disconnected(_)) => false,
             }
-            let (next, missed) = after_round(scheduled, clock::realtime_ns(), interval);
-            self.stats.missed_intervals.fetch_add(missed, Relaxed);
-            scheduled = next;
-        }
+        });
     }
 }
 

@@ -1,0 +1,183 @@
+//! `kansoku lab trace-cost`: what tracing every system call costs the
+//! program making them — a `getppid` loop's CPU time per call with nothing
+//! attached, with kansoku's tracer (latency histograms per call, in the
+//! kernel), with libbpf-tools' `syscount -L` (the same measurement, the
+//! reference) and with `bpftrace` counting calls by id, in rounds that
+//! alternate the order, in one run so all see the same machine.
+//!
+//! Cost per call is the loop thread's CPU time (user + system, from
+//! `CLOCK_THREAD_CPUTIME_ID`) over the calls: what a traced program pays.
+//! A peer is measured once it says it has attached (its own "Tracing" /
+//! "Attaching" line) and a warm-up loop has run.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, bail};
+use clock::thread_cpu_ns;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// getppid calls per measurement.
+    #[arg(long, default_value_t = 2_000_000)]
+    calls: u64,
+    /// Rounds (each measures every side once, in a rotated order).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Side {
+    pub name: String,
+    /// ns of CPU per getppid, one per round.
+    pub ns_per_call: Vec<f64>,
+    /// Why it was not measured (tool missing or refused).
+    pub skipped: Option<String>,
+}
+
+/// CPU ns per call of `n` getppid calls on this thread.
+fn getppid_loop(n: u64) -> f64 {
+    let t0 = thread_cpu_ns();
+    for _ in 0..n {
+        std::hint::black_box(std::os::unix::process::parent_id());
+    }
+    (thread_cpu_ns() - t0) as f64 / n as f64
+}
+
+/// A peer tracer, started and waited for until its ready line.
+struct Peer(Child);
+
+impl Peer {
+    fn start(cmd: &str, args: &[&str], ready: &str) -> anyhow::Result<Peer> {
+        let mut child = Command::new(cmd)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start {cmd}"))?;
+        // Both tools announce attaching on stdout or stderr: read both.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(256);
+        for out in [
+            child.stdout.take().map(|o| Box::new(o) as Box<dyn std::io::Read + Send>),
+            child.stderr.take().map(|e| Box::new(e) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                // Drained to the end, so the tool never blocks on a full pipe.
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        drop(tx);
+        let mut seen = Vec::new();
+        loop {
+            match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+                Ok(line) if line.contains(ready) => return Ok(Peer(child)),
+                Ok(line) => seen.push(line),
+                Err(_) => {
+                    let _ = child.kill();
+                    bail!("{cmd} did not attach: {}", seen.join(" | "));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ =
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0.id() as i32), nix::sys::signal::Signal::SIGINT);
+        let _ = self.0.wait();
+    }
+}
+
+/// One side's measurement: set up, warm up, measure, tear down.
+fn measure(side: &str, calls: u64) -> anyhow::Result<f64> {
+    let warm = (calls / 10).max(10_000);
+    match side {
+        "untraced" => {
+            getppid_loop(warm);
+            Ok(getppid_loop(calls))
+        }
+        "kansoku" => {
+            let t = trace::SyscallTracer::start().context("kansoku's tracer")?;
+            getppid_loop(warm);
+            let ns = getppid_loop(calls);
+            t.read().context("read kansoku's maps")?;
+            Ok(ns)
+        }
+        "syscount -L" => {
+            // stdbuf: its "Tracing" line is otherwise held in a pipe's buffer.
+            let _p = Peer::start("stdbuf", &["-oL", "/usr/sbin/syscount", "-L"], "Tracing syscalls")?;
+            getppid_loop(warm);
+            Ok(getppid_loop(calls))
+        }
+        "bpftrace count by id" => {
+            let _p = Peer::start(
+                "/usr/bin/bpftrace",
+                &["-e", "tracepoint:raw_syscalls:sys_enter { @[args->id] = count(); }"],
+                "Attaching",
+            )?;
+            getppid_loop(warm);
+            Ok(getppid_loop(calls))
+        }
+        _ => unreachable!("BUG: unknown side {side}"),
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let names = ["untraced", "kansoku", "syscount -L", "bpftrace count by id"];
+    let mut sides: Vec<Side> = names.iter().map(|n| Side { name: (*n).into(), ..Side::default() }).collect();
+    eprintln!(
+        "trace-cost: {} getppid calls per measurement, {} rounds, on {}",
+        args.calls,
+        args.rounds,
+        crate::machine_line()
+    );
+    for round in 0..args.rounds {
+        for k in 0..names.len() {
+            let i = (k + round) % names.len();
+            if sides[i].skipped.is_some() {
+                continue;
+            }
+            match measure(names[i], args.calls) {
+                Ok(ns) => {
+                    eprintln!("  round {}: {:<22} {ns:7.1} ns per call", round + 1, names[i]);
+                    sides[i].ns_per_call.push(ns);
+                }
+                Err(e) => {
+                    eprintln!("  {}: skipped: {e:#}", names[i]);
+                    sides[i].skipped = Some(format!("{e:#}"));
+                }
+            }
+        }
+    }
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo, hi)
+    };
+    let base = range(&sides[0].ns_per_call);
+    eprintln!("\n{:<22} {:>19} {:>22}", "", "ns per getppid", "added over untraced");
+    for s in &sides {
+        if s.ns_per_call.is_empty() {
+            eprintln!("{:<22} {}", s.name, s.skipped.as_deref().unwrap_or("not measured"));
+            continue;
+        }
+        let (lo, hi) = range(&s.ns_per_call);
+        eprintln!("{:<22} {lo:>8.1} – {hi:<8.1} {:>9.1} – {:<9.1}", s.name, lo - base.1, hi - base.0);
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&sides)?)
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,167 @@
+//! Loading the BPF object, attaching it, and reading its maps.
+
+#![allow(unsafe_code, reason = "the histogram array is mapped into our memory: mmap, munmap, and its view as atomics")]
+
+use std::collections::BTreeMap;
+
+use aya::Ebpf;
+use aya::programs::RawTracePoint;
+
+/// The compiled program (empty when built without clang).
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error(
+        "kernel tracing was left out of this build (no clang when it was compiled): apt-get install clang, then rebuild"
+    )]
+    NotBuilt,
+    #[error("loading the BPF object: {0} (kernel tracing needs root or CAP_BPF and CAP_PERFMON)")]
+    Load(#[from] aya::EbpfError),
+    #[error("BPF program {name}: {source} (kernel tracing needs root or CAP_BPF and CAP_PERFMON)")]
+    Program { name: &'static str, source: aya::programs::ProgramError },
+    #[error("mapping the kernel's histogram array: {0}")]
+    Mmap(nix::Error),
+    #[error("BPF map {0} is missing from the object")]
+    MissingMap(&'static str),
+    #[error(
+        "tracefs is not mounted and mounting it at /sys/kernel/tracing failed: {0} (mount -t tracefs nodev /sys/kernel/tracing)"
+    )]
+    Tracefs(nix::Error),
+}
+
+/// Where tracepoints are attached by name: mounted here when it is not
+/// (`mount -t tracefs nodev /sys/kernel/tracing`), as a tracer must.
+fn ensure_tracefs() -> Result<(), TraceError> {
+    let at = std::path::Path::new("/sys/kernel/tracing");
+    if at.join("events").is_dir() || std::path::Path::new("/sys/kernel/debug/tracing/events").is_dir() {
+        return Ok(());
+    }
+    nix::mount::mount(Some("nodev"), at, Some("tracefs"), nix::mount::MsFlags::empty(), None::<&str>)
+        .map_err(TraceError::Tracefs)?;
+    tracing::info!("trace: mounted tracefs at {}", at.display());
+    Ok(())
+}
+
+/// The histogram array's layout (`bpf/syscalls.bpf.c`): `NR_MAX` calls ×
+/// `BUCKETS` counts, then `NR_MAX` total times (ns).
+pub const NR_MAX: usize = 512;
+pub const BUCKETS: usize = 128;
+const ENTRIES: usize = NR_MAX * BUCKETS + NR_MAX;
+
+/// The kernel's histogram array, mapped read-only into our memory: read
+/// without a system call, while the programs add to it.
+#[derive(Debug)]
+struct Mapped {
+    ptr: std::ptr::NonNull<std::ffi::c_void>,
+    len: usize,
+}
+
+// SAFETY: the mapping is shared memory of u64 counters that only the kernel
+// writes; reading it from any thread is what it is for.
+unsafe impl Send for Mapped {}
+
+impl Mapped {
+    fn new(fd: std::os::fd::BorrowedFd<'_>) -> Result<Mapped, TraceError> {
+        let len = std::num::NonZeroUsize::new(ENTRIES * 8).expect("non-empty");
+        // SAFETY: a fresh read-only shared mapping of a BPF array map whose
+        // size is ENTRIES u64 values (the map was created with F_MMAPABLE);
+        // nothing else aliases it mutably in this process.
+        let ptr = unsafe {
+            nix::sys::mman::mmap(
+                None,
+                len,
+                nix::sys::mman::ProtFlags::PROT_READ,
+                nix::sys::mman::MapFlags::MAP_SHARED,
+                fd,
+                0,
+            )
+        }
+        .map_err(TraceError::Mmap)?;
+        Ok(Mapped { ptr, len: len.get() })
+    }
+
+    /// The counters, as the kernel has them now (each read atomically).
+    fn values(&self) -> &[std::sync::atomic::AtomicU64] {
+        // SAFETY: the mapping is ENTRIES aligned u64s, alive as long as self;
+        // the kernel updates them with atomic adds, so atomic loads read them.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast(), ENTRIES) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what new() mapped, once.
+        let _ = unsafe { nix::sys::mman::munmap(self.ptr, self.len) };
+    }
+}
+
+/// One system call's distribution since the tracer started.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dist {
+    pub count: u64,
+    pub sum_ns: u64,
+    /// Bucket ([`crate::hist`]) → count.
+    pub buckets: BTreeMap<u32, u64>,
+}
+
+/// Every system call's distribution since the tracer started, by number.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub syscalls: BTreeMap<u32, Dist>,
+}
+
+/// The system call tracer: attached while it lives (dropping it detaches).
+#[derive(Debug)]
+pub struct SyscallTracer {
+    hist: Mapped,
+    /// Owns the programs and maps (dropped after the mapping).
+    _ebpf: Ebpf,
+}
+
+impl SyscallTracer {
+    /// Loads and attaches the programs to the raw tracepoints `sys_enter`
+    /// and `sys_exit`.
+    pub fn start() -> Result<SyscallTracer, TraceError> {
+        if OBJECT.is_empty() {
+            return Err(TraceError::NotBuilt);
+        }
+        ensure_tracefs()?;
+        let mut ebpf = Ebpf::load(OBJECT)?;
+        for name in ["sys_enter", "sys_exit"] {
+            let wrap = |source| TraceError::Program { name, source };
+            let prog = ebpf.program_mut(name).ok_or(TraceError::MissingMap(name))?;
+            let tp: &mut RawTracePoint = prog.try_into().map_err(wrap)?;
+            tp.load().map_err(wrap)?;
+            tp.attach(name).map_err(wrap)?;
+        }
+        let hist = match ebpf.map("HIST") {
+            Some(aya::maps::Map::Array(data)) => Mapped::new(std::os::fd::AsFd::as_fd(data.fd()))?,
+            _ => return Err(TraceError::MissingMap("HIST")),
+        };
+        Ok(SyscallTracer { hist, _ebpf: ebpf })
+    }
+
+    /// Every distribution since the start, read from the mapped array.
+    pub fn read(&self) -> Result<Snapshot, TraceError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let v = self.hist.values();
+        let mut snap = Snapshot::default();
+        for nr in 0..NR_MAX {
+            let row = &v[nr * BUCKETS..(nr + 1) * BUCKETS];
+            let mut d = Dist::default();
+            for (b, c) in row.iter().enumerate() {
+                let n = c.load(Relaxed);
+                if n > 0 {
+                    d.buckets.insert(b as u32, n);
+                    d.count += n;
+                }
+            }
+            if d.count > 0 {
+                d.sum_ns = v[NR_MAX * BUCKETS + nr].load(Relaxed);
+                snap.syscalls.insert(nr as u32, d);
+            }
+        }
+        Ok(snap)
+    }
+}

@@ -1,0 +1,38 @@
+//! Kernel event distributions, always on — the kernel tracer half of seed
+//! 001 (`seeds/001_ad0cddd3f1c2901a.txt`): eBPF programs on tracepoints
+//! measure each event's latency and count it into log-linear histograms in
+//! the kernel (per-CPU maps: no per-event copy to user space, no atomics);
+//! once per interval user space sums the CPUs and stores each histogram as
+//! Prometheus-style series (`_bucket{le}`, `_sum`, `_count`), so PromQL's
+//! `histogram_quantile` and `rate` answer percentiles and rates, and hosts
+//! and times merge by adding. This slice: system calls
+//! (`raw_syscalls:sys_enter/sys_exit`, per call). Toolchain: the BPF C
+//! program is compiled by Debian's clang at build time (`build.rs`) and
+//! loaded by `aya` (pure Rust: no libbpf C library to build on 2 cores).
+
+mod bpf;
+pub mod hist;
+mod producer;
+
+pub use bpf::{BUCKETS, Dist, NR_MAX, Snapshot, SyscallTracer, TraceError};
+pub use producer::{TraceStats, Tracer};
+
+include!(concat!(env!("OUT_DIR"), "/syscall_names.rs"));
+
+/// A system call's name by number (`nr_N` for one the headers do not name).
+pub fn syscall_name(nr: u32) -> String {
+    match NAMES.binary_search_by_key(&nr, |(n, _)| *n) {
+        Ok(i) => NAMES[i].1.to_owned(),
+        Err(_) => format!("nr_{nr}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_come_from_the_headers() {
+        assert_eq!(super::syscall_name(0), "read");
+        assert_eq!(super::syscall_name(110), "getppid");
+        assert_eq!(super::syscall_name(1000), "nr_1000");
+    }
+}
