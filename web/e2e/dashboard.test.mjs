@@ -184,7 +184,7 @@ test('host view with --perf: top symbols, a flame graph and a per-CPU timeline',
   }
 });
 
-test('alerts: a firing rule shows in the banner and shades the charts while it fires', async () => {
+test('alerts and the kernel: a firing rule shows in the banner and shades the charts; the system call table fills', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'kansoku-e2e-rules-'));
   const rules = join(dir, 'rules.yml');
   writeFileSync(rules, `groups:
@@ -209,6 +209,10 @@ test('alerts: a firing rule shows in the banner and shades the charts while it f
     assert.equal(await page.getAttribute('#alerts', 'class'), 'firing');
     // Marks: the firing span is shaded on the charts as they redraw.
     await page.waitForFunction(() => window.__kansoku.bandsDrawn > 0, null, { timeout: 30000 });
+    // The kernel's system call table (kernel tracing is on by default).
+    await page.waitForFunction(() => window.__kansoku.kernelRows >= 3, null, { timeout: 30000 });
+    const calls = await page.$$eval('table.kernel tr td.sym', (tds) => tds.map((td) => td.textContent));
+    assert.ok(calls.length >= 3 && calls.every((c) => /^[a-z0-9_]+$/.test(c)), `system calls named: ${calls}`);
     await page.screenshot({ path: OUT + 'host-alert.png', fullPage: true });
     assert.deepEqual(errors, []);
   } finally {

@@ -7,6 +7,7 @@ pub mod auth;
 mod error;
 pub mod guard;
 pub mod influx;
+mod kernel;
 mod live;
 mod profile;
 pub mod prometheus;
@@ -123,6 +124,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/snmp/targets", get(snmp_targets))
         .route("/api/v1/hosts", get(hosts))
         .route("/api/v1/profile/top", get(profile::top))
+        .route("/api/v1/kernel/syscalls", get(kernel::syscalls))
         .route("/api/v1/profile/flame", get(profile::flame))
         .route("/api/v1/profile/folded", get(profile::folded))
         .route("/api/v1/profile/pprof", get(profile::pprof))

@@ -424,3 +424,63 @@ async fn remote_write_stores_what_decodes_and_refuses_the_rest() {
     assert_eq!(status["prometheus"]["remote_write_samples"], 2);
     assert_eq!(status["prometheus"]["remote_write_refused"], 2);
 }
+
+/// The kernel's system call table over a range: counters' increases from
+/// the sample before the range (a restart inside it counted as one),
+/// ranked by time, with the distribution's quantiles and bounds.
+#[tokio::test]
+async fn kernel_syscall_table_reads_the_stored_histograms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options { fsync: FsyncPolicy::Never, ..Options::default() }).unwrap();
+    let mut app = Appender::default();
+    let key = |name: &str, call: &str, le: Option<&str>| {
+        let mut l = vec![("host", "h".to_owned()), ("syscall", call.to_owned())];
+        if let Some(le) = le {
+            l.push(("le", le.to_owned()));
+        }
+        SeriesKey::new(name, l)
+    };
+    let series = [
+        key("kernel_syscall_seconds_count", "read", None),
+        key("kernel_syscall_seconds_sum", "read", None),
+        key("kernel_syscall_seconds_bucket", "read", Some("0.000001")),
+        key("kernel_syscall_seconds_bucket", "read", Some("0.000002")),
+        key("kernel_syscall_seconds_bucket", "read", Some("+Inf")),
+        key("kernel_syscall_seconds_count", "futex", None),
+        key("kernel_syscall_seconds_sum", "futex", None),
+        key("kernel_syscall_seconds_bucket", "futex", Some("+Inf")),
+    ];
+    const S: i64 = 1_000_000_000;
+    // Every second for 10 s: read +100 calls (90 under 1 µs, 10 under 2 µs,
+    // 0.0001 s), futex +1 call of 1 s; futex restarts (from 0) at 6 s.
+    for i in 0..10i64 {
+        let mut b = Batch::new(Timestamp(T0 + i * S));
+        if i == 0 {
+            b.defs = series.iter().cloned().enumerate().map(|(k, s)| (k as u32, s)).collect();
+        }
+        let r = (i + 1) as f64;
+        let f = if i < 6 { (i + 1) as f64 } else { (i - 5) as f64 };
+        b.points =
+            vec![(0, 100.0 * r), (1, 1e-4 * r), (2, 90.0 * r), (3, 100.0 * r), (4, 100.0 * r), (5, f), (6, f), (7, f)];
+        store.append(&mut app, &b).unwrap();
+    }
+    let st = api::ApiState::new(Arc::new(store));
+    let uri =
+        format!("/api/v1/kernel/syscalls?host=h&from={}&to={}", (T0 + 2 * S) as f64 / 1e9, (T0 + 9 * S) as f64 / 1e9);
+    let (s, b) = get(&st, &uri).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    // 7 s of range: futex 7 calls (the restart counted), read 700.
+    let rows = b["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{b}");
+    assert_eq!((rows[0]["syscall"].as_str(), rows[0]["calls"].as_f64()), (Some("futex"), Some(7.0)), "{b}");
+    assert_eq!(rows[0]["max_seconds"], serde_json::Value::Null, "past the last bound");
+    let read = &rows[1];
+    assert_eq!((read["calls"].as_f64(), read["rank"].as_u64()), (Some(700.0), Some(2)));
+    let close = |v: &serde_json::Value, want: f64| (v.as_f64().unwrap() - want).abs() <= 1e-12 * want.max(1.0);
+    assert!(close(&read["mean_seconds"], 1e-6), "{read}");
+    assert!(close(&read["p50_seconds"], 350.0 / 630.0 * 1e-6), "{read}");
+    assert!(close(&read["max_seconds"], 2e-6), "{read}");
+    assert!(close(&read["calls_per_second"], 100.0), "{read}");
+    let (s, b) = get(&st, "/api/v1/kernel/syscalls").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+}

@@ -28,6 +28,13 @@ pub fn le(b: u32) -> f64 {
     bounds(b).1 as f64 / 1e9
 }
 
+/// The lower bound (seconds) of the bucket whose `le` this is; None for an
+/// `le` no bucket has (written by something else).
+pub fn lower_of_le(le: f64) -> Option<f64> {
+    let upper_ns = (le * 1e9).round();
+    (0..crate::bpf::BUCKETS as u32).find(|&b| bounds(b).1 as f64 == upper_ns).map(|b| bounds(b).0 as f64 / 1e9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +56,7 @@ mod tests {
         assert_eq!(bounds(3).1, bounds(8).0);
         assert_eq!(bucket_of(1000), 39); // 1 µs: [896, 1024)
         assert_eq!(bounds(39), (896, 1024));
+        assert_eq!(lower_of_le(le(39)), Some(896e-9));
+        assert_eq!(lower_of_le(0.5), None);
     }
 }

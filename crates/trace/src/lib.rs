@@ -13,6 +13,7 @@
 mod bpf;
 pub mod hist;
 mod producer;
+pub mod table;
 
 pub use bpf::{BUCKETS, Dist, NR_MAX, Snapshot, SyscallTracer, TraceError};
 pub use producer::{TraceStats, Tracer};

@@ -1,0 +1,44 @@
+// A host's system calls as the kernel measured them (crates/trace): the
+// paper's table — rank, call, calls, rate, total time and share, mean,
+// min, p50, p99, max — over the view's range, refreshed every 2 s while
+// following live. Hidden when the host has no kernel tracing.
+
+import { getJson } from './api';
+import { app, rangeOf, stats } from './state';
+
+interface Row {
+  rank: number; syscall: string; calls: number; calls_per_second: number; time_seconds: number; share: number;
+  mean_seconds: number | null; min_seconds: number | null; p50_seconds: number | null; p99_seconds: number | null; max_seconds: number | null;
+}
+
+/// A duration in seconds as ns, µs, ms or s, three digits.
+export function dur(s: number | null): string {
+  if (s === null) return '> 3.7 s';
+  const a = Math.abs(s);
+  if (a === 0) return '0';
+  if (a < 1e-6) return `${(s * 1e9).toPrecision(3)} ns`;
+  if (a < 1e-3) return `${(s * 1e6).toPrecision(3)} µs`;
+  if (a < 1) return `${(s * 1e3).toPrecision(3)} ms`;
+  return `${s.toPrecision(3)} s`;
+}
+
+export function syscallTable(host: string, gen: number): void {
+  const draw = async () => {
+    const [lo, hi] = rangeOf(app.view);
+    let r: { syscalls: number; calls: number; time_seconds: number; rows: Row[] };
+    try { r = await getJson(`/api/v1/kernel/syscalls?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&n=15`); } catch { return; }
+    if (gen !== app.generation) return;
+    const el = document.querySelector<HTMLElement>('#kernel');
+    if (!el || r.rows.length === 0) { if (el) el.replaceChildren(); return; }
+    stats.kernelRows = r.rows.length;
+    el.innerHTML = `<table class="agents profile kernel"><caption>system calls (in the kernel) · ${Math.round(r.calls).toLocaleString()} calls of ${r.syscalls} kinds, ${dur(r.time_seconds)} in range, by time</caption>
+      <tr><th>#</th><th>call</th><th>calls</th><th>per s</th><th>time</th><th>share</th><th>mean</th><th>min</th><th>p50</th><th>p99</th><th>max</th></tr>
+      ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${x.syscall}</td><td>${Math.round(x.calls).toLocaleString()}</td>
+        <td>${x.calls_per_second.toFixed(1)}</td><td>${dur(x.time_seconds)}</td>
+        <td><span class="bar" style="width:${Math.max(1, x.share * 100).toFixed(0)}px"></span> ${(x.share * 100).toFixed(1)} %</td>
+        <td>${dur(x.mean_seconds)}</td><td>${dur(x.min_seconds)}</td><td>${dur(x.p50_seconds)}</td><td>${dur(x.p99_seconds)}</td><td>${dur(x.max_seconds)}</td></tr>`).join('')}</table>`;
+  };
+  draw();
+  const t = setInterval(() => { if (app.view.from === undefined) draw(); }, 2000);
+  app.teardown.push(() => clearInterval(t));
+}
