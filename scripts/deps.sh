@@ -23,6 +23,7 @@ case "${1:-test}" in
     want prometheus-alertmanager   # where the rules e2e test sends its alerts
     want influxdb                  # influxd: the oracle of the InfluxQL differential test
     want clang                     # compiles the BPF programs of crates/trace (kernel event histograms)
+    want libbpf-tools              # biolatency: the oracle of the block I/O tracer's test
     ;;
   build)
     want clang                     # compiles the BPF programs of crates/trace; without it tracing is left out

@@ -8,18 +8,22 @@ use std::process::Command;
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    println!("cargo:rerun-if-changed=bpf/syscalls.bpf.c");
-    let obj = out.join("syscalls.bpf.o");
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
     println!("cargo:rerun-if-env-changed=CLANG");
-    let built =
-        Command::new(&clang).args(["-O2", "-g", "-target", "bpf", "-c", "bpf/syscalls.bpf.c", "-o"]).arg(&obj).status();
-    match built {
-        Ok(s) if s.success() => {}
-        Ok(s) => panic!("{clang} failed on bpf/syscalls.bpf.c ({s})"),
-        Err(e) => {
-            println!("cargo:warning=no {clang} ({e}): kernel tracing is left out of this build; apt-get install clang");
-            std::fs::write(&obj, b"").expect("write OUT_DIR");
+    for name in ["syscalls", "block"] {
+        let src = format!("bpf/{name}.bpf.c");
+        println!("cargo:rerun-if-changed={src}");
+        let obj = out.join(format!("{name}.bpf.o"));
+        let built = Command::new(&clang).args(["-O2", "-g", "-target", "bpf", "-c", &src, "-o"]).arg(&obj).status();
+        match built {
+            Ok(s) if s.success() => {}
+            Ok(s) => panic!("{clang} failed on {src} ({s})"),
+            Err(e) => {
+                println!(
+                    "cargo:warning=no {clang} ({e}): kernel tracing is left out of this build; apt-get install clang"
+                );
+                std::fs::write(&obj, b"").expect("write OUT_DIR");
+            }
         }
     }
     // System call names by number, from the headers this machine builds for.

@@ -22,6 +22,8 @@ pub enum TraceError {
     Program { name: &'static str, source: aya::programs::ProgramError },
     #[error("mapping the kernel's histogram array: {0}")]
     Mmap(nix::Error),
+    #[error("BPF map {name}: {source}")]
+    Map { name: &'static str, source: aya::maps::MapError },
     #[error("BPF map {0} is missing from the object")]
     MissingMap(&'static str),
     #[error(
@@ -32,7 +34,7 @@ pub enum TraceError {
 
 /// Where tracepoints are attached by name: mounted here when it is not
 /// (`mount -t tracefs nodev /sys/kernel/tracing`), as a tracer must.
-fn ensure_tracefs() -> Result<(), TraceError> {
+pub(crate) fn ensure_tracefs() -> Result<(), TraceError> {
     let at = std::path::Path::new("/sys/kernel/tracing");
     if at.join("events").is_dir() || std::path::Path::new("/sys/kernel/debug/tracing/events").is_dir() {
         return Ok(());
@@ -95,6 +97,20 @@ impl Drop for Mapped {
         let _ = unsafe { nix::sys::mman::munmap(self.ptr, self.len) };
     }
 }
+
+/// `struct key` of `bpf/block.bpf.c`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct BlockKey {
+    pub dev: u32,
+    pub what: u8,
+    pub op: u8,
+    pub bucket: u16,
+}
+
+// SAFETY: a #[repr(C)] struct of integers without padding (4 + 1 + 1 + 2
+// bytes), laid out as the BPF program's `struct key`: any bytes are valid.
+unsafe impl aya::Pod for BlockKey {}
 
 /// One system call's distribution since the tracer started.
 #[derive(Clone, Debug, Default, PartialEq)]

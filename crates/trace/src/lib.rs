@@ -5,11 +5,13 @@
 //! once per interval user space sums the CPUs and stores each histogram as
 //! Prometheus-style series (`_bucket{le}`, `_sum`, `_count`), so PromQL's
 //! `histogram_quantile` and `rate` answer percentiles and rates, and hosts
-//! and times merge by adding. This slice: system calls
-//! (`raw_syscalls:sys_enter/sys_exit`, per call). Toolchain: the BPF C
+//! and times merge by adding. Measured: system calls (per call, on the raw
+//! tracepoints `sys_enter`/`sys_exit`) and block I/O (per device and
+//! operation: queue and service time, request sizes; `block`). Toolchain: the BPF C
 //! program is compiled by Debian's clang at build time (`build.rs`) and
 //! loaded by `aya` (pure Rust: no libbpf C library to build on 2 cores).
 
+pub mod block;
 mod bpf;
 pub mod hist;
 mod producer;

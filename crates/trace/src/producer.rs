@@ -3,7 +3,9 @@
 //! this call has used, and `+Inf`), `_sum` and `_count`: counters since the
 //! tracer started, as Prometheus histograms are, so
 //! `histogram_quantile(0.99, rate(kernel_syscall_seconds_bucket[10s]))` is a
-//! call's p99 and `rate(kernel_syscall_seconds_sum[1s])` the time spent in it.
+//! call's p99 and `rate(kernel_syscall_seconds_sum[1s])` the time spent in
+//! it; the same for block I/O per device and operation:
+//! `kernel_block_{queue,service}_seconds_*` and `kernel_block_request_bytes_*`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +16,8 @@ use std::time::Duration;
 use model::report::Figure;
 use model::{Batch, SeriesKey, Timestamp};
 
-use crate::bpf::{Snapshot, SyscallTracer, TraceError};
+use crate::block::{BlockSnapshot, BlockTracer, What};
+use crate::bpf::{Dist, Snapshot, SyscallTracer, TraceError};
 use crate::hist;
 
 /// The tracer's figures (`trace` in `/api/v1/status`, `kansoku_trace_*`).
@@ -49,6 +52,9 @@ impl TraceStats {
 #[derive(Debug)]
 pub struct Tracer {
     tracer: SyscallTracer,
+    block: Option<BlockTracer>,
+    /// Device names by number, looked up once.
+    devices: HashMap<u32, String>,
     interval: Duration,
     /// The `host` label of every series.
     host: String,
@@ -59,15 +65,20 @@ pub struct Tracer {
 
 impl Tracer {
     /// Attaches the programs; an error says why (no clang at build time, no
-    /// privilege) and the caller goes on without kernel tracing.
+    /// privilege) and the caller goes on without kernel tracing. Block I/O
+    /// tracing that cannot start is logged and left out.
     pub fn start(interval: Duration, host: &str) -> Result<Tracer, TraceError> {
+        let syscalls = SyscallTracer::start()?;
+        let block = BlockTracer::start().map_err(|e| tracing::warn!("trace: block I/O tracing is off: {e}")).ok();
         Ok(Tracer {
-            tracer: SyscallTracer::start()?,
+            tracer: syscalls,
+            block,
             interval,
             host: host.to_owned(),
             stats: Arc::default(),
             ids: HashMap::new(),
             next_id: 0,
+            devices: HashMap::new(),
         })
     }
 
@@ -75,37 +86,64 @@ impl Tracer {
         Arc::clone(&self.stats)
     }
 
-    /// The batch of series for the snapshot at `t`.
-    pub fn batch(&mut self, snap: &Snapshot, t: i64) -> Batch {
+    /// One histogram as series: `{metric}_count`, `{metric}_sum` (scaled:
+    /// ns to seconds, or bytes as they are) and the cumulative
+    /// `{metric}_bucket{le}` of each used bucket and `+Inf`; values divided by
+    /// `per` (1e9: ns to seconds; 1: bytes). A bucket at
+    /// `last` holds everything above: only `+Inf` bounds it.
+    fn histogram(
+        &mut self,
+        b: &mut Batch,
+        metric: &str,
+        labels: &[(&str, String)],
+        d: &Dist,
+        per: f64,
+        last: Option<u32>,
+    ) {
+        let key = |suffix: &str, le: Option<String>| {
+            let mut l: Vec<(&str, String)> = labels.to_vec();
+            if let Some(le) = le {
+                l.push(("le", le));
+            }
+            SeriesKey::new(format!("{metric}_{suffix}"), l)
+        };
+        self.push(b, key("count", None), d.count as f64);
+        self.push(b, key("sum", None), d.sum_ns as f64 / per);
+        let mut cumulative = 0;
+        for (&bucket, &n) in &d.buckets {
+            cumulative += n;
+            if Some(bucket) == last {
+                continue;
+            }
+            let le = hist::bounds(bucket).1 as f64 / per;
+            self.push(b, key("bucket", Some(format_le(le))), cumulative as f64);
+        }
+        self.push(b, key("bucket", Some("+Inf".into())), cumulative as f64);
+    }
+
+    /// The batch of series for the snapshots at `t`.
+    pub fn batch(&mut self, snap: &Snapshot, block: Option<&BlockSnapshot>, t: i64) -> Batch {
         let mut b = Batch::new(Timestamp(t));
         let mut events = 0;
         let host = self.host.clone();
+        let last = Some(crate::bpf::BUCKETS as u32 - 1);
         for (&nr, d) in &snap.syscalls {
             events += d.count;
-            let name = crate::syscall_name(nr);
-            let key = |metric: &str, le: Option<String>| {
-                let mut l = vec![("host", host.clone()), ("syscall", name.clone())];
-                if let Some(le) = le {
-                    l.push(("le", le));
+            let labels = [("host", host.clone()), ("syscall", crate::syscall_name(nr))];
+            self.histogram(&mut b, "kernel_syscall_seconds", &labels, d, 1e9, last);
+        }
+        for (&(dev, what, op), d) in block.into_iter().flatten() {
+            let device = self.devices.entry(dev).or_insert_with(|| crate::block::device_name(dev)).clone();
+            let labels = [("device", device), ("host", host.clone()), ("op", op.name().to_owned())];
+            let (metric, per) = match what {
+                What::Queue => ("kernel_block_queue_seconds", 1e9),
+                What::Service => {
+                    events += d.count;
+                    ("kernel_block_service_seconds", 1e9)
                 }
-                SeriesKey::new(metric, l)
+                What::Bytes => ("kernel_block_request_bytes", 1.0),
             };
-            self.push(&mut b, key("kernel_syscall_seconds_count", None), d.count as f64);
-            self.push(&mut b, key("kernel_syscall_seconds_sum", None), d.sum_ns as f64 / 1e9);
-            let mut cumulative = 0;
-            for (&bucket, &n) in &d.buckets {
-                cumulative += n;
-                // The last bucket holds everything longer: only +Inf bounds it.
-                if bucket as usize == crate::bpf::BUCKETS - 1 {
-                    continue;
-                }
-                self.push(
-                    &mut b,
-                    key("kernel_syscall_seconds_bucket", Some(format_le(hist::le(bucket)))),
-                    cumulative as f64,
-                );
-            }
-            self.push(&mut b, key("kernel_syscall_seconds_bucket", Some("+Inf".into())), cumulative as f64);
+            self.histogram(&mut b, metric, &labels, d, per, None);
         }
         self.stats.events.store(events, Relaxed);
         b
@@ -129,9 +167,10 @@ impl Tracer {
         clock::schedule::every(self.interval.as_nanos() as i64, &stop, &stats.missed_intervals, |t| {
             let cpu0 = clock::thread_cpu_ns();
             stats.reads.fetch_add(1, Relaxed);
-            let go_on = match self.tracer.read() {
-                Ok(snap) => {
-                    let batch = self.batch(&snap, t);
+            let block = self.block.as_ref().map(BlockTracer::read).transpose();
+            let go_on = match self.tracer.read().and_then(|s| Ok((s, block?))) {
+                Ok((snap, block)) => {
+                    let batch = self.batch(&snap, block.as_ref(), t);
                     stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
                     match sink.try_send(batch) {
                         Ok(()) => true,

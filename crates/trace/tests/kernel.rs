@@ -41,7 +41,7 @@ fn the_producer_writes_prometheus_histograms() {
     (d.count, d.sum_ns) = (3, 3_000);
     d.buckets.insert(39, 2); // [896, 1024) ns
     d.buckets.insert(40, 1); // [1024, 1280) ns
-    let b = t.batch(&snap, 7);
+    let b = t.batch(&snap, None, 7);
     let shown: Vec<String> = b.points.iter().map(|(id, v)| format!("{} {v}", b.defs[*id as usize].1)).collect();
     assert_eq!(
         shown,
@@ -54,5 +54,82 @@ fn the_producer_writes_prometheus_histograms() {
         ]
     );
     // The next batch declares nothing new.
-    assert!(t.batch(&snap, 8).defs.is_empty());
+    assert!(t.batch(&snap, None, 8).defs.is_empty());
+    // Block I/O: per device (named from /sys/dev/block, else MAJ:MIN) and operation.
+    let mut block = trace::block::BlockSnapshot::new();
+    let d = block.entry((4000 << 20 | 7, trace::block::What::Service, trace::block::Op::Write)).or_default();
+    (d.count, d.sum_ns) = (2, 2_000_000);
+    d.buckets.insert(79, 2); // [917504, 1048576) ns
+    let b = t.batch(&Snapshot::default(), Some(&block), 9);
+    let shown: Vec<String> = b.points.iter().map(|(id, v)| format!("{} {v}", b.defs[*id as usize - 5].1)).collect();
+    assert_eq!(
+        shown,
+        [
+            r#"kernel_block_service_seconds_count{device="4000:7",host="h",op="write"} 2"#,
+            r#"kernel_block_service_seconds_sum{device="4000:7",host="h",op="write"} 0.002"#,
+            r#"kernel_block_service_seconds_bucket{device="4000:7",host="h",le="0.001048576",op="write"} 2"#,
+            r#"kernel_block_service_seconds_bucket{device="4000:7",host="h",le="+Inf",op="write"} 2"#,
+        ]
+    );
+}
+
+/// Block I/O counted as libbpf-tools' `biolatency` counts it: 2,000 direct,
+/// synchronous 4 KiB writes to a file while both are attached; completed
+/// requests (all devices) equal within 1 %, and ours are writes, of 4 KiB
+/// at least, with service times.
+#[test]
+fn block_requests_are_counted_as_biolatency_counts_them() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    use trace::block::{BlockTracer, Op, What};
+
+    let total = |s: &trace::block::BlockSnapshot, what: What, op: Option<Op>| -> u64 {
+        s.iter().filter(|((_, w, o), _)| *w == what && op.is_none_or(|op| op == *o)).map(|(_, d)| d.count).sum()
+    };
+    let ours = BlockTracer::start().expect("kernel tracing (run as root)");
+    // stdbuf: its "Tracing" line is otherwise held in the pipe's buffer.
+    let mut peer = std::process::Command::new("stdbuf")
+        .args(["-oL", "biolatency"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("biolatency (libbpf-tools; scripts/deps.sh test installs it)");
+    let mut out = BufReader::new(peer.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Tracing block device I/O") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "biolatency ended before attaching");
+    }
+    let before = ours.read().unwrap();
+    let dir =
+        tempfile::tempdir_in(std::env::var_os("KANSOKU_BLOCK_TEST_DIR").unwrap_or_else(|| "/var/tmp".into())).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .custom_flags((nix::fcntl::OFlag::O_DIRECT | nix::fcntl::OFlag::O_DSYNC).bits())
+        .open(dir.path().join("f"))
+        .unwrap();
+    let buf = vec![7u8; 8192];
+    let at = buf.as_ptr().align_offset(4096);
+    for _ in 0..2_000 {
+        f.write_all(&buf[at..at + 4096]).unwrap();
+    }
+    let after = ours.read().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(peer.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    peer.wait().unwrap();
+    let theirs: u64 = rest
+        .lines()
+        .filter(|l| l.contains("->"))
+        .filter_map(|l| l.split(':').nth(1)?.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    let served = total(&after, What::Service, None) - total(&before, What::Service, None);
+    let writes = total(&after, What::Service, Some(Op::Write)) - total(&before, What::Service, Some(Op::Write));
+    assert!(writes >= 2_000, "{writes} writes served, 2,000 made");
+    let diff = served.abs_diff(theirs) as f64 / theirs.max(1) as f64;
+    assert!(diff <= 0.01, "kansoku counted {served} requests, biolatency {theirs}");
+    let bytes: u64 =
+        after.iter().filter(|((_, w, o), _)| *w == What::Bytes && *o == Op::Write).map(|(_, d)| d.sum_ns).sum();
+    assert!(bytes >= 2_000 * 4096, "{bytes} bytes written");
+    eprintln!("block requests: kansoku {served}, biolatency {theirs} ({:.2} % apart)", diff * 100.0);
 }
