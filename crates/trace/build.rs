@@ -10,6 +10,7 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
     println!("cargo:rerun-if-env-changed=CLANG");
+    println!("cargo:rerun-if-changed=bpf/common.h");
     for name in ["syscalls", "block"] {
         let src = format!("bpf/{name}.bpf.c");
         println!("cargo:rerun-if-changed={src}");

@@ -12,25 +12,7 @@
 // Classic tracepoints (their records are what carries the device and the
 // sector); layouts from /sys/kernel/tracing/events/block/*/format.
 
-typedef unsigned long long u64;
-typedef unsigned int u32;
-typedef unsigned short u16;
-typedef unsigned char u8;
-
-#define SEC(name) __attribute__((section(name), used))
-#define INLINE static inline __attribute__((always_inline))
-
-enum { MAP_HASH = 1 };
-enum { ANY = 0, NOEXIST = 1 };
-
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)2;
-static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
-static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
-
-struct map_def {
-    u32 type, key_size, value_size, max_entries, flags;
-};
+#include "common.h"
 
 struct req {
     u32 dev;
@@ -75,21 +57,6 @@ struct done_args { // block_rq_complete
     u16 ioprio;
     char rwbs[10];
 };
-
-// The same log-linear buckets as syscalls.bpf.c (src/hist.rs).
-INLINE u32 bucket(u64 v) {
-    if (v < 4)
-        return (u32)v;
-    u32 msb = 0;
-    u64 x = v;
-    if (x >> 32) { msb += 32; x >>= 32; }
-    if (x >> 16) { msb += 16; x >>= 16; }
-    if (x >> 8) { msb += 8; x >>= 8; }
-    if (x >> 4) { msb += 4; x >>= 4; }
-    if (x >> 2) { msb += 2; x >>= 2; }
-    if (x >> 1) { msb += 1; }
-    return msb * 4 + (u32)((v >> (msb - 2)) & 3);
-}
 
 // rwbs: an optional F (flush), then R, W, D (discard), N (none), ...
 INLINE u8 op_of(const char *rwbs) {

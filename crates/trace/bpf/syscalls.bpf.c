@@ -9,34 +9,13 @@
 // lookup: no hashing) and counted with atomic adds; user space maps the
 // array into its memory and reads it without a system call. Nothing per
 // event leaves the kernel.
-//
-// No libbpf headers: the few helpers are declared here by number.
 
-typedef unsigned long long u64;
-typedef unsigned int u32;
-typedef long long s64;
-
-#define SEC(name) __attribute__((section(name), used))
-#define INLINE static inline __attribute__((always_inline))
-
-enum { MAP_HASH = 1, MAP_ARRAY = 2 };
-enum { F_MMAPABLE = 1 << 10 };
+#include "common.h"
 
 // System calls kept apart (higher numbers are not counted) and buckets per
 // call; the layout user space reads (src/bpf.rs).
 #define NR_MAX 512
 #define BUCKETS 128
-enum { ANY = 0, NOEXIST = 1 };
-
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)2;
-static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
-static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
-static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
-
-struct map_def {
-    u32 type, key_size, value_size, max_entries, flags;
-};
 
 // Thread id -> entry time (ns). Not deleted at each exit (the next entry
 // overwrites it, and a delete costs a third of the whole); a thread's
@@ -57,22 +36,6 @@ struct map_def SEC("maps") HIST = {MAP_ARRAY, sizeof(u32), sizeof(u64), NR_MAX *
 struct raw_args {
     u64 args[2];
 };
-
-// 0..3 hold 0..3 ns exactly; above, 4 × the highest set bit plus the next
-// two bits: bucket b (>= 8) holds [(4 + b%4) << (b/4 - 2), (5 + b%4) << (b/4 - 2)).
-INLINE u32 bucket(u64 v) {
-    if (v < 4)
-        return (u32)v;
-    u32 msb = 0;
-    u64 x = v;
-    if (x >> 32) { msb += 32; x >>= 32; }
-    if (x >> 16) { msb += 16; x >>= 16; }
-    if (x >> 8) { msb += 8; x >>= 8; }
-    if (x >> 4) { msb += 4; x >>= 4; }
-    if (x >> 2) { msb += 2; x >>= 2; }
-    if (x >> 1) { msb += 1; }
-    return msb * 4 + (u32)((v >> (msb - 2)) & 3);
-}
 
 SEC("raw_tracepoint/sys_enter")
 int sys_enter(struct raw_args *ctx) {

@@ -1,7 +1,8 @@
 //! The log-linear buckets the BPF programs count into (4 per power of two,
 //! ±12 %): bucket `b < 4` holds exactly `b` ns; above, bucket `b` holds
-//! `[(4 + b % 4) << (b / 4 − 2), (5 + b % 4) << (b / 4 − 2))` ns. Mirrors
-//! `bucket()` in `bpf/syscalls.bpf.c`; tested against it value by value.
+//! `[(4 + b % 4) << (b / 4 − 2), (5 + b % 4) << (b / 4 − 2))` ns. The same
+//! computation as `bucket()` in `bpf/common.h` (which the kernel runs);
+//! the kernel test checks real latencies land in plausible buckets.
 
 /// The bucket of a latency in ns (the kernel's computation).
 pub fn bucket_of(v: u64) -> u32 {
