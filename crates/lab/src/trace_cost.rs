@@ -8,7 +8,9 @@
 //! Cost per call is the loop thread's CPU time (user + system, from
 //! `CLOCK_THREAD_CPUTIME_ID`) over the calls: what a traced program pays.
 //! A peer is measured once it says it has attached (its own "Tracing" /
-//! "Attaching" line) and a warm-up loop has run.
+//! "Attaching" line) and a warm-up loop has run. Then the scheduler
+//! tracer's cost: two threads handing a token back and forth, with and
+//! without it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -45,6 +47,32 @@ fn getppid_loop(n: u64) -> f64 {
         std::hint::black_box(std::os::unix::process::parent_id());
     }
     (thread_cpu_ns() - t0) as f64 / n as f64
+}
+
+/// CPU ns per round trip of `n` handoffs between two threads through
+/// rendezvous channels (each a wakeup and two context switches), both
+/// threads' CPU time counted.
+fn pingpong(n: u64) -> f64 {
+    let (a_tx, a_rx) = std::sync::mpsc::sync_channel::<u64>(0);
+    let (b_tx, b_rx) = std::sync::mpsc::sync_channel::<u64>(0);
+    let peer = std::thread::spawn(move || {
+        let t0 = thread_cpu_ns();
+        while let Ok(v) = a_rx.recv() {
+            if b_tx.send(v).is_err() {
+                break;
+            }
+        }
+        thread_cpu_ns() - t0
+    });
+    let t0 = thread_cpu_ns();
+    for i in 0..n {
+        a_tx.send(i).expect("peer alive");
+        b_rx.recv().expect("peer alive");
+    }
+    let mine = thread_cpu_ns() - t0;
+    drop(a_tx);
+    let theirs = peer.join().expect("peer thread");
+    (mine + theirs) as f64 / n as f64
 }
 
 /// A peer tracer, started and waited for until its ready line.
@@ -133,6 +161,44 @@ fn measure(side: &str, calls: u64) -> anyhow::Result<f64> {
     }
 }
 
+/// The scheduler tracer's cost per context switch: thread ping-pong with
+/// and without it, rounds alternating.
+fn sched_cost(args: &Args) -> anyhow::Result<()> {
+    let n = (args.calls / 20).max(10_000);
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for round in 0..args.rounds {
+        for traced in [round % 2 == 1, round % 2 == 0] {
+            pingpong(n / 10);
+            let ns = if traced {
+                let _t = trace::sched::SchedTracer::start().context("kansoku's scheduler tracer")?;
+                pingpong(n / 10);
+                pingpong(n)
+            } else {
+                pingpong(n)
+            };
+            eprintln!(
+                "  round {}: ping-pong {:<9} {ns:8.1} ns per round trip",
+                round + 1,
+                if traced { "traced" } else { "untraced" }
+            );
+            if traced { on.push(ns) } else { off.push(ns) }
+        }
+    }
+    let ((a, b), (c, d)) = (span(&off), span(&on));
+    eprintln!("\nping-pong (2 context switches and a wakeup per round trip, both threads' CPU):");
+    eprintln!(
+        "  untraced {a:.1} – {b:.1} ns, with the scheduler tracer {c:.1} – {d:.1} ns: {:.1} – {:.1} ns added per round trip",
+        c - b,
+        d - a
+    );
+    Ok(())
+}
+
+/// The smallest and largest of some measurements.
+fn span(v: &[f64]) -> (f64, f64) {
+    (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+}
+
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let names = ["untraced", "kansoku", "syscount -L", "bpftrace count by id"];
     let mut sides: Vec<Side> = names.iter().map(|n| Side { name: (*n).into(), ..Side::default() }).collect();
@@ -160,24 +226,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }
         }
     }
-    let range = |v: &[f64]| {
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (lo, hi)
-    };
-    let base = range(&sides[0].ns_per_call);
+    let base = span(&sides[0].ns_per_call);
     eprintln!("\n{:<22} {:>19} {:>22}", "", "ns per getppid", "added over untraced");
     for s in &sides {
         if s.ns_per_call.is_empty() {
             eprintln!("{:<22} {}", s.name, s.skipped.as_deref().unwrap_or("not measured"));
             continue;
         }
-        let (lo, hi) = range(&s.ns_per_call);
+        let (lo, hi) = span(&s.ns_per_call);
         eprintln!("{:<22} {lo:>8.1} – {hi:<8.1} {:>9.1} – {:<9.1}", s.name, lo - base.1, hi - base.0);
     }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&sides)?)
             .with_context(|| format!("write {}", path.display()))?;
     }
-    Ok(())
+    sched_cost(args)
 }

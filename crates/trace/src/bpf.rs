@@ -112,6 +112,18 @@ pub(crate) struct BlockKey {
 // bytes), laid out as the BPF program's `struct key`: any bytes are valid.
 unsafe impl aya::Pod for BlockKey {}
 
+/// `struct key` of `bpf/sched.bpf.c`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct SchedKey {
+    pub what: u32,
+    pub bucket: u32,
+}
+
+// SAFETY: a #[repr(C)] pair of u32 without padding, laid out as the BPF
+// program's `struct key`: any bytes are valid.
+unsafe impl aya::Pod for SchedKey {}
+
 /// One system call's distribution since the tracer started.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Dist {

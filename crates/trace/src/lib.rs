@@ -6,8 +6,9 @@
 //! Prometheus-style series (`_bucket{le}`, `_sum`, `_count`), so PromQL's
 //! `histogram_quantile` and `rate` answer percentiles and rates, and hosts
 //! and times merge by adding. Measured: system calls (per call, on the raw
-//! tracepoints `sys_enter`/`sys_exit`) and block I/O (per device and
-//! operation: queue and service time, request sizes; `block`). Toolchain: the BPF C
+//! tracepoints `sys_enter`/`sys_exit`), block I/O (per device and
+//! operation: queue and service time, request sizes; `block`) and the
+//! scheduler (run-queue latency, off-CPU time by state; `sched`). Toolchain: the BPF C
 //! program is compiled by Debian's clang at build time (`build.rs`) and
 //! loaded by `aya` (pure Rust: no libbpf C library to build on 2 cores).
 
@@ -15,6 +16,7 @@ pub mod block;
 mod bpf;
 pub mod hist;
 mod producer;
+pub mod sched;
 pub mod table;
 
 pub use bpf::{BUCKETS, Dist, NR_MAX, Snapshot, SyscallTracer, TraceError};

@@ -5,7 +5,9 @@
 //! `histogram_quantile(0.99, rate(kernel_syscall_seconds_bucket[10s]))` is a
 //! call's p99 and `rate(kernel_syscall_seconds_sum[1s])` the time spent in
 //! it; the same for block I/O per device and operation:
-//! `kernel_block_{queue,service}_seconds_*` and `kernel_block_request_bytes_*`.
+//! `kernel_block_{queue,service}_seconds_*` and `kernel_block_request_bytes_*`;
+//! and the scheduler's `kernel_runqueue_seconds_*` and
+//! `kernel_offcpu_seconds_*{state}`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use model::{Batch, SeriesKey, Timestamp};
 use crate::block::{BlockSnapshot, BlockTracer, What};
 use crate::bpf::{Dist, Snapshot, SyscallTracer, TraceError};
 use crate::hist;
+use crate::sched::{SchedSnapshot, SchedTracer, SchedWhat};
 
 /// The tracer's figures (`trace` in `/api/v1/status`, `kansoku_trace_*`).
 #[derive(Debug, Default)]
@@ -53,6 +56,7 @@ impl TraceStats {
 pub struct Tracer {
     tracer: SyscallTracer,
     block: Option<BlockTracer>,
+    sched: Option<SchedTracer>,
     /// Device names by number, looked up once.
     devices: HashMap<u32, String>,
     interval: Duration,
@@ -65,14 +69,16 @@ pub struct Tracer {
 
 impl Tracer {
     /// Attaches the programs; an error says why (no clang at build time, no
-    /// privilege) and the caller goes on without kernel tracing. Block I/O
-    /// tracing that cannot start is logged and left out.
+    /// privilege) and the caller goes on without kernel tracing. Block I/O or
+    /// scheduler tracing that cannot start is logged and left out.
     pub fn start(interval: Duration, host: &str) -> Result<Tracer, TraceError> {
         let syscalls = SyscallTracer::start()?;
         let block = BlockTracer::start().map_err(|e| tracing::warn!("trace: block I/O tracing is off: {e}")).ok();
+        let sched = SchedTracer::start().map_err(|e| tracing::warn!("trace: scheduler tracing is off: {e}")).ok();
         Ok(Tracer {
             tracer: syscalls,
             block,
+            sched,
             interval,
             host: host.to_owned(),
             stats: Arc::default(),
@@ -122,7 +128,13 @@ impl Tracer {
     }
 
     /// The batch of series for the snapshots at `t`.
-    pub fn batch(&mut self, snap: &Snapshot, block: Option<&BlockSnapshot>, t: i64) -> Batch {
+    pub fn batch(
+        &mut self,
+        snap: &Snapshot,
+        block: Option<&BlockSnapshot>,
+        sched: Option<&SchedSnapshot>,
+        t: i64,
+    ) -> Batch {
         let mut b = Batch::new(Timestamp(t));
         let mut events = 0;
         let host = self.host.clone();
@@ -144,6 +156,18 @@ impl Tracer {
                 What::Bytes => ("kernel_block_request_bytes", 1.0),
             };
             self.histogram(&mut b, metric, &labels, d, per, None);
+        }
+        for (what, d) in sched.into_iter().flatten() {
+            match what {
+                SchedWhat::RunQueue => {
+                    events += d.count;
+                    self.histogram(&mut b, "kernel_runqueue_seconds", &[("host", host.clone())], d, 1e9, None);
+                }
+                SchedWhat::OffCpu(state) => {
+                    let labels = [("host", host.clone()), ("state", (*state).to_owned())];
+                    self.histogram(&mut b, "kernel_offcpu_seconds", &labels, d, 1e9, None);
+                }
+            }
         }
         self.stats.events.store(events, Relaxed);
         b
@@ -168,9 +192,10 @@ impl Tracer {
             let cpu0 = clock::thread_cpu_ns();
             stats.reads.fetch_add(1, Relaxed);
             let block = self.block.as_ref().map(BlockTracer::read).transpose();
-            let go_on = match self.tracer.read().and_then(|s| Ok((s, block?))) {
-                Ok((snap, block)) => {
-                    let batch = self.batch(&snap, block.as_ref(), t);
+            let sched = self.sched.as_ref().map(SchedTracer::read).transpose();
+            let go_on = match self.tracer.read().and_then(|s| Ok((s, block?, sched?))) {
+                Ok((snap, block, sched)) => {
+                    let batch = self.batch(&snap, block.as_ref(), sched.as_ref(), t);
                     stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
                     match sink.try_send(batch) {
                         Ok(()) => true,

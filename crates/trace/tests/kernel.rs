@@ -41,7 +41,7 @@ fn the_producer_writes_prometheus_histograms() {
     (d.count, d.sum_ns) = (3, 3_000);
     d.buckets.insert(39, 2); // [896, 1024) ns
     d.buckets.insert(40, 1); // [1024, 1280) ns
-    let b = t.batch(&snap, None, 7);
+    let b = t.batch(&snap, None, None, 7);
     let shown: Vec<String> = b.points.iter().map(|(id, v)| format!("{} {v}", b.defs[*id as usize].1)).collect();
     assert_eq!(
         shown,
@@ -54,13 +54,13 @@ fn the_producer_writes_prometheus_histograms() {
         ]
     );
     // The next batch declares nothing new.
-    assert!(t.batch(&snap, None, 8).defs.is_empty());
+    assert!(t.batch(&snap, None, None, 8).defs.is_empty());
     // Block I/O: per device (named from /sys/dev/block, else MAJ:MIN) and operation.
     let mut block = trace::block::BlockSnapshot::new();
     let d = block.entry((4000 << 20 | 7, trace::block::What::Service, trace::block::Op::Write)).or_default();
     (d.count, d.sum_ns) = (2, 2_000_000);
     d.buckets.insert(79, 2); // [917504, 1048576) ns
-    let b = t.batch(&Snapshot::default(), Some(&block), 9);
+    let b = t.batch(&Snapshot::default(), Some(&block), None, 9);
     let shown: Vec<String> = b.points.iter().map(|(id, v)| format!("{} {v}", b.defs[*id as usize - 5].1)).collect();
     assert_eq!(
         shown,
@@ -132,4 +132,38 @@ fn block_requests_are_counted_as_biolatency_counts_them() {
         after.iter().filter(|((_, w, o), _)| *w == What::Bytes && *o == Op::Write).map(|(_, d)| d.sum_ns).sum();
     assert!(bytes >= 2_000 * 4096, "{bytes} bytes written");
     eprintln!("block requests: kansoku {served}, biolatency {theirs} ({:.2} % apart)", diff * 100.0);
+}
+
+/// The scheduler on the real kernel: two threads hand a token back and
+/// forth 2,000 times through a channel, each handoff a wakeup and a switch
+/// in; the run-queue histogram counts at least that many, and the waiting
+/// thread's time off the CPU is counted as sleeping (S).
+#[test]
+fn wakeups_and_sleeps_are_counted() {
+    use trace::sched::{SchedTracer, SchedWhat};
+    let t = SchedTracer::start().expect("kernel tracing (run as root)");
+    let before = t.read().unwrap();
+    let (a_tx, a_rx) = std::sync::mpsc::sync_channel::<u32>(0);
+    let (b_tx, b_rx) = std::sync::mpsc::sync_channel::<u32>(0);
+    let peer = std::thread::spawn(move || {
+        while let Ok(n) = a_rx.recv() {
+            if b_tx.send(n + 1).is_err() {
+                break;
+            }
+        }
+    });
+    for i in 0..2_000 {
+        a_tx.send(i).unwrap();
+        b_rx.recv().unwrap();
+    }
+    drop(a_tx);
+    peer.join().unwrap();
+    let after = t.read().unwrap();
+    let count = |s: &trace::sched::SchedSnapshot, w: SchedWhat| s.get(&w).map_or(0, |d| d.count);
+    let runq = count(&after, SchedWhat::RunQueue) - count(&before, SchedWhat::RunQueue);
+    let slept = count(&after, SchedWhat::OffCpu("S")) - count(&before, SchedWhat::OffCpu("S"));
+    assert!(runq >= 2_000, "{runq} run-queue waits counted");
+    assert!(slept >= 2_000, "{slept} sleeps counted");
+    let d = &after[&SchedWhat::RunQueue];
+    assert_eq!(d.buckets.values().sum::<u64>(), d.count);
 }
