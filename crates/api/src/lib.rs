@@ -4,6 +4,7 @@
 //! Documented in `docs/api.md`.
 
 pub mod auth;
+mod diagnosis;
 mod error;
 pub mod guard;
 pub mod influx;
@@ -125,6 +126,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/hosts", get(hosts))
         .route("/api/v1/profile/top", get(profile::top))
         .route("/api/v1/kernel/syscalls", get(kernel::syscalls))
+        .route("/api/v1/diagnosis", get(diagnosis::diagnosis))
         .route("/api/v1/profile/flame", get(profile::flame))
         .route("/api/v1/profile/folded", get(profile::folded))
         .route("/api/v1/profile/pprof", get(profile::pprof))

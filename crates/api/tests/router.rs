@@ -484,3 +484,42 @@ async fn kernel_syscall_table_reads_the_stored_histograms() {
     let (s, b) = get(&st, "/api/v1/kernel/syscalls").await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
 }
+
+/// The verdict per window over stored CPU counters: busy in user space,
+/// then idle; the rule table beside it; a range shorter than a window is
+/// refused.
+#[tokio::test]
+async fn diagnosis_names_each_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options { fsync: FsyncPolicy::Never, ..Options::default() }).unwrap();
+    let mut app = Appender::default();
+    const S: i64 = 1_000_000_000;
+    let (mut user, mut idle) = (0.0, 0.0);
+    for i in 0..60i64 {
+        let mut b = Batch::new(Timestamp(T0 + i * S));
+        if i == 0 {
+            for (k, mode) in ["user", "idle"].iter().enumerate() {
+                b.defs.push((
+                    k as u32,
+                    SeriesKey::new("node_cpu_seconds_total", [("cpu", "0"), ("host", "h"), ("mode", mode)]),
+                ));
+            }
+        }
+        let busy = i < 30;
+        user += if busy { 0.95 } else { 0.01 };
+        idle += if busy { 0.05 } else { 0.99 };
+        b.points = vec![(0, user), (1, idle)];
+        store.append(&mut app, &b).unwrap();
+    }
+    let st = api::ApiState::new(Arc::new(store));
+    let secs = |i: i64| (T0 + i * S) as f64 / 1e9;
+    let (s, b) = get(&st, &format!("/api/v1/diagnosis?host=h&from={}&to={}&window=10s", secs(0), secs(59))).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let verdicts: Vec<&str> = b["windows"].as_array().unwrap().iter().map(|w| w["verdict"].as_str().unwrap()).collect();
+    // The window ending at 30 s holds 9 busy seconds and 1 idle one.
+    assert_eq!(verdicts, ["cpu-busy-user", "cpu-busy-user", "cpu-busy-user", "healthy", "healthy"], "{b}");
+    assert_eq!(b["rules"].as_array().unwrap().len(), 6);
+    assert_eq!(b["windows"][0]["evidence"][0]["name"], "CPU busy share");
+    let (s, _) = get(&st, &format!("/api/v1/diagnosis?host=h&from={}&to={}&window=10s", secs(0), secs(5))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}

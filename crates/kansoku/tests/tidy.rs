@@ -109,6 +109,7 @@ const LAYERS: &[&[&str]] = &[
     &["codec"],
     &["store", "wire", "perf", "collect", "snmp", "trace"],
     &["influx", "cluster", "promql"],
+    &["diagnose"],
     &["node", "api", "lab", "rules"],
     &["kansoku"],
 ];

@@ -1,0 +1,215 @@
+//! The rule table: USE-method style, read top to bottom, the first rule
+//! whose condition holds names the window. Each threshold is a share of
+//! time or a count a person can check on the dashboard; the I/O rule also
+//! compares the device's service time with its own hour before.
+
+use crate::Features;
+
+/// The verdicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    MemoryPressure,
+    IoBound,
+    CpuBusyUser,
+    CpuBusyKernel,
+    LockContention,
+    Healthy,
+    /// Not enough data in the window (no CPU counters).
+    Unknown,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::MemoryPressure => "memory-pressure",
+            Kind::IoBound => "io-bound",
+            Kind::CpuBusyUser => "cpu-busy-user",
+            Kind::CpuBusyKernel => "cpu-busy-kernel",
+            Kind::LockContention => "lock-contention",
+            Kind::Healthy => "healthy",
+            Kind::Unknown => "unknown",
+        }
+    }
+}
+
+/// The rules as documented (docs/diagnosis.md): verdict, condition.
+pub const RULES: [(Kind, &str); 6] = [
+    (Kind::MemoryPressure, "memory stall (PSI some) >= 10 % of the time"),
+    (
+        Kind::IoBound,
+        "CPU busy (user + kernel) < 50 %, and I/O wait >= 20 % of CPU time or I/O stall (PSI some) >= 20 % or >= 0.5 tasks in uninterruptible sleep (D)",
+    ),
+    (
+        Kind::LockContention,
+        "CPU busy >= 50 %, kernel >= 30 % of CPU time, and >= 20,000 futex calls per second per CPU",
+    ),
+    (Kind::CpuBusyUser, "CPU busy (user + kernel) >= 80 % of CPU time, user >= kernel"),
+    (Kind::CpuBusyKernel, "CPU busy >= 80 %, kernel > user"),
+    (Kind::Healthy, "none of the above"),
+];
+
+/// A number that decided a verdict: its name, value and the threshold it
+/// was held against.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evidence {
+    pub name: &'static str,
+    pub value: f64,
+    pub threshold: Option<f64>,
+}
+
+/// A window's verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub t: i64,
+    pub kind: Kind,
+    /// 0.5 at a threshold, towards 1 as the deciding numbers pass it.
+    pub confidence: f64,
+    pub evidence: Vec<Evidence>,
+}
+
+/// Confidence from how far a count `value` is past `threshold` (both > 0):
+/// 0.5 at it, 0.99 at twice it or more. (A verdict that holds because
+/// nothing else did is as sure as the others stayed below theirs.)
+fn margin(value: f64, threshold: f64) -> f64 {
+    (0.5 + 0.49 * ((value / threshold) - 1.0)).clamp(0.5, 0.99)
+}
+
+/// The same for a share of time (at most 1): 0.5 at the threshold, 0.99 at
+/// all of the time.
+fn margin_share(value: f64, threshold: f64) -> f64 {
+    (0.5 + 0.49 * (value - threshold) / (1.0 - threshold)).clamp(0.5, 0.99)
+}
+
+/// The verdict for one window's features.
+pub fn classify(f: &Features) -> Verdict {
+    let ev = |name, value: f64, threshold| Evidence { name, value, threshold };
+    let verdict = |kind, confidence, evidence| Verdict { t: f.t, kind, confidence, evidence };
+    let (Some(user), Some(system)) = (f.user, f.system) else {
+        return verdict(Kind::Unknown, 0.0, Vec::new());
+    };
+    let busy = user + system;
+    let iowait = f.iowait.unwrap_or(0.0);
+    // 1. Memory pressure.
+    if let Some(m) = f.psi_memory.filter(|m| *m >= 0.10) {
+        return verdict(Kind::MemoryPressure, margin_share(m, 0.10), vec![ev("memory stall share", m, Some(0.10))]);
+    }
+    // 2. I/O-bound: idle CPUs, tasks waiting on the disk.
+    // (name, value, threshold, a share of time?)
+    let io_signals = [
+        ("I/O wait share", Some(iowait), 0.20, true),
+        ("I/O stall share (PSI)", f.psi_io, 0.20, true),
+        ("tasks in D state", f.tasks_d, 0.5, false),
+    ];
+    let io_hits: Vec<(&'static str, f64, f64, bool)> =
+        io_signals.iter().filter_map(|&(n, v, th, sh)| v.filter(|v| *v >= th).map(|v| (n, v, th, sh))).collect();
+    if busy < 0.5 && !io_hits.is_empty() {
+        let confidence = io_hits
+            .iter()
+            .map(|&(_, v, th, share)| if share { margin_share(v, th) } else { margin(v, th) })
+            .fold(0.0, f64::max);
+        let mut evidence: Vec<Evidence> = io_hits.iter().map(|&(n, v, th, _)| ev(n, v, Some(th))).collect();
+        evidence.push(ev("CPU busy share", busy, Some(0.5)));
+        if let Some(q) = f.io_in_service {
+            evidence.push(ev("block requests in service", q, None));
+        }
+        if let (Some(now), Some(base)) = (f.io_service, f.io_service_baseline)
+            && base > 0.0
+        {
+            evidence.push(ev("service time / the hour before", now / base, None));
+        }
+        return verdict(Kind::IoBound, confidence, evidence);
+    }
+    // 3. Lock contention: the kernel busy handing locks over.
+    if let (Some(futex), Some(cpus)) = (f.futex_per_s, f.cpus)
+        && busy >= 0.5
+        && system >= 0.3
+        && futex / cpus >= 20_000.0
+    {
+        let evidence = vec![
+            ev("futex calls per second per CPU", futex / cpus, Some(20_000.0)),
+            ev("kernel share", system, Some(0.3)),
+            ev("CPU busy share", busy, Some(0.5)),
+        ];
+        return verdict(Kind::LockContention, margin(futex / cpus, 20_000.0).min(margin_share(system, 0.3)), evidence);
+    }
+    // 4. CPU-busy, user or kernel.
+    if busy >= 0.8 {
+        let kind = if user >= system { Kind::CpuBusyUser } else { Kind::CpuBusyKernel };
+        let mut evidence =
+            vec![ev("CPU busy share", busy, Some(0.8)), ev("user share", user, None), ev("kernel share", system, None)];
+        if let Some(r) = f.runqueue {
+            evidence.push(ev("tasks waiting for a CPU", r, None));
+        }
+        return verdict(kind, margin_share(busy, 0.8), evidence);
+    }
+    // 5. Healthy: confident as far as everything stayed below.
+    let headroom =
+        (busy / 0.8).max(iowait / 0.2).max(f.psi_memory.unwrap_or(0.0) / 0.1).max(f.psi_io.unwrap_or(0.0) / 0.2);
+    verdict(
+        Kind::Healthy,
+        (0.99 - 0.49 * headroom).clamp(0.5, 0.99),
+        vec![ev("CPU busy share", busy, Some(0.8)), ev("I/O wait share", iowait, Some(0.2))],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(user: f64, system: f64, iowait: f64) -> Features {
+        Features {
+            user: Some(user),
+            system: Some(system),
+            iowait: Some(iowait),
+            idle: Some(1.0 - user - system - iowait),
+            ..Features::default()
+        }
+    }
+
+    #[test]
+    fn the_seeds_three_overloads_and_the_rest() {
+        // The paper's CPU-idle server: idle CPUs, tasks in D, I/O wait.
+        let io = Features {
+            tasks_d: Some(3.0),
+            io_service: Some(0.02),
+            io_service_baseline: Some(0.002),
+            ..f(0.05, 0.05, 0.6)
+        };
+        let v = classify(&io);
+        assert_eq!(v.kind, Kind::IoBound);
+        assert!(v.confidence > 0.9, "{v:?}");
+        assert!(v.evidence.iter().any(|e| e.name == "service time / the hour before" && e.value == 10.0), "{v:?}");
+        // CPU-busy, useful work in the kernel (copy_from_user on top).
+        assert_eq!(classify(&f(0.3, 0.65, 0.0)).kind, Kind::CpuBusyKernel);
+        let busy = classify(&f(0.9, 0.05, 0.0));
+        assert_eq!(busy.kind, Kind::CpuBusyUser);
+        assert!(busy.confidence > 0.85, "{busy:?}");
+        // Lock contention: the kernel handing a futex back and forth.
+        let lock = Features { futex_per_s: Some(100_000.0), cpus: Some(2.0), ..f(0.3, 0.5, 0.0) };
+        assert_eq!(classify(&lock).kind, Kind::LockContention);
+        let mem = Features { psi_memory: Some(0.4), ..f(0.3, 0.3, 0.1) };
+        assert_eq!(classify(&mem).kind, Kind::MemoryPressure);
+        let idle = classify(&f(0.02, 0.01, 0.0));
+        assert_eq!((idle.kind, idle.confidence > 0.9), (Kind::Healthy, true), "{idle:?}");
+        // Busy, but not past 80 %, and no other sign: healthy, less sure.
+        let warm = classify(&f(0.5, 0.2, 0.0));
+        assert_eq!(warm.kind, Kind::Healthy);
+        assert!(warm.confidence < 0.6, "{warm:?}");
+        assert_eq!(classify(&Features::default()).kind, Kind::Unknown);
+    }
+
+    #[test]
+    fn every_rule_is_documented() {
+        let kinds: Vec<&str> = RULES.iter().map(|r| r.0.name()).collect();
+        for k in [
+            Kind::MemoryPressure,
+            Kind::IoBound,
+            Kind::LockContention,
+            Kind::CpuBusyUser,
+            Kind::CpuBusyKernel,
+            Kind::Healthy,
+        ] {
+            assert!(kinds.contains(&k.name()), "{k:?}");
+        }
+    }
+}
