@@ -184,7 +184,7 @@ test('host view with --perf: top symbols, a flame graph and a per-CPU timeline',
   }
 });
 
-test('alerts and the kernel: a firing rule shows in the banner and shades the charts; the system call table fills', async () => {
+test('alerts and the kernel: a firing rule shows in the banner and shades the charts; the system call table fills; the verdict strip names a window', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'kansoku-e2e-rules-'));
   const rules = join(dir, 'rules.yml');
   writeFileSync(rules, `groups:
@@ -213,6 +213,11 @@ test('alerts and the kernel: a firing rule shows in the banner and shades the ch
     await page.waitForFunction(() => window.__kansoku.kernelRows >= 3, null, { timeout: 30000 });
     const calls = await page.$$eval('table.kernel tr td.sym', (tds) => tds.map((td) => td.textContent));
     assert.ok(calls.length >= 3 && calls.every((c) => /^[a-z0-9_]+$/.test(c)), `system calls named: ${calls}`);
+    // The verdict strip: a window named, its evidence a click away.
+    await page.waitForFunction(() => window.__kansoku.verdicts >= 1, null, { timeout: 40000 });
+    await page.click('#verdicts .strip span:last-child');
+    await page.waitForSelector('#evidence table.evidence', { timeout: 10000 });
+    assert.match(await page.textContent('#evidence'), /CPU busy share/);
     await page.screenshot({ path: OUT + 'host-alert.png', fullPage: true });
     assert.deepEqual(errors, []);
   } finally {

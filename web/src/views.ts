@@ -7,6 +7,7 @@ import { Feed, Frame } from './feed';
 import { HeatMap } from './heatmap';
 import { subscribe } from './live';
 import { CLUSTER_METRICS, CORE_HEAT, HOST_PANELS, coreModes } from './panels';
+import { verdictStrip } from './diagnosis';
 import { syscallTable } from './kernel';
 import { cpuTimeline, flameGraph, topSymbols } from './profile';
 import { $, app, current, rangeOf, setView, stats, stepFor } from './state';
@@ -90,13 +91,14 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
   const [lo, hi] = rangeOf(app.view);
   const core = app.view.core ?? '0';
   const specs = [...HOST_PANELS.slice(0, 1), coreModes(core), ...HOST_PANELS.slice(1)];
-  main.innerHTML = `<h2 class="heat-title">${CORE_HEAT.title} <small>(click a core for its modes)</small></h2><div id="cores" class="cores"></div>` +
+  main.innerHTML = `<div id="verdicts"></div><h2 class="heat-title">${CORE_HEAT.title} <small>(click a core for its modes)</small></h2><div id="cores" class="cores"></div>` +
     `<div id="profile"></div><div id="flame-wrap"><div id="flame"></div></div><div id="timeline"></div><div id="kernel"></div>` +
     `<div class="grid">${specs.map((s) => `<div class="panel" id="p-${s.id}"></div>`).join('')}</div>`;
   topSymbols(host, gen);
   flameGraph(host, gen);
   cpuTimeline(host, gen);
   syscallTable(host, gen);
+  verdictStrip(host, gen);
   const step = stepFor(lo, hi);
   const feeds = specs.map((s) => new Feed(s, step));
   const coreFeed = new Feed(CORE_HEAT, step);
