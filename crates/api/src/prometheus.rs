@@ -72,6 +72,7 @@ impl From<promql::Error> for PromError {
         match e {
             promql::Error::BadData(m) => PromError("bad_data", m),
             promql::Error::Execution(m) | promql::Error::TooLarge(m) => PromError("execution", m),
+            promql::Error::Timeout(m) => PromError("timeout", m),
         }
     }
 }

@@ -38,6 +38,9 @@ pub enum Error {
     /// Past a limit on series or samples read.
     #[error("{0}")]
     TooLarge(String),
+    /// Past the time a query may take (Prometheus's `timeout`).
+    #[error("{0}")]
+    Timeout(String),
 }
 
 type Result<T> = std::result::Result<T, Error>;
@@ -49,11 +52,14 @@ pub struct Limits {
     pub series: usize,
     /// Samples all selectors of the query may read together.
     pub samples: usize,
+    /// How long one query may take (checked as it reads; Prometheus's
+    /// `--query.timeout`, 2 minutes by default).
+    pub timeout: std::time::Duration,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { series: 100_000, samples: 50_000_000 }
+        Limits { series: 100_000, samples: 50_000_000, timeout: std::time::Duration::from_secs(120) }
     }
 }
 
@@ -124,7 +130,8 @@ impl<'a> Engine<'a> {
         }
         let expr = parse(query)?;
         let times: Vec<i64> = (0..n).map(|i| start + i * step).collect();
-        let ev = Ev { engine: self, start, end, read: std::cell::Cell::new(0) };
+        let deadline = std::time::Instant::now() + self.limits.timeout;
+        let ev = Ev { engine: self, start, end, read: std::cell::Cell::new(0), deadline };
         let mut inner = &expr;
         while let Expr::Paren(p) = inner {
             inner = &p.expr;
@@ -186,6 +193,8 @@ pub(crate) struct Ev<'e, 'a> {
     start: i64,
     end: i64,
     read: std::cell::Cell<usize>,
+    /// When the query must have finished.
+    deadline: std::time::Instant,
 }
 
 pub(crate) fn duration_ns(d: &Duration) -> i64 {
@@ -271,8 +280,15 @@ impl Ev<'_, '_> {
         Ok((t, v))
     }
 
-    /// Counts `n` samples (or tier points) read against the limit.
+    /// Counts `n` samples (or tier points) read against the limit, and
+    /// checks the deadline (every read passes here).
     fn count(&self, n: usize) -> Result<()> {
+        if std::time::Instant::now() > self.deadline {
+            return Err(Error::Timeout(format!(
+                "query timed out after {:?} (reading its series); narrow its range or its selectors",
+                self.engine.limits.timeout
+            )));
+        }
         let total = self.read.get() + n;
         self.read.set(total);
         if total > self.engine.limits.samples {
@@ -580,5 +596,23 @@ mod tests {
         assert!(matches!(e.range("\"s\"", 0, 10, 1), Err(Error::BadData(m)) if m.contains("string")));
         assert!(matches!(e.instant("\"s\"", 0).unwrap().value, Value::String(ref s) if s == "s"));
         assert_eq!(e.instant("1 + 1", 0).unwrap().value, Value::Scalar(vec![2.0]));
+    }
+
+    /// A query past its time is stopped where it reads, with Prometheus's
+    /// `timeout` error; one that reads nothing has nothing to stop.
+    #[test]
+    fn a_query_past_its_time_is_a_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), store::Options::default()).unwrap();
+        let mut app = store::Appender::default();
+        let mut b = model::Batch::new(Timestamp(1_000_000_000));
+        b.defs.push((0, model::SeriesKey::new("x", [("a", "1")])));
+        b.points.push((0, 1.0));
+        store.append(&mut app, &b).unwrap();
+        let mut e = Engine::new(&store);
+        assert!(e.instant("x", 1_000_000_000).is_ok());
+        e.limits.timeout = std::time::Duration::ZERO;
+        assert!(matches!(e.instant("x", 1_000_000_000), Err(Error::Timeout(m)) if m.contains("timed out")));
+        assert!(e.instant("1 + 1", 0).is_ok());
     }
 }
