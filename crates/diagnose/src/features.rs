@@ -34,6 +34,8 @@ pub struct Features {
     pub futex_per_s: Option<f64>,
     /// CPUs of the host.
     pub cpus: Option<f64>,
+    /// Average tasks waiting for contended kernel locks.
+    pub lock_wait: Option<f64>,
 }
 
 /// One value per step of a range query, summed over its series (None
@@ -95,6 +97,7 @@ pub fn features(store: &Store, host: &str, start: i64, end: i64, window_ns: i64)
         ),
         column(&e, &rate("kernel_syscall_seconds_count", ",syscall=\"futex\""), span),
         column(&e, &format!("count(count by (cpu) (node_cpu_seconds_total{{host=\"{h}\"}}))"), span),
+        column(&e, &rate("kernel_lock_wait_seconds_sum", ""), span),
     ];
     let n = cols[0].len();
     (0..n)
@@ -116,6 +119,7 @@ pub fn features(store: &Store, host: &str, start: i64, end: i64, window_ns: i64)
                 io_service_baseline: c(11),
                 futex_per_s: c(12),
                 cpus: c(13),
+                lock_wait: c(14),
             }
         })
         .collect()

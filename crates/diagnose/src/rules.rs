@@ -119,7 +119,19 @@ pub fn classify(f: &Features) -> Verdict {
         }
         return verdict(Kind::IoBound, confidence, evidence);
     }
-    // 3. Lock contention: the kernel busy handing locks over.
+    // 3. Lock contention: tasks waiting for kernel locks (seed 001's
+    // global kernel lock), or the kernel busy handing futexes over.
+    if let (Some(wait), Some(cpus)) = (f.lock_wait, f.cpus)
+        && busy >= 0.5
+        && wait / cpus >= 0.2
+    {
+        let evidence = vec![
+            ev("tasks waiting for kernel locks per CPU", wait / cpus, Some(0.2)),
+            ev("CPU busy share", busy, Some(0.5)),
+            ev("kernel share", system, None),
+        ];
+        return verdict(Kind::LockContention, margin(wait / cpus, 0.2), evidence);
+    }
     if let (Some(futex), Some(cpus)) = (f.futex_per_s, f.cpus)
         && busy >= 0.5
         && system >= 0.3
@@ -187,6 +199,11 @@ mod tests {
         // Lock contention: the kernel handing a futex back and forth.
         let lock = Features { futex_per_s: Some(100_000.0), cpus: Some(2.0), ..f(0.3, 0.5, 0.0) };
         assert_eq!(classify(&lock).kind, Kind::LockContention);
+        // The seed's global kernel lock: tasks queueing for it.
+        let bkl = Features { lock_wait: Some(1.5), cpus: Some(2.0), ..f(0.2, 0.75, 0.0) };
+        let v = classify(&bkl);
+        assert_eq!(v.kind, Kind::LockContention);
+        assert_eq!(v.evidence[0].value, 0.75);
         let mem = Features { psi_memory: Some(0.4), ..f(0.3, 0.3, 0.1) };
         assert_eq!(classify(&mem).kind, Kind::MemoryPressure);
         let idle = classify(&f(0.02, 0.01, 0.0));

@@ -66,15 +66,7 @@ INLINE u8 op_of(const char *rwbs) {
 
 INLINE void add(u32 dev, u8 what, u8 op, u16 b, u64 n) {
     struct key k = {dev, what, op, b};
-    u64 *c = bpf_map_lookup_elem(&COUNTS, &k);
-    if (c) {
-        __sync_fetch_and_add(c, n);
-    } else if (bpf_map_update_elem(&COUNTS, &k, &n, NOEXIST) != 0) {
-        // Another CPU created it first: add to theirs.
-        c = bpf_map_lookup_elem(&COUNTS, &k);
-        if (c)
-            __sync_fetch_and_add(c, n);
-    }
+    add_to(&COUNTS, &k, n);
 }
 
 INLINE void count(u32 dev, u8 what, u8 op, u64 v) {

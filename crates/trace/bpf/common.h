@@ -41,3 +41,16 @@ INLINE u32 bucket(u64 v) {
     if (x >> 1) { msb += 1; }
     return msb * 4 + (u32)((v >> (msb - 2)) & 3);
 }
+
+// Adds `n` to the counter at `key` of hash map `map`, creating it; when
+// another CPU created it first, adds to theirs.
+INLINE void add_to(void *map, const void *key, u64 n) {
+    u64 *c = bpf_map_lookup_elem(map, key);
+    if (c) {
+        __sync_fetch_and_add(c, n);
+    } else if (bpf_map_update_elem(map, key, &n, NOEXIST) != 0) {
+        c = bpf_map_lookup_elem(map, key);
+        if (c)
+            __sync_fetch_and_add(c, n);
+    }
+}

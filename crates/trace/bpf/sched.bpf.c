@@ -51,14 +51,7 @@ struct switch_args {
 
 INLINE void add(u32 what, u32 b, u64 n) {
     struct key k = {what, b};
-    u64 *c = bpf_map_lookup_elem(&COUNTS, &k);
-    if (c) {
-        __sync_fetch_and_add(c, n);
-    } else if (bpf_map_update_elem(&COUNTS, &k, &n, NOEXIST) != 0) {
-        c = bpf_map_lookup_elem(&COUNTS, &k);
-        if (c)
-            __sync_fetch_and_add(c, n);
-    }
+    add_to(&COUNTS, &k, n);
 }
 
 INLINE void count(u32 what, u64 d) {

@@ -6,10 +6,8 @@
 use std::collections::BTreeMap;
 
 use aya::Ebpf;
-use aya::maps::HashMap as BpfHashMap;
-use aya::programs::TracePoint;
 
-use crate::bpf::{BlockKey, Dist, TraceError, ensure_tracefs};
+use crate::bpf::{BlockKey, Dist, TraceError, load_tracepoints, read_counts};
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/block.bpf.o"));
 
@@ -58,32 +56,15 @@ pub struct BlockTracer {
 impl BlockTracer {
     /// Loads and attaches the programs to `block:block_rq_{insert,issue,complete}`.
     pub fn start() -> Result<BlockTracer, TraceError> {
-        if OBJECT.is_empty() {
-            return Err(TraceError::NotBuilt);
-        }
-        ensure_tracefs()?;
-        let mut ebpf = Ebpf::load(OBJECT)?;
-        for (name, event) in
-            [("rq_insert", "block_rq_insert"), ("rq_issue", "block_rq_issue"), ("rq_complete", "block_rq_complete")]
-        {
-            let wrap = |source| TraceError::Program { name, source };
-            let prog = ebpf.program_mut(name).ok_or(TraceError::MissingMap(name))?;
-            let tp: &mut TracePoint = prog.try_into().map_err(wrap)?;
-            tp.load().map_err(wrap)?;
-            tp.attach("block", event).map_err(wrap)?;
-        }
-        Ok(BlockTracer { ebpf })
+        let progs =
+            [("rq_insert", "block_rq_insert"), ("rq_issue", "block_rq_issue"), ("rq_complete", "block_rq_complete")];
+        Ok(BlockTracer { ebpf: load_tracepoints(OBJECT, "block", &progs)? })
     }
 
     /// Every histogram since the start (a few hundred keys: one system
     /// call per key and a lookup each).
     pub fn read(&self) -> Result<BlockSnapshot, TraceError> {
-        let wrap = |source| TraceError::Map { name: "COUNTS", source };
-        let map = self.ebpf.map("COUNTS").ok_or(TraceError::MissingMap("COUNTS"))?;
-        let counts: BpfHashMap<_, BlockKey, u64> = BpfHashMap::try_from(map).map_err(wrap)?;
-        let mut out = BlockSnapshot::new();
-        for entry in counts.iter() {
-            let (k, n) = entry.map_err(wrap)?;
+        read_counts(&self.ebpf, u32::from(SUM), |k: &BlockKey| {
             let what = match k.what {
                 0 => What::Queue,
                 1 => What::Service,
@@ -94,15 +75,8 @@ impl BlockTracer {
                 1 => Op::Write,
                 _ => Op::Other,
             };
-            let d = out.entry((k.dev, what, op)).or_default();
-            if k.bucket == SUM {
-                d.sum_ns = n;
-            } else {
-                d.buckets.insert(u32::from(k.bucket), n);
-                d.count += n;
-            }
-        }
-        Ok(out)
+            ((k.dev, what, op), u32::from(k.bucket))
+        })
     }
 }
 

@@ -112,7 +112,7 @@ pub(crate) struct BlockKey {
 // bytes), laid out as the BPF program's `struct key`: any bytes are valid.
 unsafe impl aya::Pod for BlockKey {}
 
-/// `struct key` of `bpf/sched.bpf.c`.
+/// `struct key` of `bpf/sched.bpf.c` and `bpf/lock.bpf.c`: (what, bucket).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct SchedKey {
@@ -123,6 +123,53 @@ pub(crate) struct SchedKey {
 // SAFETY: a #[repr(C)] pair of u32 without padding, laid out as the BPF
 // program's `struct key`: any bytes are valid.
 unsafe impl aya::Pod for SchedKey {}
+
+/// Loads `object` and attaches each `(program, event)` to the classic
+/// tracepoint `category:event`.
+pub(crate) fn load_tracepoints(
+    object: &[u8],
+    category: &str,
+    progs: &[(&'static str, &str)],
+) -> Result<Ebpf, TraceError> {
+    if object.is_empty() {
+        return Err(TraceError::NotBuilt);
+    }
+    ensure_tracefs()?;
+    let mut ebpf = Ebpf::load(object)?;
+    for &(name, event) in progs {
+        let wrap = |source| TraceError::Program { name, source };
+        let prog = ebpf.program_mut(name).ok_or(TraceError::MissingMap(name))?;
+        let tp: &mut aya::programs::TracePoint = prog.try_into().map_err(wrap)?;
+        tp.load().map_err(wrap)?;
+        tp.attach(category, event).map_err(wrap)?;
+    }
+    Ok(ebpf)
+}
+
+/// Reads the `COUNTS` hash map of (key → count) into distributions by
+/// `group(key)` → (group, bucket); the bucket `sum` holds the total.
+pub(crate) fn read_counts<K: aya::Pod, G: Ord>(
+    ebpf: &Ebpf,
+    sum: u32,
+    group: impl Fn(&K) -> (G, u32),
+) -> Result<BTreeMap<G, Dist>, TraceError> {
+    let wrap = |source| TraceError::Map { name: "COUNTS", source };
+    let map = ebpf.map("COUNTS").ok_or(TraceError::MissingMap("COUNTS"))?;
+    let counts: aya::maps::HashMap<_, K, u64> = aya::maps::HashMap::try_from(map).map_err(wrap)?;
+    let mut out = BTreeMap::new();
+    for entry in counts.iter() {
+        let (k, n) = entry.map_err(wrap)?;
+        let (g, bucket) = group(&k);
+        let d: &mut Dist = out.entry(g).or_default();
+        if bucket == sum {
+            d.sum_ns = n;
+        } else {
+            d.buckets.insert(bucket, n);
+            d.count += n;
+        }
+    }
+    Ok(out)
+}
 
 /// One system call's distribution since the tracer started.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -7,20 +7,22 @@
 //! `histogram_quantile` and `rate` answer percentiles and rates, and hosts
 //! and times merge by adding. Measured: system calls (per call, on the raw
 //! tracepoints `sys_enter`/`sys_exit`), block I/O (per device and
-//! operation: queue and service time, request sizes; `block`) and the
-//! scheduler (run-queue latency, off-CPU time by state; `sched`). Toolchain: the BPF C
+//! operation: queue and service time, request sizes; `block`), the
+//! scheduler (run-queue latency, off-CPU time by state; `sched`) and
+//! kernel lock contention (wait time by kind of lock; `lock`). Toolchain: the BPF C
 //! program is compiled by Debian's clang at build time (`build.rs`) and
 //! loaded by `aya` (pure Rust: no libbpf C library to build on 2 cores).
 
 pub mod block;
 mod bpf;
 pub mod hist;
+pub mod lock;
 mod producer;
 pub mod sched;
 pub mod table;
 
 pub use bpf::{BUCKETS, Dist, NR_MAX, Snapshot, SyscallTracer, TraceError};
-pub use producer::{TraceStats, Tracer};
+pub use producer::{Extra, TraceStats, Tracer};
 
 include!(concat!(env!("OUT_DIR"), "/syscall_names.rs"));
 

@@ -6,8 +6,9 @@
 //! call's p99 and `rate(kernel_syscall_seconds_sum[1s])` the time spent in
 //! it; the same for block I/O per device and operation:
 //! `kernel_block_{queue,service}_seconds_*` and `kernel_block_request_bytes_*`;
-//! and the scheduler's `kernel_runqueue_seconds_*` and
-//! `kernel_offcpu_seconds_*{state}`.
+//! the scheduler's `kernel_runqueue_seconds_*` and
+//! `kernel_offcpu_seconds_*{state}`; kernel lock waits'
+//! `kernel_lock_wait_seconds_*{kind}`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use model::{Batch, SeriesKey, Timestamp};
 use crate::block::{BlockSnapshot, BlockTracer, What};
 use crate::bpf::{Dist, Snapshot, SyscallTracer, TraceError};
 use crate::hist;
+use crate::lock::{LockSnapshot, LockTracer};
 use crate::sched::{SchedSnapshot, SchedTracer, SchedWhat};
 
 /// The tracer's figures (`trace` in `/api/v1/status`, `kansoku_trace_*`).
@@ -51,12 +53,21 @@ impl TraceStats {
     }
 }
 
+/// The snapshots beside the system calls' (each None where its tracer is off).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Extra<'a> {
+    pub block: Option<&'a BlockSnapshot>,
+    pub sched: Option<&'a SchedSnapshot>,
+    pub lock: Option<&'a LockSnapshot>,
+}
+
 /// The system call tracer, read every `interval` into series.
 #[derive(Debug)]
 pub struct Tracer {
     tracer: SyscallTracer,
     block: Option<BlockTracer>,
     sched: Option<SchedTracer>,
+    lock: Option<LockTracer>,
     /// Device names by number, looked up once.
     devices: HashMap<u32, String>,
     interval: Duration,
@@ -75,10 +86,12 @@ impl Tracer {
         let syscalls = SyscallTracer::start()?;
         let block = BlockTracer::start().map_err(|e| tracing::warn!("trace: block I/O tracing is off: {e}")).ok();
         let sched = SchedTracer::start().map_err(|e| tracing::warn!("trace: scheduler tracing is off: {e}")).ok();
+        let lock = LockTracer::start().map_err(|e| tracing::warn!("trace: lock contention tracing is off: {e}")).ok();
         Ok(Tracer {
             tracer: syscalls,
             block,
             sched,
+            lock,
             interval,
             host: host.to_owned(),
             stats: Arc::default(),
@@ -128,13 +141,8 @@ impl Tracer {
     }
 
     /// The batch of series for the snapshots at `t`.
-    pub fn batch(
-        &mut self,
-        snap: &Snapshot,
-        block: Option<&BlockSnapshot>,
-        sched: Option<&SchedSnapshot>,
-        t: i64,
-    ) -> Batch {
+    pub fn batch(&mut self, snap: &Snapshot, more: Extra<'_>, t: i64) -> Batch {
+        let Extra { block, sched, lock } = more;
         let mut b = Batch::new(Timestamp(t));
         let mut events = 0;
         let host = self.host.clone();
@@ -169,6 +177,10 @@ impl Tracer {
                 }
             }
         }
+        for (kind, d) in lock.into_iter().flatten() {
+            let labels = [("host", host.clone()), ("kind", (*kind).to_owned())];
+            self.histogram(&mut b, "kernel_lock_wait_seconds", &labels, d, 1e9, None);
+        }
         self.stats.events.store(events, Relaxed);
         b
     }
@@ -193,9 +205,11 @@ impl Tracer {
             stats.reads.fetch_add(1, Relaxed);
             let block = self.block.as_ref().map(BlockTracer::read).transpose();
             let sched = self.sched.as_ref().map(SchedTracer::read).transpose();
-            let go_on = match self.tracer.read().and_then(|s| Ok((s, block?, sched?))) {
-                Ok((snap, block, sched)) => {
-                    let batch = self.batch(&snap, block.as_ref(), sched.as_ref(), t);
+            let lock = self.lock.as_ref().map(LockTracer::read).transpose();
+            let go_on = match self.tracer.read().and_then(|s| Ok((s, block?, sched?, lock?))) {
+                Ok((snap, block, sched, lock)) => {
+                    let more = Extra { block: block.as_ref(), sched: sched.as_ref(), lock: lock.as_ref() };
+                    let batch = self.batch(&snap, more, t);
                     stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
                     match sink.try_send(batch) {
                         Ok(()) => true,

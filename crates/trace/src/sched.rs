@@ -7,10 +7,8 @@
 use std::collections::BTreeMap;
 
 use aya::Ebpf;
-use aya::maps::HashMap as BpfHashMap;
-use aya::programs::TracePoint;
 
-use crate::bpf::{Dist, SchedKey, TraceError, ensure_tracefs};
+use crate::bpf::{Dist, SchedKey, TraceError, load_tracepoints, read_counts};
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sched.bpf.o"));
 
@@ -37,29 +35,17 @@ pub struct SchedTracer {
 impl SchedTracer {
     /// Loads and attaches the programs to `sched:sched_{wakeup,wakeup_new,switch}`.
     pub fn start() -> Result<SchedTracer, TraceError> {
-        if OBJECT.is_empty() {
-            return Err(TraceError::NotBuilt);
-        }
-        ensure_tracefs()?;
-        let mut ebpf = Ebpf::load(OBJECT)?;
-        for name in ["sched_wakeup", "sched_wakeup_new", "sched_switch"] {
-            let wrap = |source| TraceError::Program { name, source };
-            let prog = ebpf.program_mut(name).ok_or(TraceError::MissingMap(name))?;
-            let tp: &mut TracePoint = prog.try_into().map_err(wrap)?;
-            tp.load().map_err(wrap)?;
-            tp.attach("sched", name).map_err(wrap)?;
-        }
-        Ok(SchedTracer { ebpf })
+        let progs = [
+            ("sched_wakeup", "sched_wakeup"),
+            ("sched_wakeup_new", "sched_wakeup_new"),
+            ("sched_switch", "sched_switch"),
+        ];
+        Ok(SchedTracer { ebpf: load_tracepoints(OBJECT, "sched", &progs)? })
     }
 
     /// Every histogram since the start (at most a few hundred keys).
     pub fn read(&self) -> Result<SchedSnapshot, TraceError> {
-        let wrap = |source| TraceError::Map { name: "COUNTS", source };
-        let map = self.ebpf.map("COUNTS").ok_or(TraceError::MissingMap("COUNTS"))?;
-        let counts: BpfHashMap<_, SchedKey, u64> = BpfHashMap::try_from(map).map_err(wrap)?;
-        let mut out = SchedSnapshot::new();
-        for entry in counts.iter() {
-            let (k, n) = entry.map_err(wrap)?;
+        read_counts(&self.ebpf, SUM, |k: &SchedKey| {
             let what = match k.what {
                 0 => SchedWhat::RunQueue,
                 1 => SchedWhat::OffCpu("R"),
@@ -68,14 +54,7 @@ impl SchedTracer {
                 4 => SchedWhat::OffCpu("I"),
                 _ => SchedWhat::OffCpu("other"),
             };
-            let d = out.entry(what).or_default();
-            if k.bucket == SUM {
-                d.sum_ns = n;
-            } else {
-                d.buckets.insert(k.bucket, n);
-                d.count += n;
-            }
-        }
-        Ok(out)
+            (what, k.bucket)
+        })
     }
 }

@@ -41,7 +41,7 @@ fn the_producer_writes_prometheus_histograms() {
     (d.count, d.sum_ns) = (3, 3_000);
     d.buckets.insert(39, 2); // [896, 1024) ns
     d.buckets.insert(40, 1); // [1024, 1280) ns
-    let b = t.batch(&snap, None, None, 7);
+    let b = t.batch(&snap, trace::Extra::default(), 7);
     let shown: Vec<String> = b.points.iter().map(|(id, v)| format!("{} {v}", b.defs[*id as usize].1)).collect();
     assert_eq!(
         shown,
@@ -54,13 +54,13 @@ fn the_producer_writes_prometheus_histograms() {
         ]
     );
     // The next batch declares nothing new.
-    assert!(t.batch(&snap, None, None, 8).defs.is_empty());
+    assert!(t.batch(&snap, trace::Extra::default(), 8).defs.is_empty());
     // Block I/O: per device (named from /sys/dev/block, else MAJ:MIN) and operation.
     let mut block = trace::block::BlockSnapshot::new();
     let d = block.entry((4000 << 20 | 7, trace::block::What::Service, trace::block::Op::Write)).or_default();
     (d.count, d.sum_ns) = (2, 2_000_000);
     d.buckets.insert(79, 2); // [917504, 1048576) ns
-    let b = t.batch(&Snapshot::default(), Some(&block), None, 9);
+    let b = t.batch(&Snapshot::default(), trace::Extra { block: Some(&block), ..trace::Extra::default() }, 9);
     let shown: Vec<String> = b.points.iter().map(|(id, v)| format!("{} {v}", b.defs[*id as usize - 5].1)).collect();
     assert_eq!(
         shown,
@@ -166,4 +166,37 @@ fn wakeups_and_sleeps_are_counted() {
     assert!(slept >= 2_000, "{slept} sleeps counted");
     let d = &after[&SchedWhat::RunQueue];
     assert_eq!(d.buckets.values().sum::<u64>(), d.count);
+}
+
+/// Kernel lock contention on the real kernel: eight threads each start and
+/// join 1,000 threads (every stack mapped, faulted in, unmapped), contending
+/// for their process's `mmap_lock` (an rwsem) and spinlocks; waits are
+/// counted, their buckets adding up.
+#[test]
+fn contended_kernel_locks_are_counted() {
+    use std::io::Write;
+    use trace::lock::LockTracer;
+    let t = LockTracer::start().expect("kernel tracing (run as root)");
+    let before = t.read().unwrap();
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(|| {
+                // Each thread's stack is mapped, faulted in and unmapped.
+                for _ in 0..1_000 {
+                    std::thread::spawn(|| std::hint::black_box([0u8; 16 * 1024]).len()).join().unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let after = t.read().unwrap();
+    let waits = |s: &trace::lock::LockSnapshot| s.values().map(|d| d.count).sum::<u64>();
+    let grew = waits(&after) - waits(&before);
+    let _ = writeln!(std::io::stderr(), "lock waits counted: {grew} ({:?})", after.keys().collect::<Vec<_>>());
+    assert!(grew > 0, "no contended kernel lock counted");
+    for d in after.values() {
+        assert_eq!(d.buckets.values().sum::<u64>(), d.count);
+    }
 }
