@@ -31,7 +31,7 @@ export function syscallTable(host: string, gen: number): void {
     const el = document.querySelector<HTMLElement>('#kernel');
     if (!el || r.rows.length === 0) { if (el) el.replaceChildren(); return; }
     stats.kernelRows = r.rows.length;
-    el.innerHTML = `<table class="agents profile kernel"><caption>system calls (in the kernel) · ${Math.round(r.calls).toLocaleString()} calls of ${r.syscalls} kinds, ${dur(r.time_seconds)} in range, by time</caption>
+    el.innerHTML = `<table class="agents kernel"><caption>system calls (in the kernel) · ${Math.round(r.calls).toLocaleString()} calls of ${r.syscalls} kinds, ${dur(r.time_seconds)} in range, by time</caption>
       <tr><th>#</th><th>call</th><th>calls</th><th>per s</th><th>time</th><th>share</th><th>mean</th><th>min</th><th>p50</th><th>p99</th><th>max</th></tr>
       ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${x.syscall}</td><td>${Math.round(x.calls).toLocaleString()}</td>
         <td>${x.calls_per_second.toFixed(1)}</td><td>${dur(x.time_seconds)}</td>
