@@ -33,7 +33,8 @@ case "${1:-test}" in
     want prometheus-snmp-exporter   # a peer in `kansoku lab snmp`
     want snmp                       # snmpget: the glogger paper's baseline in `kansoku lab snmp`
     want linux-perf                 # perf record: the real capture in `kansoku lab store`
-    want stress-ng                  # the workload under that capture; a benchmark of `lab interference`
+    want stress-ng                  # the workload under that capture; a benchmark of `lab interference`; `lab diagnose` workloads
+    want fio                        # the I/O-bound workload of `kansoku lab diagnose`
     want p7zip-full                 # 7z b: the paper's 7-Zip benchmark in `kansoku lab interference`
     want sysbench                   # sysbench cpu: a CPU benchmark of `kansoku lab interference`
     want prometheus                 # promtool: a peer in scripts/bench-store-peers.sh

@@ -184,7 +184,7 @@ test('host view with --perf: top symbols, a flame graph and a per-CPU timeline',
   }
 });
 
-test('alerts and the kernel: a firing rule shows in the banner and shades the charts; the system call table fills; the verdict strip names a window', async () => {
+test('alerts and the kernel: a firing rule shows in the banner and shades the charts; the system call table and latency heat map fill; the verdict strip names a window, the cluster view too', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'kansoku-e2e-rules-'));
   const rules = join(dir, 'rules.yml');
   writeFileSync(rules, `groups:
@@ -218,7 +218,15 @@ test('alerts and the kernel: a firing rule shows in the banner and shades the ch
     await page.click('#verdicts .strip span:last-child');
     await page.waitForSelector('#evidence table.evidence', { timeout: 10000 });
     assert.match(await page.textContent('#evidence'), /CPU busy share/);
+    // The latency heat map of the system calls: buckets over time.
+    await page.waitForFunction(() => window.__kansoku.latencyRows >= 3, null, { timeout: 30000 });
+    assert.ok(await page.$('#latency canvas'), 'a latency heat map is drawn');
     await page.screenshot({ path: OUT + 'host-alert.png', fullPage: true });
+    // The cluster view: the host's verdict beside its name.
+    await page.goto(k.url + '/#view=cluster&range=1m');
+    await page.waitForFunction(() => window.__kansoku.clusterVerdicts >= 1, null, { timeout: 30000 });
+    const dot = await page.getAttribute('#names .vd', 'title');
+    assert.match(dot, /^(healthy|cpu-busy-user|cpu-busy-kernel|io-bound|network-bound|lock-contention|memory-pressure) \(\d+ %\)$/);
     assert.deepEqual(errors, []);
   } finally {
     await k.stop();

@@ -254,3 +254,37 @@ export function heat(x: number): [number, number, number] {
   }
   return [220, 40, 30];
 }
+
+// Latency heat maps (latency.ts): one histogram's cumulative buckets over time.
+export interface Grid {
+  /// Upper bounds (s) of the rows, ascending; the last may be Infinity.
+  bounds: number[];
+  times: number[];
+  /// [row][time]: events a second in the bucket (null: no data).
+  cells: (number | null)[][];
+  max: number;
+}
+
+/// Cumulative `le` series (Prometheus matrix rows) → per-bucket rates,
+/// rows without any event dropped.
+export function latencyGrid(series: { metric: Record<string, string>; values: [number, string][] }[]): Grid {
+  const byLe = series
+    .map((s) => ({ le: s.metric.le === '+Inf' ? Infinity : Number(s.metric.le), pts: new Map(s.values.map(([t, v]) => [t, Number(v)])) }))
+    .filter((s) => !Number.isNaN(s.le))
+    .sort((a, b) => a.le - b.le);
+  const times = [...new Set(series.flatMap((s) => s.values.map(([t]) => t)))].sort((a, b) => a - b);
+  const rows: { le: number; cells: (number | null)[] }[] = byLe.map((s, i) => ({
+    le: s.le,
+    cells: times.map((t) => {
+      const v = s.pts.get(t);
+      if (v === undefined) return null;
+      const below = i > 0 ? byLe[i - 1].pts.get(t) ?? 0 : 0;
+      return Math.max(0, v - below);
+    }),
+  }));
+  const kept = rows.filter((r) => r.cells.some((c) => c !== null && c > 0));
+  let max = 0;
+  for (const r of kept) for (const c of r.cells) if (c !== null && c > max) max = c;
+  return { bounds: kept.map((r) => r.le), times, cells: kept.map((r) => r.cells), max };
+}
+

@@ -7,8 +7,9 @@ import { Feed, Frame } from './feed';
 import { HeatMap } from './heatmap';
 import { subscribe } from './live';
 import { CLUSTER_METRICS, CORE_HEAT, HOST_PANELS, coreModes } from './panels';
-import { verdictStrip } from './diagnosis';
+import { COLOURS, verdictStrip } from './diagnosis';
 import { syscallTable } from './kernel';
+import { latencyHeat } from './latency';
 import { cpuTimeline, flameGraph, topSymbols } from './profile';
 import { $, app, current, rangeOf, setView, stats, stepFor } from './state';
 
@@ -74,8 +75,26 @@ export async function clusterView(main: HTMLElement, gen: number): Promise<void>
     } else idx.sort((a, b) => feed.label(a).localeCompare(feed.label(b)));
     hm.order = idx;
     names.style.fontSize = `${Math.min(12, rowH)}px`;
-    names.innerHTML = rowH >= 9 ? idx.map((i) => `<div style="height:${rowH}px">${feed.defs[i].labels.host ?? feed.label(i)}</div>`).join('') : '';
+    names.innerHTML = rowH >= 9 ? idx.map((i) => {
+      const host = feed.defs[i].labels.host, v = host ? verdicts.get(host) : undefined;
+      const dot = v ? `<i class="vd" style="background:${COLOURS[v.verdict] ?? '#bab0ac'}" title="${v.verdict} (${(v.confidence * 100).toFixed(0)} %)"></i>` : '';
+      return `<div style="height:${rowH}px">${dot}${host ?? feed.label(i)}</div>`;
+    }).join('') : '';
   };
+  // Each host's verdict over the last 10 s, beside its name.
+  const verdicts = new Map<string, { verdict: string; confidence: number }>();
+  const fetchVerdicts = async () => {
+    let r: { hosts: { host: string; verdict: string; confidence: number }[] };
+    try { r = await getJson('/api/v1/diagnosis/hosts?window=10s'); } catch { return; }
+    if (gen !== app.generation) return;
+    verdicts.clear();
+    for (const h of r.hosts) if (h.verdict !== 'unknown') verdicts.set(h.host, h);
+    stats.clusterVerdicts = verdicts.size;
+    sort();
+  };
+  fetchVerdicts();
+  const vt = setInterval(fetchVerdicts, 10000);
+  app.teardown.push(() => clearInterval(vt));
   sortSel.onchange = () => { sort(); hm.draw(); };
   sort();
   $('#count').textContent = `${feed.keys.length} hosts · ${spec.title} · click a row for its host`;
@@ -92,12 +111,13 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
   const core = app.view.core ?? '0';
   const specs = [...HOST_PANELS.slice(0, 1), coreModes(core), ...HOST_PANELS.slice(1)];
   main.innerHTML = `<div id="verdicts"></div><h2 class="heat-title">${CORE_HEAT.title} <small>(click a core for its modes)</small></h2><div id="cores" class="cores"></div>` +
-    `<div id="profile"></div><div id="flame-wrap"><div id="flame"></div></div><div id="timeline"></div><div id="kernel"></div>` +
+    `<div id="profile"></div><div id="flame-wrap"><div id="flame"></div></div><div id="timeline"></div><div id="kernel"></div><div id="latency"></div>` +
     `<div class="grid">${specs.map((s) => `<div class="panel" id="p-${s.id}"></div>`).join('')}</div>`;
   topSymbols(host, gen);
   flameGraph(host, gen);
   cpuTimeline(host, gen);
   syscallTable(host, gen);
+  latencyHeat(host, gen);
   verdictStrip(host, gen);
   const step = stepFor(lo, hi);
   const feeds = specs.map((s) => new Feed(s, step));

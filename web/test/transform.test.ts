@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, combine, fmt, formatView, groupKey, heat, matches, parseView, selector, stack, type PanelSpec } from '../src/transform';
+import { Columns, Rater, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, stack, type PanelSpec } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -90,4 +90,13 @@ test('feed: live counters become grouped rates like the server computes', () => 
   assert.ok(Math.abs(last[0]! - 25) < 1e-6, `${last[0]}`);
   assert.ok(Math.abs(last[1]! - 100) < 1e-6, `${last[1]}`);
   assert.equal(f.label(0), 'a');
+});
+
+test('latency grid: cumulative le series become per-bucket rates, empty rows dropped', () => {
+  const s = (le: string, vs: number[]) => ({ metric: { le }, values: vs.map((v, i) => [100 + i, `${v}`] as [number, string]) });
+  const g = latencyGrid([s('+Inf', [10, 12]), s('0.001', [4, 12]), s('0.000001', [1, 2]), s('0.01', [10, 12])]);
+  assert.deepEqual(g.bounds, [0.000001, 0.001, 0.01], 'sorted by bound; +Inf held nothing more');
+  assert.deepEqual(g.times, [100, 101]);
+  assert.deepEqual(g.cells, [[1, 2], [3, 10], [6, 0]]);
+  assert.equal(g.max, 10);
 });

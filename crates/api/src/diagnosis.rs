@@ -1,6 +1,7 @@
-//! `GET /api/v1/diagnosis?host=H[&since=5m | &from=&to=][&window=10s]`: the
-//! bottleneck verdict of each window (`crates/diagnose`, docs/diagnosis.md)
-//! with its confidence and the numbers that decided it, and the rule table.
+//! `GET /api/v1/diagnosis?host=H[&since=5m | &from=&to=][&window=10s][&features=true]`:
+//! the bottleneck verdict of each window (`crates/diagnose`,
+//! docs/diagnosis.md) with its confidence and the numbers that decided it,
+//! and the rule table; with `features`, every number the rules read.
 
 use std::collections::HashMap;
 
@@ -37,23 +38,64 @@ pub async fn diagnosis(
     if (to - first) / w + 1 > WINDOWS_MAX {
         return Err(ApiError::TooLarge(format!("more than {WINDOWS_MAX} windows: widen `window` or narrow the range")));
     }
+    let with_features = matches!(get("features"), Some("true" | "1"));
     let store = std::sync::Arc::clone(&st.store);
-    let verdicts = st
+    let windows = st
         .guard
-        .run(move || diagnose::features(&store, &host, first, to, w).iter().map(diagnose::classify).collect::<Vec<_>>())
+        .run(move || {
+            diagnose::features(&store, &host, first, to, w)
+                .into_iter()
+                .map(|f| (diagnose::classify(&f), f))
+                .collect::<Vec<_>>()
+        })
         .await?;
-    let windows: Vec<Value> = verdicts
+    let windows: Vec<Value> = windows
         .iter()
-        .map(|v| {
-            json!({
+        .map(|(v, f)| {
+            let mut w = json!({
                 "t": v.t as f64 / 1e9,
                 "verdict": v.kind.name(),
                 "confidence": v.confidence,
                 "evidence": v.evidence.iter().map(|e| json!({"name": e.name, "value": e.value, "threshold": e.threshold})).collect::<Vec<_>>(),
-            })
+            });
+            if with_features {
+                w["features"] = json!(f);
+            }
+            w
         })
         .collect();
     let rules: Vec<Value> =
         diagnose::RULES.iter().map(|(k, when)| json!({"verdict": k.name(), "when": when})).collect();
     Ok(Json(json!({ "window_seconds": w as f64 / 1e9, "rules": rules, "windows": windows })))
+}
+
+/// `GET /api/v1/diagnosis/hosts[?window=10s]`: every host's verdict over
+/// the last whole window (the cluster view's column): the same features,
+/// one PromQL query each grouped by host, however many hosts there are.
+pub async fn hosts(
+    State(st): State<ApiState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let window = match params.get("window") {
+        Some(w) => model::parse_duration(w).map_err(|e| ApiError::BadRequest(format!("`window`: {e}")))?,
+        None => std::time::Duration::from_secs(10),
+    };
+    let w = i64::try_from(window.as_nanos()).unwrap_or(i64::MAX).max(100_000_000);
+    // The last window that has ended.
+    let end = Timestamp::now().as_nanos().div_euclid(w) * w;
+    let store = std::sync::Arc::clone(&st.store);
+    let verdicts = st
+        .guard
+        .run(move || {
+            diagnose::features_by_host(&store, "host=~\".+\"", end, end, w)
+                .into_iter()
+                .filter_map(|(host, f)| f.last().map(|f| (host, diagnose::classify(f))))
+                .collect::<Vec<_>>()
+        })
+        .await?;
+    let hosts: Vec<Value> = verdicts
+        .iter()
+        .map(|(host, v)| json!({"host": host, "t": v.t as f64 / 1e9, "verdict": v.kind.name(), "confidence": v.confidence}))
+        .collect();
+    Ok(Json(json!({ "window_seconds": w as f64 / 1e9, "hosts": hosts })))
 }

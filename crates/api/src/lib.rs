@@ -6,6 +6,7 @@
 pub mod auth;
 mod diagnosis;
 mod error;
+mod exposition;
 pub mod guard;
 pub mod influx;
 mod kernel;
@@ -127,6 +128,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/profile/top", get(profile::top))
         .route("/api/v1/kernel/syscalls", get(kernel::syscalls))
         .route("/api/v1/diagnosis", get(diagnosis::diagnosis))
+        .route("/api/v1/diagnosis/hosts", get(diagnosis::hosts))
         .route("/api/v1/profile/flame", get(profile::flame))
         .route("/api/v1/profile/folded", get(profile::folded))
         .route("/api/v1/profile/pprof", get(profile::pprof))
@@ -148,6 +150,7 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::post(prometheus::remote_write).layer(axum::extract::DefaultBodyLimit::disable()),
         )
         .route("/prometheus/api/v1/status/buildinfo", get(prometheus::buildinfo))
+        .route("/prometheus/federate", get(prometheus::federate))
         .route("/prometheus/api/v1/alerts", get(prometheus::alerts))
         .route("/api/v1/alerts", get(prometheus::alerts))
         .route("/prometheus/api/v1/rules", get(prometheus::rules))

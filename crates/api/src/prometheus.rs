@@ -277,20 +277,25 @@ async fn matching(st: &ApiState, sels: Vec<Selector>) -> Result<Vec<Labels>, Pro
     let out = st
         .guard
         .run(move || {
-            let mut seen = BTreeSet::new();
-            for sel in &sels {
-                let (found, total) = store.series_limited(sel, LIST_MAX);
-                if total > LIST_MAX {
-                    return Err(PromError(
-                        "execution",
-                        format!("{total} series match; at most {LIST_MAX}: narrow match[]"),
-                    ));
-                }
-                seen.extend(found.into_iter().map(|(_, k)| promql::value::of_key(&k)));
-            }
-            Ok(seen.into_iter().collect::<Vec<Labels>>())
+            let found = matched(&store, &sels)?;
+            let seen: BTreeSet<Labels> = found.iter().map(|(_, k)| promql::value::of_key(k)).collect();
+            Ok::<_, PromError>(seen.into_iter().collect::<Vec<Labels>>())
         })
         .await??;
+    Ok(out)
+}
+
+/// Every series (id, key) any selector matches, each once.
+fn matched(store: &store::Store, sels: &[Selector]) -> Result<Vec<(u32, model::SeriesKey)>, PromError> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for sel in sels {
+        let (found, total) = store.series_limited(sel, LIST_MAX);
+        if total > LIST_MAX {
+            return Err(PromError("execution", format!("{total} series match; at most {LIST_MAX}: narrow match[]")));
+        }
+        out.extend(found.into_iter().filter(|(id, _)| seen.insert(*id)));
+    }
     Ok(out)
 }
 
@@ -305,6 +310,47 @@ pub async fn series(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Byt
     };
     run.await.unwrap_or_else(|e: PromError| e.into_response())
 }
+
+/// `/federate?match[]=…`: the newest sample (within 5 minutes,
+/// Prometheus's lookback) of every series the selectors match, in the
+/// exposition format the scraper accepts — OpenMetrics (histogram families
+/// typed) or text 0.0.4 — so a Prometheus scrapes kansoku as it federates
+/// another (`honor_labels: true`; docs/api.md).
+pub async fn federate(State(st): State<ApiState>, headers: HeaderMap, RawQuery(q): RawQuery) -> Response {
+    use crate::exposition::{Format, Sample, render};
+    let run = async {
+        let p = params(q, &Bytes::new())?;
+        if !p.iter().any(|(k, _)| k == "match[]") {
+            return Err(PromError::bad("no match[] parameter provided"));
+        }
+        let sels = matchers(&p)?;
+        let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let format =
+            if accept.contains("application/openmetrics-text") { Format::OpenMetrics } else { Format::Text004 };
+        let store = st.store.clone();
+        let now = Timestamp::now();
+        let samples = st
+            .guard
+            .run(move || {
+                let mut out = Vec::new();
+                for (id, key) in matched(&store, &sels)? {
+                    let (ts, vals) = store.read(id, now.saturating_sub(LOOKBACK), now);
+                    if let (Some(&t), Some(&v)) = (ts.last(), vals.last())
+                        && v.to_bits() != model::STALE_NAN
+                    {
+                        out.push(Sample { labels: promql::value::of_key(&key), t, v });
+                    }
+                }
+                Ok::<_, PromError>(out)
+            })
+            .await??;
+        Ok(([(header::CONTENT_TYPE, format.content_type())], render(&samples, format)).into_response())
+    };
+    run.await.unwrap_or_else(|e: PromError| e.into_response())
+}
+
+/// How far back `/federate` looks for a series' newest sample.
+const LOOKBACK: std::time::Duration = std::time::Duration::from_secs(300);
 
 pub async fn labels(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Bytes) -> Response {
     let run = async {

@@ -518,8 +518,52 @@ async fn diagnosis_names_each_window() {
     let verdicts: Vec<&str> = b["windows"].as_array().unwrap().iter().map(|w| w["verdict"].as_str().unwrap()).collect();
     // The window ending at 30 s holds 9 busy seconds and 1 idle one.
     assert_eq!(verdicts, ["cpu-busy-user", "cpu-busy-user", "cpu-busy-user", "healthy", "healthy"], "{b}");
-    assert_eq!(b["rules"].as_array().unwrap().len(), 6);
+    assert_eq!(b["rules"].as_array().unwrap().len(), 7);
     assert_eq!(b["windows"][0]["evidence"][0]["name"], "CPU busy share");
+    assert!(b["windows"][0].get("features").is_none(), "features only when asked");
+    let uri = format!("/api/v1/diagnosis?host=h&from={}&to={}&window=10s&features=true", secs(0), secs(59));
+    let (_, b) = get(&st, &uri).await;
+    let f = &b["windows"][0]["features"];
+    assert!((f["user"].as_f64().unwrap() - 0.95).abs() < 1e-9, "{f}");
+    assert_eq!(f["tasks_d"], serde_json::Value::Null, "no kernel tracing here");
     let (s, _) = get(&st, &format!("/api/v1/diagnosis?host=h&from={}&to={}&window=10s", secs(0), secs(5))).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+/// Every host's verdict over the last whole window, for the cluster view:
+/// one busy host, one idle, both named.
+#[tokio::test]
+async fn diagnosis_of_every_host_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options { fsync: FsyncPolicy::Never, ..Options::default() }).unwrap();
+    let mut app = Appender::default();
+    const S: i64 = 1_000_000_000;
+    let now = Timestamp::now().as_nanos();
+    let mut c = [0.0f64; 4];
+    for i in 0..=40i64 {
+        let mut b = Batch::new(Timestamp(now - (40 - i) * S));
+        if i == 0 {
+            for (k, (host, mode)) in [("a", "user"), ("a", "idle"), ("b", "user"), ("b", "idle")].iter().enumerate() {
+                b.defs.push((
+                    k as u32,
+                    SeriesKey::new("node_cpu_seconds_total", [("cpu", "0"), ("host", host), ("mode", mode)]),
+                ));
+            }
+        }
+        for (k, step) in [0.97, 0.03, 0.02, 0.98].iter().enumerate() {
+            c[k] += step;
+        }
+        b.points = c.iter().enumerate().map(|(k, v)| (k as u32, *v)).collect();
+        store.append(&mut app, &b).unwrap();
+    }
+    let st = api::ApiState::new(Arc::new(store));
+    let (s, b) = get(&st, "/api/v1/diagnosis/hosts?window=10s").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let got: Vec<(&str, &str)> = b["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["host"].as_str().unwrap(), h["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, [("a", "cpu-busy-user"), ("b", "healthy")], "{b}");
 }

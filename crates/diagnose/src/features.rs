@@ -1,12 +1,14 @@
 //! The features of a host over windows, each one PromQL range query over
 //! the stored series (so they read the same data the dashboard shows).
 
+use std::collections::BTreeMap;
+
 use promql::{Engine, Value};
 use store::Store;
 
 /// What the rules look at, for one window. `None`: the host has no such
 /// data (no kernel tracing, no pressure stall information).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Features {
     /// Window end (ns).
     pub t: i64,
@@ -36,91 +38,127 @@ pub struct Features {
     pub cpus: Option<f64>,
     /// Average tasks waiting for contended kernel locks.
     pub lock_wait: Option<f64>,
+    /// Average tasks waiting on futexes (user-space locks and condition
+    /// variables; idle thread pools wait here too).
+    #[serde(default)]
+    pub futex_wait: Option<f64>,
+    /// Average tasks stalled reclaiming memory to allocate (direct and
+    /// cgroup reclaim).
+    #[serde(default)]
+    pub reclaim_stall: Option<f64>,
+    /// Average packets waiting in network queueing disciplines, and their
+    /// mean wait (s).
+    #[serde(default)]
+    pub net_waiting: Option<f64>,
+    #[serde(default)]
+    pub net_wait: Option<f64>,
 }
 
-/// One value per step of a range query, summed over its series (None
-/// where none had a value, or the query failed: a missing metric).
-fn column(e: &Engine, q: &str, (start, end, step): (i64, i64, i64)) -> Vec<Option<f64>> {
-    let n = ((end - start) / step + 1) as usize;
-    let Ok(out) = e.range(q, start, end, step) else { return vec![None; n] };
-    match out.value {
-        Value::Vector(series) => (0..n)
-            .map(|i| {
-                let vals: Vec<f64> = series.iter().filter_map(|s| s.points.get(i).copied().flatten()).collect();
-                (!vals.is_empty()).then(|| vals.iter().sum())
-            })
-            .collect(),
-        Value::Scalar(v) => v.into_iter().map(|x| x.is_finite().then_some(x)).collect(),
-        _ => vec![None; n],
-    }
+/// One value per step of a range query per host (its series' `host`
+/// label; None where it had no value, or the query failed: a missing
+/// metric).
+fn columns(e: &Engine, q: &str, (start, end, step): (i64, i64, i64)) -> BTreeMap<String, Vec<Option<f64>>> {
+    let Ok(out) = e.range(q, start, end, step) else { return BTreeMap::new() };
+    let Value::Vector(series) = out.value else { return BTreeMap::new() };
+    series.into_iter().map(|s| (promql::value::get(&s.labels, "host").to_owned(), s.points)).collect()
+}
+
+/// The features of every host `matcher` selects (`host="a"`,
+/// `host=~".+"`), for each window of `window_ns` ending at `start`,
+/// `start + window`, … up to `end`: one PromQL range query per feature,
+/// grouped by host, however many hosts there are.
+pub fn features_by_host(
+    store: &Store,
+    matcher: &str,
+    start: i64,
+    end: i64,
+    window_ns: i64,
+) -> BTreeMap<String, Vec<Features>> {
+    let e = Engine::new(store);
+    let m = matcher;
+    let w = format!("{}ms", (window_ns / 1_000_000).max(1));
+    let span = (start, end, window_ns);
+    let all_cpu = format!("sum by (host) (rate(node_cpu_seconds_total{{{m}}}[{w}]))");
+    // A mode a host never reports counts as 0 of its CPU time.
+    let cpu = |modes: &str| {
+        format!(
+            "(sum by (host) (rate(node_cpu_seconds_total{{{m},mode=~\"{modes}\"}}[{w}])) or {all_cpu} * 0) / {all_cpu}"
+        )
+    };
+    let rate = |metric: &str, extra: &str| format!("sum by (host) (rate({metric}{{{m}{extra}}}[{w}]))");
+    let ratio =
+        |metric: &str| format!("{} / {}", rate(&format!("{metric}_sum"), ""), rate(&format!("{metric}_count"), ""));
+    let queries = [
+        cpu("user|nice"),
+        cpu("system|irq|softirq"),
+        cpu("iowait"),
+        cpu("idle"),
+        rate("node_pressure_cpu_waiting_seconds_total", ""),
+        rate("node_pressure_io_waiting_seconds_total", ""),
+        rate("node_pressure_memory_waiting_seconds_total", ""),
+        rate("kernel_offcpu_seconds_sum", ",state=\"D\""),
+        rate("kernel_runqueue_seconds_sum", ""),
+        rate("kernel_block_service_seconds_sum", ""),
+        ratio("kernel_block_service_seconds"),
+        format!(
+            "sum by (host) (rate(kernel_block_service_seconds_sum{{{m}}}[1h] offset {w})) / sum by (host) (rate(kernel_block_service_seconds_count{{{m}}}[1h] offset {w}))"
+        ),
+        rate("kernel_syscall_seconds_count", ",syscall=\"futex\""),
+        format!("count by (host) (count by (host, cpu) (node_cpu_seconds_total{{{m}}}))"),
+        rate("kernel_lock_wait_seconds_sum", ""),
+        rate("kernel_futex_wait_seconds_sum", ""),
+        rate("kernel_reclaim_stall_seconds_sum", ""),
+        rate("kernel_net_qdisc_seconds_sum", ""),
+        ratio("kernel_net_qdisc_seconds"),
+    ];
+    let cols: Vec<BTreeMap<String, Vec<Option<f64>>>> = queries.iter().map(|q| columns(&e, q, span)).collect();
+    let n = ((end - start) / window_ns + 1) as usize;
+    // Every host with CPU counters (the rules' first need) or any feature.
+    let hosts: std::collections::BTreeSet<&String> = cols.iter().flat_map(BTreeMap::keys).collect();
+    hosts
+        .into_iter()
+        .map(|host| {
+            let windows = (0..n)
+                .map(|i| {
+                    let c = |k: usize| {
+                        cols[k].get(host).and_then(|v| v.get(i).copied().flatten()).filter(|v| v.is_finite())
+                    };
+                    Features {
+                        t: start + i as i64 * window_ns,
+                        user: c(0),
+                        system: c(1),
+                        iowait: c(2),
+                        idle: c(3),
+                        psi_cpu: c(4),
+                        psi_io: c(5),
+                        psi_memory: c(6),
+                        tasks_d: c(7),
+                        runqueue: c(8),
+                        io_in_service: c(9),
+                        io_service: c(10),
+                        io_service_baseline: c(11),
+                        futex_per_s: c(12),
+                        cpus: c(13),
+                        lock_wait: c(14),
+                        futex_wait: c(15),
+                        reclaim_stall: c(16),
+                        net_waiting: c(17),
+                        net_wait: c(18),
+                    }
+                })
+                .collect();
+            (host.clone(), windows)
+        })
+        .collect()
 }
 
 /// The features of `host` for each window of `window_ns` ending at
-/// `start`, `start + window`, … up to `end`.
+/// `start`, `start + window`, … up to `end` (windows without data have
+/// every feature None).
 pub fn features(store: &Store, host: &str, start: i64, end: i64, window_ns: i64) -> Vec<Features> {
-    let e = Engine::new(store);
     let h = host.replace('\\', "\\\\").replace('"', "\\\"");
-    let w = format!("{}ms", (window_ns / 1_000_000).max(1));
-    let span = (start, end, window_ns);
-    let cpu = |modes: &str| {
-        format!(
-            "(sum(rate(node_cpu_seconds_total{{host=\"{h}\",mode=~\"{modes}\"}}[{w}])) or vector(0)) / sum(rate(node_cpu_seconds_total{{host=\"{h}\"}}[{w}]))"
-        )
-    };
-    let rate = |metric: &str, extra: &str| format!("sum(rate({metric}{{host=\"{h}\"{extra}}}[{w}]))");
-    let cols = [
-        column(&e, &cpu("user|nice"), span),
-        column(&e, &cpu("system|irq|softirq"), span),
-        column(&e, &cpu("iowait"), span),
-        column(&e, &cpu("idle"), span),
-        column(&e, &rate("node_pressure_cpu_waiting_seconds_total", ""), span),
-        column(&e, &rate("node_pressure_io_waiting_seconds_total", ""), span),
-        column(&e, &rate("node_pressure_memory_waiting_seconds_total", ""), span),
-        column(&e, &rate("kernel_offcpu_seconds_sum", ",state=\"D\""), span),
-        column(&e, &rate("kernel_runqueue_seconds_sum", ""), span),
-        column(&e, &rate("kernel_block_service_seconds_sum", ""), span),
-        column(
-            &e,
-            &format!(
-                "{} / {}",
-                rate("kernel_block_service_seconds_sum", ""),
-                rate("kernel_block_service_seconds_count", "")
-            ),
-            span,
-        ),
-        column(
-            &e,
-            &format!(
-                "sum(rate(kernel_block_service_seconds_sum{{host=\"{h}\"}}[1h] offset {w})) / sum(rate(kernel_block_service_seconds_count{{host=\"{h}\"}}[1h] offset {w}))"
-            ),
-            span,
-        ),
-        column(&e, &rate("kernel_syscall_seconds_count", ",syscall=\"futex\""), span),
-        column(&e, &format!("count(count by (cpu) (node_cpu_seconds_total{{host=\"{h}\"}}))"), span),
-        column(&e, &rate("kernel_lock_wait_seconds_sum", ""), span),
-    ];
-    let n = cols[0].len();
-    (0..n)
-        .map(|i| {
-            let c = |k: usize| cols[k][i].filter(|v| v.is_finite());
-            Features {
-                t: start + i as i64 * window_ns,
-                user: c(0),
-                system: c(1),
-                iowait: c(2),
-                idle: c(3),
-                psi_cpu: c(4),
-                psi_io: c(5),
-                psi_memory: c(6),
-                tasks_d: c(7),
-                runqueue: c(8),
-                io_in_service: c(9),
-                io_service: c(10),
-                io_service_baseline: c(11),
-                futex_per_s: c(12),
-                cpus: c(13),
-                lock_wait: c(14),
-            }
-        })
-        .collect()
+    features_by_host(store, &format!("host=\"{h}\""), start, end, window_ns).remove(host).unwrap_or_else(|| {
+        let n = ((end - start) / window_ns + 1) as usize;
+        (0..n).map(|i| Features { t: start + i as i64 * window_ns, ..Features::default() }).collect()
+    })
 }

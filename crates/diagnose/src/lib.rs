@@ -13,5 +13,5 @@
 mod features;
 mod rules;
 
-pub use features::{Features, features};
+pub use features::{Features, features, features_by_host};
 pub use rules::{Evidence, Kind, RULES, Verdict, classify};

@@ -10,6 +10,7 @@ use crate::Features;
 pub enum Kind {
     MemoryPressure,
     IoBound,
+    NetworkBound,
     CpuBusyUser,
     CpuBusyKernel,
     LockContention,
@@ -23,6 +24,7 @@ impl Kind {
         match self {
             Kind::MemoryPressure => "memory-pressure",
             Kind::IoBound => "io-bound",
+            Kind::NetworkBound => "network-bound",
             Kind::CpuBusyUser => "cpu-busy-user",
             Kind::CpuBusyKernel => "cpu-busy-kernel",
             Kind::LockContention => "lock-contention",
@@ -33,15 +35,22 @@ impl Kind {
 }
 
 /// The rules as documented (docs/diagnosis.md): verdict, condition.
-pub const RULES: [(Kind, &str); 6] = [
-    (Kind::MemoryPressure, "memory stall (PSI some) >= 10 % of the time"),
+pub const RULES: [(Kind, &str); 7] = [
+    (
+        Kind::MemoryPressure,
+        "memory stall (PSI some) >= 10 % of the time, or >= 0.1 tasks stalled reclaiming memory to allocate",
+    ),
     (
         Kind::IoBound,
         "CPU busy (user + kernel) < 50 %, and I/O wait >= 20 % of CPU time or I/O stall (PSI some) >= 20 % or >= 0.5 tasks in uninterruptible sleep (D)",
     ),
     (
+        Kind::NetworkBound,
+        "CPU busy < 50 %, and >= 0.5 packets waiting in network queueing disciplines, 1 ms or more each on average",
+    ),
+    (
         Kind::LockContention,
-        "CPU busy >= 50 %, kernel >= 30 % of CPU time, and >= 20,000 futex calls per second per CPU",
+        "CPU busy >= 50 %, and >= 0.2 tasks per CPU waiting for contended kernel locks or >= 20,000 futex calls per second per CPU",
     ),
     (Kind::CpuBusyUser, "CPU busy (user + kernel) >= 80 % of CPU time, user >= kernel"),
     (Kind::CpuBusyKernel, "CPU busy >= 80 %, kernel > user"),
@@ -89,9 +98,20 @@ pub fn classify(f: &Features) -> Verdict {
     };
     let busy = user + system;
     let iowait = f.iowait.unwrap_or(0.0);
-    // 1. Memory pressure.
-    if let Some(m) = f.psi_memory.filter(|m| *m >= 0.10) {
-        return verdict(Kind::MemoryPressure, margin_share(m, 0.10), vec![ev("memory stall share", m, Some(0.10))]);
+    // 1. Memory pressure: tasks stalled for memory, by PSI or by the
+    // reclaim tracer (which also sees it where PSI is off).
+    let psi_m = f.psi_memory.filter(|m| *m >= 0.10);
+    let reclaim = f.reclaim_stall.filter(|r| *r >= 0.1);
+    if psi_m.is_some() || reclaim.is_some() {
+        let confidence = psi_m.map_or(0.0, |m| margin_share(m, 0.10)).max(reclaim.map_or(0.0, |r| margin(r, 0.1)));
+        let mut evidence = Vec::new();
+        if let Some(m) = f.psi_memory {
+            evidence.push(ev("memory stall share", m, Some(0.10)));
+        }
+        if let Some(r) = f.reclaim_stall {
+            evidence.push(ev("tasks stalled reclaiming memory", r, Some(0.1)));
+        }
+        return verdict(Kind::MemoryPressure, confidence, evidence);
     }
     // 2. I/O-bound: idle CPUs, tasks waiting on the disk.
     // (name, value, threshold, a share of time?)
@@ -119,7 +139,20 @@ pub fn classify(f: &Features) -> Verdict {
         }
         return verdict(Kind::IoBound, confidence, evidence);
     }
-    // 3. Lock contention: tasks waiting for kernel locks (seed 001's
+    // 3. Network-bound: idle CPUs, packets queued at a link's limit.
+    if let (Some(waiting), Some(wait)) = (f.net_waiting, f.net_wait)
+        && busy < 0.5
+        && waiting >= 0.5
+        && wait >= 0.001
+    {
+        let evidence = vec![
+            ev("packets waiting in qdiscs", waiting, Some(0.5)),
+            ev("mean qdisc wait (s)", wait, Some(0.001)),
+            ev("CPU busy share", busy, Some(0.5)),
+        ];
+        return verdict(Kind::NetworkBound, margin(waiting, 0.5).min(margin(wait, 0.001)), evidence);
+    }
+    // 4. Lock contention: tasks waiting for kernel locks (seed 001's
     // global kernel lock), or the kernel busy handing futexes over.
     if let (Some(wait), Some(cpus)) = (f.lock_wait, f.cpus)
         && busy >= 0.5
@@ -132,19 +165,27 @@ pub fn classify(f: &Features) -> Verdict {
         ];
         return verdict(Kind::LockContention, margin(wait / cpus, 0.2), evidence);
     }
+    // User-space locks: threads handing a futex back and forth, whether
+    // the CPU time goes to the kernel (futex storms) or to spinning before
+    // each sleep (a contended mutex). Idle hosts make ~50 a second.
     if let (Some(futex), Some(cpus)) = (f.futex_per_s, f.cpus)
         && busy >= 0.5
-        && system >= 0.3
         && futex / cpus >= 20_000.0
     {
-        let evidence = vec![
+        let mut evidence = vec![
             ev("futex calls per second per CPU", futex / cpus, Some(20_000.0)),
-            ev("kernel share", system, Some(0.3)),
             ev("CPU busy share", busy, Some(0.5)),
+            ev("kernel share", system, None),
         ];
-        return verdict(Kind::LockContention, margin(futex / cpus, 20_000.0).min(margin_share(system, 0.3)), evidence);
+        if let Some(w) = f.futex_wait {
+            evidence.push(ev("tasks waiting on futexes", w, None));
+        }
+        if let Some(r) = f.runqueue {
+            evidence.push(ev("tasks waiting for a CPU", r, None));
+        }
+        return verdict(Kind::LockContention, margin(futex / cpus, 20_000.0), evidence);
     }
-    // 4. CPU-busy, user or kernel.
+    // 5. CPU-busy, user or kernel.
     if busy >= 0.8 {
         let kind = if user >= system { Kind::CpuBusyUser } else { Kind::CpuBusyKernel };
         let mut evidence =
@@ -154,7 +195,7 @@ pub fn classify(f: &Features) -> Verdict {
         }
         return verdict(kind, margin_share(busy, 0.8), evidence);
     }
-    // 5. Healthy: confident as far as everything stayed below.
+    // 6. Healthy: confident as far as everything stayed below.
     let headroom =
         (busy / 0.8).max(iowait / 0.2).max(f.psi_memory.unwrap_or(0.0) / 0.1).max(f.psi_io.unwrap_or(0.0) / 0.2);
     verdict(
@@ -204,8 +245,23 @@ mod tests {
         let v = classify(&bkl);
         assert_eq!(v.kind, Kind::LockContention);
         assert_eq!(v.evidence[0].value, 0.75);
+        // Threads on one user-space mutex: user time spinning, the futex
+        // handed over ~50,000 times a second per CPU.
+        let mutex = Features { futex_per_s: Some(110_000.0), cpus: Some(2.0), ..f(0.92, 0.06, 0.0) };
+        assert_eq!(classify(&mutex).kind, Kind::LockContention);
+        // The same user time with an idle host's futex rate is useful work.
+        assert_eq!(classify(&Features { futex_per_s: Some(45.0), ..mutex }).kind, Kind::CpuBusyUser);
         let mem = Features { psi_memory: Some(0.4), ..f(0.3, 0.3, 0.1) };
         assert_eq!(classify(&mem).kind, Kind::MemoryPressure);
+        // Without PSI, tasks stalled in reclaim say it.
+        let reclaim = classify(&Features { reclaim_stall: Some(0.5), ..f(0.2, 0.7, 0.0) });
+        assert_eq!(reclaim.kind, Kind::MemoryPressure);
+        assert!(reclaim.confidence > 0.9, "{reclaim:?}");
+        // A shaped link: packets queued for milliseconds, CPUs idle.
+        let net = Features { net_waiting: Some(1.6), net_wait: Some(0.05), ..f(0.02, 0.03, 0.0) };
+        assert_eq!(classify(&net).kind, Kind::NetworkBound);
+        // Microsecond waits are a healthy link, however many packets.
+        assert_eq!(classify(&Features { net_wait: Some(0.00002), ..net }).kind, Kind::Healthy);
         let idle = classify(&f(0.02, 0.01, 0.0));
         assert_eq!((idle.kind, idle.confidence > 0.9), (Kind::Healthy, true), "{idle:?}");
         // Busy, but not past 80 %, and no other sign: healthy, less sure.
@@ -221,6 +277,7 @@ mod tests {
         for k in [
             Kind::MemoryPressure,
             Kind::IoBound,
+            Kind::NetworkBound,
             Kind::LockContention,
             Kind::CpuBusyUser,
             Kind::CpuBusyKernel,

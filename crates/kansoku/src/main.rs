@@ -77,6 +77,11 @@ enum LabCmd {
     /// kansoku's tracer, with libbpf-tools' `syscount -L` and with
     /// bpftrace, in one run.
     TraceCost(lab::trace_cost::Args),
+    /// The bottleneck verdict's validation: workloads built for each
+    /// verdict (CPU in user space and in the kernel, a throttled disk, one
+    /// lock, too little memory, idle) in random order under `kansoku up`;
+    /// the confusion matrix against the schedule.
+    Diagnose(lab::diagnose::Args),
     /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
     SnmpFarm(lab::snmp_bench::FarmArgs),
     /// Synthetic hosts (every core, network, disk, memory, load) written
@@ -128,6 +133,7 @@ fn main() -> ExitCode {
         Cmd::Import(args) => import::run(args),
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
         Cmd::Lab(LabCmd::TraceCost(args)) => lab::trace_cost::run(&args),
+        Cmd::Lab(LabCmd::Diagnose(args)) => lab::diagnose::run(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
         Cmd::Lab(LabCmd::Transfer(args)) => lab::transfer::run(&args),

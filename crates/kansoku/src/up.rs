@@ -132,7 +132,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     // not, say why once and go on without it.
     let tracer = args.trace.0.and_then(|every| match trace::Tracer::start(every, &host) {
         Ok(t) => {
-            tracing::info!("trace: kernel event histograms (system calls, block I/O) every {every:?}");
+            tracing::info!("trace: kernel event histograms (system calls, futex waits, block I/O, scheduler, kernel locks, reclaim) every {every:?}");
             Some(t)
         }
         Err(e) => {

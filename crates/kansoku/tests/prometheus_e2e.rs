@@ -161,3 +161,81 @@ fn prometheus_reads_kansoku_by_remote_read() {
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert!(status["prometheus"]["remote_reads"].as_u64().unwrap() >= 1, "{status}");
 }
+
+/// A real Prometheus scrapes kansoku's `/prometheus/federate` (it asks for
+/// OpenMetrics): a histogram kansoku holds — the form of the kernel's
+/// latency histograms — arrives as a histogram family (Prometheus's own
+/// metadata says so), every bucket with its value and time, and
+/// `histogram_quantile` answers the same on both sides.
+#[test]
+fn prometheus_federates_kansoku_histograms() {
+    let dir = tempfile::tempdir().unwrap();
+    let kansoku =
+        common::start(&["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], &dir.path().join("data"));
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let mut series: Vec<(Vec<(String, String)>, f64)> = Vec::new();
+    for (host, scale) in [("a", 1.0), ("b", 3.0)] {
+        for (le, n) in [("0.001", 2.0), ("0.01", 5.0), ("0.1", 9.0), ("+Inf", 10.0)] {
+            series.push((
+                vec![
+                    ("__name__".into(), "lat_seconds_bucket".into()),
+                    ("host".into(), host.into()),
+                    ("le".into(), le.into()),
+                ],
+                n * scale,
+            ));
+        }
+        series.push((vec![("__name__".into(), "lat_seconds_sum".into()), ("host".into(), host.into())], 0.3 * scale));
+        series
+            .push((vec![("__name__".into(), "lat_seconds_count".into()), ("host".into(), host.into())], 10.0 * scale));
+    }
+    let owned: Vec<promql::remote_write::SeriesSamples<'_>> = series
+        .iter()
+        .map(|(l, v)| (l.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(), vec![(now_ms, *v)]))
+        .collect();
+    let body = promql::remote_write::encode(&owned);
+    let (status, text) =
+        common::http_post(&kansoku.addr, "/prometheus/api/v1/write", "Content-Encoding: snappy\r\n", &body);
+    assert_eq!(status, 204, "{text}");
+    let (_prom, prom) = prometheus(
+        dir.path(),
+        &format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: kansoku\n    honor_labels: true\n    \
+             metrics_path: /prometheus/federate\n    params:\n      'match[]': ['{{__name__=~\"lat_seconds.*\"}}']\n    \
+             static_configs:\n      - targets: ['{}']\n",
+            kansoku.addr
+        ),
+    );
+    let mut meta = String::new();
+    wait("Prometheus scraped the histogram family", Duration::from_secs(60), || {
+        meta = http_get(&prom, "/api/v1/metadata?metric=lat_seconds").1;
+        meta.contains("histogram")
+    });
+    assert!(meta.contains(r#""type":"histogram""#), "{meta}");
+    let t = now_ms as f64 / 1000.0 + 1.0;
+    // Prometheus adds job and instance; the rest is as kansoku has it.
+    let strip = |m: BTreeMap<String, f64>| -> BTreeMap<String, f64> {
+        m.into_iter()
+            .map(|(k, v)| {
+                (
+                    k.split(',')
+                        .filter(|l| !l.starts_with("job=") && !l.starts_with("instance="))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    v,
+                )
+            })
+            .collect()
+    };
+    for q in [
+        "lat_seconds_bucket",
+        "lat_seconds_sum",
+        "lat_seconds_count",
+        "histogram_quantile(0.5, sum by (le) (lat_seconds_bucket))",
+    ] {
+        let (theirs, ours) = (strip(vector(&prom, "", q, t)), strip(vector(&kansoku.addr, "/prometheus", q, t)));
+        assert!(!ours.is_empty(), "{q}");
+        assert_eq!(theirs, ours, "{q}");
+    }
+    assert_eq!(vector(&prom, "", "count(lat_seconds_bucket)", t).values().next(), Some(&8.0));
+}

@@ -4,6 +4,7 @@
 //! (`std::env::current_exe`): they are meant to be run as `kansoku lab …`.
 
 pub mod collector_cost;
+pub mod diagnose;
 pub mod interference;
 pub mod perf_script;
 pub mod replay;

@@ -21,6 +21,7 @@ static long (*bpf_map_update_elem)(void *map, const void *key, const void *value
 static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
 static u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 static u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
+static long (*bpf_probe_read_kernel)(void *dst, u32 size, const void *src) = (void *)113;
 
 struct map_def {
     u32 type, key_size, value_size, max_entries, flags;

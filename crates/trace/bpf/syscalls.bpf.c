@@ -4,7 +4,10 @@
 // sys_enter stamps the thread's entry time and call; sys_exit takes the
 // difference and counts it into a log-linear histogram per system call
 // (4 buckets per power of two: ±12 % resolution from 4 ns to 4.3 s; longer
-// ones in the last bucket), and adds it to the call's total time. The
+// ones in the last bucket), and adds it to the call's total time. Calls
+// that wait on a futex (futex WAIT, WAIT_BITSET, LOCK_PI, LOCK_PI2,
+// WAIT_REQUEUE_PI; futex_waitv, futex_wait) also go into a histogram of
+// their own, the pseudo-call FUTEX_WAITS: user-space lock waits. The
 // histograms are one array, indexed directly (the verifier inlines the
 // lookup: no hashing) and counted with atomic adds; user space maps the
 // array into its memory and reads it without a system call. Nothing per
@@ -16,6 +19,10 @@
 // call; the layout user space reads (src/bpf.rs).
 #define NR_MAX 512
 #define BUCKETS 128
+// The pseudo-call of futex waits (no system call has this number).
+#define FUTEX_WAITS (NR_MAX - 1)
+// Set in struct start's nr above the call number: the call waits on a futex.
+#define WAITS (1ULL << 32)
 
 // Thread id -> entry time (ns). Not deleted at each exit (the next entry
 // overwrites it, and a delete costs a third of the whole); a thread's
@@ -37,6 +44,21 @@ struct raw_args {
     u64 args[2];
 };
 
+// The futex operation is the second argument, struct pt_regs's si (its
+// 14th word on x86-64), read from the registers the call was made with.
+#define PT_REGS_SI 13
+
+INLINE u64 waits(s64 nr, u64 regs) {
+    if (nr == 449 || nr == 455) // futex_waitv, futex_wait
+        return WAITS;
+    if (nr != 202) // futex
+        return 0;
+    u64 op = 0;
+    bpf_probe_read_kernel(&op, sizeof(op), (const void *)(regs + PT_REGS_SI * 8));
+    op &= 127; // FUTEX_CMD_MASK: without PRIVATE_FLAG (128) and CLOCK_REALTIME (256)
+    return (op == 0 || op == 9 || op == 6 || op == 13 || op == 11) ? WAITS : 0;
+}
+
 SEC("raw_tracepoint/sys_enter")
 int sys_enter(struct raw_args *ctx) {
     u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -47,9 +69,21 @@ int sys_enter(struct raw_args *ctx) {
         bpf_map_delete_elem(&START, &tid);
         return 0;
     }
-    struct start st = {bpf_ktime_get_ns(), (u64)nr};
+    struct start st = {bpf_ktime_get_ns(), (u64)nr | waits(nr, ctx->args[0])};
     bpf_map_update_elem(&START, &tid, &st, ANY);
     return 0;
+}
+
+// One event of call `nr` in bucket `b`, `d` ns long.
+INLINE void count(u64 nr, u32 b, u64 d) {
+    u32 at = (u32)nr * BUCKETS + b;
+    u64 *c = bpf_map_lookup_elem(&HIST, &at);
+    if (c)
+        __sync_fetch_and_add(c, 1);
+    at = NR_MAX * BUCKETS + (u32)nr;
+    u64 *sum = bpf_map_lookup_elem(&HIST, &at);
+    if (sum)
+        __sync_fetch_and_add(sum, d);
 }
 
 SEC("raw_tracepoint/sys_exit")
@@ -59,20 +93,16 @@ int sys_exit(struct raw_args *ctx) {
     if (!st)
         return 0; // entered before we attached
     u64 d = bpf_ktime_get_ns() - st->ns;
-    u64 nr = st->nr;
-    if (nr >= NR_MAX)
+    u64 nr = st->nr & 0xffffffff;
+    u64 wait = st->nr & WAITS;
+    if (nr >= FUTEX_WAITS)
         return 0;
     u32 b = bucket(d);
     if (b >= BUCKETS)
         b = BUCKETS - 1;
-    u32 at = (u32)nr * BUCKETS + b;
-    u64 *c = bpf_map_lookup_elem(&HIST, &at);
-    if (c)
-        __sync_fetch_and_add(c, 1);
-    at = NR_MAX * BUCKETS + (u32)nr;
-    u64 *sum = bpf_map_lookup_elem(&HIST, &at);
-    if (sum)
-        __sync_fetch_and_add(sum, d);
+    count(nr, b, d);
+    if (wait)
+        count(FUTEX_WAITS, b, d);
     return 0;
 }
 

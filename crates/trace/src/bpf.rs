@@ -49,6 +49,8 @@ pub(crate) fn ensure_tracefs() -> Result<(), TraceError> {
 /// `BUCKETS` counts, then `NR_MAX` total times (ns).
 pub const NR_MAX: usize = 512;
 pub const BUCKETS: usize = 128;
+/// The row of futex waits (a pseudo-call: no system call has the number).
+const FUTEX_WAITS: usize = NR_MAX - 1;
 const ENTRIES: usize = NR_MAX * BUCKETS + NR_MAX;
 
 /// The kernel's histogram array, mapped read-only into our memory: read
@@ -184,6 +186,10 @@ pub struct Dist {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
     pub syscalls: BTreeMap<u32, Dist>,
+    /// Calls that waited on a futex (futex WAIT, WAIT_BITSET, LOCK_PI,
+    /// LOCK_PI2, WAIT_REQUEUE_PI; futex_waitv, futex_wait): user-space
+    /// lock and condition waits. Also counted under their calls.
+    pub futex_waits: Dist,
 }
 
 /// The system call tracer: attached while it lives (dropping it detaches).
@@ -234,7 +240,11 @@ impl SyscallTracer {
             }
             if d.count > 0 {
                 d.sum_ns = v[NR_MAX * BUCKETS + nr].load(Relaxed);
-                snap.syscalls.insert(nr as u32, d);
+                if nr == FUTEX_WAITS {
+                    snap.futex_waits = d;
+                } else {
+                    snap.syscalls.insert(nr as u32, d);
+                }
             }
         }
         Ok(snap)

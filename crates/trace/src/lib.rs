@@ -1,15 +1,17 @@
 //! Kernel event distributions, always on — the kernel tracer half of seed
 //! 001 (`seeds/001_ad0cddd3f1c2901a.txt`): eBPF programs on tracepoints
 //! measure each event's latency and count it into log-linear histograms in
-//! the kernel (per-CPU maps: no per-event copy to user space, no atomics);
-//! once per interval user space sums the CPUs and stores each histogram as
+//! the kernel (no per-event copy to user space); once per interval user space sums the CPUs and stores each histogram as
 //! Prometheus-style series (`_bucket{le}`, `_sum`, `_count`), so PromQL's
 //! `histogram_quantile` and `rate` answer percentiles and rates, and hosts
 //! and times merge by adding. Measured: system calls (per call, on the raw
 //! tracepoints `sys_enter`/`sys_exit`), block I/O (per device and
 //! operation: queue and service time, request sizes; `block`), the
 //! scheduler (run-queue latency, off-CPU time by state; `sched`) and
-//! kernel lock contention (wait time by kind of lock; `lock`). Toolchain: the BPF C
+//! kernel lock contention (wait time by kind of lock; `lock`), futex waits
+//! (user-space locks; with the system calls), memory allocation stalls
+//! (direct and cgroup reclaim; `mem`) and packets' waits in network
+//! queueing disciplines (`net`). Toolchain: the BPF C
 //! program is compiled by Debian's clang at build time (`build.rs`) and
 //! loaded by `aya` (pure Rust: no libbpf C library to build on 2 cores).
 
@@ -17,6 +19,8 @@ pub mod block;
 mod bpf;
 pub mod hist;
 pub mod lock;
+pub mod mem;
+pub mod net;
 mod producer;
 pub mod sched;
 pub mod table;

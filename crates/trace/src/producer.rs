@@ -23,6 +23,8 @@ use crate::block::{BlockSnapshot, BlockTracer, What};
 use crate::bpf::{Dist, Snapshot, SyscallTracer, TraceError};
 use crate::hist;
 use crate::lock::{LockSnapshot, LockTracer};
+use crate::mem::{MemSnapshot, MemTracer};
+use crate::net::{NetSnapshot, NetTracer};
 use crate::sched::{SchedSnapshot, SchedTracer, SchedWhat};
 
 /// The tracer's figures (`trace` in `/api/v1/status`, `kansoku_trace_*`).
@@ -59,6 +61,8 @@ pub struct Extra<'a> {
     pub block: Option<&'a BlockSnapshot>,
     pub sched: Option<&'a SchedSnapshot>,
     pub lock: Option<&'a LockSnapshot>,
+    pub mem: Option<&'a MemSnapshot>,
+    pub net: Option<&'a NetSnapshot>,
 }
 
 /// The system call tracer, read every `interval` into series.
@@ -68,6 +72,10 @@ pub struct Tracer {
     block: Option<BlockTracer>,
     sched: Option<SchedTracer>,
     lock: Option<LockTracer>,
+    mem: Option<MemTracer>,
+    net: Option<NetTracer>,
+    /// Network interface names by index, looked up once.
+    interfaces: HashMap<u32, String>,
     /// Device names by number, looked up once.
     devices: HashMap<u32, String>,
     interval: Duration,
@@ -87,11 +95,16 @@ impl Tracer {
         let block = BlockTracer::start().map_err(|e| tracing::warn!("trace: block I/O tracing is off: {e}")).ok();
         let sched = SchedTracer::start().map_err(|e| tracing::warn!("trace: scheduler tracing is off: {e}")).ok();
         let lock = LockTracer::start().map_err(|e| tracing::warn!("trace: lock contention tracing is off: {e}")).ok();
+        let mem = MemTracer::start().map_err(|e| tracing::warn!("trace: allocation stall tracing is off: {e}")).ok();
+        let net = NetTracer::start().map_err(|e| tracing::warn!("trace: qdisc wait tracing is off: {e}")).ok();
         Ok(Tracer {
             tracer: syscalls,
             block,
             sched,
             lock,
+            mem,
+            net,
+            interfaces: HashMap::new(),
             interval,
             host: host.to_owned(),
             stats: Arc::default(),
@@ -142,7 +155,7 @@ impl Tracer {
 
     /// The batch of series for the snapshots at `t`.
     pub fn batch(&mut self, snap: &Snapshot, more: Extra<'_>, t: i64) -> Batch {
-        let Extra { block, sched, lock } = more;
+        let Extra { block, sched, lock, mem, net } = more;
         let mut b = Batch::new(Timestamp(t));
         let mut events = 0;
         let host = self.host.clone();
@@ -151,6 +164,16 @@ impl Tracer {
             events += d.count;
             let labels = [("host", host.clone()), ("syscall", crate::syscall_name(nr))];
             self.histogram(&mut b, "kernel_syscall_seconds", &labels, d, 1e9, last);
+        }
+        if snap.futex_waits.count > 0 {
+            self.histogram(
+                &mut b,
+                "kernel_futex_wait_seconds",
+                &[("host", host.clone())],
+                &snap.futex_waits,
+                1e9,
+                last,
+            );
         }
         for (&(dev, what, op), d) in block.into_iter().flatten() {
             let device = self.devices.entry(dev).or_insert_with(|| crate::block::device_name(dev)).clone();
@@ -181,6 +204,15 @@ impl Tracer {
             let labels = [("host", host.clone()), ("kind", (*kind).to_owned())];
             self.histogram(&mut b, "kernel_lock_wait_seconds", &labels, d, 1e9, None);
         }
+        for (kind, d) in mem.into_iter().flatten() {
+            let labels = [("host", host.clone()), ("kind", (*kind).to_owned())];
+            self.histogram(&mut b, "kernel_reclaim_stall_seconds", &labels, d, 1e9, None);
+        }
+        for (ifindex, d) in net.into_iter().flatten() {
+            let device = self.interfaces.entry(*ifindex).or_insert_with(|| crate::net::device_name(*ifindex)).clone();
+            let labels = [("device", device), ("host", host.clone())];
+            self.histogram(&mut b, "kernel_net_qdisc_seconds", &labels, d, 1e9, None);
+        }
         self.stats.events.store(events, Relaxed);
         b
     }
@@ -206,9 +238,17 @@ impl Tracer {
             let block = self.block.as_ref().map(BlockTracer::read).transpose();
             let sched = self.sched.as_ref().map(SchedTracer::read).transpose();
             let lock = self.lock.as_ref().map(LockTracer::read).transpose();
-            let go_on = match self.tracer.read().and_then(|s| Ok((s, block?, sched?, lock?))) {
-                Ok((snap, block, sched, lock)) => {
-                    let more = Extra { block: block.as_ref(), sched: sched.as_ref(), lock: lock.as_ref() };
+            let mem = self.mem.as_ref().map(MemTracer::read).transpose();
+            let net = self.net.as_ref().map(NetTracer::read).transpose();
+            let go_on = match self.tracer.read().and_then(|s| Ok((s, block?, sched?, lock?, mem?, net?))) {
+                Ok((snap, block, sched, lock, mem, net)) => {
+                    let more = Extra {
+                        block: block.as_ref(),
+                        sched: sched.as_ref(),
+                        lock: lock.as_ref(),
+                        mem: mem.as_ref(),
+                        net: net.as_ref(),
+                    };
                     let batch = self.batch(&snap, more, t);
                     stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
                     match sink.try_send(batch) {

@@ -200,3 +200,149 @@ fn contended_kernel_locks_are_counted() {
         assert_eq!(d.buckets.values().sum::<u64>(), d.count);
     }
 }
+
+/// User-space lock waits: two threads hand a turn back and forth 2,000
+/// times through a mutex and condition variable (each wait a futex
+/// FUTEX_WAIT_BITSET); every wait is counted as a futex wait, and also
+/// under the futex call.
+#[test]
+fn futex_waits_are_counted() {
+    use std::sync::{Arc, Condvar, Mutex};
+    let tracer = SyscallTracer::start().expect("kernel tracing (run as root)");
+    let before = tracer.read().unwrap();
+    const ROUNDS: u64 = 2_000;
+    let turn = Arc::new((Mutex::new(0u64), Condvar::new()));
+    let play = |me: u64, turn: Arc<(Mutex<u64>, Condvar)>| {
+        move || {
+            let (m, cv) = &*turn;
+            for _ in 0..ROUNDS {
+                let mut t = cv.wait_while(m.lock().unwrap(), |t| *t % 2 != me).unwrap();
+                *t += 1;
+                cv.notify_one();
+            }
+        }
+    };
+    let other = std::thread::spawn(play(1, Arc::clone(&turn)));
+    play(0, turn)();
+    other.join().unwrap();
+    let after = tracer.read().unwrap();
+    let waits = after.futex_waits.count - before.futex_waits.count;
+    // Each round the waiting side sleeps at least once (a spurious or early
+    // wake-up only adds waits).
+    assert!(waits >= ROUNDS, "{waits} futex waits counted for {ROUNDS} handoffs");
+    assert_eq!(after.futex_waits.buckets.values().sum::<u64>(), after.futex_waits.count);
+    let futex = |s: &Snapshot| s.syscalls.get(&202).map_or(0, |d| d.count);
+    assert!(futex(&after) - futex(&before) >= waits, "each wait is also a futex call");
+    assert!(!after.syscalls.contains_key(&(trace::NR_MAX as u32 - 1)), "the pseudo-call is not a system call");
+}
+
+/// Allocation stalls: a child process in a memory cgroup limited to 32 MiB
+/// writes 128 MiB of file pages (cgroup v1 or v2, whichever holds the
+/// memory controller), each write synchronous so the pages it leaves are
+/// clean (dirty ones could not be reclaimed in time: the cgroup would run
+/// out of memory); it must reclaim its own pages to go on, and those
+/// reclaims are counted as memcg stalls.
+#[test]
+fn cgroup_reclaim_stalls_are_counted() {
+    use trace::mem::MemTracer;
+    let t = MemTracer::start().expect("kernel tracing (run as root)");
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let v2 = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default().contains("memory");
+    let name = format!("kansoku-test-reclaim-{}", std::process::id());
+    let (dir, limit_file) = if v2 {
+        std::fs::write(root.join("cgroup.subtree_control"), "+memory").unwrap();
+        (root.join(&name), "memory.max")
+    } else {
+        (root.join("memory").join(&name), "memory.limit_in_bytes")
+    };
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join(limit_file), "32M").unwrap();
+    let data = tempfile::tempdir_in("/var/tmp").unwrap();
+    let before = t.read().unwrap();
+    let file = data.path().join("pages");
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "echo $$ > \"$1\" && exec dd if=/dev/zero of=\"$2\" bs=1M count=128 oflag=dsync status=none",
+            "sh",
+        ])
+        .arg(dir.join("cgroup.procs"))
+        .arg(&file)
+        .status()
+        .unwrap();
+    let after = t.read().unwrap();
+    let _ = std::fs::remove_dir(&dir);
+    assert!(status.success());
+    let n = |s: &trace::mem::MemSnapshot| s.get("memcg").map_or(0, |d| d.count);
+    assert!(n(&after) > n(&before), "no cgroup reclaim counted: {after:?}");
+    let d = &after["memcg"];
+    assert_eq!(d.buckets.values().sum::<u64>(), d.count);
+    assert!(d.sum_ns > 0);
+}
+
+/// Packets' waits in a queueing discipline: in a network namespace of the
+/// test's own, loopback shaped by `tc tbf` to 8 Mbit/s; 2 MiB sent through
+/// a TCP connection there wait their turn, so waits are counted on `lo`,
+/// milliseconds on average. (The namespace's `lo` has the host's `lo`'s
+/// index, 1.)
+#[test]
+fn qdisc_waits_are_counted() {
+    use std::io::{Read, Write};
+    use trace::net::NetTracer;
+    let t = NetTracer::start().expect("kernel tracing (run as root)");
+    let ns = format!("kansoku-test-qdisc-{}", std::process::id());
+    let run = |args: &[&str]| {
+        let out =
+            std::process::Command::new(args[0]).args(&args[1..]).output().expect("iproute2 (apt-get install iproute2)");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["ip", "netns", "add", &ns]);
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _gone = Gone(ns.clone());
+    run(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
+    run(&[
+        "tc", "-n", &ns, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "8mbit", "burst", "128kb", "latency", "1s",
+    ]);
+    let before = t.read().unwrap();
+    // This thread's network namespace only: the rest of the test binary stays.
+    let path = format!("/run/netns/{ns}");
+    let sent = std::thread::spawn(move || {
+        nix::sched::setns(std::fs::File::open(path).unwrap(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Threads it starts are in the namespace too.
+        let sender = std::thread::spawn(move || {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            let buf = vec![7u8; 1 << 16];
+            let mut n = 0;
+            for _ in 0..32 {
+                n += c.write(&buf).unwrap();
+            }
+            n
+        });
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = 0;
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = conn.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        (sender.join().unwrap(), got)
+    });
+    let (wrote, got) = sent.join().unwrap();
+    let after = t.read().unwrap();
+    assert_eq!(wrote, got, "sent and received through the shaped loopback");
+    let lo = |s: &trace::net::NetSnapshot| s.get(&1).map_or((0, 0), |d| (d.count, d.sum_ns));
+    let ((c0, s0), (c1, s1)) = (lo(&before), lo(&after));
+    assert!(c1 > c0, "no qdisc wait counted on lo: {after:?}");
+    let mean_ms = (s1 - s0) as f64 / (c1 - c0) as f64 / 1e6;
+    assert!(mean_ms >= 1.0, "2 MiB at 8 Mbit/s waits milliseconds; mean {mean_ms} ms");
+    assert_eq!(after[&1].buckets.values().sum::<u64>(), after[&1].count);
+}

@@ -1,0 +1,86 @@
+// Latency heat maps over time (Brendan Gregg's): for one of the kernel's
+// histograms (crates/trace) of a host, each column a time step, each row a
+// latency bucket, the colour how many events a second fell in it (log
+// scale). Read with PromQL — sum by (le) (rate(M_bucket[step])) — from
+// /prometheus, and turned from cumulative buckets into per-bucket rates.
+// Refreshed every 5 s while following live.
+
+import { getJson } from './api';
+import { dur } from './kernel';
+import { $, app, rangeOf, stats } from './state';
+import { Grid, heat, latencyGrid } from './transform';
+
+/// The histograms offered, by their metric's name.
+export const LATENCIES: [string, string][] = [
+  ['kernel_syscall_seconds', 'system calls'],
+  ['kernel_futex_wait_seconds', 'futex waits'],
+  ['kernel_block_service_seconds', 'block I/O service'],
+  ['kernel_block_queue_seconds', 'block I/O queue'],
+  ['kernel_runqueue_seconds', 'run-queue latency'],
+  ['kernel_offcpu_seconds', 'off-CPU time'],
+  ['kernel_lock_wait_seconds', 'kernel lock waits'],
+  ['kernel_reclaim_stall_seconds', 'reclaim stalls'],
+];
+
+/// Row height: 6 px, less when there are many rows (at most 200 px in all).
+const rowOf = (rows: number) => Math.max(2, Math.min(6, Math.floor(200 / Math.max(rows, 1))));
+
+function draw(canvas: HTMLCanvasElement, g: Grid, lo: number, hi: number): void {
+  const ROW = rowOf(g.bounds.length);
+  const W = canvas.parentElement?.clientWidth || 800, H = Math.max(1, g.bounds.length) * ROW;
+  canvas.width = W; canvas.height = H;
+  const ctx = canvas.getContext('2d')!;
+  ctx.clearRect(0, 0, W, H);
+  const cw = Math.max(1, W / Math.max(1, g.times.length));
+  const lmax = Math.log1p(g.max);
+  g.cells.forEach((row, r) => {
+    const y = H - (r + 1) * ROW; // fast at the bottom
+    row.forEach((v, k) => {
+      if (v === null || v <= 0) return;
+      const [cr, cg, cb] = heat(Math.log1p(v) / lmax);
+      ctx.fillStyle = `rgb(${cr},${cg},${cb})`;
+      ctx.fillRect(((g.times[k] - lo) / (hi - lo)) * W - cw, y, Math.ceil(cw), ROW);
+    });
+  });
+}
+
+export function latencyHeat(host: string, gen: number): void {
+  let metric = LATENCIES[0][0];
+  const el = document.querySelector<HTMLElement>('#latency');
+  if (!el) return;
+  const paint = async () => {
+    const [lo, hi] = rangeOf(app.view);
+    const step = Math.max(1, Math.ceil((hi - lo) / 200));
+    // The rate's window spans a few of the tracer's reads (1 s apart by default).
+    const q = `sum by (le) (rate(${metric}_bucket{host="${host.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"}[${Math.max(2 * step, 5)}s]))`;
+    const p = new URLSearchParams({ query: q, start: `${lo}`, end: `${hi}`, step: `${step}` });
+    let r: { data: { result: { metric: Record<string, string>; values: [number, string][] }[] } };
+    try { r = await getJson(`/prometheus/api/v1/query_range?${p}`); } catch { return; }
+    if (gen !== app.generation) return;
+    const g = latencyGrid(r.data.result);
+    stats.latencyRows = g.bounds.length;
+    if (g.bounds.length === 0 && metric === LATENCIES[0][0]) { el.replaceChildren(); return; } // no kernel tracing here
+    el.innerHTML = `<div class="heat-title">Latency heat map <select id="latency-metric">${LATENCIES.map(([m, t]) => `<option value="${m}"${m === metric ? ' selected' : ''}>${t}</option>`).join('')}</select>
+      <small>(rows: latency buckets, fast at the bottom, ${g.bounds.length ? `${dur(g.bounds[0])} to ${dur(Number.isFinite(g.bounds[g.bounds.length - 1]) ? g.bounds[g.bounds.length - 1] : null)}` : 'no events'}; colour: events a second, log scale, up to ${g.max.toPrecision(3)})</small></div>
+      <div class="latency"><canvas></canvas></div>`;
+    $('#latency-metric').onchange = (e) => { metric = (e.target as HTMLSelectElement).value; paint(); };
+    const canvas = el.querySelector('canvas')!;
+    draw(canvas, g, lo, hi);
+    canvas.onmousemove = (e) => {
+      const r = g.bounds.length - 1 - Math.floor(e.offsetY / rowOf(g.bounds.length));
+      const t = lo + (e.offsetX / canvas.clientWidth) * (hi - lo);
+      let k = 0; while (k < g.times.length - 1 && g.times[k] < t) k++;
+      const tip = $('#tip');
+      if (r < 0 || r >= g.bounds.length) { tip.style.display = 'none'; return; }
+      const v = g.cells[r][k];
+      tip.style.display = 'block';
+      tip.style.left = `${e.pageX + 12}px`; tip.style.top = `${e.pageY + 12}px`;
+      const from = r > 0 ? dur(g.bounds[r - 1]) : '0';
+      tip.textContent = `${from} – ${Number.isFinite(g.bounds[r]) ? dur(g.bounds[r]) : '∞'}  ${new Date(g.times[k] * 1000).toLocaleTimeString()}  ${v === null ? 'no data' : `${v.toPrecision(3)} /s`}`;
+    };
+    canvas.onmouseleave = () => { $('#tip').style.display = 'none'; };
+  };
+  paint();
+  const t = setInterval(() => { if (app.view.from === undefined) paint(); }, 5000);
+  app.teardown.push(() => clearInterval(t));
+}
