@@ -283,12 +283,22 @@ fn pprof_holds_the_same_samples_and_go_s_pprof_reads_it(addr: &str, range: &str,
 fn an_agent_ships_its_samples_to_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("server");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let ingest = format!("127.0.0.1:{port}");
+    let ingest = format!("127.0.0.1:{}", common::free_port());
     let mut srv = common::start(&["server", "--listen", "127.0.0.1:0", "--ingest", &ingest], &data);
     let _b = busy();
     let mut agent = Command::new(BIN)
-        .args(["agent", "--server", &ingest, "--host", "perf-agent", "--perf", "10000", "--perf-callchain"])
+        .args([
+            "agent",
+            "--server",
+            &ingest,
+            "--host",
+            "perf-agent",
+            "--perf",
+            "10000",
+            "--perf-callchain",
+            "--trace",
+            "off",
+        ])
         .args(["--batch", "500ms"])
         .arg("--data")
         .arg(dir.path().join("agent"))

@@ -145,9 +145,21 @@ impl Drop for Killed {
 }
 
 /// A loopback port free a moment ago, for a peer that cannot be told to
-/// pick its own and say it.
+/// pick its own and say it. Taken below the kernel's ephemeral range
+/// (`ip_local_port_range`, 32768 and up by default), so that no port-0
+/// listener or outgoing connection of a test running beside this one can
+/// take it before the peer binds it.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = std::process::id().wrapping_mul(7919);
+    loop {
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 10_000 + (base.wrapping_add(k.wrapping_mul(104_729)) % 22_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Waits for `ready` (polled every 100 ms), at most `limit`, else fails
