@@ -213,6 +213,11 @@ pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<V
                         time = at;
                     }
                     cells.push(v);
+                } else if call.func == Func::Distinct {
+                    // distinct() lists what a bucket holds: an empty one is
+                    // no row at all, whatever the fill, as in InfluxDB.
+                    empty[c] = true;
+                    cells.push(Vec::new());
                 } else {
                     empty[c] = true;
                     cells.push(vec![match (&s.group.fill, call.func) {

@@ -264,6 +264,9 @@ fn influxql_answers_as_influxdb_does() {
         "SELECT distinct(n) FROM cpu WHERE n < 20",
         "SELECT distinct(n) FROM cpu WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:06Z' GROUP BY time(3s)",
         "SELECT count(distinct(n)) FROM cpu GROUP BY region",
+        "SELECT distinct(n) FROM cpu WHERE host = 'a' AND load > 1 AND time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(4s) fill(0)",
+        "SELECT distinct(n) FROM cpu WHERE host = 'a' AND load > 1 AND time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(4s) fill(previous)",
+        "SELECT count(distinct(n)) FROM cpu WHERE load > 1 AND time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(4s)",
         "SELECT mean(load) FROM cpu WHERE n > 20 GROUP BY host",
         "SELECT max(used) FROM mem WHERE free > 0",
         "SELECT mean(load), mean(n) FROM cpu",
@@ -289,8 +292,9 @@ fn influxql_answers_as_influxdb_does() {
         "SHOW SERIES FROM cpu WHERE region =~ /u/ AND host != 'b'",
         "SELECT load FROM cpu WHERE time > '2026-01-01T00:00:15Z'; SHOW TAG KEYS FROM mem",
     ];
+    let grid = grid();
     let mut differ = Vec::new();
-    for q in queries {
+    for q in queries.iter().copied().chain(grid.iter().map(String::as_str)) {
         let path = format!("/query?db=lab&epoch=ms&q={}", common::enc(q));
         let answers: Vec<serde_json::Value> = [&srv.addr, &influx]
             .iter()
@@ -339,7 +343,43 @@ fn influxql_answers_as_influxdb_does() {
             differ.push(format!("chunked {size}: {q}\n  kansoku  {:?}\n  influxdb {:?}", answers[0], answers[1]));
         }
     }
-    let total = queries.len() + chunked.len();
+    let total = queries.len() + grid.len() + chunked.len();
     assert!(differ.is_empty(), "{} of {total} queries differ:\n{}", differ.len(), differ.join("\n"));
     eprintln!("influxql differential: {total}/{total} statements identical to influxd 1.6");
+}
+
+/// Every function on both fields (a float, an integer) under each kind of
+/// condition and grouping: tags, `*`, time buckets with and without tags
+/// and fills — the combinations where answers part ways (selectors' times,
+/// integer sums, empty buckets, a single point's stddev).
+fn grid() -> Vec<String> {
+    const RANGE: &str = "time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z'";
+    let functions =
+        ["count", "sum", "mean", "median", "min", "max", "first", "last", "spread", "stddev", "percentile", "distinct"];
+    let conditions = ["", "host = 'a'", "(region =~ /u/ OR n >= 30) AND load > 0.5"];
+    let groupings =
+        ["", " GROUP BY host", " GROUP BY *", " GROUP BY time(4s)", " GROUP BY time(6s), region fill(none)"];
+    let mut out = Vec::new();
+    for f in functions {
+        for field in ["load", "n"] {
+            let call = match f {
+                "percentile" => format!("percentile({field}, 75)"),
+                _ => format!("{f}({field})"),
+            };
+            for cond in conditions {
+                for g in groupings {
+                    let by_time = g.contains("time(");
+                    let mut clause = match (cond, by_time) {
+                        ("", false) => String::new(),
+                        ("", true) => format!(" WHERE {RANGE}"),
+                        (c, false) => format!(" WHERE {c}"),
+                        (c, true) => format!(" WHERE {c} AND {RANGE}"),
+                    };
+                    clause.push_str(g);
+                    out.push(format!("SELECT {call} FROM cpu{clause}"));
+                }
+            }
+        }
+    }
+    out
 }
