@@ -131,7 +131,7 @@ test('a server with three agents: three live hosts in the agents table and the h
   const k = await startKansoku(['server', '--ingest', '127.0.0.1:0']);
   const ingest = /agents on ([\d.:]+)/.exec(k.log())[1];
   const agents = [1, 2, 3].map((i) => spawn(BIN, ['agent', '--server', ingest, '--host', `agent-${i}`,
-    '--data', join(k.data, `agent-${i}`), '--interval', '100ms', '--batch', '500ms'], { stdio: 'ignore' }));
+    '--data', join(k.data, `agent-${i}`), '--interval', '100ms', '--batch', '500ms', '--trace', 'off'], { stdio: 'ignore' }));
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     const errors = [];

@@ -31,3 +31,23 @@ pub fn monotonic_ns() -> i64 {
 pub fn realtime_ns() -> i64 {
     ns(ClockId::Realtime)
 }
+
+/// Online CPUs, from /sys/devices/system/cpu/online (`0-3,8`): the CPUs a
+/// per-CPU reader (the sampler, the tracer's event counters) opens.
+pub fn online_cpus() -> std::io::Result<Vec<u32>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    parse_cpu_list(&text)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("cpu list {:?}", text.trim())))
+}
+
+/// A kernel CPU list (`0-3,8`) as its CPUs; None when it is not one.
+pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}

@@ -124,7 +124,9 @@ impl Agent {
     /// Spools the rounds from `rx` until it closes (the collector stopped):
     /// batches of `cfg.batch`, plus the agent's own series.
     pub fn spool_rounds(&self, rx: Receiver<Batch>) -> io::Result<()> {
-        let mut ids: Vec<Option<u32>> = Vec::new();
+        // Producer ids (each producer's own, spaced apart by the merge in
+        // node::agent) -> spool ids.
+        let mut ids: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
         let own: Vec<u32> = OWN
             .iter()
             .map(|n| self.spool.intern(&SeriesKey::new(*n, [("host", self.cfg.host.as_str())])))
@@ -137,13 +139,9 @@ impl Agent {
         let mut failures = 0u64;
         for round in rx {
             for (cid, key) in &round.defs {
-                let slot = *cid as usize;
-                if ids.len() <= slot {
-                    ids.resize(slot + 1, None);
-                }
-                ids[slot] = Some(self.spool.intern(key)?);
+                ids.insert(*cid, self.spool.intern(key)?);
             }
-            let points = round.points.iter().filter_map(|&(cid, v)| Some((ids.get(cid as usize).copied()??, v)));
+            let points = round.points.iter().filter_map(|&(cid, v)| Some((*ids.get(&cid)?, v)));
             pending.push(Batch { time: round.time, defs: Vec::new(), points: points.collect() });
             let span = round.time.as_nanos() - pending[0].time.as_nanos() + interval_ns;
             if span >= batch_ns {

@@ -1,7 +1,8 @@
 //! Arguments that more than one command takes, and their parsers: the
 //! value parsers clap calls (durations, intervals, disk budgets, fsync
-//! policies, tiers, perf events), the per-CPU sampling flags `up` and
-//! `agent` share ([`PerfArgs`], flattened into both), and the default host
+//! policies, tiers, perf events), the per-CPU sampling and kernel tracing
+//! flags `up` and `agent` share ([`PerfArgs`], [`TraceArgs`], flattened into
+//! both), and the default host
 //! name. The commands' own argument structs stay beside what they run.
 
 use std::time::Duration;
@@ -107,6 +108,48 @@ pub fn parse_trace(s: &str) -> Result<TraceEvery, String> {
         return Err(format!("{s} is out of range: 100ms to 60s, or off"));
     }
     Ok(TraceEvery(Some(d)))
+}
+
+/// Kernel tracing: `kansoku up` stores it, `kansoku agent` ships it with
+/// its rounds.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Kernel event distributions: latency histograms of system calls,
+    /// block I/O, the scheduler, kernel locks, reclaim and qdiscs,
+    /// aggregated in the kernel by eBPF on tracepoints, read every this
+    /// long (100ms to 60s), or "off". Needs root; see docs/trace.md.
+    #[arg(long, default_value = "1s", value_parser = parse_trace)]
+    pub trace: TraceEvery,
+    /// Count the same tracepoints' events with perf_event_open instead of
+    /// BPF histograms (counts, no latencies): what the tracer does by
+    /// itself where BPF is refused.
+    #[arg(long)]
+    pub trace_counts: bool,
+}
+
+impl TraceArgs {
+    /// The kernel tracer, always on where the kernel allows it; where it
+    /// does not, says why once and goes on without it.
+    pub fn start(&self, host: &str) -> Option<trace::Tracer> {
+        let every = self.trace.0?;
+        let mode = if self.trace_counts { trace::Mode::Counts } else { trace::Mode::Auto };
+        match trace::Tracer::start_with(every, host, mode) {
+            Ok(t) if t.counting() => {
+                tracing::info!("trace: tracepoint event counts every {every:?}");
+                Some(t)
+            }
+            Ok(t) => {
+                tracing::info!(
+                    "trace: kernel event histograms (system calls, futex waits, block I/O, scheduler, kernel locks, reclaim, qdiscs) every {every:?}"
+                );
+                Some(t)
+            }
+            Err(e) => {
+                tracing::warn!("trace: kernel tracing is off: {e}");
+                None
+            }
+        }
+    }
 }
 
 pub fn parse_dur(s: &str) -> Result<Duration, String> {

@@ -12,7 +12,7 @@ use cluster::server::{ServerConfig, Tokens};
 use collect::{Collector, CollectorConfig};
 use wire::rounds::Codec;
 
-use crate::args::{PerfArgs, hostname, parse_dur, parse_interval};
+use crate::args::{PerfArgs, TraceArgs, hostname, parse_dur, parse_interval};
 
 #[derive(clap::Args, Debug)]
 pub struct IngestArgs {
@@ -113,6 +113,8 @@ pub struct AgentArgs {
     spool_size: SpoolSize,
     #[command(flatten)]
     perf: PerfArgs,
+    #[command(flatten)]
+    trace: TraceArgs,
     /// A connection whose oldest batch waits longer than this for its
     /// acknowledgement is dropped and made anew.
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
@@ -178,6 +180,13 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         let stats = Arc::clone(&sampler.stats);
         agent.add_figures(Box::new(move || stats.figures()));
     }
+    let tracer = args.trace.start(&host);
+    let mut others: Vec<(&'static str, node::agent::Producer)> = Vec::new();
+    if let Some(tracer) = tracer {
+        let stats = tracer.stats();
+        agent.add_figures(Box::new(move || stats.figures()));
+        others.push(("trace", Box::new(move |tx, stop| tracer.run(tx, stop))));
+    }
     let agent = Arc::new(agent);
     let backlog = agent.spool().stats().backlog_batches.load(Ordering::Relaxed);
     tracing::info!(
@@ -197,7 +206,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         );
     }
     let collector = Collector::new(&CollectorConfig { interval: args.interval, host, root: "/".into() });
-    node::agent::run(Arc::clone(&agent), collector, sampler, args.batch)?;
+    node::agent::run(Arc::clone(&agent), collector, others, sampler, args.batch)?;
     let left = agent.spool().stats().backlog_batches.load(Ordering::Relaxed);
     if left > 0 {
         tracing::info!("{left} batches stay in the spool for the next start");

@@ -14,8 +14,7 @@ use collect::{Collector, CollectorConfig};
 use store::{DiskBudget, FsyncPolicy, Options, Retention, Store};
 
 use crate::args::{
-    PerfArgs, Tiers, TraceEvery, hostname, parse_budget, parse_dur, parse_fsync, parse_interval, parse_tiers,
-    parse_trace,
+    PerfArgs, Tiers, TraceArgs, hostname, parse_budget, parse_dur, parse_fsync, parse_interval, parse_tiers,
 };
 
 #[derive(clap::Args, Debug)]
@@ -31,11 +30,8 @@ pub struct UpArgs {
     snmp_targets: Option<PathBuf>,
     #[command(flatten)]
     perf: PerfArgs,
-    /// Kernel event distributions: system call latency histograms per call,
-    /// aggregated in the kernel by eBPF on tracepoints, read every this
-    /// long (100ms to 60s), or "off". Needs root; see docs/trace.md.
-    #[arg(long, default_value = "1s", value_parser = parse_trace)]
-    trace: TraceEvery,
+    #[command(flatten)]
+    trace: TraceArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -128,18 +124,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
     let sampler = args.perf.open_sampler(&host, &args.common.data)?;
-    // Kernel tracing is always on where the kernel allows it; where it does
-    // not, say why once and go on without it.
-    let tracer = args.trace.0.and_then(|every| match trace::Tracer::start(every, &host) {
-        Ok(t) => {
-            tracing::info!("trace: kernel event histograms (system calls, futex waits, block I/O, scheduler, kernel locks, reclaim) every {every:?}");
-            Some(t)
-        }
-        Err(e) => {
-            tracing::warn!("trace: kernel tracing is off: {e}");
-            None
-        }
-    });
+    let tracer = args.trace.start(&host);
     serve(&args.common, Some(host), snmp, None, None, (sampler, tracer))
 }
 

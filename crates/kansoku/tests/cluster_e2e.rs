@@ -127,6 +127,11 @@ fn agent_cmd(server: &str, data: &Path, host: &str, extra: &[&str]) -> Command {
         .arg("--data")
         .arg(data)
         .args(extra);
+    // Kernel tracing where a test asks for it (twenty tracing agents on one
+    // machine would trace each other's every call).
+    if !extra.contains(&"--trace") {
+        cmd.args(["--trace", "off"]);
+    }
     cmd
 }
 
@@ -294,11 +299,15 @@ fn a_link_outage_loses_nothing_and_duplicates_nothing() {
 fn a_server_killed_mid_stream_loses_no_acknowledged_sample() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("server");
-    // A fixed port, so the agent finds the restarted server where it was.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let ingest = format!("127.0.0.1:{port}");
-    let mut srv = server(&data, &ingest, &[]);
-    let mut ag = agent(&ingest, &dir.path().join("agent"), "k9", &["--ack-timeout", "2s"]);
+    // The restarted server must take the first one's port, so the agent
+    // finds it where it was: on a loopback address of this test's own, no
+    // other test's listener or outgoing connection can hold that port
+    // meanwhile (they all use 127.0.0.1).
+    let own = format!("127.{}.{}.1:0", 100 + std::process::id() % 100, std::process::id() / 100 % 250);
+    let mut srv = server(&data, &own, &[]);
+    let ingest = srv.ingest.clone();
+    // With kernel tracing: its histograms share the rounds' spool.
+    let mut ag = agent(&ingest, &dir.path().join("agent"), "k9", &["--ack-timeout", "2s", "--trace", "500ms"]);
     wait_for("first batches", || stored_batches(&srv.http, "k9") >= 4);
     srv.proc.kill9();
     // While the server is down the agent spools; then a new server on the
@@ -309,6 +318,38 @@ fn a_server_killed_mid_stream_loses_no_acknowledged_sample() {
     assert_eq!(status_u64(&srv.http, &["store", "out_of_order_dropped"]), 0, "a sample reached the store twice");
     srv.proc.stop();
     assert_complete(&data, "k9");
+    // The kernel's histograms came with the rounds, every read stored once.
+    let reads = times(&data, "kernel_syscall_seconds_count{host=\"k9\",syscall=\"futex\"}");
+    assert!(reads.len() >= 4, "{} tracer reads stored", reads.len());
+    assert!(reads.windows(2).all(|w| w[1] > w[0]));
+    assert!(last_value(&data, "kansoku_trace_reads_total{host=\"k9\"}") >= reads.len() as f64);
+    assert_eq!(last_value(&data, "kansoku_trace_dropped_batches_total{host=\"k9\"}"), 0.0);
+}
+
+/// An agent whose kernel refuses BPF (asked for with `--trace-counts`, the
+/// mode it falls back to) ships the tracepoints' counts with its rounds.
+#[test]
+fn an_agent_without_bpf_ships_tracepoint_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("server");
+    let mut srv = server(&data, "127.0.0.1:0", &[]);
+    let mut ag = agent(&srv.ingest, &dir.path().join("agent"), "counts", &["--trace", "200ms", "--trace-counts"]);
+    let line = ag.wait_line("counting tracepoint events with perf_event_open instead");
+    assert!(line.contains("not asked for") && line.contains("raw_syscalls:sys_enter"), "{line}");
+    wait_for("batches", || stored_batches(&srv.http, "counts") >= 4);
+    ag.stop();
+    srv.proc.stop();
+    let selector = "kernel_tracepoint_events_total{event=\"raw_syscalls:sys_enter\",host=\"counts\"}";
+    let out = Command::new(BIN).args(["query", selector, "--from", "0"]).arg("--data").arg(&data).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let values: Vec<f64> = text.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
+    assert!(values.len() >= 4, "{} reads stored:\n{text}", values.len());
+    // The agent's own calls alone (spooling, sending) make them grow.
+    assert!(values.windows(2).all(|w| w[1] > w[0]), "{values:?}");
+    let out = Command::new(BIN).args(["series", "{host=\"counts\"}"]).arg("--data").arg(&data).output().unwrap();
+    let series = String::from_utf8(out.stdout).unwrap();
+    assert!(series.contains("kernel_tracepoint_events_total{event=\"sched:sched_switch\""), "{series}");
+    assert!(!series.contains("kernel_syscall_seconds"), "histograms in counting mode:\n{series}");
 }
 
 fn hello(host: &str, token: &str) -> Vec<u8> {

@@ -128,9 +128,19 @@ fn run_config(args: &Args, workload: &str, cfg: &Config, k: usize, ingest: &str)
         }
         Config::Kansoku(rate) => {
             let mut cmd = Command::new(std::env::current_exe()?);
-            cmd.args(["agent", "--server", ingest, "--host", "interference", "--perf", &rate.to_string()])
-                .arg("--data")
-                .arg(args.dir.join(format!("agent-{k}")));
+            cmd.args([
+                "agent",
+                "--server",
+                ingest,
+                "--host",
+                "interference",
+                "--perf",
+                &rate.to_string(),
+                "--trace",
+                "off",
+            ])
+            .arg("--data")
+            .arg(args.dir.join(format!("agent-{k}")));
             let mut agent = Proc::spawn(cmd)?;
             agent.wait_for("perf: sampling every CPU")?;
             let c0 = agent.cpu();

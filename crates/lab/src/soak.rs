@@ -127,7 +127,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let agent_data = dir.path().join("agent");
     let mut agent = Command::new(std::env::current_exe()?);
     agent
-        .args(["agent", "--server", &ingest, "--host", AGENT_HOST, "--interval", "100ms"])
+        .args(["agent", "--server", &ingest, "--host", AGENT_HOST, "--interval", "100ms", "--trace", "off"])
         .arg("--token-file")
         .arg(&agent_token)
         .arg("--data")

@@ -243,7 +243,7 @@ fn agents_run(args: &Args, interval: Duration, n: usize) -> anyhow::Result<serde
     let mut agents = Vec::new();
     for k in 0..n {
         let mut cmd = Command::new(&exe);
-        cmd.args(["agent", "--server", &srv.ingest, "--host", &format!("lab-{k:03}")])
+        cmd.args(["agent", "--server", &srv.ingest, "--host", &format!("lab-{k:03}"), "--trace", "off"])
             .args(["--interval", &format!("{}ms", interval.as_millis()), "--batch", "1s", "--codec", &args.codec])
             .arg("--data")
             .arg(base.join(format!("agent-{k}")));

@@ -6,29 +6,40 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use cluster::agent::Agent;
 use codec::events::{Encoding, EventBatch, encode_many, threads_for};
 use collect::Collector;
+use model::Batch;
 
 use crate::{PERF_DRAIN, PERF_QUEUE, QUEUE_ROUNDS};
 
 /// How long a stopping agent keeps sending its backlog.
 pub const DRAIN: Duration = Duration::from_secs(5);
 
-/// Runs `agent` with `collector` (and `sampler`, its sets every `batch`)
-/// until Ctrl-C or SIGTERM.
+/// Another producer of series batches beside the collector (the kernel
+/// tracer): run on a thread of its own until the flag turns true.
+pub type Producer = Box<dyn FnOnce(SyncSender<Batch>, Arc<AtomicBool>) + Send>;
+
+/// Runs `agent` with `collector`, the `others` (their batches spooled with
+/// the collector's rounds) and `sampler` (its sets every `batch`) until
+/// Ctrl-C or SIGTERM.
 pub fn run(
     agent: Arc<Agent>,
     collector: Collector,
+    others: Vec<(&'static str, Producer)>,
     sampler: Option<perf::sampler::Sampler>,
     batch: Duration,
 ) -> std::io::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = sync_channel(QUEUE_ROUNDS);
+    let mut other_threads = Vec::new();
+    for (k, (name, produce)) in others.into_iter().enumerate() {
+        other_threads.extend(spawn_merged(name, produce, k, &tx, &stop)?);
+    }
     let perf_threads = match sampler {
         Some(sampler) => spawn_sampler(&agent, sampler, batch, &stop)?,
         None => Vec::new(),
@@ -57,6 +68,9 @@ pub fn run(
         // The spooler ends once the collector's channel closes.
         let _ = tokio::task::spawn_blocking(move || {
             let _ = producer.join();
+            for t in other_threads {
+                let _ = t.join();
+            }
             for t in perf_threads {
                 let _ = t.join();
             }
@@ -68,6 +82,46 @@ pub fn run(
         let _ = sender.await;
     });
     Ok(())
+}
+
+/// Producer `k`'s series ids start here: each producer numbers its series
+/// from 0, so each gets a space of its own in the spooler's map.
+fn id_space(k: usize) -> u32 {
+    (k as u32 + 1) << 27
+}
+
+/// Runs `produce` on a thread, and a second that moves its batches into
+/// the collector's queue with their ids in producer `k`'s space. A batch
+/// the queue has no room for is the producer's drop (its own counters say
+/// so: the merge waits, so the producer's queue fills).
+fn spawn_merged(
+    name: &'static str,
+    produce: Producer,
+    k: usize,
+    tx: &SyncSender<Batch>,
+    stop: &Arc<AtomicBool>,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let (own_tx, own_rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
+    let run = {
+        let stop = Arc::clone(stop);
+        std::thread::Builder::new().name(name.into()).spawn(move || produce(own_tx, stop))?
+    };
+    let tx = tx.clone();
+    let base = id_space(k);
+    let merge = std::thread::Builder::new().name(format!("{name}-merge")).spawn(move || {
+        for mut b in own_rx {
+            for d in &mut b.defs {
+                d.0 += base;
+            }
+            for p in &mut b.points {
+                p.0 += base;
+            }
+            if tx.send(b).is_err() {
+                return;
+            }
+        }
+    })?;
+    Ok(vec![run, merge])
 }
 
 /// The sampler and its spooler: every CPU's batch of a `batch` period,

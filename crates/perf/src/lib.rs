@@ -118,19 +118,7 @@ pub fn boot_id() -> Option<String> {
     Some(id.trim().to_owned()).filter(|id| !id.is_empty())
 }
 
-/// Online CPUs, from /sys/devices/system/cpu/online (`0-3,8`).
-pub fn online_cpus() -> io::Result<Vec<u32>> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
-    let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("cpu list {:?}", text.trim()));
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => cpus.extend(a.parse::<u32>().map_err(|_| bad())?..=b.parse::<u32>().map_err(|_| bad())?),
-            None => cpus.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    Ok(cpus)
-}
+pub use clock::online_cpus;
 
 impl Capture {
     /// Opens and enables an event on every CPU of `cfg`.

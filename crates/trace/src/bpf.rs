@@ -26,6 +26,12 @@ pub enum TraceError {
     Map { name: &'static str, source: aya::maps::MapError },
     #[error("BPF map {0} is missing from the object")]
     MissingMap(&'static str),
+    #[error("latency histograms by BPF were not asked for (--trace-counts)")]
+    CountsAsked,
+    #[error("reading the tracepoints' counters: {0}")]
+    Counts(std::io::Error),
+    #[error("{bpf}; and counting tracepoint events with perf_event_open failed too: {counts}")]
+    Neither { bpf: String, counts: std::io::Error },
     #[error(
         "tracefs is not mounted and mounting it at /sys/kernel/tracing failed: {0} (mount -t tracefs nodev /sys/kernel/tracing)"
     )]

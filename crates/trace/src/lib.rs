@@ -14,9 +14,12 @@
 //! queueing disciplines (`net`). Toolchain: the BPF C
 //! program is compiled by Debian's clang at build time (`build.rs`) and
 //! loaded by `aya` (pure Rust: no libbpf C library to build on 2 cores).
+//! Where BPF is refused, the same tracepoints are counted with
+//! `perf_event_open` instead (`counts`): counts, no latencies.
 
 pub mod block;
 mod bpf;
+pub mod counts;
 pub mod hist;
 pub mod lock;
 pub mod mem;
@@ -26,7 +29,7 @@ pub mod sched;
 pub mod table;
 
 pub use bpf::{BUCKETS, Dist, NR_MAX, Snapshot, SyscallTracer, TraceError};
-pub use producer::{Extra, TraceStats, Tracer};
+pub use producer::{Extra, Mode, TraceStats, Tracer};
 
 include!(concat!(env!("OUT_DIR"), "/syscall_names.rs"));
 

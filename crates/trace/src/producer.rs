@@ -8,7 +8,8 @@
 //! `kernel_block_{queue,service}_seconds_*` and `kernel_block_request_bytes_*`;
 //! the scheduler's `kernel_runqueue_seconds_*` and
 //! `kernel_offcpu_seconds_*{state}`; kernel lock waits'
-//! `kernel_lock_wait_seconds_*{kind}`.
+//! `kernel_lock_wait_seconds_*{kind}`. Where BPF is refused, the
+//! tracepoints' counts instead: `kernel_tracepoint_events_total{event}`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use model::{Batch, SeriesKey, Timestamp};
 
 use crate::block::{BlockSnapshot, BlockTracer, What};
 use crate::bpf::{Dist, Snapshot, SyscallTracer, TraceError};
+use crate::counts::EventCounter;
 use crate::hist;
 use crate::lock::{LockSnapshot, LockTracer};
 use crate::mem::{MemSnapshot, MemTracer};
@@ -42,6 +44,17 @@ pub struct TraceStats {
 }
 
 impl TraceStats {
+    /// The figures an agent ships with its batches (`kansoku_trace_*`):
+    /// what was read, and every drop.
+    pub fn figures(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("kansoku_trace_reads_total", self.reads.load(Relaxed) as f64),
+            ("kansoku_trace_read_errors_total", self.read_errors.load(Relaxed) as f64),
+            ("kansoku_trace_dropped_batches_total", self.dropped_batches.load(Relaxed) as f64),
+            ("kansoku_trace_missed_intervals_total", self.missed_intervals.load(Relaxed) as f64),
+        ]
+    }
+
     pub fn report(&self) -> [Figure; 7] {
         [
             Figure::counter("reads", self.reads.load(Relaxed)),
@@ -65,10 +78,23 @@ pub struct Extra<'a> {
     pub net: Option<&'a NetSnapshot>,
 }
 
-/// The system call tracer, read every `interval` into series.
+/// How the kernel is traced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Latency histograms by BPF; where BPF is refused, counts by
+    /// `perf_event_open` (said in the log).
+    Auto,
+    /// Counts by `perf_event_open` only, as when BPF is refused.
+    Counts,
+}
+
+/// The kernel's events, read every `interval` into series: histograms by
+/// the BPF programs, or (BPF refused) the tracepoints' counts.
 #[derive(Debug)]
 pub struct Tracer {
-    tracer: SyscallTracer,
+    /// None in counting mode.
+    tracer: Option<SyscallTracer>,
+    counts: Option<EventCounter>,
     block: Option<BlockTracer>,
     sched: Option<SchedTracer>,
     lock: Option<LockTracer>,
@@ -87,23 +113,54 @@ pub struct Tracer {
 }
 
 impl Tracer {
-    /// Attaches the programs; an error says why (no clang at build time, no
-    /// privilege) and the caller goes on without kernel tracing. Block I/O or
-    /// scheduler tracing that cannot start is logged and left out.
+    /// Attaches the programs; where BPF is refused (no clang at build time,
+    /// no privilege, a kernel that will not load them) counts the same
+    /// tracepoints with `perf_event_open` instead and says why; an error
+    /// when neither works, and the caller goes on without kernel tracing.
+    /// Block I/O or scheduler tracing that cannot start is logged and left
+    /// out.
     pub fn start(interval: Duration, host: &str) -> Result<Tracer, TraceError> {
-        let syscalls = SyscallTracer::start()?;
+        Tracer::start_with(interval, host, Mode::Auto)
+    }
+
+    /// [`Tracer::start`] in the given mode.
+    pub fn start_with(interval: Duration, host: &str, mode: Mode) -> Result<Tracer, TraceError> {
+        let refused = match mode {
+            Mode::Auto => match SyscallTracer::start() {
+                Ok(syscalls) => return Ok(Tracer::with_bpf(syscalls, interval, host)),
+                Err(e) => e,
+            },
+            Mode::Counts => TraceError::CountsAsked,
+        };
+        let refused = refused.to_string();
+        let counts = EventCounter::start().map_err(|counts| TraceError::Neither { bpf: refused.clone(), counts })?;
+        let names: Vec<&str> = counts.events().collect();
+        tracing::warn!(
+            "trace: {refused}; counting tracepoint events with perf_event_open instead ({}): counts, no latency distributions, so the verdicts that read them are absent",
+            names.join(", ")
+        );
+        Ok(Tracer { counts: Some(counts), ..Tracer::empty(interval, host) })
+    }
+
+    fn with_bpf(syscalls: SyscallTracer, interval: Duration, host: &str) -> Tracer {
         let block = BlockTracer::start().map_err(|e| tracing::warn!("trace: block I/O tracing is off: {e}")).ok();
         let sched = SchedTracer::start().map_err(|e| tracing::warn!("trace: scheduler tracing is off: {e}")).ok();
         let lock = LockTracer::start().map_err(|e| tracing::warn!("trace: lock contention tracing is off: {e}")).ok();
         let mem = MemTracer::start().map_err(|e| tracing::warn!("trace: allocation stall tracing is off: {e}")).ok();
         let net = NetTracer::start().map_err(|e| tracing::warn!("trace: qdisc wait tracing is off: {e}")).ok();
-        Ok(Tracer {
-            tracer: syscalls,
-            block,
-            sched,
-            lock,
-            mem,
-            net,
+        Tracer { tracer: Some(syscalls), block, sched, lock, mem, net, ..Tracer::empty(interval, host) }
+    }
+
+    /// A tracer with nothing attached yet.
+    fn empty(interval: Duration, host: &str) -> Tracer {
+        Tracer {
+            tracer: None,
+            counts: None,
+            block: None,
+            sched: None,
+            lock: None,
+            mem: None,
+            net: None,
             interfaces: HashMap::new(),
             interval,
             host: host.to_owned(),
@@ -111,7 +168,12 @@ impl Tracer {
             ids: HashMap::new(),
             next_id: 0,
             devices: HashMap::new(),
-        })
+        }
+    }
+
+    /// Whether this tracer only counts events (BPF refused or not asked for).
+    pub fn counting(&self) -> bool {
+        self.tracer.is_none()
     }
 
     pub fn stats(&self) -> Arc<TraceStats> {
@@ -217,6 +279,44 @@ impl Tracer {
         b
     }
 
+    /// The batch of the tracepoints' counts at `t` (counting mode):
+    /// `kernel_tracepoint_events_total{host, event}`.
+    pub fn counts_batch(&mut self, counts: &[(&'static str, u64)], t: i64) -> Batch {
+        let mut b = Batch::new(Timestamp(t));
+        let mut events = 0;
+        for &(event, n) in counts {
+            events += n;
+            let key =
+                SeriesKey::new("kernel_tracepoint_events_total", [("event", event), ("host", self.host.as_str())]);
+            self.push(&mut b, key, n as f64);
+        }
+        self.stats.events.store(events, Relaxed);
+        b
+    }
+
+    /// One read of the kernel: the batch at `t`.
+    fn read(&mut self, t: i64) -> Result<Batch, TraceError> {
+        if let Some(counts) = &self.counts {
+            let counts = counts.read().map_err(TraceError::Counts)?;
+            return Ok(self.counts_batch(&counts, t));
+        }
+        let tracer = self.tracer.as_ref().expect("a tracer has BPF or counts");
+        let block = self.block.as_ref().map(BlockTracer::read).transpose()?;
+        let sched = self.sched.as_ref().map(SchedTracer::read).transpose()?;
+        let lock = self.lock.as_ref().map(LockTracer::read).transpose()?;
+        let mem = self.mem.as_ref().map(MemTracer::read).transpose()?;
+        let net = self.net.as_ref().map(NetTracer::read).transpose()?;
+        let snap = tracer.read()?;
+        let more = Extra {
+            block: block.as_ref(),
+            sched: sched.as_ref(),
+            lock: lock.as_ref(),
+            mem: mem.as_ref(),
+            net: net.as_ref(),
+        };
+        Ok(self.batch(&snap, more, t))
+    }
+
     fn push(&mut self, b: &mut Batch, key: SeriesKey, v: f64) {
         let next = &mut self.next_id;
         let id = *self.ids.entry(key).or_insert_with_key(|k| {
@@ -235,21 +335,8 @@ impl Tracer {
         clock::schedule::every(self.interval.as_nanos() as i64, &stop, &stats.missed_intervals, |t| {
             let cpu0 = clock::thread_cpu_ns();
             stats.reads.fetch_add(1, Relaxed);
-            let block = self.block.as_ref().map(BlockTracer::read).transpose();
-            let sched = self.sched.as_ref().map(SchedTracer::read).transpose();
-            let lock = self.lock.as_ref().map(LockTracer::read).transpose();
-            let mem = self.mem.as_ref().map(MemTracer::read).transpose();
-            let net = self.net.as_ref().map(NetTracer::read).transpose();
-            let go_on = match self.tracer.read().and_then(|s| Ok((s, block?, sched?, lock?, mem?, net?))) {
-                Ok((snap, block, sched, lock, mem, net)) => {
-                    let more = Extra {
-                        block: block.as_ref(),
-                        sched: sched.as_ref(),
-                        lock: lock.as_ref(),
-                        mem: mem.as_ref(),
-                        net: net.as_ref(),
-                    };
-                    let batch = self.batch(&snap, more, t);
+            let go_on = match self.read(t) {
+                Ok(batch) => {
                     stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
                     match sink.try_send(batch) {
                         Ok(()) => true,

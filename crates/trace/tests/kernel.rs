@@ -346,3 +346,53 @@ fn qdisc_waits_are_counted() {
     assert!(mean_ms >= 1.0, "2 MiB at 8 Mbit/s waits milliseconds; mean {mean_ms} ms");
     assert_eq!(after[&1].buckets.values().sum::<u64>(), after[&1].count);
 }
+
+/// Where BPF is refused: the same tracepoints counted with
+/// `perf_event_open`. 20,000 `getppid` calls are at least 20,000 entries of
+/// `raw_syscalls:sys_enter` (others' calls add more); the producer in
+/// counting mode ships the counts as `kernel_tracepoint_events_total`.
+#[test]
+fn where_bpf_is_refused_tracepoints_are_counted() {
+    let counter = trace::counts::EventCounter::start().expect("perf_event_open on tracepoints (run as root)");
+    let events: Vec<&str> = counter.events().collect();
+    assert!(events.contains(&"raw_syscalls:sys_enter") && events.contains(&"sched:sched_switch"), "{events:?}");
+    let entries = |c: &trace::counts::EventCounter| {
+        c.read().unwrap().into_iter().find(|(e, _)| *e == "raw_syscalls:sys_enter").unwrap().1
+    };
+    let before = entries(&counter);
+    for _ in 0..N {
+        std::hint::black_box(std::os::unix::process::parent_id());
+    }
+    let made = entries(&counter) - before;
+    assert!(made >= N, "sys_enter counted {made} times around {N} getppid calls");
+
+    // The producer in counting mode: a batch per interval, counters that grow.
+    let t = trace::Tracer::start_with(std::time::Duration::from_millis(100), "h", trace::Mode::Counts).unwrap();
+    assert!(t.counting());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    let run = std::thread::spawn({
+        let stop = std::sync::Arc::clone(&stop);
+        move || t.run(tx, stop)
+    });
+    let first = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("a first batch");
+    let key = r#"kernel_tracepoint_events_total{event="raw_syscalls:sys_enter",host="h"}"#;
+    let (id, _) = first.defs.iter().find(|(_, k)| k.to_string() == key).unwrap_or_else(|| panic!("{:?}", first.defs));
+    let value = |b: &model::Batch| b.points.iter().find(|(i, _)| i == id).unwrap().1;
+    for _ in 0..N {
+        std::hint::black_box(std::os::unix::process::parent_id());
+    }
+    // The first batch read after the calls were made.
+    let made_by = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let second = loop {
+        let b = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("a later batch");
+        assert!(b.defs.is_empty(), "series declared once: {:?}", b.defs);
+        if b.time.0 > made_by {
+            break b;
+        }
+    };
+    assert!(value(&second) - value(&first) >= N as f64, "{} then {}", value(&first), value(&second));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(rx);
+    run.join().unwrap();
+}
