@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let mut engine = promql::Engine::new(store());
-    engine.limits = promql::Limits { series: 100, samples: 200_000 };
+    engine.limits = promql::Limits { series: 100, samples: 200_000, ..promql::Limits::default() };
     let end = T0 + 200 * 15_000_000_000;
     for out in [engine.instant(text, end), engine.range(text, T0, end, 60_000_000_000)] {
         if let Ok(o) = out
