@@ -9,8 +9,8 @@
 //! `CLOCK_THREAD_CPUTIME_ID`) over the calls: what a traced program pays.
 //! A peer is measured once it says it has attached (its own "Tracing" /
 //! "Attaching" line) and a warm-up loop has run. Then the scheduler
-//! tracer's cost: two threads handing a token back and forth, with and
-//! without it.
+//! tracer's cost: two threads handing a token back and forth, untraced,
+//! with it, and with libbpf-tools' `runqlat` (the reference).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -161,62 +161,49 @@ fn measure(side: &str, calls: u64) -> anyhow::Result<f64> {
     }
 }
 
-/// The scheduler tracer's cost per context switch: thread ping-pong with
-/// and without it, rounds alternating.
+/// The scheduler tracer's cost per context switch: thread ping-pong
+/// untraced, with kansoku's scheduler tracer and with libbpf-tools'
+/// `runqlat` (run-queue latency as a histogram: the reference), in rounds
+/// that rotate the order.
 fn sched_cost(args: &Args) -> anyhow::Result<()> {
     let n = (args.calls / 20).max(10_000);
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    for round in 0..args.rounds {
-        for traced in [round % 2 == 1, round % 2 == 0] {
-            pingpong(n / 10);
-            let ns = if traced {
-                let _t = trace::sched::SchedTracer::start().context("kansoku's scheduler tracer")?;
+    let sides = rotate(&["untraced", "kansoku", "runqlat"], args.rounds, "ns per round trip", |name| {
+        pingpong(n / 10);
+        match name {
+            "untraced" => Ok(pingpong(n)),
+            "kansoku" => trace::sched::SchedTracer::start().context("kansoku's scheduler tracer").map(|_t| {
                 pingpong(n / 10);
                 pingpong(n)
-            } else {
+            }),
+            _ => Peer::start("stdbuf", &["-oL", "/usr/sbin/runqlat"], "Tracing run queue latency").map(|_p| {
+                pingpong(n / 10);
                 pingpong(n)
-            };
-            eprintln!(
-                "  round {}: ping-pong {:<9} {ns:8.1} ns per round trip",
-                round + 1,
-                if traced { "traced" } else { "untraced" }
-            );
-            if traced { on.push(ns) } else { off.push(ns) }
+            }),
         }
-    }
-    let ((a, b), (c, d)) = (span(&off), span(&on));
+    });
     eprintln!("\nping-pong (2 context switches and a wakeup per round trip, both threads' CPU):");
-    eprintln!(
-        "  untraced {a:.1} – {b:.1} ns, with the scheduler tracer {c:.1} – {d:.1} ns: {:.1} – {:.1} ns added per round trip",
-        c - b,
-        d - a
-    );
+    print_sides(&sides, "ns per round trip");
     Ok(())
 }
 
-/// The smallest and largest of some measurements.
-fn span(v: &[f64]) -> (f64, f64) {
-    (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
-}
-
-pub fn run(args: &Args) -> anyhow::Result<()> {
-    let names = ["untraced", "kansoku", "syscount -L", "bpftrace count by id"];
+/// Measures each side once a round, in an order rotated each round; a side
+/// that fails is skipped from then on, with its reason.
+fn rotate(
+    names: &[&str],
+    rounds: usize,
+    unit: &str,
+    mut measure: impl FnMut(&str) -> anyhow::Result<f64>,
+) -> Vec<Side> {
     let mut sides: Vec<Side> = names.iter().map(|n| Side { name: (*n).into(), ..Side::default() }).collect();
-    eprintln!(
-        "trace-cost: {} getppid calls per measurement, {} rounds, on {}",
-        args.calls,
-        args.rounds,
-        crate::machine_line()
-    );
-    for round in 0..args.rounds {
+    for round in 0..rounds {
         for k in 0..names.len() {
             let i = (k + round) % names.len();
             if sides[i].skipped.is_some() {
                 continue;
             }
-            match measure(names[i], args.calls) {
+            match measure(names[i]) {
                 Ok(ns) => {
-                    eprintln!("  round {}: {:<22} {ns:7.1} ns per call", round + 1, names[i]);
+                    eprintln!("  round {}: {:<22} {ns:9.1} {unit}", round + 1, names[i]);
                     sides[i].ns_per_call.push(ns);
                 }
                 Err(e) => {
@@ -226,9 +213,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }
         }
     }
+    sides
+}
+
+/// Each side's span and what it adds over the first (untraced).
+fn print_sides(sides: &[Side], unit: &str) {
     let base = span(&sides[0].ns_per_call);
-    eprintln!("\n{:<22} {:>19} {:>22}", "", "ns per getppid", "added over untraced");
-    for s in &sides {
+    eprintln!("{:<22} {:>19} {:>22}", "", unit, "added over untraced");
+    for s in sides {
         if s.ns_per_call.is_empty() {
             eprintln!("{:<22} {}", s.name, s.skipped.as_deref().unwrap_or("not measured"));
             continue;
@@ -236,6 +228,24 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let (lo, hi) = span(&s.ns_per_call);
         eprintln!("{:<22} {lo:>8.1} – {hi:<8.1} {:>9.1} – {:<9.1}", s.name, lo - base.1, hi - base.0);
     }
+}
+
+/// The smallest and largest of some measurements.
+fn span(v: &[f64]) -> (f64, f64) {
+    (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    eprintln!(
+        "trace-cost: {} getppid calls per measurement, {} rounds, on {}",
+        args.calls,
+        args.rounds,
+        crate::machine_line()
+    );
+    let names = ["untraced", "kansoku", "syscount -L", "bpftrace count by id"];
+    let sides = rotate(&names, args.rounds, "ns per call", |name| measure(name, args.calls));
+    eprintln!();
+    print_sides(&sides, "ns per getppid");
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&sides)?)
             .with_context(|| format!("write {}", path.display()))?;
