@@ -57,6 +57,7 @@ bench: build
 	$(BIN) lab collector-cost --interval 10ms --duration 60s
 	$(BIN) lab trace-cost --calls 2000000 --rounds 3
 	$(BIN) lab diagnose --phase 30s --rounds 2 --json kansoku-diagnose.json
+	scripts/bench-load.sh $(BIN) 5
 	$(BIN) lab snmp --targets 241,1000,10000 --interval 100ms --duration 10s
 	rm -rf /tmp/kansoku-bench-store
 	$(BIN) lab store --span 1h --events 10000000 --data /tmp/kansoku-bench-store

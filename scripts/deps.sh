@@ -24,6 +24,7 @@ case "${1:-test}" in
     want influxdb                  # influxd: the oracle of the InfluxQL differential test
     want clang                     # compiles the BPF programs of crates/trace (kernel event histograms)
     want libbpf-tools              # biolatency: the oracle of the block I/O tracer's test
+    want nginx                     # the server whose access log is the oracle of the load generator's test
     ;;
   build)
     want clang                     # compiles the BPF programs of crates/trace; without it tracing is left out
@@ -44,6 +45,9 @@ case "${1:-test}" in
     want clang                      # the BPF programs of crates/trace
     want libbpf-tools               # syscount -L: the peer in `kansoku lab trace-cost`
     want bpftrace                   # a peer in `kansoku lab trace-cost`
+    want nginx                      # the server `kansoku lab load` is measured against
+    want wrk                        # a peer in `kansoku lab load`
+    want apache2-utils              # ab: a peer in `kansoku lab load`
     ;;
   *) echo "usage: $0 test|bench|build" >&2; exit 2 ;;
 esac

@@ -82,6 +82,11 @@ enum LabCmd {
     /// lock, too little memory, idle) in random order under `kansoku up`;
     /// the confusion matrix against the schedule.
     Diagnose(lab::diagnose::Args),
+    /// HTTP load that tells the truth (seed 004's wish for a better
+    /// ApacheBench): closed or open loop with coordinated omission
+    /// corrected, HDR latency, figures per 100 ms; `--peers wrk,ab` runs
+    /// the same load from them in the same run.
+    Load(lab::load::Args),
     /// Serve a fake SNMP agent farm on 127.0.0.0/8 until stdin closes.
     SnmpFarm(lab::snmp_bench::FarmArgs),
     /// Synthetic hosts (every core, network, disk, memory, load) written
@@ -134,6 +139,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
         Cmd::Lab(LabCmd::TraceCost(args)) => lab::trace_cost::run(&args),
         Cmd::Lab(LabCmd::Diagnose(args)) => lab::diagnose::run(&args),
+        Cmd::Lab(LabCmd::Load(args)) => lab::load::run(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
         Cmd::Lab(LabCmd::Transfer(args)) => lab::transfer::run(&args),

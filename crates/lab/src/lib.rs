@@ -6,6 +6,7 @@
 pub mod collector_cost;
 pub mod diagnose;
 pub mod interference;
+pub mod load;
 pub mod perf_script;
 pub mod replay;
 pub mod report;

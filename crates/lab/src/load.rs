@@ -1,0 +1,487 @@
+//! `kansoku lab load URL`: HTTP load that tells the truth (crate `load`),
+//! with progress each second, the figures per 100 ms (written to a kansoku
+//! server as series with `--server`, so the peaks are seen on the
+//! dashboard), and, with `--peers wrk,ab`, the same load from `wrk` and
+//! ApacheBench in the same run: responses per second, latency percentiles
+//! and CPU per response side by side, each tool's CPU taken from the
+//! kernel's accounting of the process, as `top` sees it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, bail};
+use load::{Config, Outcome, Progress, Summary, Target};
+use serde_json::json;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The URL to load: http://host[:port][/path].
+    url: String,
+    /// Connections open at once.
+    #[arg(long, short = 'c', default_value_t = 50)]
+    connections: usize,
+    /// Worker threads (default: one per core).
+    #[arg(long, short = 't')]
+    threads: Option<usize>,
+    #[arg(long, short = 'd', default_value = "10s", value_parser = crate::parse_dur)]
+    duration: Duration,
+    /// Open loop: this many requests per second in all, latency counted
+    /// from when each was meant to leave (coordinated omission corrected).
+    /// Without it: closed loop, each connection as fast as it is answered.
+    #[arg(long, short = 'R')]
+    rate: Option<f64>,
+    /// A new connection per request (`Connection: close`), its connect
+    /// counted in the latency.
+    #[arg(long)]
+    no_keepalive: bool,
+    /// A request without its whole response after this long fails.
+    #[arg(long, default_value = "10s", value_parser = crate::parse_dur)]
+    timeout: Duration,
+    /// Resolution of the per-interval figures.
+    #[arg(long, default_value = "100ms", value_parser = crate::parse_dur)]
+    interval: Duration,
+    /// An extra request header, `Name: value` (repeatable).
+    #[arg(long = "header", short = 'H', value_parser = load::parse_header)]
+    headers: Vec<String>,
+    /// A kansoku server (http://host:port) to write the per-interval
+    /// figures to, as `load_*{run=NAME}` series.
+    #[arg(long)]
+    server: Option<String>,
+    /// The run's name in those series (default: load-UNIXTIME).
+    #[arg(long)]
+    run: Option<String>,
+    /// The same load from these tools too, in the same run: wrk, ab.
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
+    /// Also write the result as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let target = Target::parse(&args.url).map_err(anyhow::Error::msg)?;
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    for p in &args.peers {
+        if !["wrk", "ab"].contains(&p.as_str()) {
+            bail!("--peers {p}: the peers are wrk and ab");
+        }
+    }
+    let cfg = Config {
+        target,
+        headers: args.headers.clone(),
+        connections: args.connections,
+        threads,
+        duration: args.duration,
+        rate: args.rate,
+        keep_alive: !args.no_keepalive,
+        timeout: args.timeout,
+        interval: args.interval,
+    };
+    let mode = match args.rate {
+        Some(r) => format!("open loop at {r} requests/s"),
+        None => "closed loop".into(),
+    };
+    eprintln!(
+        "load: {} — {mode}, {} connections on {threads} threads, {:?}, keep-alive {}; on {}",
+        args.url,
+        args.connections,
+        args.duration,
+        if cfg.keep_alive { "on" } else { "off" },
+        crate::machine_line()
+    );
+    let (out, cpu_ns, wall_start) = measure(&cfg)?;
+    let ours = Side::of_kansoku(&out, cpu_ns);
+    print_outcome(&out, cpu_ns);
+    let name = args.run.clone().unwrap_or_else(|| {
+        format!("load-{}", wall_start.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+    });
+    if let Some(server) = &args.server {
+        let n = write_series(server, &name, &out, wall_start, args.interval)?;
+        eprintln!("series: {n} intervals written to {server} as load_*{{run=\"{name}\"}}");
+    }
+    let mut sides = vec![ours];
+    for p in &args.peers {
+        if args.rate.is_some() {
+            eprintln!("{p}: skipped — it has no open-loop mode (wrk2 has; it is not packaged here)");
+            continue;
+        }
+        match peer(p, args, threads) {
+            Ok(side) => sides.push(side),
+            Err(e) => eprintln!("{p}: skipped — {e:#}"),
+        }
+    }
+    if sides.len() > 1 {
+        print_sides(&sides);
+    }
+    if let Some(path) = &args.json {
+        let doc = json!({
+            "experiment": "load",
+            "machine": crate::machine(),
+            "url": args.url, "mode": mode, "connections": args.connections, "threads": threads,
+            "duration_s": args.duration.as_secs_f64(), "keep_alive": cfg.keep_alive, "run": name,
+            "result": outcome_json(&out, cpu_ns),
+            "sides": sides.iter().map(Side::json).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&doc)?).with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs the load with a line of progress each second; returns the outcome,
+/// this process's CPU time over it, and the wall-clock time it began.
+fn measure(cfg: &Config) -> anyhow::Result<(Outcome, i64, SystemTime)> {
+    let progress = Arc::new(Progress::default());
+    let cpu0 = clock::process_cpu_ns();
+    let wall_start = SystemTime::now();
+    let t0 = Instant::now();
+    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let shown = Arc::clone(&progress);
+    let total = cfg.duration;
+    let ticker = std::thread::spawn(move || {
+        let mut last = 0u64;
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(Duration::from_secs(1)) {
+            let n = shown.responses();
+            let t = t0.elapsed();
+            eprintln!(
+                "  {:>5.1} s of {:.0}: {} responses/s, {} failures so far",
+                t.as_secs_f64(),
+                total.as_secs_f64(),
+                n - last,
+                shown.failures()
+            );
+            last = n;
+        }
+    });
+    let out = load::run(cfg, &progress);
+    let _ = done_tx.send(());
+    let _ = ticker.join();
+    let out = out.context("the load run")?;
+    // The wall-clock time of the load's first instant.
+    let began = wall_start + out.start.saturating_duration_since(t0);
+    Ok((out, clock::process_cpu_ns() - cpu0, began))
+}
+
+fn print_outcome(out: &Outcome, cpu_ns: i64) {
+    let r = &out.recorder;
+    let s = &r.status;
+    let f = &r.failures;
+    eprintln!(
+        "\nresponses   {} (1xx {}, 2xx {}, 3xx {}, 4xx {}, 5xx {}, other {}) in {:.3} s",
+        r.responses,
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        s[4],
+        s[5],
+        out.elapsed.as_secs_f64()
+    );
+    eprintln!(
+        "failures    {} (connect {}, i/o {}, timeout {}, protocol {}); {} connections opened",
+        f.total(),
+        f.connect,
+        f.io,
+        f.timeout,
+        f.protocol,
+        r.connects
+    );
+    eprintln!(
+        "throughput  {:.1} responses/s, {:.2} MB/s of bodies ({} bytes), {} bytes on the wire",
+        out.responses_per_second(),
+        r.body_bytes as f64 / out.elapsed.as_secs_f64() / 1e6,
+        r.body_bytes,
+        r.wire_bytes
+    );
+    eprintln!("latency µs  {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}", "mean", "p50", "p90", "p99", "p99.9", "max");
+    for (name, h) in [("intended", &r.corrected_ns), ("sent", &r.sent_ns), ("late", &r.late_ns)] {
+        let m = Summary::of_ns(h);
+        eprintln!(
+            "  {name:<9} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            m.mean, m.p50, m.p90, m.p99, m.p999, m.max
+        );
+    }
+    let per_s = |n: u64| n as f64 / r.interval().as_secs_f64();
+    let full = &r.intervals[..r.intervals.len().saturating_sub(1)];
+    if let (Some(lo), Some(hi)) = (full.iter().map(|i| i.responses).min(), full.iter().map(|i| i.responses).max()) {
+        let worst = full.iter().enumerate().max_by_key(|(_, i)| i.latency_us.value_at_quantile(0.99));
+        eprintln!(
+            "per {:?}  {:.0} .. {:.0} responses/s (mean {:.0}){}",
+            r.interval(),
+            per_s(lo),
+            per_s(hi),
+            out.responses_per_second(),
+            worst.map_or(String::new(), |(k, i)| format!(
+                "; worst p99 {} µs at {:.1} s",
+                i.latency_us.value_at_quantile(0.99),
+                k as f64 * r.interval().as_secs_f64()
+            ))
+        );
+    }
+    eprintln!(
+        "cpu         {:.3} s of this process (user + system): {:.0} responses per CPU-second",
+        cpu_ns as f64 / 1e9,
+        r.responses as f64 / (cpu_ns as f64 / 1e9).max(1e-9)
+    );
+}
+
+fn outcome_json(out: &Outcome, cpu_ns: i64) -> serde_json::Value {
+    let r = &out.recorder;
+    let summary = |h| {
+        let m = Summary::of_ns(h);
+        json!({"mean": m.mean, "p50": m.p50, "p90": m.p90, "p99": m.p99, "p99.9": m.p999, "max": m.max})
+    };
+    json!({
+        "responses": r.responses, "elapsed_s": out.elapsed.as_secs_f64(),
+        "status": {"1xx": r.status[0], "2xx": r.status[1], "3xx": r.status[2], "4xx": r.status[3], "5xx": r.status[4], "other": r.status[5]},
+        "failures": {"connect": r.failures.connect, "io": r.failures.io, "timeout": r.failures.timeout, "protocol": r.failures.protocol},
+        "connects": r.connects, "body_bytes": r.body_bytes, "wire_bytes": r.wire_bytes,
+        "responses_per_s": out.responses_per_second(), "cpu_s": cpu_ns as f64 / 1e9,
+        "latency_us": {"from_intended": summary(&r.corrected_ns), "from_sent": summary(&r.sent_ns),
+                       "sent_late_by": summary(&r.late_ns)},
+        "interval_s": r.interval().as_secs_f64(),
+        "intervals": r.intervals.iter().map(|i| json!({
+            "responses": i.responses, "failures": i.failures, "body_bytes": i.body_bytes,
+            "p50_us": i.latency_us.value_at_quantile(0.5), "p99_us": i.latency_us.value_at_quantile(0.99),
+            "max_us": i.latency_us.max(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The per-interval figures as line protocol to `server`'s `/write`
+/// (`load_responses`, `load_failures`, `load_body_bytes`, `load_p50_us`,
+/// `load_p99_us`, `load_max_us`, tagged `run`); returns the intervals written.
+fn write_series(
+    server: &str,
+    run: &str,
+    out: &Outcome,
+    wall_start: SystemTime,
+    interval: Duration,
+) -> anyhow::Result<usize> {
+    let r = &out.recorder;
+    let t0 = wall_start.duration_since(SystemTime::UNIX_EPOCH)?.as_nanos() as i64;
+    let tag = run.replace([' ', ',', '='], "_");
+    let mut body = String::new();
+    for (k, i) in r.intervals.iter().enumerate() {
+        // Stamped at the interval's start (an end stamp of the last,
+        // partial interval would lie in the future).
+        let t = t0 + k as i64 * interval.as_nanos() as i64;
+        body.push_str(&format!(
+            "load,run={tag} responses={}i,failures={}i,body_bytes={}i,p50_us={}i,p99_us={}i,max_us={}i {t}\n",
+            i.responses,
+            i.failures,
+            i.body_bytes,
+            i.latency_us.value_at_quantile(0.5),
+            i.latency_us.value_at_quantile(0.99),
+            i.latency_us.max()
+        ));
+    }
+    let url = format!("{}/write?db=lab&precision=ns", server.trim_end_matches('/'));
+    let resp =
+        ureq::post(&url).send(body.as_bytes()).with_context(|| format!("POST {url}: is kansoku running there?"))?;
+    if resp.status().as_u16() != 204 {
+        bail!("POST {url}: {}", resp.status());
+    }
+    Ok(r.intervals.len())
+}
+
+/// One tool's figures.
+#[derive(Debug)]
+struct Side {
+    name: String,
+    responses_per_s: f64,
+    p50_us: Option<f64>,
+    p99_us: Option<f64>,
+    max_us: Option<f64>,
+    failures: u64,
+    cpu_s: f64,
+    responses: u64,
+}
+
+impl Side {
+    fn of_kansoku(out: &Outcome, cpu_ns: i64) -> Side {
+        let m = Summary::of_ns(&out.recorder.corrected_ns);
+        Side {
+            name: "kansoku".into(),
+            responses_per_s: out.responses_per_second(),
+            p50_us: Some(m.p50),
+            p99_us: Some(m.p99),
+            max_us: Some(m.max),
+            failures: out.recorder.failures.total(),
+            cpu_s: cpu_ns as f64 / 1e9,
+            responses: out.recorder.responses,
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({"name": self.name, "responses_per_s": self.responses_per_s, "p50_us": self.p50_us,
+               "p99_us": self.p99_us, "max_us": self.max_us, "failures": self.failures, "cpu_s": self.cpu_s,
+               "responses": self.responses})
+    }
+}
+
+fn print_sides(sides: &[Side]) {
+    let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+    eprintln!(
+        "\n{:<8} {:>12} {:>9} {:>9} {:>10} {:>9} {:>8} {:>14}",
+        "tool", "responses/s", "p50 µs", "p99 µs", "max µs", "failures", "cpu s", "resp/CPU-s"
+    );
+    for s in sides {
+        eprintln!(
+            "{:<8} {:>12.1} {:>9} {:>9} {:>10} {:>9} {:>8.3} {:>14.0}",
+            s.name,
+            s.responses_per_s,
+            opt(s.p50_us),
+            opt(s.p99_us),
+            opt(s.max_us),
+            s.failures,
+            s.cpu_s,
+            s.responses as f64 / s.cpu_s.max(1e-9)
+        );
+    }
+}
+
+/// The same load from a peer tool, its CPU from the kernel's accounting of
+/// children (`getrusage(RUSAGE_CHILDREN)` around its whole run).
+fn peer(name: &str, args: &Args, threads: usize) -> anyhow::Result<Side> {
+    let secs = args.duration.as_secs().max(1).to_string();
+    let c = args.connections.to_string();
+    let mut cmd =
+        match name {
+            "wrk" => {
+                let mut cmd = std::process::Command::new("wrk");
+                cmd.args(["-t", &threads.min(args.connections).to_string(), "-c", &c, "-d", &format!("{secs}s")])
+                    .args(["--latency", "--timeout", &format!("{}s", args.timeout.as_secs().max(1))]);
+                if args.no_keepalive {
+                    cmd.args(["-H", "Connection: close"]);
+                }
+                for h in &args.headers {
+                    cmd.args(["-H", h]);
+                }
+                cmd.arg(&args.url);
+                cmd
+            }
+            _ => {
+                let mut cmd = std::process::Command::new("ab");
+                // -n: enough that the time limit ends the run (ab allocates
+                // 32 bytes per request up front: 2e9 would be 64 GB).
+                let n = (args.duration.as_secs().max(1) * 200_000).to_string();
+                cmd.args(["-q", "-c", &c, "-t", &secs, "-n", &n, "-s", &args.timeout.as_secs().max(1).to_string()]);
+                if !args.no_keepalive {
+                    cmd.arg("-k");
+                }
+                for h in &args.headers {
+                    cmd.args(["-H", h]);
+                }
+                cmd.arg(&args.url);
+                cmd
+            }
+        };
+    eprintln!("{name}: the same load ({secs} s) …");
+    let before = children_cpu_s();
+    let out = cmd.output().with_context(|| {
+        format!("run {name} (on Debian: apt-get install {})", if name == "ab" { "apache2-utils" } else { "wrk" })
+    })?;
+    let cpu_s = children_cpu_s() - before;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        bail!("{name} exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let side = if name == "wrk" { parse_wrk(&text) } else { parse_ab(&text) };
+    side.map(|s| Side { cpu_s, ..s }).with_context(|| format!("reading {name}'s report:\n{text}"))
+}
+
+fn children_cpu_s() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
+        let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        tv(u.user_time()) + tv(u.system_time())
+    })
+}
+
+/// A wrk duration (`1.23ms`, `45.6us`, `2.00s`, `1.5m`) in µs.
+fn wrk_us(s: &str) -> Option<f64> {
+    let split = s.find(|c: char| c.is_ascii_alphabetic())?;
+    let (v, unit) = s.split_at(split);
+    let v: f64 = v.parse().ok()?;
+    Some(
+        v * match unit {
+            "us" => 1.0,
+            "ms" => 1e3,
+            "s" => 1e6,
+            "m" => 60e6,
+            "h" => 3600e6,
+            _ => return None,
+        },
+    )
+}
+
+/// wrk's report: `Requests/sec:`, the `--latency` distribution, the
+/// `requests in` total, errors.
+fn parse_wrk(text: &str) -> Option<Side> {
+    let field = |prefix: &str| text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(str::trim));
+    let responses_per_s = field("Requests/sec:")?.parse().ok()?;
+    let responses = text.lines().find(|l| l.contains("requests in"))?.split_whitespace().next()?.parse().ok()?;
+    let pct = |p: &str| field(p).and_then(wrk_us);
+    let max = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Latency") && !l.contains("Distribution"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(wrk_us);
+    let failures = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Socket errors:"))
+        .map_or(0, |l| l.split(',').filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok()).sum())
+        + field("Non-2xx or 3xx responses:").and_then(|v| v.parse().ok()).unwrap_or(0);
+    Some(Side {
+        name: "wrk".into(),
+        responses_per_s,
+        p50_us: pct("50%"),
+        p99_us: pct("99%"),
+        max_us: max,
+        failures,
+        cpu_s: 0.0,
+        responses,
+    })
+}
+
+/// ApacheBench's report: `Requests per second:`, `Complete requests:`,
+/// `Failed requests:`, the percentage table (ms).
+fn parse_ab(text: &str) -> Option<Side> {
+    let field = |prefix: &str| text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(str::trim));
+    let first = |s: &str| s.split_whitespace().next().map(str::to_owned);
+    let responses_per_s = first(field("Requests per second:")?)?.parse().ok()?;
+    let responses = field("Complete requests:")?.parse().ok()?;
+    let failures = field("Failed requests:")?.parse().ok()?;
+    let pct = |p: &str| field(p).and_then(first).and_then(|v| v.parse::<f64>().ok()).map(|ms| ms * 1e3);
+    Some(Side {
+        name: "ab".into(),
+        responses_per_s,
+        p50_us: pct("50%"),
+        p99_us: pct("99%"),
+        max_us: pct("100%"),
+        failures,
+        cpu_s: 0.0,
+        responses,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrk_and_ab_reports_are_read() {
+        let wrk = "Running 2s test @ http://127.0.0.1:8080/\n  2 threads and 8 connections\n  Thread Stats   Avg      Stdev     Max   +/- Stdev\n    Latency   105.33us   50.20us   2.31ms   90.00%\n    Req/Sec    35.10k     1.20k   38.00k    70.00%\n  Latency Distribution\n     50%   98.00us\n     75%  110.00us\n     90%  130.00us\n     99%  300.00us\n  140000 requests in 2.00s, 80.00MB read\n  Socket errors: connect 0, read 1, write 0, timeout 2\nRequests/sec:  70000.12\nTransfer/sec:     40.00MB\n";
+        let s = parse_wrk(wrk).unwrap();
+        assert_eq!((s.responses, s.failures), (140_000, 3));
+        assert_eq!(
+            (s.responses_per_s, s.p50_us, s.p99_us, s.max_us),
+            (70000.12, Some(98.0), Some(300.0), Some(2310.0))
+        );
+        let ab = "Complete requests:      5000\nFailed requests:        2\nRequests per second:    25000.50 [#/sec] (mean)\nPercentage of the requests served within a certain time (ms)\n  50%      1\n  66%      1\n  99%      3\n 100%     12 (longest request)\n";
+        let s = parse_ab(ab).unwrap();
+        assert_eq!((s.responses, s.failures, s.responses_per_s), (5000, 2, 25000.5));
+        assert_eq!((s.p50_us, s.p99_us, s.max_us), (Some(1000.0), Some(3000.0), Some(12000.0)));
+        assert!(parse_wrk("nothing").is_none() && parse_ab("nothing").is_none());
+    }
+}

@@ -1,0 +1,167 @@
+//! The load generator against a real nginx (Debian's, started here on a
+//! port of its own): every response it counts is a line of nginx's access
+//! log, and every body byte it counts is a byte nginx says it sent — with
+//! keep-alive, without it, in open loop, for 512 B pages, chunked (gzip)
+//! pages and a 1 GiB file streamed without holding it in memory.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use load::{Config, Progress, Target};
+
+struct Nginx {
+    child: Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port no other test takes meanwhile: below the ephemeral range.
+fn free_port() -> u16 {
+    let base = std::process::id().wrapping_mul(7919);
+    (0..)
+        .map(|k: u32| 10_000 + (base.wrapping_add(k.wrapping_mul(104_729)) % 22_000) as u16)
+        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        .unwrap()
+}
+
+fn nginx(dir: &Path) -> Nginx {
+    let root = dir.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("small.html"), vec![b'k'; 512]).unwrap();
+    std::fs::write(root.join("page.html"), "kansoku ".repeat(20_000)).unwrap();
+    // A sparse 1 GiB file: nginx sends it with sendfile, we read it all.
+    std::fs::File::create(root.join("huge.bin")).unwrap().set_len(1 << 30).unwrap();
+    let port = free_port();
+    let log = dir.join("access.log");
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "user root;\nmaster_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{\n  log_format counted '$request_uri $status $body_bytes_sent $bytes_sent';\n  access_log {log} counted;\n\
+               client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;\n\
+               uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n  keepalive_requests 100000;\n\
+               server {{\n    listen 127.0.0.1:{port};\n    root {root};\n\
+                 location /gz/ {{ alias {root}/; gzip on; gzip_types *; gzip_min_length 0; }}\n  }}\n}}\n",
+            d = dir.display(),
+            log = log.display(),
+            root = root.display(),
+        ),
+    )
+    .unwrap();
+    let child = Command::new("nginx")
+        .arg("-c")
+        .arg(&conf)
+        .arg("-p")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx (Debian's nginx; scripts/deps.sh test installs it)");
+    let n = Nginx { child, port, log };
+    // Ready when it accepts connections.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "nginx did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    n
+}
+
+/// nginx's own count of the requests for `uri`, the body bytes it sent
+/// (chunk framing included) and all bytes it sent (head too).
+fn logged(n: &Nginx, uri: &str) -> (u64, u64, u64) {
+    let text = std::fs::read_to_string(&n.log).unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.len() == 4 && f[0] == uri && f[1] == "200")
+                .then(|| Some((f[2].parse::<u64>().ok()?, f[3].parse::<u64>().ok()?)))?
+        })
+        .fold((0, 0, 0), |(c, b, w), (body, all)| (c + 1, b + body, w + all))
+}
+
+/// What every request asks for: gzip, so nginx chunks `/gz/`.
+const HEADERS: &[&str] = &["Accept-Encoding: gzip"];
+
+fn run(n: &Nginx, uri: &str, connections: usize, rate: Option<f64>, keep_alive: bool, ms: u64) -> load::Outcome {
+    let chunked = uri.starts_with("/gz/");
+    let cfg = Config {
+        headers: HEADERS.iter().map(|h| (*h).to_owned()).collect(),
+        target: Target::parse(&format!("http://127.0.0.1:{}{uri}", n.port)).unwrap(),
+        connections,
+        threads: 2,
+        duration: Duration::from_millis(ms),
+        rate,
+        keep_alive,
+        timeout: Duration::from_secs(30),
+        interval: Duration::from_millis(100),
+    };
+    let out = load::run(&cfg, &Arc::new(Progress::default())).unwrap();
+    let r = &out.recorder;
+    assert_eq!(r.failures.total(), 0, "{uri}: {:?}", r.failures);
+    assert_eq!(r.status[1], r.responses, "{uri}: all 200");
+    let (count, body, all) = logged(n, uri);
+    // Every byte on the wire; the body's own bytes where no chunk framing
+    // is among them (nginx counts framing as body).
+    let ours = (r.responses, if chunked { body } else { r.body_bytes }, r.wire_bytes);
+    assert_eq!(
+        ours,
+        (count, body, all),
+        "{uri}: ours, then nginx's access log:\n{}",
+        std::fs::read_to_string(&n.log).unwrap().lines().rev().take(3).collect::<Vec<_>>().join("\n")
+    );
+    let per_interval: u64 = r.intervals.iter().map(|i| i.responses).sum();
+    assert_eq!(per_interval, r.responses, "{uri}: the intervals add up");
+    eprintln!(
+        "{uri}: {} responses, {} body bytes, {:.0}/s, {} connections opened",
+        r.responses,
+        r.body_bytes,
+        out.responses_per_second(),
+        r.connects
+    );
+    out
+}
+
+#[test]
+fn every_response_and_byte_as_nginx_logged_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = nginx(dir.path());
+    let out = run(&n, "/small.html?keepalive", 8, None, true, 1000);
+    assert!(out.recorder.responses > 100 && out.recorder.connects == 8, "{:?}", out.recorder.connects);
+    let out = run(&n, "/small.html?close", 4, None, false, 500);
+    assert_eq!(out.recorder.connects, out.recorder.responses, "a connection per request");
+    let out = run(&n, "/small.html?open", 4, Some(400.0), true, 1000);
+    assert!((380..=400).contains(&out.recorder.responses), "{} of 400 scheduled", out.recorder.responses);
+    // gzip: chunked bodies (their length unknown up front); nginx logs the
+    // compressed bytes it sent, we count the chunks' data: equal.
+    let out = run(&n, "/gz/page.html", 2, None, true, 500);
+    let per = out.recorder.body_bytes / out.recorder.responses;
+    assert!(per < 20_000, "{per} bytes a response: not compressed");
+    // 1 GiB responses, streamed: our memory stays what it was.
+    let before = high_water_kib();
+    let out = run(&n, "/huge.bin", 1, None, true, 300);
+    assert!(out.recorder.responses >= 1 && out.recorder.body_bytes == out.recorder.responses << 30);
+    let grown = high_water_kib() - before;
+    assert!(grown < 64 * 1024, "the process's peak memory grew {grown} KiB reading 1 GiB responses");
+}
+
+/// The process's peak resident memory (KiB).
+fn high_water_kib() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
