@@ -82,6 +82,13 @@ enum LabCmd {
     /// lock, too little memory, idle) in random order under `kansoku up`;
     /// the confusion matrix against the schedule.
     Diagnose(lab::diagnose::Args),
+    /// Run an experiment file: set-up, the parameter sweep in randomised
+    /// rounds, each run's output read into metrics, tear-down; the
+    /// environment captured; the result as JSON (docs/experiments.md).
+    Run(lab::experiment::RunArgs),
+    /// Two results of `lab run`, metric by metric: the change, a bootstrap
+    /// interval and the Mann-Whitney U test; the environment's differences.
+    Compare(lab::experiment::CompareArgs),
     /// HTTP load that tells the truth (seed 004's wish for a better
     /// ApacheBench): closed or open loop with coordinated omission
     /// corrected, HDR latency, figures per 100 ms; `--peers wrk,ab` runs
@@ -140,6 +147,8 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::TraceCost(args)) => lab::trace_cost::run(&args),
         Cmd::Lab(LabCmd::Diagnose(args)) => lab::diagnose::run(&args),
         Cmd::Lab(LabCmd::Load(args)) => lab::load::run(&args),
+        Cmd::Lab(LabCmd::Run(args)) => lab::experiment::run(&args),
+        Cmd::Lab(LabCmd::Compare(args)) => lab::experiment::compare(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
         Cmd::Lab(LabCmd::Transfer(args)) => lab::transfer::run(&args),

@@ -5,6 +5,7 @@
 
 pub mod collector_cost;
 pub mod diagnose;
+pub mod experiment;
 pub mod interference;
 pub mod load;
 pub mod perf_script;

@@ -1,0 +1,99 @@
+//! `kansoku lab run` and `lab compare` as a user runs them, on experiments
+//! whose workload prints a number the test knows: set-up before and
+//! tear-down after (also when set-up fails), warm-up rounds left out of the
+//! summary, every point in every round, the environment recorded; a
+//! change between two results named significant with the exact p-value;
+//! a failing run reported with its cause and a non-zero exit.
+
+mod common;
+
+use std::path::Path;
+
+use common::run;
+
+fn write_experiment(dir: &Path, name: &str, offset: u32) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+name = "{name}"
+packages = ["coreutils"]
+setup = ["touch {{dir}}/setup-ran"]
+teardown = ["touch {{dir}}/teardown-ran"]
+[parameters]
+x = [1, 2]
+[workload]
+run = "echo value=$(( {{x}} * 10 + {{rep}} + {offset} ))"
+parser = {{ kind = "regex", metrics = {{ v = 'value=(\d+)' }} }}
+repetitions = 4
+warmup = 1
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn lab_run(file: &Path, out: &Path) -> (bool, String) {
+    let o = run(&["lab", "run", file.to_str().unwrap(), "--out", out.to_str().unwrap(), "--seed", "7"]);
+    (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn an_experiment_runs_and_two_results_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let (ok, log) = lab_run(&write_experiment(dir.path(), "e", 0), &a);
+    assert!(ok, "{log}");
+    assert!(log.contains("2 points x (1 warm-up + 4 repetitions) = 10 runs") && log.contains("[10/10]"), "{log}");
+    assert!(dir.path().join("setup-ran").exists() && dir.path().join("teardown-ran").exists());
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 10);
+    assert!(doc["environment"]["kernel.release"].is_string() && doc["environment"]["package.coreutils"].is_string());
+    // Round r of point x printed x·10 + r; round 0 is the warm-up.
+    let s = &doc["summary"][0];
+    assert_eq!(s["point"]["x"], "1");
+    assert_eq!(s["metrics"]["v"]["values"], serde_json::json!([11.0, 12.0, 13.0, 14.0]));
+    assert_eq!(s["metrics"]["v"]["median"], 12.5);
+    assert_eq!(doc["summary"][1]["metrics"]["v"]["median"], 22.5);
+
+    // B is 100 higher: four against four, all above: p = 2/70 exactly.
+    let (ok, log) = lab_run(&write_experiment(dir.path(), "e", 100), &b);
+    assert!(ok, "{log}");
+    let o = run(&["lab", "compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{report}");
+    assert!(report.contains("environment: the same"), "{report}");
+    let line = report.lines().find(|l| l.starts_with("x=\"1\"")).unwrap_or_else(|| panic!("{report}"));
+    assert!(line.contains("0.0286") && line.contains("higher") && line.contains("+800.00%"), "{line}");
+}
+
+#[test]
+fn failures_are_reported_with_their_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_experiment(dir.path(), "f", 0);
+    // A workload that fails for x = 2: its runs are errors, the rest stand.
+    let text = std::fs::read_to_string(&file).unwrap().replace("echo value=", "test {x} = 1 && echo value=");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.path().join("f.json");
+    let (ok, log) = lab_run(&file, &out);
+    assert!(!ok && log.contains("5 of 10 runs failed"), "{log}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let errors: Vec<&str> = doc["runs"].as_array().unwrap().iter().filter_map(|r| r["error"].as_str()).collect();
+    assert_eq!(errors.len(), 5);
+    assert!(errors.iter().all(|e| e.starts_with("exit 1")), "{errors:?}");
+
+    // A set-up that fails: the tear-down still runs; nothing else does.
+    let text = std::fs::read_to_string(&file).unwrap().replace("touch {dir}/setup-ran", "exit 3");
+    std::fs::write(&file, text).unwrap();
+    std::fs::remove_file(dir.path().join("teardown-ran")).unwrap();
+    let (ok, log) = lab_run(&file, &out);
+    assert!(!ok && log.contains("setup \"exit 3\" failed (exit 3)"), "{log}");
+    assert!(dir.path().join("teardown-ran").exists());
+
+    // Mistakes in the file are named before anything runs.
+    std::fs::write(&file, "name = \"g\"\n[workload]\nrun = \"echo {y}\"\nparser = \"wrk\"\n").unwrap();
+    let (ok, log) = lab_run(&file, &out);
+    assert!(!ok && log.contains("no parameter or placeholder {y}"), "{log}");
+}
