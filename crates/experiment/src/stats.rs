@@ -139,6 +139,12 @@ pub fn bootstrap_median_diff(a: &[f64], b: &[f64], rounds: usize, seed: u64) -> 
     Some((at(0.025), at(0.975)))
 }
 
+/// A 95 % bootstrap interval of the median of `v` (the difference from a
+/// sample that is always 0).
+pub fn bootstrap_median(v: &[f64], rounds: usize, seed: u64) -> Option<(f64, f64)> {
+    bootstrap_median_diff(&[0.0], v, rounds, seed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +195,7 @@ mod tests {
         let (lo, hi) = bootstrap_median_diff(&a, &b, 2000, 7).unwrap();
         assert!(lo <= 10.0 && 10.0 <= hi && hi - lo < 8.0, "{lo} {hi}");
         assert_eq!(bootstrap_median_diff(&a, &b, 2000, 7), Some((lo, hi)));
+        let (lo, hi) = bootstrap_median(&a, 2000, 7).unwrap();
+        assert!(lo <= median(&a) && median(&a) <= hi, "{lo} {hi}");
     }
 }

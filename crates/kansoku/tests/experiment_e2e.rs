@@ -50,6 +50,9 @@ fn an_experiment_runs_and_two_results_compare() {
     assert!(dir.path().join("setup-ran").exists() && dir.path().join("teardown-ran").exists());
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
     assert_eq!(doc["runs"].as_array().unwrap().len(), 10);
+    // The report beside it: a bar with its interval per point.
+    let html = std::fs::read_to_string(a.with_extension("html")).unwrap();
+    assert_eq!((html.matches("<rect class=bar").count(), html.matches("<path class=ci").count()), (2, 2));
     assert!(doc["environment"]["kernel.release"].is_string() && doc["environment"]["package.coreutils"].is_string());
     // Round r of point x printed x·10 + r; round 0 is the warm-up.
     let s = &doc["summary"][0];

@@ -223,8 +223,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let out =
         args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", exp.name, started / 1_000_000_000)));
     std::fs::write(&out, serde_json::to_vec_pretty(&doc)?).with_context(|| format!("write {}", out.display()))?;
+    let page = out.with_extension("html");
+    let html = crate::report::render(&[(out.display().to_string(), doc)])?;
+    std::fs::write(&page, html).with_context(|| format!("write {}", page.display()))?;
     print_summary(&summary);
-    eprintln!("result: {} ({} runs, {failed} failed)", out.display(), runs.len());
+    eprintln!("result: {} and {} ({} runs, {failed} failed)", out.display(), page.display(), runs.len());
     if failed > 0 {
         bail!("{failed} of {} runs failed (their errors are in {})", runs.len(), out.display());
     }

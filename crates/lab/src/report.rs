@@ -1,7 +1,9 @@
 //! `kansoku lab report RESULT.json... --out report.html`: the results of
 //! `lab transfer --cores` (the replay) and `lab interference` as one HTML
 //! page with plots (inline SVG: no script, no network, opens anywhere),
-//! each beside the paper's figures (`seeds/000_8748c71b7784e574.txt`).
+//! each beside the paper's figures (`seeds/000_8748c71b7784e574.txt`); and
+//! results of `lab run` (any experiment file): each metric's medians per
+//! point with bootstrap intervals, the environment, every run.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -48,17 +50,24 @@ pub fn render(docs: &[(String, Value)]) -> anyhow::Result<String> {
             replay(doc)
         } else if doc.get("results").is_some() && doc.get("idle_transfer_ms").is_some() {
             interference(doc)
+        } else if doc.get("summary").is_some() && doc.get("environment").is_some() {
+            experiment(doc)
         } else {
-            anyhow::bail!("{name}: neither `lab transfer --cores` nor `lab interference` output");
+            anyhow::bail!("{name}: not the output of `lab transfer --cores`, `lab interference` or `lab run`");
         };
-        let machine = &doc["machine"];
+        let (cores, cpu, kernel) = match doc.get("machine") {
+            Some(m) => (m["cores"].to_string(), &m["cpu"], &m["kernel"]),
+            None => {
+                let env = &doc["environment"];
+                (env["cpu.cores"].as_str().unwrap_or("?").to_owned(), &env["cpu.model"], &env["kernel.release"])
+            }
+        };
         let _ = write!(
             body,
-            "<section>{section}<p class=src>From <code>{}</code>; machine: {} × {}, kernel {}.</p></section>",
+            "<section>{section}<p class=src>From <code>{}</code>; machine: {cores} × {}, kernel {}.</p></section>",
             esc(name),
-            machine["cores"],
-            esc(machine["cpu"].as_str().unwrap_or("?")),
-            esc(machine["kernel"].as_str().unwrap_or("?")),
+            esc(cpu.as_str().unwrap_or("?")),
+            esc(kernel.as_str().unwrap_or("?")),
         );
     }
     Ok(format!(
@@ -167,13 +176,19 @@ impl Lines<'_> {
     }
 }
 
-/// Horizontal bars, one group per label, a bar per value, with an optional
-/// reference line.
-fn bars(title: &str, unit: &str, groups: &[(String, Vec<(String, f64)>)], reference: Option<(f64, &str)>) -> String {
+/// A bar: its label, its value and, if known, an interval drawn as a whisker.
+type Bar = (String, f64, Option<(f64, f64)>);
+
+/// Horizontal bars, one group per label, a bar per value (with its
+/// interval as a whisker), with an optional reference line.
+fn bars(title: &str, unit: &str, groups: &[(String, Vec<Bar>)], reference: Option<(f64, &str)>) -> String {
     let (w, l, r, row) = (720.0, 250.0, 80.0, 16.0);
     let n: usize = groups.iter().map(|g| g.1.len() + 1).sum();
     let h = 40.0 + row * n as f64;
-    let vals = groups.iter().flat_map(|g| g.1.iter().map(|v| v.1)).chain(reference.map(|r| r.0));
+    let vals = groups
+        .iter()
+        .flat_map(|g| g.1.iter().flat_map(|v| [v.1, v.2.map_or(v.1, |c| c.0), v.2.map_or(v.1, |c| c.1)]))
+        .chain(reference.map(|r| r.0));
     let lo = vals.clone().filter(|v| v.is_finite()).fold(0.0f64, f64::min);
     let hi = nice(vals.filter(|v| v.is_finite()).fold(0.0f64, f64::max));
     let span = (hi - lo).max(1e-9);
@@ -184,7 +199,7 @@ fn bars(title: &str, unit: &str, groups: &[(String, Vec<(String, f64)>)], refere
     for (group, values) in groups {
         let _ = write!(s, "<text x=4 y={:.1} font-weight=bold>{}</text>", y + 11.0, esc(group));
         y += row;
-        for (i, (label, v)) in values.iter().enumerate() {
+        for (i, (label, v, ci)) in values.iter().enumerate() {
             let c = COLOURS[i % COLOURS.len()];
             let (a, b) = (x_of(0.0_f64.max(lo)), x_of(if v.is_finite() { *v } else { 0.0 }));
             let _ = write!(
@@ -200,11 +215,25 @@ fn bars(title: &str, unit: &str, groups: &[(String, Vec<(String, f64)>)], refere
                 esc(label),
                 fmt(*v),
                 esc(unit),
-                a.max(b) + 4.0,
+                // After the whisker, if any.
+                ci.filter(|c| c.1.is_finite()).map_or(a.max(b), |c| a.max(b).max(x_of(c.1))) + 4.0,
                 y + 11.0,
                 fmt(*v),
                 esc(unit)
             );
+            if let Some((lo, hi)) = ci.filter(|c| c.0.is_finite() && c.1.is_finite()) {
+                let (x0, x1, ym) = (x_of(lo), x_of(hi), y + row / 2.0);
+                let _ = write!(
+                    s,
+                    "<path class=ci d='M{x0:.1} {:.1}V{:.1}M{x0:.1} {ym:.1}H{x1:.1}M{x1:.1} {:.1}V{:.1}' stroke=#222 fill=none><title>{} – {}</title></path>",
+                    ym - 4.0,
+                    ym + 4.0,
+                    ym - 4.0,
+                    ym + 4.0,
+                    fmt(lo),
+                    fmt(hi)
+                );
+            }
             y += row;
         }
     }
@@ -331,7 +360,7 @@ fn interference(doc: &Value) -> String {
                 esc(&notes)
             );
             if cfg != "none" {
-                values.push((cfg.to_owned(), num(r, "degradation_percent")));
+                values.push((cfg.to_owned(), num(r, "degradation_percent"), None));
             }
         }
         groups.push((name, values));
@@ -343,6 +372,80 @@ fn interference(doc: &Value) -> String {
         &groups,
         Some((PAPER_DEGRADATION, "paper: 7–8 %")),
     ));
+    out.push_str(&table);
+    out
+}
+
+/// A result of `lab run`: per metric, each point's median with a 95 %
+/// bootstrap interval; the environment's main lines; every run.
+fn experiment(doc: &Value) -> String {
+    let exp = &doc["experiment"];
+    let mut out = format!(
+        "<h2>Experiment {}</h2><p>{}</p><p>Medians of the counted runs with 95 % bootstrap intervals;          points visited in a random order each round (seed {}).</p>",
+        esc(exp["name"].as_str().unwrap_or("?")),
+        esc(exp["description"].as_str().unwrap_or("")),
+        doc["seed"]
+    );
+    let label = |p: &Value| -> String {
+        let fields: Vec<String> =
+            p.as_object().into_iter().flatten().map(|(k, v)| format!("{k}={:?}", v.as_str().unwrap_or("?"))).collect();
+        if fields.is_empty() { "(no parameters)".into() } else { fields.join(" ") }
+    };
+    let summary = doc["summary"].as_array().cloned().unwrap_or_default();
+    let mut metrics: Vec<String> = Vec::new();
+    for s in &summary {
+        for m in s["metrics"].as_object().into_iter().flatten().map(|(m, _)| m) {
+            if !metrics.contains(m) {
+                metrics.push(m.clone());
+            }
+        }
+    }
+    for m in &metrics {
+        let groups: Vec<(String, Vec<Bar>)> = summary
+            .iter()
+            .filter_map(|s| {
+                let v = s["metrics"].get(m)?;
+                let values: Vec<f64> = v["values"].as_array()?.iter().filter_map(Value::as_f64).collect();
+                let ci = experiment::stats::bootstrap_median(&values, 2000, 1);
+                Some((label(&s["point"]), vec![(format!("n={}", values.len()), num(v, "median"), ci)]))
+            })
+            .collect();
+        out.push_str(&bars(m, "", &groups, None));
+    }
+    let env = &doc["environment"];
+    let mut table = String::from("<table><tr><th>environment<th>");
+    for (k, v) in env.as_object().into_iter().flatten() {
+        if ["cpu.model", "cpu.cores", "memory.total", "kernel.release", "cpu.governor", "kansoku.version"]
+            .contains(&k.as_str())
+            || k.starts_with("package.")
+        {
+            let _ = write!(table, "<tr><td>{}<td style=text-align:left>{}", esc(k), esc(v.as_str().unwrap_or("")));
+        }
+    }
+    table.push_str("</table><table><tr><th>point<th>round<th>s<th>metrics");
+    for r in doc["runs"].as_array().into_iter().flatten() {
+        let shown = match r.get("error") {
+            Some(e) => format!("failed: {}", e.as_str().unwrap_or("?")),
+            None => r["metrics"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| format!("{k}={}", fmt(v.as_f64().unwrap_or(f64::NAN))))
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        let round = format!("{}{}", r["round"], if r["warmup"] == true { " (warm-up)" } else { "" });
+        let link = r["dashboard"].as_str().map_or(String::new(), |u| format!(" <a href='{}'>telemetry</a>", esc(u)));
+        let _ = write!(
+            table,
+            "<tr><td style=text-align:left>{}<td>{}<td>{}<td style=text-align:left>{}{link}",
+            esc(&label(&r["point"])),
+            esc(&round),
+            fmt(num(r, "seconds")),
+            esc(&shown)
+        );
+    }
+    table.push_str("</table>");
     out.push_str(&table);
     out
 }
@@ -388,6 +491,29 @@ mod tests {
         assert!(html.contains("Test &lt;CPU&gt;") && !html.contains("<CPU>"), "escaped");
         let bad = render(&[("x.json".into(), serde_json::json!({ "a": 1 }))]).unwrap_err();
         assert!(bad.to_string().contains("x.json"), "{bad}");
+    }
+
+    #[test]
+    fn an_experiment_result_becomes_bars_with_intervals() {
+        let doc = serde_json::json!({
+            "experiment": { "name": "web", "description": "a <test>" }, "seed": 7,
+            "environment": { "cpu.model": "X", "cpu.cores": "2", "kernel.release": "6.18", "package.nginx": "1.22" },
+            "summary": [
+                { "point": { "k": "on" }, "metrics": { "rps": { "n": 3, "median": 10.0, "values": [9.0, 10.0, 11.0] } } },
+                { "point": { "k": "off" }, "metrics": { "rps": { "n": 3, "median": 5.0, "values": [4.0, 5.0, 6.0] } } },
+            ],
+            "runs": [
+                { "point": { "k": "on" }, "round": 0, "warmup": true, "seconds": 1.0, "metrics": { "rps": 9.0 },
+                  "dashboard": "http://h/#from=1&to=2" },
+                { "point": { "k": "off" }, "round": 1, "warmup": false, "seconds": 1.0, "error": "exit 1" },
+            ],
+        });
+        let html = render(&[("e.json".into(), doc)]).unwrap();
+        assert_eq!(count(&html, "<rect class=bar"), 2);
+        assert_eq!(count(&html, "<path class=ci"), 2);
+        assert!(html.contains("a &lt;test&gt;") && html.contains("package.nginx") && html.contains("failed: exit 1"));
+        assert!(html.contains("<a href='http://h/#from=1&amp;to=2'>telemetry</a>") && html.contains("(warm-up)"));
+        assert!(html.contains("machine: 2 × X, kernel 6.18"), "{html}");
     }
 
     #[test]
