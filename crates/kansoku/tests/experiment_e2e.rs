@@ -100,3 +100,20 @@ fn failures_are_reported_with_their_cause() {
     let (ok, log) = lab_run(&file, &out);
     assert!(!ok && log.contains("no parameter or placeholder {y}"), "{log}");
 }
+
+/// The experiments shipped in `experiments/` read, and their plans print.
+#[test]
+fn shipped_experiments_read() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let o = run(&["lab", "run", path.to_str().unwrap(), "--dry-run"]);
+            let log = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success() && log.contains("runs, order seed"), "{}: {log}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3, "{seen} experiments in {}", dir.display());
+}

@@ -119,10 +119,40 @@ fn point_label(p: &Point) -> String {
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let exp = Experiment::load(&args.file).map_err(anyhow::Error::msg)?;
     let dir = args.file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).canonicalize()?;
+    let seed = args.seed.unwrap_or_else(|| realtime_ns() as u64);
+    let Some((doc, failed)) = execute(&exp, &args.file, &dir, seed, args.dry_run, args.dashboard.as_deref())? else {
+        return Ok(());
+    };
+    let runs = doc["runs"].as_array().map_or(0, Vec::len);
+    let started = doc["started_ns"].as_i64().unwrap_or(0);
+    let out =
+        args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", exp.name, started / 1_000_000_000)));
+    std::fs::write(&out, serde_json::to_vec_pretty(&doc)?).with_context(|| format!("write {}", out.display()))?;
+    let page = out.with_extension("html");
+    let html = crate::report::render(&[(out.display().to_string(), doc.clone())])?;
+    std::fs::write(&page, html).with_context(|| format!("write {}", page.display()))?;
+    print_summary(doc["summary"].as_array().map_or(&[], Vec::as_slice));
+    eprintln!("result: {} and {} ({runs} runs, {failed} failed)", out.display(), page.display());
+    if failed > 0 {
+        bail!("{failed} of {runs} runs failed (their errors are in {})", out.display());
+    }
+    Ok(())
+}
+
+/// Carries out `exp` (its file at `file`, commands run in `dir`): set-up,
+/// the runs in the seeded order, tear-down. Returns the result document
+/// and how many runs failed; None for a dry run (the commands printed).
+pub fn execute(
+    exp: &Experiment,
+    file: &Path,
+    dir: &Path,
+    seed: u64,
+    dry_run: bool,
+    dashboard: Option<&str>,
+) -> anyhow::Result<Option<(Value, usize)>> {
     let points = exp.points();
     let w = &exp.workload;
     let rounds = w.warmup + w.repetitions;
-    let seed = args.seed.unwrap_or_else(|| realtime_ns() as u64);
     let order = spec::schedule(points.len(), rounds, w.randomize, seed);
     let timeout = exp.timeout().map_err(anyhow::Error::msg)?;
     eprintln!(
@@ -135,13 +165,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         if w.randomize { " (randomised each round)" } else { "" }
     );
     let scratch = tempfile::tempdir()?;
-    if args.dry_run {
+    if dry_run {
         for (k, &(round, p)) in order.iter().enumerate() {
             let out = scratch.path().join(format!("run-{k}.out"));
             let cmd = spec::expand(&w.run, &placeholders(&points[p], round, &out, &dir)).map_err(anyhow::Error::msg)?;
             eprintln!("[{}/{}] round {round}: {cmd}", k + 1, order.len());
         }
-        return Ok(());
+        return Ok(None);
     }
     let env = environment::capture(&exp.packages, env!("CARGO_PKG_VERSION"));
     let started = realtime_ns();
@@ -200,7 +230,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 Ok(m) => run["metrics"] = json!(m),
                 Err(e) => run["error"] = json!(e),
             }
-            if let Some(d) = &args.dashboard {
+            if let Some(d) = dashboard {
                 run["dashboard"] = json!(format!(
                     "{}/#view=cluster&from={:.3}&to={:.3}",
                     d.trim_end_matches('/'),
@@ -217,21 +247,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let summary = summarise(&points, &runs);
     let failed = runs.iter().filter(|r| r.get("error").is_some()).count();
     let doc = json!({
-        "experiment": exp, "file": args.file, "seed": seed, "environment": env,
+        "experiment": exp, "file": file, "seed": seed, "environment": env,
         "started_ns": started, "ended_ns": realtime_ns(), "runs": runs, "summary": summary,
     });
-    let out =
-        args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{}-{}.json", exp.name, started / 1_000_000_000)));
-    std::fs::write(&out, serde_json::to_vec_pretty(&doc)?).with_context(|| format!("write {}", out.display()))?;
-    let page = out.with_extension("html");
-    let html = crate::report::render(&[(out.display().to_string(), doc)])?;
-    std::fs::write(&page, html).with_context(|| format!("write {}", page.display()))?;
-    print_summary(&summary);
-    eprintln!("result: {} and {} ({} runs, {failed} failed)", out.display(), page.display(), runs.len());
-    if failed > 0 {
-        bail!("{failed} of {} runs failed (their errors are in {})", runs.len(), out.display());
-    }
-    Ok(())
+    Ok(Some((doc, failed)))
 }
 
 fn teardown(exp: &Experiment, dir: &Path, timeout: Duration) {
