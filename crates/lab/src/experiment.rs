@@ -168,7 +168,7 @@ pub fn execute(
     if dry_run {
         for (k, &(round, p)) in order.iter().enumerate() {
             let out = scratch.path().join(format!("run-{k}.out"));
-            let cmd = spec::expand(&w.run, &placeholders(&points[p], round, &out, &dir)).map_err(anyhow::Error::msg)?;
+            let cmd = spec::expand(&w.run, &placeholders(&points[p], round, &out, dir)).map_err(anyhow::Error::msg)?;
             eprintln!("[{}/{}] round {round}: {cmd}", k + 1, order.len());
         }
         return Ok(None);
@@ -179,9 +179,9 @@ pub fn execute(
     for cmd in &exp.setup {
         let cmd = spec::expand(cmd, &dir_only).map_err(anyhow::Error::msg)?;
         eprintln!("setup: {cmd}");
-        let (code, text) = shell(&cmd, &dir, timeout)?;
+        let (code, text) = shell(&cmd, dir, timeout)?;
         if code != Some(0) {
-            teardown(&exp, &dir, timeout);
+            teardown(exp, dir, timeout);
             bail!(
                 "setup {cmd:?} failed ({}):\n{}",
                 code.map_or("timed out".into(), |c| format!("exit {c}")),
@@ -194,11 +194,11 @@ pub fn execute(
     let result = (|| -> anyhow::Result<()> {
         for (k, &(round, p)) in order.iter().enumerate() {
             let out = scratch.path().join(format!("run-{k}.out"));
-            let cmd = spec::expand(&w.run, &placeholders(&points[p], round, &out, &dir)).map_err(anyhow::Error::msg)?;
+            let cmd = spec::expand(&w.run, &placeholders(&points[p], round, &out, dir)).map_err(anyhow::Error::msg)?;
             let warm = round < w.warmup;
             let from = realtime_ns();
             let begun = Instant::now();
-            let (code, text) = shell(&cmd, &dir, timeout)?;
+            let (code, text) = shell(&cmd, dir, timeout)?;
             let took = begun.elapsed();
             let to = realtime_ns();
             let written = std::fs::read_to_string(&out).ok();
@@ -242,7 +242,7 @@ pub fn execute(
         }
         Ok(())
     })();
-    teardown(&exp, &dir, timeout);
+    teardown(exp, dir, timeout);
     result?;
     let summary = summarise(&points, &runs);
     let failed = runs.iter().filter(|r| r.get("error").is_some()).count();
