@@ -89,6 +89,13 @@ enum LabCmd {
     /// Two results of `lab run`, metric by metric: the change, a bootstrap
     /// interval and the Mann-Whitney U test; the environment's differences.
     Compare(lab::experiment::CompareArgs),
+    /// Seed 003's degradation curve: a delay injected into a workload's
+    /// storage or network calls in calibrated steps; throughput at each,
+    /// PD with intervals, the knee and the tier budget (docs/latency.md).
+    Latency(lab::latency::Args),
+    /// The latency injector's calibration probe (run by `lab latency`).
+    #[command(hide = true)]
+    LatencyProbe(lab::latency::ProbeArgs),
     /// HTTP load that tells the truth (seed 004's wish for a better
     /// ApacheBench): closed or open loop with coordinated omission
     /// corrected, HDR latency, figures per 100 ms; `--peers wrk,ab` runs
@@ -147,6 +154,8 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::TraceCost(args)) => lab::trace_cost::run(&args),
         Cmd::Lab(LabCmd::Diagnose(args)) => lab::diagnose::run(&args),
         Cmd::Lab(LabCmd::Load(args)) => lab::load::run(&args),
+        Cmd::Lab(LabCmd::Latency(args)) => lab::latency::run(&args),
+        Cmd::Lab(LabCmd::LatencyProbe(args)) => lab::latency::probe(&args),
         Cmd::Lab(LabCmd::Run(args)) => lab::experiment::run(&args),
         Cmd::Lab(LabCmd::Compare(args)) => lab::experiment::compare(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),

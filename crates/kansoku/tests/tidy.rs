@@ -108,7 +108,7 @@ const LAYERS: &[&[&str]] = &[
     &["model", "clock", "client"],
     &["codec"],
     &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment"],
-    &["influx", "cluster", "promql"],
+    &["influx", "cluster", "promql", "latency"],
     &["diagnose"],
     &["node", "api", "lab", "rules"],
     &["kansoku"],

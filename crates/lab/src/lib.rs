@@ -7,6 +7,7 @@ pub mod collector_cost;
 pub mod diagnose;
 pub mod experiment;
 pub mod interference;
+pub mod latency;
 pub mod load;
 pub mod perf_script;
 pub mod replay;

@@ -1,0 +1,96 @@
+//! `kansoku lab latency` on this machine: the injector's calibration must
+//! add what each step asks within the stated tolerance (10 %), and a
+//! workload whose every operation is one delayed call — a loop of `pread`
+//! in Python, one in flight — must degrade as Little's law says it must:
+//! P[x] = 1 / (1/P0 + x).
+
+mod common;
+
+use common::run;
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn the_injector_adds_what_it_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.json");
+    let o = run(&[
+        "lab",
+        "latency",
+        "--calibrate-only",
+        "--steps",
+        "0,1us,5us,20us",
+        "--probe-calls",
+        "5000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc = json(&out);
+    let steps = doc["calibration"].as_array().unwrap();
+    assert_eq!(steps.len(), 4);
+    for s in steps {
+        let (req, added) = (s["requested_ns"].as_f64().unwrap(), s["added_p50_ns"].as_f64().unwrap());
+        let within = if req == 0.0 { added.abs() < 20.0 } else { (added - req).abs() <= 0.1 * req };
+        assert!(within && s["honoured"] == true, "asked {req} ns, added {added} ns: {s}");
+    }
+}
+
+#[test]
+fn a_closed_loop_degrades_as_littles_law_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("loop.py");
+    std::fs::write(
+        &script,
+        "import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\nn = 0\nend = time.monotonic() + 0.3\n\
+         while time.monotonic() < end:\n    os.pread(fd, 8, 0)\n    n += 1\nprint('ops=%d' % (n / 0.3))\n",
+    )
+    .unwrap();
+    let out = dir.path().join("l.json");
+    let cmd = format!("python3 {}", script.display());
+    let o = run(&[
+        "lab",
+        "latency",
+        "--run",
+        &cmd,
+        "--parser",
+        r"ops=(\d+)",
+        "--metric",
+        "ops",
+        "--calls",
+        "pread",
+        "--steps",
+        "0,2us,10us",
+        "--repetitions",
+        "3",
+        "--warmup",
+        "0",
+        "--probe-calls",
+        "5000",
+        "--model",
+        "1,1",
+        "--hop",
+        "2us",
+        "--budget",
+        "50",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    let doc = json(&out);
+    let curve = doc["curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 3, "{doc}");
+    let pd: Vec<f64> = curve.iter().map(|p| p["pd"].as_f64().unwrap()).collect();
+    assert!(pd[0] == 0.0 && pd[1] > 50.0 && pd[2] > pd[1], "{pd:?}");
+    for p in &curve[1..] {
+        let (measured, model) = (p["pd"].as_f64().unwrap(), p["model_pd"].as_f64().unwrap());
+        assert!((measured - model).abs() < 5.0, "PD {measured} against the model's {model}: {p}");
+    }
+    // It climbs from the first step: no knee, and not one 2 us hop within 50 %.
+    assert!(doc["knee_ns"].is_null(), "{doc}");
+    assert_eq!(doc["budget"]["tiers"], 0);
+    assert!(log.contains("tier budget: 0 hops of 2000 ns"), "{log}");
+}

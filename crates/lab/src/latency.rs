@@ -1,0 +1,361 @@
+//! `kansoku lab latency`: seed 003's degradation curve for a workload on
+//! this machine (crate `latency`). The injector is calibrated first —
+//! every requested step measured per call, steps it cannot honour within
+//! the tolerance reported and left out — then the workload runs at each
+//! honoured step through `lab run`'s machinery (set-up, steps in a random
+//! order each round, warm-up, repetitions, the environment), and the
+//! curve, its knee and the tier budget come from the runs' throughput.
+//!
+//! Workloads: `pgbench` (PostgreSQL in a cluster of its own, the server's
+//! `pread`/`pwrite`/`fdatasync` delayed — what its storage costs it) or
+//! any command (`--run`, its throughput read by `--parser`/`--metric`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use experiment::Experiment;
+use experiment::metrics::{Parser, Spec};
+use experiment::spec::Workload;
+use latency::calibrate::{self, Step};
+use latency::curve;
+use serde_json::{Value, json};
+
+/// The PostgreSQL helper of `experiments/pg/pg.sh`, carried in the binary.
+const PG_SH: &str = include_str!("../../../experiments/pg/pg.sh");
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// `pgbench` (PostgreSQL with its storage calls delayed), or give --run.
+    #[arg(long, default_value = "pgbench", conflicts_with = "run")]
+    workload: String,
+    /// A command to run at each step instead (`sh -c`; the injector is in
+    /// its environment: LD_PRELOAD and KANSOKU_DELAY_NS).
+    #[arg(long)]
+    run: Option<String>,
+    /// With --run: how its output is read — a preset (wrk, ab, pgbench,
+    /// kansoku-load) or a regex whose first group is the throughput.
+    #[arg(long, default_value = r"([0-9.]+)")]
+    parser: String,
+    /// The metric of throughput P (default: tps for pgbench; the parser's
+    /// first otherwise).
+    #[arg(long)]
+    metric: Option<String>,
+    /// Latency added per call at each step (0 is added if missing).
+    #[arg(long, value_delimiter = ',', default_value = "0,1us,2us,5us,10us,20us,50us,100us,200us,500us,1ms")]
+    steps: Vec<String>,
+    /// The calls delayed.
+    #[arg(long, default_value = "pread,pwrite,fdatasync")]
+    calls: String,
+    #[arg(long, default_value_t = 5)]
+    repetitions: usize,
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Seconds of pgbench per run.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// A step is honoured when its added median is this close to it.
+    #[arg(long, default_value_t = 0.1)]
+    tolerance: f64,
+    /// Use the steps the calibration could not honour too (reported).
+    #[arg(long)]
+    keep_unhonoured: bool,
+    /// Only calibrate the injector.
+    #[arg(long)]
+    calibrate_only: bool,
+    /// Probe calls per calibration measurement.
+    #[arg(long, default_value_t = 20_000)]
+    probe_calls: usize,
+    /// Latency of one hop (a switch tier), for the budget.
+    #[arg(long, default_value = "300ns")]
+    hop: String,
+    /// Degradation budget, per cent.
+    #[arg(long, default_value_t = 5.0)]
+    budget: f64,
+    /// The closed-loop model to compare with: N,K — N requests in flight
+    /// (clients), K delayed calls per operation. By Little's law
+    /// throughput is N / (N/P0 + K·x), so PD[x] = K·x·P0 / (N + K·x·P0).
+    #[arg(long, value_parser = parse_model)]
+    model: Option<(f64, f64)>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write everything as JSON here.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+fn parse_model(s: &str) -> Result<(f64, f64), String> {
+    let (n, k) =
+        s.split_once(',').ok_or_else(|| format!("{s:?}: N,K (requests in flight, delayed calls per operation)"))?;
+    match (n.trim().parse::<f64>(), k.trim().parse::<f64>()) {
+        (Ok(n), Ok(k)) if n > 0.0 && k > 0.0 => Ok((n, k)),
+        _ => Err(format!("{s:?}: N and K are positive numbers")),
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ProbeArgs {
+    #[arg(long, default_value_t = 20_000)]
+    calls: usize,
+}
+
+/// `kansoku lab latency-probe`: the calibration's probe (timed `pread`s),
+/// run under the injector by `lab latency`; prints p50 and p99 in ns.
+pub fn probe(args: &ProbeArgs) -> anyhow::Result<()> {
+    let d = calibrate::probe(args.calls)?;
+    #[allow(clippy::print_stdout, reason = "the probe's answer to its parent")]
+    {
+        println!("{} {}", calibrate::quantile(&d, 0.5), calibrate::quantile(&d, 0.99));
+    }
+    Ok(())
+}
+
+/// Runs the probe, with the injector at `delay` when given; (p50, p99).
+fn run_probe(calls: usize, shim: Option<(&Path, u64)>) -> anyhow::Result<(u64, u64)> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["lab", "latency-probe", "--calls", &calls.to_string()]);
+    if let Some((lib, ns)) = shim {
+        cmd.env("LD_PRELOAD", lib).env("KANSOKU_DELAY_NS", ns.to_string()).env("KANSOKU_DELAY_CALLS", "pread");
+    }
+    let out = cmd.output().context("run the calibration probe")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut f = text.split_whitespace().map(str::parse::<u64>);
+    match (out.status.success(), f.next(), f.next()) {
+        (true, Some(Ok(p50)), Some(Ok(p99))) => Ok((p50, p99)),
+        _ => bail!("the calibration probe failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+    }
+}
+
+/// One calibration measurement: the injector set to `set_ns`, judged
+/// against `requested_ns`; the median of three, the base measured beside
+/// each (the machine drifts).
+fn measure(lib: &Path, calls: usize, requested_ns: u64, set_ns: u64, tolerance: f64) -> anyhow::Result<Step> {
+    let med = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let (mut b50, mut b99, mut w50, mut w99) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..3 {
+        let b = run_probe(calls, None)?;
+        let w = run_probe(calls, Some((lib, set_ns)))?;
+        b50.push(b.0);
+        b99.push(b.1);
+        w50.push(w.0);
+        w99.push(w.1);
+    }
+    Ok(calibrate::judge(requested_ns, (med(b50), med(b99)), (med(w50), med(w99)), tolerance))
+}
+
+/// Each step's calibration. The busy-wait overshoots by a fixed amount (its
+/// last clock read and the loop): measured at 10 µs first and subtracted
+/// from every setting, then each step measured as set. Returns (step, the
+/// setting used).
+fn calibrate_steps(steps: &[u64], lib: &Path, calls: usize, tolerance: f64) -> anyhow::Result<Vec<(Step, u64)>> {
+    let reference = measure(lib, calls, 10_000, 10_000, 1.0)?;
+    let overshoot = (reference.added_p50_ns - 10_000.0).max(0.0).round() as u64;
+    eprintln!(
+        "calibration ({calls} timed pread calls per measurement, medians of 3); the busy-wait overshoots by {overshoot} ns (at 10 us), subtracted from each setting:"
+    );
+    eprintln!("{:>12} {:>12} {:>14} {:>14} {:>10}", "requested", "set", "added p50", "added p99", "honoured");
+    let mut out = Vec::new();
+    for &ns in steps {
+        let set = if ns == 0 { 0 } else { ns.saturating_sub(overshoot).max(1) };
+        let s = measure(lib, calls, ns, set, tolerance)?;
+        eprintln!(
+            "{:>10} ns {:>9} ns {:>11.0} ns {:>11.0} ns {:>10}",
+            ns,
+            set,
+            s.added_p50_ns,
+            s.added_p99_ns,
+            if s.honoured { "yes" } else { "NO" }
+        );
+        out.push((s, set));
+    }
+    Ok(out)
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let mut steps: Vec<u64> =
+        args.steps.iter().map(|s| calibrate::parse_ns(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+    if !steps.contains(&0) {
+        steps.push(0);
+    }
+    steps.sort_unstable();
+    steps.dedup();
+    let hop = calibrate::parse_ns(&args.hop).map_err(anyhow::Error::msg)? as f64;
+    if args.run.is_none() && args.workload != "pgbench" {
+        bail!("--workload {}: the workloads are pgbench, or give --run 'COMMAND'", args.workload);
+    }
+    let dir = tempfile::Builder::new().prefix("kansoku-latency-").tempdir()?;
+    let lib = latency::install(dir.path())?;
+    eprintln!("latency: injector {} on {}", lib.display(), crate::machine_line());
+    let calibration = calibrate_steps(&steps, &lib, args.probe_calls, args.tolerance)?;
+    let calib_json: Vec<Value> = calibration
+        .iter()
+        .map(|(s, set)| {
+            json!({"requested_ns": s.requested_ns, "set_ns": set, "added_p50_ns": s.added_p50_ns,
+                   "added_p99_ns": s.added_p99_ns, "honoured": s.honoured})
+        })
+        .collect();
+    let mut doc = json!({"experiment": "latency", "machine": crate::machine(), "tolerance": args.tolerance,
+                         "calibration": calib_json});
+    if args.calibrate_only {
+        return write(args, &doc);
+    }
+    // The settings run, each with the x it stands for on the curve: the
+    // request when honoured, else (kept) what it really adds.
+    let used: BTreeMap<u64, f64> = calibration
+        .iter()
+        .filter(|(s, _)| s.honoured || s.requested_ns == 0 || args.keep_unhonoured)
+        .map(|(s, set)| (*set, if s.honoured { s.requested_ns as f64 } else { s.added_p50_ns.max(0.0) }))
+        .collect();
+    for (s, _) in calibration.iter().filter(|(s, _)| !s.honoured && s.requested_ns > 0) {
+        eprintln!(
+            "step {} ns: the injector adds {:.0} ns ({:+.1} %) — {}",
+            s.requested_ns,
+            s.added_p50_ns,
+            (s.added_p50_ns / s.requested_ns as f64 - 1.0) * 100.0,
+            if args.keep_unhonoured { "kept (--keep-unhonoured), plotted at what it adds" } else { "left out" }
+        );
+    }
+    if used.len() < 2 {
+        bail!("no step but 0 could be honoured within {} %", args.tolerance * 100.0);
+    }
+    let settings: Vec<u64> = used.keys().copied().collect();
+    let (exp, metric) = experiment_for(args, &lib, &settings, dir.path())?;
+    let seed = args.seed.unwrap_or_else(|| clock::realtime_ns() as u64);
+    let (result, failed) =
+        crate::experiment::execute(&exp, Path::new("(kansoku lab latency)"), dir.path(), seed, false, None)?
+            .expect("not a dry run");
+    if failed > 0 {
+        eprintln!("{failed} runs failed; the curve uses the others");
+    }
+    let mut series: Vec<(f64, Vec<f64>)> = Vec::new();
+    for s in result["summary"].as_array().into_iter().flatten() {
+        let Some(ns) = s["point"]["delay_ns"].as_str().and_then(|v| v.parse::<u64>().ok()) else { continue };
+        let values: Vec<f64> =
+            s["metrics"][&metric]["values"].as_array().into_iter().flatten().filter_map(Value::as_f64).collect();
+        series.push((used.get(&ns).copied().unwrap_or(ns as f64), values));
+    }
+    series.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let points = curve::curve(&series, 2000).context("no runs at 0 to compare with")?;
+    let xs: Vec<f64> = points.iter().map(|p| p.x_ns).collect();
+    let pds: Vec<f64> = points.iter().map(|p| p.pd).collect();
+    let knee = curve::knee(&xs, &pds);
+    let knee_ci = curve::knee_interval(&series, 1000);
+    let pairs: Vec<(f64, f64)> = xs.iter().copied().zip(pds.iter().copied()).collect();
+    let budget = curve::tier_budget(&pairs, hop, args.budget);
+    let p0 = points[0].throughput;
+    let predicted = |x: f64| args.model.map(|(n, k)| curve::closed_loop_pd(p0, n, k, x));
+    eprintln!("\n{:>12} {:>14} {:>9} {:>22} {:>12}", "x (ns)", metric, "PD %", "95% interval", "model PD %");
+    for p in &points {
+        eprintln!(
+            "{:>12.0} {:>14.2} {:>9.2} {:>22} {:>12}",
+            p.x_ns,
+            p.throughput,
+            p.pd,
+            p.pd_interval.map_or("-".into(), |(a, b)| format!("[{a:.2}, {b:.2}]")),
+            predicted(p.x_ns).map_or("-".into(), |m| format!("{m:.2}"))
+        );
+    }
+    match knee {
+        Some(k) => eprintln!(
+            "knee (kneedle): {k:.0} ns{}",
+            knee_ci.map_or(String::new(), |(a, b)| format!(", 95 % bootstrap interval [{a:.0}, {b:.0}] ns"))
+        ),
+        None => eprintln!("knee: none (the curve does not stay flat and then climb)"),
+    }
+    eprintln!(
+        "tier budget: {}{} hops of {hop:.0} ns within {} % degradation{}",
+        if budget.at_least { "at least " } else { "" },
+        budget.tiers,
+        args.budget,
+        if budget.at_least { " (the last step measured is still within it)" } else { "" }
+    );
+    doc["metric"] = json!(metric);
+    doc["curve"] = json!(
+        points
+            .iter()
+            .map(|p| json!({"x_ns": p.x_ns, "throughput": p.throughput, "pd": p.pd,
+        "pd_interval": p.pd_interval.map(|(a, b)| [a, b]), "model_pd": predicted(p.x_ns)}))
+            .collect::<Vec<_>>()
+    );
+    doc["model"] = json!(args.model.map(|(n, k)| json!({"in_flight": n, "calls_per_operation": k})));
+    doc["knee_ns"] = json!(knee);
+    doc["knee_interval_ns"] = json!(knee_ci.map(|(a, b)| [a, b]));
+    doc["budget"] = json!({"hop_ns": hop, "percent": args.budget, "tiers": budget.tiers, "at_least": budget.at_least});
+    doc["runs"] = result;
+    write(args, &doc)
+}
+
+fn write(args: &Args, doc: &Value) -> anyhow::Result<()> {
+    if let Some(path) = &args.out {
+        std::fs::write(path, serde_json::to_vec_pretty(doc)?).with_context(|| format!("write {}", path.display()))?;
+        eprintln!("result: {}", path.display());
+    }
+    Ok(())
+}
+
+/// The experiment for the workload: parameter `delay_ns` over `steps`.
+fn experiment_for(args: &Args, lib: &Path, steps: &[u64], dir: &Path) -> anyhow::Result<(Experiment, String)> {
+    let env = format!(
+        "export LD_PRELOAD={} KANSOKU_DELAY_NS={{delay_ns}} KANSOKU_DELAY_CALLS={};",
+        lib.display(),
+        args.calls
+    );
+    let (setup, teardown, run, parser, metric) = match &args.run {
+        None => {
+            let pg = dir.join("pg.sh");
+            std::fs::write(&pg, PG_SH)?;
+            std::fs::set_permissions(&pg, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+            let pg = pg.display().to_string();
+            (
+                vec![format!("{pg} init 10")],
+                vec![format!("{pg} destroy")],
+                // The server gets the injector; pgbench and the stop do not.
+                format!(
+                    "({env} {pg} start '') && pgbench -h /tmp/kansoku-exp-pg -p 15432 -U postgres -n -c 8 -j 2 -T {} bench; rc=$?; {pg} stop; exit $rc",
+                    args.seconds
+                ),
+                Parser::Preset("pgbench".into()),
+                args.metric.clone().unwrap_or_else(|| "tps".into()),
+            )
+        }
+        Some(cmd) => {
+            let parser = if ["wrk", "ab", "pgbench", "kansoku-load"].contains(&args.parser.as_str()) {
+                Parser::Preset(args.parser.clone())
+            } else {
+                Parser::Spec(Spec {
+                    kind: "regex".into(),
+                    metrics: [(args.metric.clone().unwrap_or_else(|| "throughput".into()), args.parser.clone())].into(),
+                    from: None,
+                })
+            };
+            let first = parser.spec().map_err(anyhow::Error::msg)?.metrics.keys().next().cloned().unwrap_or_default();
+            let cmd = cmd.replace('{', "{{").replace('}', "}}");
+            (Vec::new(), Vec::new(), format!("{env} {cmd}"), parser, args.metric.clone().unwrap_or(first))
+        }
+    };
+    let exp = Experiment {
+        name: "latency".into(),
+        description: format!(
+            "seed 003's degradation curve: {} with {} delayed",
+            args.run.as_deref().unwrap_or("pgbench"),
+            args.calls
+        ),
+        packages: if args.run.is_none() { vec!["postgresql".into()] } else { Vec::new() },
+        setup,
+        teardown,
+        parameters: [("delay_ns".to_owned(), steps.iter().map(|&s| toml::Value::Integer(s as i64)).collect())].into(),
+        workload: Workload {
+            run,
+            parser,
+            repetitions: args.repetitions,
+            warmup: args.warmup,
+            randomize: true,
+            timeout: Some("10m".into()),
+        },
+    };
+    Ok((exp, metric))
+}
