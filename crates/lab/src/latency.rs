@@ -135,6 +135,8 @@ fn measure(lib: &Path, calls: usize, requested_ns: u64, set_ns: u64, tolerance: 
         v.sort_unstable();
         v[v.len() / 2]
     };
+    // Long steps take fewer calls: about 0.2 s of injected delay a probe.
+    let calls = calls.min((200_000_000 / set_ns.max(1)).max(500) as usize);
     let (mut b50, mut b99, mut w50, mut w99) = (vec![], vec![], vec![], vec![]);
     for _ in 0..3 {
         let b = run_probe(calls, None)?;
@@ -155,7 +157,7 @@ fn calibrate_steps(steps: &[u64], lib: &Path, calls: usize, tolerance: f64) -> a
     let reference = measure(lib, calls, 10_000, 10_000, 1.0)?;
     let overshoot = (reference.added_p50_ns - 10_000.0).max(0.0).round() as u64;
     eprintln!(
-        "calibration ({calls} timed pread calls per measurement, medians of 3); the busy-wait overshoots by {overshoot} ns (at 10 us), subtracted from each setting:"
+        "calibration (up to {calls} timed pread calls per measurement, about 0.2 s of delay at most; medians of 3); the busy-wait overshoots by {overshoot} ns (at 10 us), subtracted from each setting:"
     );
     eprintln!("{:>12} {:>12} {:>14} {:>14} {:>10}", "requested", "set", "added p50", "added p99", "honoured");
     let mut out = Vec::new();
