@@ -21,17 +21,24 @@
 #define BUCKETS 128
 // The pseudo-call of futex waits (no system call has this number).
 #define FUTEX_WAITS (NR_MAX - 1)
-// Set in struct start's nr above the call number: the call waits on a futex.
-#define WAITS (1ULL << 32)
 
-// Thread id -> entry time (ns). Not deleted at each exit (the next entry
-// overwrites it, and a delete costs a third of the whole); a thread's
-// entry goes when it enters exit/exit_group, the way threads end.
+// Entry time and call, in a slot per thread: slot = thread id mod SLOTS,
+// an array (the verifier inlines the lookup: no hashing, nothing to create
+// or delete). A slot names its thread; when two threads of the same slot
+// are inside a call at once, the later entry takes the slot and the
+// earlier's exit is counted as lost (LOST), not measured.
+#define SLOTS 65536
 struct start {
     u64 ns;
-    u64 nr;
+    u32 tid;
+    u32 nr; // the call, | WAITS_BIT when it waits on a futex
 };
-struct map_def SEC("maps") START = {MAP_HASH, sizeof(u32), sizeof(struct start), 65536, 0};
+#define WAITS_BIT (1U << 31)
+struct map_def SEC("maps") START = {MAP_ARRAY, sizeof(u32), sizeof(struct start), SLOTS, 0};
+
+// The pseudo-call whose first bucket counts exits that found their slot
+// taken by another thread.
+#define LOST (NR_MAX - 2)
 
 // [nr * BUCKETS + bucket]: count; [NR_MAX * BUCKETS + nr]: total ns.
 struct map_def SEC("maps") HIST = {MAP_ARRAY, sizeof(u32), sizeof(u64), NR_MAX * BUCKETS + NR_MAX, F_MMAPABLE};
@@ -48,29 +55,28 @@ struct raw_args {
 // 14th word on x86-64), read from the registers the call was made with.
 #define PT_REGS_SI 13
 
-INLINE u64 waits(s64 nr, u64 regs) {
+INLINE int waits(s64 nr, u64 regs) {
     if (nr == 449 || nr == 455) // futex_waitv, futex_wait
-        return WAITS;
+        return 1;
     if (nr != 202) // futex
         return 0;
     u64 op = 0;
     bpf_probe_read_kernel(&op, sizeof(op), (const void *)(regs + PT_REGS_SI * 8));
     op &= 127; // FUTEX_CMD_MASK: without PRIVATE_FLAG (128) and CLOCK_REALTIME (256)
-    return (op == 0 || op == 9 || op == 6 || op == 13 || op == 11) ? WAITS : 0;
+    return op == 0 || op == 9 || op == 6 || op == 13 || op == 11;
 }
 
 SEC("raw_tracepoint/sys_enter")
 int sys_enter(struct raw_args *ctx) {
-    u64 pid_tgid = bpf_get_current_pid_tgid();
-    u32 tid = (u32)pid_tgid;
-    s64 nr = (s64)ctx->args[1];
-    if (nr == 60 || nr == 231) {
-        // exit, exit_group: the thread ends here; so does its entry.
-        bpf_map_delete_elem(&START, &tid);
+    u32 tid = (u32)bpf_get_current_pid_tgid();
+    u32 slot = tid & (SLOTS - 1);
+    struct start *st = bpf_map_lookup_elem(&START, &slot);
+    if (!st)
         return 0;
-    }
-    struct start st = {bpf_ktime_get_ns(), (u64)nr | waits(nr, ctx->args[0])};
-    bpf_map_update_elem(&START, &tid, &st, ANY);
+    s64 nr = (s64)ctx->args[1];
+    st->ns = bpf_ktime_get_ns();
+    st->tid = tid;
+    st->nr = (u32)nr | (waits(nr, ctx->args[0]) ? WAITS_BIT : 0);
     return 0;
 }
 
@@ -86,16 +92,30 @@ INLINE void count(u64 nr, u32 b, u64 d) {
         __sync_fetch_and_add(sum, d);
 }
 
+INLINE void count_lost(void) {
+    u32 at = LOST * BUCKETS;
+    u64 *c = bpf_map_lookup_elem(&HIST, &at);
+    if (c)
+        __sync_fetch_and_add(c, 1);
+}
+
 SEC("raw_tracepoint/sys_exit")
 int sys_exit(struct raw_args *ctx) {
     u32 tid = (u32)bpf_get_current_pid_tgid();
-    struct start *st = bpf_map_lookup_elem(&START, &tid);
-    if (!st)
-        return 0; // entered before we attached
+    u32 slot = tid & (SLOTS - 1);
+    struct start *st = bpf_map_lookup_elem(&START, &slot);
+    if (!st || st->tid == 0)
+        return 0; // no entry since we attached
+    // Another thread's name: it entered after this thread did and took
+    // the slot (or this call began before we attached). Not measured.
+    if (st->tid != tid) {
+        count_lost();
+        return 0;
+    }
     u64 d = bpf_ktime_get_ns() - st->ns;
-    u64 nr = st->nr & 0xffffffff;
-    u64 wait = st->nr & WAITS;
-    if (nr >= FUTEX_WAITS)
+    u32 nr = st->nr & ~WAITS_BIT;
+    u32 wait = st->nr & WAITS_BIT;
+    if (nr >= LOST)
         return 0;
     u32 b = bucket(d);
     if (b >= BUCKETS)

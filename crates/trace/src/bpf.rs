@@ -57,6 +57,8 @@ pub const NR_MAX: usize = 512;
 pub const BUCKETS: usize = 128;
 /// The row of futex waits (a pseudo-call: no system call has the number).
 const FUTEX_WAITS: usize = NR_MAX - 1;
+/// The row whose first count is the calls lost to a taken entry slot.
+const LOST: usize = NR_MAX - 2;
 const ENTRIES: usize = NR_MAX * BUCKETS + NR_MAX;
 
 /// The kernel's histogram array, mapped read-only into our memory: read
@@ -196,6 +198,10 @@ pub struct Snapshot {
     /// LOCK_PI2, WAIT_REQUEUE_PI; futex_waitv, futex_wait): user-space
     /// lock and condition waits. Also counted under their calls.
     pub futex_waits: Dist,
+    /// Calls not measured: two threads of one entry slot were inside a
+    /// call at once (thread ids equal modulo 65,536), and the earlier one's
+    /// entry was overwritten.
+    pub lost: u64,
 }
 
 /// The system call tracer: attached while it lives (dropping it detaches).
@@ -233,8 +239,8 @@ impl SyscallTracer {
     pub fn read(&self) -> Result<Snapshot, TraceError> {
         use std::sync::atomic::Ordering::Relaxed;
         let v = self.hist.values();
-        let mut snap = Snapshot::default();
-        for nr in 0..NR_MAX {
+        let mut snap = Snapshot { lost: v[LOST * BUCKETS].load(Relaxed), ..Snapshot::default() };
+        for nr in (0..NR_MAX).filter(|&nr| nr != LOST) {
             let row = &v[nr * BUCKETS..(nr + 1) * BUCKETS];
             let mut d = Dist::default();
             for (b, c) in row.iter().enumerate() {

@@ -41,6 +41,8 @@ pub struct TraceStats {
     pub missed_intervals: AtomicU64,
     /// CPU time of the reads (ns): the user-space share of the cost.
     pub read_cpu_ns: AtomicU64,
+    /// System calls not measured (their entry slot was taken; see Snapshot::lost).
+    pub lost_calls: AtomicU64,
 }
 
 impl TraceStats {
@@ -52,10 +54,11 @@ impl TraceStats {
             ("kansoku_trace_read_errors_total", self.read_errors.load(Relaxed) as f64),
             ("kansoku_trace_dropped_batches_total", self.dropped_batches.load(Relaxed) as f64),
             ("kansoku_trace_missed_intervals_total", self.missed_intervals.load(Relaxed) as f64),
+            ("kansoku_trace_lost_calls_total", self.lost_calls.load(Relaxed) as f64),
         ]
     }
 
-    pub fn report(&self) -> [Figure; 7] {
+    pub fn report(&self) -> [Figure; 8] {
         [
             Figure::counter("reads", self.reads.load(Relaxed)),
             Figure::counter("read_errors", self.read_errors.load(Relaxed)),
@@ -64,6 +67,7 @@ impl TraceStats {
             Figure::counter("dropped_batches", self.dropped_batches.load(Relaxed)),
             Figure::counter("missed_intervals", self.missed_intervals.load(Relaxed)),
             Figure::counter("read_cpu_ns", self.read_cpu_ns.load(Relaxed)),
+            Figure::counter("lost_calls", self.lost_calls.load(Relaxed)),
         ]
     }
 }
@@ -218,6 +222,7 @@ impl Tracer {
     /// The batch of series for the snapshots at `t`.
     pub fn batch(&mut self, snap: &Snapshot, more: Extra<'_>, t: i64) -> Batch {
         let Extra { block, sched, lock, mem, net } = more;
+        self.stats.lost_calls.store(snap.lost, Relaxed);
         let mut b = Batch::new(Timestamp(t));
         let mut events = 0;
         let host = self.host.clone();

@@ -396,3 +396,70 @@ fn where_bpf_is_refused_tracepoints_are_counted() {
     drop(rx);
     run.join().unwrap();
 }
+
+/// This thread's id (from /proc/thread-self -> PID/task/TID).
+fn tid() -> u32 {
+    let link = std::fs::read_link("/proc/thread-self").unwrap();
+    link.file_name().unwrap().to_str().unwrap().parse().unwrap()
+}
+
+/// Two threads of one entry slot (ids equal modulo 65,536) inside a call at
+/// once: the first blocks in a read; threads are made until one has an id
+/// of the same slot and makes a call; when the first returns, its call is
+/// counted as lost, not measured with the other's entry time.
+#[test]
+fn a_taken_entry_slot_is_counted_as_lost() {
+    use std::io::{Read, Write};
+    // With pid_max at or below 65,536 (Linux's default is 32,768) no two
+    // live threads share a slot; raise it for the test, and put it back.
+    struct PidMax(String);
+    impl Drop for PidMax {
+        fn drop(&mut self) {
+            let _ = std::fs::write("/proc/sys/kernel/pid_max", &self.0);
+        }
+    }
+    let was = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap();
+    let _restore = PidMax(was.clone());
+    if was.trim().parse::<u64>().unwrap() <= 65_536 {
+        std::fs::write("/proc/sys/kernel/pid_max", "200000").expect("raise pid_max (run as root)");
+    }
+    let tracer = SyscallTracer::start().expect("kernel tracing (run as root)");
+    let (mut a_end, mut b_end) = std::io::pipe().unwrap();
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let blocked = std::thread::spawn(move || {
+        tx.send(tid()).unwrap();
+        let mut buf = [0u8; 1];
+        a_end.read_exact(&mut buf).unwrap();
+    });
+    let a = rx.recv().unwrap();
+    // Until it is inside read(2) (syscall 0 in /proc/.../syscall).
+    let path = format!("/proc/self/task/{a}/syscall");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&path).unwrap_or_default().starts_with("0 ") {
+        assert!(std::time::Instant::now() < deadline, "{path}: never inside read(2)");
+        std::thread::yield_now();
+    }
+    let mut made = 0;
+    loop {
+        let landed = std::thread::spawn(move || {
+            let me = tid();
+            let same = me % 65_536 == a % 65_536 && me != a;
+            if same {
+                std::hint::black_box(std::os::unix::process::parent_id());
+            }
+            same
+        })
+        .join()
+        .unwrap();
+        made += 1;
+        if landed {
+            break;
+        }
+        assert!(made < 400_000, "no thread id reached slot {} in {made} threads", a % 65_536);
+    }
+    let before = tracer.read().unwrap().lost;
+    b_end.write_all(b"x").unwrap();
+    blocked.join().unwrap();
+    let after = tracer.read().unwrap().lost;
+    assert!(after > before, "lost {before} -> {after} after {made} threads");
+}
