@@ -32,8 +32,12 @@ pub struct Args {
     rate: Option<f64>,
     /// A new connection per request (`Connection: close`), its connect
     /// counted in the latency.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "http2")]
     no_keepalive: bool,
+    /// HTTP/2 over cleartext TCP with prior knowledge (h2c), each
+    /// connection one stream at a time.
+    #[arg(long)]
+    http2: bool,
     /// A request without its whole response after this long fails.
     #[arg(long, default_value = "10s", value_parser = crate::parse_dur)]
     timeout: Duration,
@@ -74,6 +78,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         duration: args.duration,
         rate: args.rate,
         keep_alive: !args.no_keepalive,
+        http2: args.http2,
         timeout: args.timeout,
         interval: args.interval,
     };
@@ -82,11 +87,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         None => "closed loop".into(),
     };
     eprintln!(
-        "load: {} — {mode}, {} connections on {threads} threads, {:?}, keep-alive {}; on {}",
+        "load: {} — {mode}, {} connections on {threads} threads, {:?}, {}; on {}",
         args.url,
         args.connections,
         args.duration,
-        if cfg.keep_alive { "on" } else { "off" },
+        if cfg.http2 {
+            "HTTP/2 (h2c)"
+        } else if cfg.keep_alive {
+            "keep-alive on"
+        } else {
+            "keep-alive off"
+        },
         crate::machine_line()
     );
     let (out, cpu_ns, wall_start) = measure(&cfg)?;
@@ -103,6 +114,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     for p in &args.peers {
         if args.rate.is_some() {
             eprintln!("{p}: skipped — it has no open-loop mode (wrk2 has; it is not packaged here)");
+            continue;
+        }
+        if args.http2 {
+            eprintln!("{p}: skipped — it speaks HTTP/1.1 only");
             continue;
         }
         match peer(p, args, threads) {

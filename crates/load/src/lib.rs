@@ -91,6 +91,9 @@ pub struct Config {
     /// Keep connections open between requests (else one connection per
     /// request, `Connection: close`, its connect counted in the latency).
     pub keep_alive: bool,
+    /// HTTP/2 over cleartext TCP, prior knowledge (h2c): each connection
+    /// one stream at a time, by the `h2` crate.
+    pub http2: bool,
     /// A request without its whole response after this long fails.
     pub timeout: Duration,
     /// The resolution of the per-interval figures.
@@ -270,6 +273,7 @@ async fn connection(
     let end = start + cfg.duration;
     let request = http::request(&cfg.target.host, &cfg.target.path, &cfg.headers, cfg.keep_alive);
     let mut stream: Option<TcpStream> = None;
+    let mut h2conn: Option<h2::client::SendRequest<bytes::Bytes>> = None;
     let mut buf = Buf { bytes: vec![0; http::HEAD_MAX], lo: 0, hi: 0 };
     tokio::time::sleep_until(start.into()).await;
     // Open loop: sends on time to the microsecond (tokio's timer, to the
@@ -303,21 +307,68 @@ async fn connection(
         deadline.as_mut().reset((sent + cfg.timeout).into());
         let outcome = tokio::select! {
             biased;
-            r = exchange(&mut stream, &mut buf, &request, &cfg, &rec) => r,
+            r = async {
+                if cfg.http2 {
+                    exchange_h2(&mut h2conn, &cfg, &rec).await
+                } else {
+                    exchange(&mut stream, &mut buf, &request, &cfg, &rec).await.map(|r| (r.status, r.body_bytes, r.wire_bytes))
+                }
+            } => r,
             () = &mut deadline => Err(Failure::Timeout),
         };
         let done = Instant::now();
         last.set(last.get().max(done));
         let mut r = rec.borrow_mut();
         match outcome {
-            Ok(resp) => r.response(intended, sent, done, resp.status, resp.body_bytes, resp.wire_bytes),
+            Ok((status, body, wire)) => r.response(intended, sent, done, status, body, wire),
             Err(kind) => {
                 r.failure(kind, done);
-                (stream, buf.lo, buf.hi) = (None, 0, 0);
+                (stream, buf.lo, buf.hi, h2conn) = (None, 0, 0, None);
             }
         }
         progress.publish(thread, &r);
     }
+}
+
+/// One HTTP/2 request and its whole response on the connection `conn`
+/// (made first when there is none; its driver runs as a task of its own):
+/// (status, body bytes, 0 — frames are not counted on the wire).
+async fn exchange_h2(
+    conn: &mut Option<h2::client::SendRequest<bytes::Bytes>>,
+    cfg: &Config,
+    rec: &std::cell::RefCell<Recorder>,
+) -> Result<(u16, u64, u64), Failure> {
+    if conn.is_none() {
+        let tcp = TcpStream::connect(cfg.target.addr).await.map_err(|_| Failure::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        let (send, driver) = h2::client::handshake(tcp).await.map_err(|_| Failure::Protocol)?;
+        tokio::task::spawn_local(async move {
+            let _ = driver.await;
+        });
+        rec.borrow_mut().connects += 1;
+        *conn = Some(send);
+    }
+    let send = conn.as_ref().expect("connected above").clone();
+    let mut send = send.ready().await.map_err(|_| Failure::Io)?;
+    let uri = format!("http://{}{}", cfg.target.host, cfg.target.path);
+    let mut req = ::http::Request::get(uri);
+    for h in &cfg.headers {
+        if let Some((name, value)) = h.split_once(':') {
+            req = req.header(name.trim(), value.trim());
+        }
+    }
+    let req = req.header("user-agent", "kansoku-load").body(()).map_err(|_| Failure::Protocol)?;
+    let (resp, _) = send.send_request(req, true).map_err(|_| Failure::Io)?;
+    let resp = resp.await.map_err(|_| Failure::Io)?;
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    let mut bytes = 0u64;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|_| Failure::Io)?;
+        bytes += chunk.len() as u64;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    Ok((status, bytes, 0))
 }
 
 /// One request and its whole response, on `stream` (connected first when

@@ -14,6 +14,8 @@ use load::{Config, Progress, Target};
 struct Nginx {
     child: Child,
     port: u16,
+    /// HTTP/2 over cleartext (prior knowledge).
+    h2port: u16,
     log: std::path::PathBuf,
 }
 
@@ -26,11 +28,15 @@ impl Drop for Nginx {
 
 /// A port no other test takes meanwhile: below the ephemeral range.
 fn free_port() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let base = std::process::id().wrapping_mul(7919);
-    (0..)
-        .map(|k: u32| 10_000 + (base.wrapping_add(k.wrapping_mul(104_729)) % 22_000) as u16)
-        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
-        .unwrap()
+    loop {
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let port = 10_000 + (base.wrapping_add(k.wrapping_mul(104_729)) % 22_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 fn nginx(dir: &Path) -> Nginx {
@@ -41,6 +47,7 @@ fn nginx(dir: &Path) -> Nginx {
     // A sparse 1 GiB file: nginx sends it with sendfile, we read it all.
     std::fs::File::create(root.join("huge.bin")).unwrap().set_len(1 << 30).unwrap();
     let port = free_port();
+    let h2port = free_port();
     let log = dir.join("access.log");
     let conf = dir.join("nginx.conf");
     std::fs::write(
@@ -48,10 +55,10 @@ fn nginx(dir: &Path) -> Nginx {
         format!(
             "user root;\nmaster_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
              events {{ worker_connections 1024; }}\n\
-             http {{\n  log_format counted '$request_uri $status $body_bytes_sent $bytes_sent';\n  access_log {log} counted;\n\
+             http {{\n  log_format counted '$request_uri $status $body_bytes_sent $bytes_sent $server_protocol';\n  access_log {log} counted;\n\
                client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;\n\
                uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n  keepalive_requests 100000;\n\
-               server {{\n    listen 127.0.0.1:{port};\n    root {root};\n\
+               server {{\n    listen 127.0.0.1:{port};\n    listen 127.0.0.1:{h2port} http2;\n    root {root};\n\
                  location /gz/ {{ alias {root}/; gzip on; gzip_types *; gzip_min_length 0; }}\n  }}\n}}\n",
             d = dir.display(),
             log = log.display(),
@@ -68,7 +75,7 @@ fn nginx(dir: &Path) -> Nginx {
         .stderr(Stdio::null())
         .spawn()
         .expect("nginx (Debian's nginx; scripts/deps.sh test installs it)");
-    let n = Nginx { child, port, log };
+    let n = Nginx { child, port, h2port, log };
     // Ready when it accepts connections.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -85,7 +92,8 @@ fn logged(n: &Nginx, uri: &str) -> (u64, u64, u64) {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            (f.len() == 4 && f[0] == uri && f[1] == "200")
+            let protocol = if uri.ends_with("?h2") { "HTTP/2.0" } else { "HTTP/1.1" };
+            (f.len() == 5 && f[0] == uri && f[1] == "200" && f[4] == protocol)
                 .then(|| Some((f[2].parse::<u64>().ok()?, f[3].parse::<u64>().ok()?)))?
         })
         .fold((0, 0, 0), |(c, b, w), (body, all)| (c + 1, b + body, w + all))
@@ -96,13 +104,15 @@ const HEADERS: &[&str] = &["Accept-Encoding: gzip"];
 
 fn run(n: &Nginx, uri: &str, connections: usize, rate: Option<f64>, keep_alive: bool, ms: u64) -> load::Outcome {
     let chunked = uri.starts_with("/gz/");
+    let http2 = uri.ends_with("?h2");
     let cfg = Config {
         headers: HEADERS.iter().map(|h| (*h).to_owned()).collect(),
-        target: Target::parse(&format!("http://127.0.0.1:{}{uri}", n.port)).unwrap(),
+        target: Target::parse(&format!("http://127.0.0.1:{}{uri}", if http2 { n.h2port } else { n.port })).unwrap(),
         connections,
         threads: 2,
         duration: Duration::from_millis(ms),
         rate,
+        http2,
         keep_alive,
         timeout: Duration::from_secs(30),
         interval: Duration::from_millis(100),
@@ -114,7 +124,8 @@ fn run(n: &Nginx, uri: &str, connections: usize, rate: Option<f64>, keep_alive: 
     let (count, body, all) = logged(n, uri);
     // Every byte on the wire; the body's own bytes where no chunk framing
     // is among them (nginx counts framing as body).
-    let ours = (r.responses, if chunked { body } else { r.body_bytes }, r.wire_bytes);
+    // HTTP/2: frames are not counted on the wire (ours is 0), the bodies are.
+    let ours = (r.responses, if chunked { body } else { r.body_bytes }, if http2 { all } else { r.wire_bytes });
     assert_eq!(
         ours,
         (count, body, all),
@@ -148,6 +159,9 @@ fn every_response_and_byte_as_nginx_logged_them() {
     let out = run(&n, "/gz/page.html", 2, None, true, 500);
     let per = out.recorder.body_bytes / out.recorder.responses;
     assert!(per < 20_000, "{per} bytes a response: not compressed");
+    // HTTP/2 (h2c): every response a line of HTTP/2.0 in nginx's log.
+    let out = run(&n, "/small.html?h2", 4, None, true, 500);
+    assert!(out.recorder.responses > 100 && out.recorder.connects == 4, "{:?}", out.recorder.connects);
     // 1 GiB responses, streamed: our memory stays what it was.
     let before = high_water_kib();
     let out = run(&n, "/huge.bin", 1, None, true, 300);

@@ -64,6 +64,7 @@ fn config(url: &str, rate: Option<f64>) -> Config {
         threads: 1,
         duration: Duration::from_millis(1500),
         rate,
+        http2: false,
         keep_alive: true,
         timeout: Duration::from_secs(10),
         interval: Duration::from_millis(100),
