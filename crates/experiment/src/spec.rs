@@ -233,20 +233,13 @@ pub fn expand(cmd: &str, values: &BTreeMap<&str, String>) -> Result<String, Stri
 /// point — shuffled each round when `randomize` (a seeded generator, so
 /// `--seed` repeats an order). Each entry: (round, point index).
 pub fn schedule(points: usize, rounds: usize, randomize: bool, seed: u64) -> Vec<(usize, usize)> {
-    let mut state = seed.max(1);
-    let mut next = move || {
-        // xorshift64*: enough to shuffle, the same on every machine.
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    };
+    let mut rng = crate::stats::Rng::new(seed);
     let mut out = Vec::with_capacity(points * rounds);
     for round in 0..rounds {
         let mut order: Vec<usize> = (0..points).collect();
         if randomize {
             for i in (1..order.len()).rev() {
-                order.swap(i, (next() % (i as u64 + 1)) as usize);
+                order.swap(i, rng.below(i + 1));
             }
         }
         out.extend(order.into_iter().map(|p| (round, p)));

@@ -5,6 +5,41 @@
 //! difference of medians. Rank tests, not means: benchmark repetitions are
 //! rarely normal, and an outlier run should not decide.
 
+/// A seeded generator (xorshift64*): enough to shuffle and resample, and
+/// the same sequence on every machine, so orders and intervals repeat.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    /// A number in 0..n.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
+    }
+
+    /// `v` resampled with replacement (as many values).
+    pub fn resample(&mut self, v: &[f64]) -> Vec<f64> {
+        (0..v.len()).map(|_| v[self.below(v.len())]).collect()
+    }
+}
+
+/// The central 95 % of some values (the finite ones); None if there are none.
+pub fn interval95(mut v: Vec<f64>) -> Option<(f64, f64)> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)];
+    Some((at(0.025), at(0.975)))
+}
+
 /// The median (the mean of the middle two for an even count); NaN if empty.
 pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
@@ -120,23 +155,9 @@ pub fn bootstrap_median_diff(a: &[f64], b: &[f64], rounds: usize, seed: u64) -> 
     if a.is_empty() || b.is_empty() || rounds == 0 {
         return None;
     }
-    let mut state = seed.max(1);
-    let mut next = move |n: usize| {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
-    };
-    let mut diffs: Vec<f64> = (0..rounds)
-        .map(|_| {
-            let ra: Vec<f64> = (0..a.len()).map(|_| a[next(a.len())]).collect();
-            let rb: Vec<f64> = (0..b.len()).map(|_| b[next(b.len())]).collect();
-            median(&rb) - median(&ra)
-        })
-        .collect();
-    diffs.sort_by(f64::total_cmp);
-    let at = |q: f64| diffs[((q * (rounds - 1) as f64).round() as usize).min(rounds - 1)];
-    Some((at(0.025), at(0.975)))
+    let mut rng = Rng::new(seed);
+    let diffs: Vec<f64> = (0..rounds).map(|_| median(&rng.resample(b)) - median(&rng.resample(a))).collect();
+    interval95(diffs)
 }
 
 /// A 95 % bootstrap interval of the median of `v` (the difference from a

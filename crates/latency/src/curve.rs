@@ -8,7 +8,7 @@
 //! summed latency keeps PD within a budget (PD interpolated linearly
 //! between measured steps, never extrapolated past the last one).
 
-use experiment::stats::median;
+use experiment::stats::{Rng, interval95 as interval, median};
 
 /// One step of the curve.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,32 +28,6 @@ pub fn pd(p0: f64, p: f64) -> f64 {
     (p0 - p) / p0 * 100.0
 }
 
-/// A seeded generator (xorshift64*), so intervals repeat on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
-    }
-
-    fn resample(&mut self, v: &[f64]) -> Vec<f64> {
-        (0..v.len()).map(|_| v[self.below(v.len())]).collect()
-    }
-}
-
-fn interval(mut v: Vec<f64>) -> Option<(f64, f64)> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)];
-    Some((at(0.025), at(0.975)))
-}
-
 /// The curve from each step's throughputs (`(x_ns, runs)`, x ascending, the
 /// first at 0); None without a step at 0 or with an empty one.
 pub fn curve(steps: &[(f64, Vec<f64>)], rounds: usize) -> Option<Vec<Point>> {
@@ -62,7 +36,7 @@ pub fn curve(steps: &[(f64, Vec<f64>)], rounds: usize) -> Option<Vec<Point>> {
         return None;
     }
     let p0 = median(base);
-    let mut rng = Rng(0x006b_616e_736f_6b75);
+    let mut rng = Rng::new(0x006b_616e_736f_6b75);
     Some(
         steps
             .iter()
@@ -104,7 +78,7 @@ pub fn knee_interval(steps: &[(f64, Vec<f64>)], rounds: usize) -> Option<(f64, f
         return None;
     }
     let xs: Vec<f64> = steps.iter().map(|s| s.0).collect();
-    let mut rng = Rng(0x6b6e_6565);
+    let mut rng = Rng::new(0x6b6e_6565);
     let knees: Vec<f64> = (0..rounds)
         .filter_map(|_| {
             let p: Vec<f64> = steps.iter().map(|s| median(&rng.resample(&s.1))).collect();
