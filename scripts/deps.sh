@@ -48,6 +48,7 @@ case "${1:-test}" in
     want nginx                      # the server `kansoku lab load` is measured against
     want wrk                        # a peer in `kansoku lab load`
     want apache2-utils              # ab: a peer in `kansoku lab load`
+    want nghttp2-client             # h2load: the HTTP/2 peer in `kansoku lab load`
     want postgresql                 # experiments/pgbench-tuning.toml (pgbench and the server)
     ;;
   *) echo "usage: $0 test|bench|build" >&2; exit 2 ;;

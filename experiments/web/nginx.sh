@@ -22,7 +22,7 @@ http {
   client_body_temp_path $state/body; proxy_temp_path $state/proxy; fastcgi_temp_path $state/fcgi;
   uwsgi_temp_path $state/uwsgi; scgi_temp_path $state/scgi;
   keepalive_requests 1000000;
-  server { listen 127.0.0.1:$port; root $state/www; }
+  server { listen 127.0.0.1:$port; listen 127.0.0.1:18782 http2; root $state/www; }
 }
 CONF
     nginx -c "$state/nginx.conf" -p "$state"

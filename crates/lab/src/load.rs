@@ -38,6 +38,9 @@ pub struct Args {
     /// connection one stream at a time.
     #[arg(long)]
     http2: bool,
+    /// With --http2: requests in flight on each connection at once.
+    #[arg(long, default_value_t = 1, requires = "http2")]
+    streams: usize,
     /// A request without its whole response after this long fails.
     #[arg(long, default_value = "10s", value_parser = crate::parse_dur)]
     timeout: Duration,
@@ -54,7 +57,8 @@ pub struct Args {
     /// The run's name in those series (default: load-UNIXTIME).
     #[arg(long)]
     run: Option<String>,
-    /// The same load from these tools too, in the same run: wrk, ab.
+    /// The same load from these tools too, in the same run: wrk and ab
+    /// (HTTP/1.1), h2load (HTTP/2).
     #[arg(long, value_delimiter = ',')]
     peers: Vec<String>,
     /// Also write the result as JSON to this file.
@@ -66,8 +70,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let target = Target::parse(&args.url).map_err(anyhow::Error::msg)?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     for p in &args.peers {
-        if !["wrk", "ab"].contains(&p.as_str()) {
-            bail!("--peers {p}: the peers are wrk and ab");
+        if !["wrk", "ab", "h2load"].contains(&p.as_str()) {
+            bail!("--peers {p}: the peers are wrk, ab (HTTP/1.1) and h2load (HTTP/2)");
         }
     }
     let cfg = Config {
@@ -79,6 +83,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         rate: args.rate,
         keep_alive: !args.no_keepalive,
         http2: args.http2,
+        streams: args.streams,
         timeout: args.timeout,
         interval: args.interval,
     };
@@ -92,7 +97,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         args.connections,
         args.duration,
         if cfg.http2 {
-            "HTTP/2 (h2c)"
+            if cfg.streams > 1 { "HTTP/2 (h2c), several streams a connection" } else { "HTTP/2 (h2c)" }
         } else if cfg.keep_alive {
             "keep-alive on"
         } else {
@@ -116,8 +121,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             eprintln!("{p}: skipped — it has no open-loop mode (wrk2 has; it is not packaged here)");
             continue;
         }
-        if args.http2 {
-            eprintln!("{p}: skipped — it speaks HTTP/1.1 only");
+        if args.http2 != (p == "h2load") {
+            eprintln!("{p}: skipped — it speaks {}", if p == "h2load" { "HTTP/2 only" } else { "HTTP/1.1 only" });
             continue;
         }
         match peer(p, args, threads) {
@@ -355,53 +360,67 @@ fn print_sides(sides: &[Side]) {
     }
 }
 
+/// The peer's command line for the same load.
+fn peer_command(name: &str, args: &Args, threads: usize, secs: &str) -> std::process::Command {
+    let c = args.connections.to_string();
+    let threads = threads.min(args.connections).to_string();
+    let mut cmd = std::process::Command::new(name);
+    match name {
+        "wrk" => {
+            cmd.args(["-t", &threads, "-c", &c, "-d", &format!("{secs}s")]).args([
+                "--latency",
+                "--timeout",
+                &format!("{}s", args.timeout.as_secs().max(1)),
+            ]);
+            if args.no_keepalive {
+                cmd.args(["-H", "Connection: close"]);
+            }
+        }
+        "h2load" => {
+            cmd.args(["-c", &c, "-m", &args.streams.to_string(), "-t", &threads, "-D", secs]);
+        }
+        _ => {
+            // -n: enough that the time limit ends the run (ab allocates
+            // 32 bytes per request up front: 2e9 would be 64 GB).
+            let n = (args.duration.as_secs().max(1) * 200_000).to_string();
+            cmd.args(["-q", "-c", &c, "-t", secs, "-n", &n, "-s", &args.timeout.as_secs().max(1).to_string()]);
+            if !args.no_keepalive {
+                cmd.arg("-k");
+            }
+        }
+    }
+    for h in &args.headers {
+        cmd.args(["-H", h]);
+    }
+    cmd.arg(&args.url);
+    cmd
+}
+
 /// The same load from a peer tool, its CPU from the kernel's accounting of
 /// children (`getrusage(RUSAGE_CHILDREN)` around its whole run).
 fn peer(name: &str, args: &Args, threads: usize) -> anyhow::Result<Side> {
     let secs = args.duration.as_secs().max(1).to_string();
-    let c = args.connections.to_string();
-    let mut cmd =
-        match name {
-            "wrk" => {
-                let mut cmd = std::process::Command::new("wrk");
-                cmd.args(["-t", &threads.min(args.connections).to_string(), "-c", &c, "-d", &format!("{secs}s")])
-                    .args(["--latency", "--timeout", &format!("{}s", args.timeout.as_secs().max(1))]);
-                if args.no_keepalive {
-                    cmd.args(["-H", "Connection: close"]);
-                }
-                for h in &args.headers {
-                    cmd.args(["-H", h]);
-                }
-                cmd.arg(&args.url);
-                cmd
-            }
-            _ => {
-                let mut cmd = std::process::Command::new("ab");
-                // -n: enough that the time limit ends the run (ab allocates
-                // 32 bytes per request up front: 2e9 would be 64 GB).
-                let n = (args.duration.as_secs().max(1) * 200_000).to_string();
-                cmd.args(["-q", "-c", &c, "-t", &secs, "-n", &n, "-s", &args.timeout.as_secs().max(1).to_string()]);
-                if !args.no_keepalive {
-                    cmd.arg("-k");
-                }
-                for h in &args.headers {
-                    cmd.args(["-H", h]);
-                }
-                cmd.arg(&args.url);
-                cmd
-            }
-        };
+    let mut cmd = peer_command(name, args, threads, &secs);
     eprintln!("{name}: the same load ({secs} s) …");
     let before = children_cpu_s();
     let out = cmd.output().with_context(|| {
-        format!("run {name} (on Debian: apt-get install {})", if name == "ab" { "apache2-utils" } else { "wrk" })
+        let package = match name {
+            "ab" => "apache2-utils",
+            "h2load" => "nghttp2-client",
+            other => other,
+        };
+        format!("run {name} (on Debian: apt-get install {package})")
     })?;
     let cpu_s = children_cpu_s() - before;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         bail!("{name} exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
     }
-    let side = if name == "wrk" { parse_wrk(&text) } else { parse_ab(&text) };
+    let side = match name {
+        "wrk" => parse_wrk(&text),
+        "h2load" => parse_h2load(&text),
+        _ => parse_ab(&text),
+    };
     side.map(|s| Side { cpu_s, ..s }).with_context(|| format!("reading {name}'s report:\n{text}"))
 }
 
@@ -459,6 +478,33 @@ fn parse_wrk(text: &str) -> Option<Side> {
     })
 }
 
+/// h2load's report: `finished in …, N req/s`, the `requests:` counts, the
+/// `time for request:` max (it prints no percentiles).
+fn parse_h2load(text: &str) -> Option<Side> {
+    let finished = text.lines().find(|l| l.starts_with("finished in"))?;
+    let responses_per_s = finished.split(", ").nth(1)?.strip_suffix(" req/s")?.parse().ok()?;
+    let requests = text.lines().find(|l| l.starts_with("requests:"))?;
+    let count = |what: &str| -> Option<u64> {
+        requests.split(", ").find(|p| p.trim_end().ends_with(what))?.split_whitespace().rev().nth(1)?.parse().ok()
+    };
+    let (succeeded, failed) = (count("succeeded")?, count("failed")? + count("errored")? + count("timeout")?);
+    let max = text
+        .lines()
+        .find(|l| l.starts_with("time for request:"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .and_then(wrk_us);
+    Some(Side {
+        name: "h2load".into(),
+        responses_per_s,
+        p50_us: None,
+        p99_us: None,
+        max_us: max,
+        failures: failed,
+        cpu_s: 0.0,
+        responses: succeeded,
+    })
+}
+
 /// ApacheBench's report: `Requests per second:`, `Complete requests:`,
 /// `Failed requests:`, the percentage table (ms).
 fn parse_ab(text: &str) -> Option<Side> {
@@ -498,5 +544,9 @@ mod tests {
         assert_eq!((s.responses, s.failures, s.responses_per_s), (5000, 2, 25000.5));
         assert_eq!((s.p50_us, s.p99_us, s.max_us), (Some(1000.0), Some(3000.0), Some(12000.0)));
         assert!(parse_wrk("nothing").is_none() && parse_ab("nothing").is_none());
+        let h2 = "finished in 2.00s, 65610.50 req/s, 39.91MB/s\nrequests: 131221 total, 131225 started, 131221 done, 131220 succeeded, 1 failed, 0 errored, 0 timeout\n                     min         max         mean         sd        +/- sd\ntime for request:       19us      7.48ms        55us        70us    99.20%\n";
+        let s = parse_h2load(h2).unwrap();
+        assert_eq!((s.responses, s.failures, s.responses_per_s, s.max_us), (131_220, 1, 65610.5, Some(7480.0)));
+        assert!(parse_h2load("nothing").is_none());
     }
 }

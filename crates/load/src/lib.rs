@@ -94,6 +94,9 @@ pub struct Config {
     /// HTTP/2 over cleartext TCP, prior knowledge (h2c): each connection
     /// one stream at a time, by the `h2` crate.
     pub http2: bool,
+    /// HTTP/2: requests in flight on each connection at once (streams),
+    /// each its own closed or open loop. 1 for HTTP/1.1.
+    pub streams: usize,
     /// A request without its whole response after this long fails.
     pub timeout: Duration,
     /// The resolution of the per-interval figures.
@@ -164,6 +167,12 @@ pub fn run(cfg: &Config, progress: &Arc<Progress>) -> std::io::Result<Outcome> {
             "connections and threads must be at least 1",
         ));
     }
+    if cfg.streams == 0 || (cfg.streams > 1 && !cfg.http2) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "streams: at least 1, and more than 1 only over HTTP/2",
+        ));
+    }
     if cfg.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the rate must be a positive number"));
     }
@@ -182,14 +191,18 @@ pub fn run(cfg: &Config, progress: &Arc<Progress>) -> std::io::Result<Outcome> {
             let cfg = std::rc::Rc::new(cfg);
             let last = std::rc::Rc::new(std::cell::Cell::new(start));
             for k in mine {
-                local.spawn_local(connection(
-                    k,
-                    std::rc::Rc::clone(&cfg),
-                    start,
-                    std::rc::Rc::clone(&rec),
-                    (t, Arc::clone(&progress)),
-                    std::rc::Rc::clone(&last),
-                ));
+                // The connection's streams share its HTTP/2 session.
+                let shared: H2Shared = std::rc::Rc::default();
+                for s in 0..cfg.streams {
+                    local.spawn_local(connection(
+                        k * cfg.streams + s,
+                        std::rc::Rc::clone(&cfg),
+                        start,
+                        std::rc::Rc::clone(&rec),
+                        (t, Arc::clone(&progress)),
+                        (std::rc::Rc::clone(&last), std::rc::Rc::clone(&shared)),
+                    ));
+                }
             }
             rt.block_on(local);
             let rec = rec.borrow().clone();
@@ -268,23 +281,23 @@ async fn connection(
     start: Instant,
     rec: std::rc::Rc<std::cell::RefCell<Recorder>>,
     (thread, progress): (usize, Arc<Progress>),
-    last: std::rc::Rc<std::cell::Cell<Instant>>,
+    (last, h2conn): (std::rc::Rc<std::cell::Cell<Instant>>, H2Shared),
 ) {
     let end = start + cfg.duration;
     let request = http::request(&cfg.target.host, &cfg.target.path, &cfg.headers, cfg.keep_alive);
     let mut stream: Option<TcpStream> = None;
-    let mut h2conn: Option<h2::client::SendRequest<bytes::Bytes>> = None;
     let mut buf = Buf { bytes: vec![0; http::HEAD_MAX], lo: 0, hi: 0 };
     tokio::time::sleep_until(start.into()).await;
     // Open loop: sends on time to the microsecond (tokio's timer, to the
     // millisecond, where no timerfd can be had).
     let timer = cfg.rate.and_then(|_| Precise::new().ok());
     let deadline = tokio::time::sleep_until((start + cfg.timeout).into());
+    // Request loops in the run: each connection's streams.
+    let loops = (cfg.connections * cfg.streams) as u64;
     tokio::pin!(deadline);
     for i in 0u64.. {
         // Open loop: request k + i·C of the run's schedule, one every 1/rate.
-        let scheduled =
-            cfg.rate.map(|rate| start + Duration::from_secs_f64((k as u64 + i * cfg.connections as u64) as f64 / rate));
+        let scheduled = cfg.rate.map(|rate| start + Duration::from_secs_f64((k as u64 + i * loops) as f64 / rate));
         if let Some(at) = scheduled {
             if at >= end {
                 break;
@@ -309,7 +322,7 @@ async fn connection(
             biased;
             r = async {
                 if cfg.http2 {
-                    exchange_h2(&mut h2conn, &cfg, &rec).await
+                    exchange_h2(&h2conn, &cfg, &rec).await
                 } else {
                     exchange(&mut stream, &mut buf, &request, &cfg, &rec).await.map(|r| (r.status, r.body_bytes, r.wire_bytes))
                 }
@@ -318,27 +331,43 @@ async fn connection(
         };
         let done = Instant::now();
         last.set(last.get().max(done));
-        let mut r = rec.borrow_mut();
-        match outcome {
-            Ok((status, body, wire)) => r.response(intended, sent, done, status, body, wire),
-            Err(kind) => {
-                r.failure(kind, done);
-                (stream, buf.lo, buf.hi, h2conn) = (None, 0, 0, None);
-            }
+        let failed = {
+            let mut r = rec.borrow_mut();
+            let failed = match outcome {
+                Ok((status, body, wire)) => {
+                    r.response(intended, sent, done, status, body, wire);
+                    false
+                }
+                Err(kind) => {
+                    r.failure(kind, done);
+                    (stream, buf.lo, buf.hi) = (None, 0, 0);
+                    true
+                }
+            };
+            progress.publish(thread, &r);
+            failed
+        };
+        if failed && cfg.http2 {
+            // A new session for the next request (of any of its streams).
+            *h2conn.lock().await = None;
         }
-        progress.publish(thread, &r);
     }
 }
+
+/// A connection's HTTP/2 session, shared by its streams (None until made,
+/// and after it failed).
+type H2Shared = std::rc::Rc<tokio::sync::Mutex<Option<h2::client::SendRequest<bytes::Bytes>>>>;
 
 /// One HTTP/2 request and its whole response on the connection `conn`
 /// (made first when there is none; its driver runs as a task of its own):
 /// (status, body bytes, 0 — frames are not counted on the wire).
 async fn exchange_h2(
-    conn: &mut Option<h2::client::SendRequest<bytes::Bytes>>,
+    conn: &H2Shared,
     cfg: &Config,
     rec: &std::cell::RefCell<Recorder>,
 ) -> Result<(u16, u64, u64), Failure> {
-    if conn.is_none() {
+    let mut session = conn.lock().await;
+    if session.is_none() {
         let tcp = TcpStream::connect(cfg.target.addr).await.map_err(|_| Failure::Connect)?;
         let _ = tcp.set_nodelay(true);
         let (send, driver) = h2::client::handshake(tcp).await.map_err(|_| Failure::Protocol)?;
@@ -346,9 +375,10 @@ async fn exchange_h2(
             let _ = driver.await;
         });
         rec.borrow_mut().connects += 1;
-        *conn = Some(send);
+        *session = Some(send);
     }
-    let send = conn.as_ref().expect("connected above").clone();
+    let send = session.as_ref().expect("connected above").clone();
+    drop(session);
     let mut send = send.ready().await.map_err(|_| Failure::Io)?;
     let uri = format!("http://{}{}", cfg.target.host, cfg.target.path);
     let mut req = ::http::Request::get(uri);

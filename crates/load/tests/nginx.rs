@@ -92,7 +92,7 @@ fn logged(n: &Nginx, uri: &str) -> (u64, u64, u64) {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            let protocol = if uri.ends_with("?h2") { "HTTP/2.0" } else { "HTTP/1.1" };
+            let protocol = if uri.contains("?h2") { "HTTP/2.0" } else { "HTTP/1.1" };
             (f.len() == 5 && f[0] == uri && f[1] == "200" && f[4] == protocol)
                 .then(|| Some((f[2].parse::<u64>().ok()?, f[3].parse::<u64>().ok()?)))?
         })
@@ -104,7 +104,7 @@ const HEADERS: &[&str] = &["Accept-Encoding: gzip"];
 
 fn run(n: &Nginx, uri: &str, connections: usize, rate: Option<f64>, keep_alive: bool, ms: u64) -> load::Outcome {
     let chunked = uri.starts_with("/gz/");
-    let http2 = uri.ends_with("?h2");
+    let http2 = uri.contains("?h2");
     let cfg = Config {
         headers: HEADERS.iter().map(|h| (*h).to_owned()).collect(),
         target: Target::parse(&format!("http://127.0.0.1:{}{uri}", if http2 { n.h2port } else { n.port })).unwrap(),
@@ -113,6 +113,8 @@ fn run(n: &Nginx, uri: &str, connections: usize, rate: Option<f64>, keep_alive: 
         duration: Duration::from_millis(ms),
         rate,
         http2,
+        // `?h2m`: four streams on each connection at once.
+        streams: if uri.ends_with("?h2m") { 4 } else { 1 },
         keep_alive,
         timeout: Duration::from_secs(30),
         interval: Duration::from_millis(100),
@@ -162,6 +164,9 @@ fn every_response_and_byte_as_nginx_logged_them() {
     // HTTP/2 (h2c): every response a line of HTTP/2.0 in nginx's log.
     let out = run(&n, "/small.html?h2", 4, None, true, 500);
     assert!(out.recorder.responses > 100 && out.recorder.connects == 4, "{:?}", out.recorder.connects);
+    // Four streams at once on each of two connections: still two connections.
+    let out = run(&n, "/small.html?h2m", 2, None, true, 500);
+    assert!(out.recorder.responses > 100 && out.recorder.connects == 2, "{:?}", out.recorder.connects);
     // 1 GiB responses, streamed: our memory stays what it was.
     let before = high_water_kib();
     let out = run(&n, "/huge.bin", 1, None, true, 300);

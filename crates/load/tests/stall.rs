@@ -65,6 +65,7 @@ fn config(url: &str, rate: Option<f64>) -> Config {
         duration: Duration::from_millis(1500),
         rate,
         http2: false,
+        streams: 1,
         keep_alive: true,
         timeout: Duration::from_secs(10),
         interval: Duration::from_millis(100),
