@@ -50,6 +50,14 @@ fn a_load_run_writes_its_intervals_as_series() {
     let bad = run(&["lab", "load", "https://127.0.0.1/"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("https is not supported"));
+    // Port 1: privileged, and nothing here listens on it.
+    let bad = run(&["lab", "load", "http://127.0.0.1:1/", "-d", "1s"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("cannot connect to"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
     let bad = run(&["lab", "load", &format!("{base}/"), "-H", "no colon"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("Name: value"));

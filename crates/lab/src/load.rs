@@ -105,9 +105,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         },
         crate::machine_line()
     );
+    // Refused before any load, with the reason, rather than a run of failures.
+    std::net::TcpStream::connect_timeout(&cfg.target.addr, args.timeout)
+        .with_context(|| format!("{}: cannot connect to {}", args.url, cfg.target.addr))?;
     let (out, cpu_ns, wall_start) = measure(&cfg)?;
     let ours = Side::of_kansoku(&out, cpu_ns);
     print_outcome(&out, cpu_ns);
+    if out.recorder.responses == 0 {
+        bail!("no responses from {}: {} requests failed (see above)", args.url, out.recorder.failures.total());
+    }
     let name = args.run.clone().unwrap_or_else(|| {
         format!("load-{}", wall_start.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()))
     });

@@ -351,8 +351,17 @@ async fn connection(
             // A new session for the next request (of any of its streams).
             *h2conn.lock().await = None;
         }
+        if failed && cfg.rate.is_none() && stream.is_none() {
+            // Closed loop: a refused or broken connection is retried after
+            // a pause, not in a spin that floods the server (and the count).
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
     }
 }
+
+/// How long a closed-loop request loop waits after a failure before it
+/// tries again.
+pub const RETRY_PAUSE: Duration = Duration::from_millis(10);
 
 /// A connection's HTTP/2 session, shared by its streams (None until made,
 /// and after it failed).
