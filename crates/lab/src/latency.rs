@@ -294,7 +294,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 fn write(args: &Args, doc: &Value) -> anyhow::Result<()> {
     if let Some(path) = &args.out {
         std::fs::write(path, serde_json::to_vec_pretty(doc)?).with_context(|| format!("write {}", path.display()))?;
-        eprintln!("result: {}", path.display());
+        if doc.get("curve").is_some() {
+            let page = path.with_extension("html");
+            let html = crate::report::render(&[(path.display().to_string(), doc.clone())])?;
+            std::fs::write(&page, html).with_context(|| format!("write {}", page.display()))?;
+            eprintln!("result: {} and {}", path.display(), page.display());
+        } else {
+            eprintln!("result: {}", path.display());
+        }
     }
     Ok(())
 }

@@ -52,6 +52,8 @@ pub fn render(docs: &[(String, Value)]) -> anyhow::Result<String> {
             interference(doc)
         } else if doc.get("summary").is_some() && doc.get("environment").is_some() {
             experiment(doc)
+        } else if doc["experiment"] == "latency" && doc.get("curve").is_some() {
+            latency(doc)
         } else {
             anyhow::bail!("{name}: not the output of `lab transfer --cores`, `lab interference` or `lab run`");
         };
@@ -376,6 +378,62 @@ fn interference(doc: &Value) -> String {
     out
 }
 
+/// A result of `lab latency`: the degradation curve as bars with their
+/// intervals (and the model's beside them), the knee, the tier budget and
+/// the injector's calibration.
+fn latency(doc: &Value) -> String {
+    let budget = &doc["budget"];
+    let mut out = format!(
+        "<h2>Latency sensitivity (seed 003)</h2><p>Throughput ({}) at each injected latency; PD = (P[0] − P[x]) / P[0] \
+         with 95 % bootstrap intervals. Knee (kneedle): {}. Tier budget: {}{} hops of {} ns within {} %.</p>",
+        esc(doc["metric"].as_str().unwrap_or("?")),
+        doc["knee_ns"].as_f64().map_or("none".into(), |k| {
+            let ci = doc["knee_interval_ns"].as_array().map_or(String::new(), |v| {
+                format!(
+                    " (interval {} – {} ns)",
+                    fmt(v[0].as_f64().unwrap_or(f64::NAN)),
+                    fmt(v[1].as_f64().unwrap_or(f64::NAN))
+                )
+            });
+            format!("{} ns{ci}", fmt(k))
+        }),
+        if budget["at_least"] == true { "at least " } else { "" },
+        budget["tiers"],
+        fmt(num(budget, "hop_ns")),
+        fmt(num(budget, "percent")),
+    );
+    let pair = |v: &Value| v.as_array().map(|a| (a[0].as_f64().unwrap_or(f64::NAN), a[1].as_f64().unwrap_or(f64::NAN)));
+    let groups: Vec<(String, Vec<Bar>)> = doc["curve"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let mut bars = vec![("measured".to_owned(), num(p, "pd"), pair(&p["pd_interval"]))];
+            if let Some(m) = p["model_pd"].as_f64() {
+                bars.push(("model".to_owned(), m, None));
+            }
+            (format!("{} ns", fmt(num(p, "x_ns"))), bars)
+        })
+        .collect();
+    let reference = budget["percent"].as_f64().map(|b| (b, "budget"));
+    out.push_str(&bars("Degradation PD by injected latency, %", " %", &groups, reference));
+    let mut table = String::from("<table><tr><th>requested ns<th>set ns<th>added p50 ns<th>added p99 ns<th>honoured");
+    for c in doc["calibration"].as_array().into_iter().flatten() {
+        let _ = write!(
+            table,
+            "<tr><td>{}<td>{}<td>{}<td>{}<td>{}",
+            fmt(num(c, "requested_ns")),
+            fmt(num(c, "set_ns")),
+            fmt(num(c, "added_p50_ns")),
+            fmt(num(c, "added_p99_ns")),
+            if c["honoured"] == true { "yes" } else { "no" }
+        );
+    }
+    table.push_str("</table>");
+    out.push_str(&table);
+    out
+}
+
 /// A result of `lab run`: per metric, each point's median with a 95 %
 /// bootstrap interval; the environment's main lines; every run.
 fn experiment(doc: &Value) -> String {
@@ -514,6 +572,31 @@ mod tests {
         assert!(html.contains("a &lt;test&gt;") && html.contains("package.nginx") && html.contains("failed: exit 1"));
         assert!(html.contains("<a href='http://h/#from=1&amp;to=2'>telemetry</a>") && html.contains("(warm-up)"));
         assert!(html.contains("machine: 2 × X, kernel 6.18"), "{html}");
+    }
+
+    #[test]
+    fn a_latency_curve_becomes_bars_and_the_calibration_a_table() {
+        let doc = serde_json::json!({
+            "experiment": "latency", "metric": "tps", "machine": { "cores": 2, "cpu": "X", "kernel": "6.18" },
+            "knee_ns": 1500.0, "knee_interval_ns": [1200.0, 1800.0],
+            "budget": { "hop_ns": 300.0, "percent": 5.0, "tiers": 5, "at_least": false },
+            "curve": [
+                { "x_ns": 0.0, "throughput": 100.0, "pd": 0.0, "pd_interval": [-1.0, 1.0], "model_pd": 0.0 },
+                { "x_ns": 1500.0, "throughput": 96.0, "pd": 4.0, "pd_interval": [3.0, 5.0], "model_pd": 4.5 },
+            ],
+            "calibration": [
+                { "requested_ns": 0, "set_ns": 0, "added_p50_ns": 0.0, "added_p99_ns": 1.0, "honoured": true },
+                { "requested_ns": 1500, "set_ns": 1455, "added_p50_ns": 1502.0, "added_p99_ns": 1540.0, "honoured": true },
+            ],
+        });
+        let html = render(&[("l.json".into(), doc)]).unwrap();
+        assert_eq!(count(&html, "<rect class=bar"), 4, "measured and model per step");
+        assert_eq!(count(&html, "<path class=ci"), 2);
+        assert!(
+            html.contains("1500 ns (interval 1200 – 1800 ns)") && html.contains("5 hops of 300 ns within 5 %"),
+            "{html}"
+        );
+        assert_eq!(count(&html, "<tr>"), 1 + 2);
     }
 
     #[test]
