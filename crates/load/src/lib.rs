@@ -285,6 +285,8 @@ async fn connection(
 ) {
     let end = start + cfg.duration;
     let request = http::request(&cfg.target.host, &cfg.target.path, &cfg.headers, cfg.keep_alive);
+    // The HTTP/2 request's URI and headers, made once: each request clones them.
+    let h2head = if cfg.http2 { h2_head(&cfg) } else { None };
     let mut stream: Option<TcpStream> = None;
     let mut buf = Buf { bytes: vec![0; http::HEAD_MAX], lo: 0, hi: 0 };
     tokio::time::sleep_until(start.into()).await;
@@ -322,7 +324,7 @@ async fn connection(
             biased;
             r = async {
                 if cfg.http2 {
-                    exchange_h2(&h2conn, &cfg, &rec).await
+                    exchange_h2(&h2conn, h2head.as_ref().ok_or(Failure::Protocol)?, &cfg, &rec).await
                 } else {
                     exchange(&mut stream, &mut buf, &request, &cfg, &rec).await.map(|r| (r.status, r.body_bytes, r.wire_bytes))
                 }
@@ -359,6 +361,25 @@ async fn connection(
     }
 }
 
+/// An HTTP/2 request's URI and headers.
+type H2Head = (::http::Uri, ::http::HeaderMap);
+
+/// The URI and headers every HTTP/2 request of the run carries (None if
+/// they do not make a valid request: each request then fails as protocol).
+fn h2_head(cfg: &Config) -> Option<H2Head> {
+    let uri: ::http::Uri = format!("http://{}{}", cfg.target.host, cfg.target.path).parse().ok()?;
+    let mut headers = ::http::HeaderMap::new();
+    for h in &cfg.headers {
+        let (name, value) = h.split_once(':')?;
+        headers.append(
+            ::http::header::HeaderName::from_bytes(name.trim().as_bytes()).ok()?,
+            ::http::HeaderValue::from_str(value.trim()).ok()?,
+        );
+    }
+    headers.insert(::http::header::USER_AGENT, ::http::HeaderValue::from_static("kansoku-load"));
+    Some((uri, headers))
+}
+
 /// How long a closed-loop request loop waits after a failure before it
 /// tries again.
 pub const RETRY_PAUSE: Duration = Duration::from_millis(10);
@@ -372,6 +393,7 @@ type H2Shared = std::rc::Rc<tokio::sync::Mutex<Option<h2::client::SendRequest<by
 /// (status, body bytes, 0 — frames are not counted on the wire).
 async fn exchange_h2(
     conn: &H2Shared,
+    head: &H2Head,
     cfg: &Config,
     rec: &std::cell::RefCell<Recorder>,
 ) -> Result<(u16, u64, u64), Failure> {
@@ -389,14 +411,9 @@ async fn exchange_h2(
     let send = session.as_ref().expect("connected above").clone();
     drop(session);
     let mut send = send.ready().await.map_err(|_| Failure::Io)?;
-    let uri = format!("http://{}{}", cfg.target.host, cfg.target.path);
-    let mut req = ::http::Request::get(uri);
-    for h in &cfg.headers {
-        if let Some((name, value)) = h.split_once(':') {
-            req = req.header(name.trim(), value.trim());
-        }
-    }
-    let req = req.header("user-agent", "kansoku-load").body(()).map_err(|_| Failure::Protocol)?;
+    let mut req = ::http::Request::new(());
+    *req.uri_mut() = head.0.clone();
+    *req.headers_mut() = head.1.clone();
     let (resp, _) = send.send_request(req, true).map_err(|_| Failure::Io)?;
     let resp = resp.await.map_err(|_| Failure::Io)?;
     let status = resp.status().as_u16();
