@@ -30,7 +30,9 @@ case "${1:-test}" in
     want clang                     # compiles the BPF programs of crates/trace; without it tracing is left out
     ;;
   bench)
-    want prometheus-node-exporter   # the peer in `kansoku lab collector-cost`
+    want prometheus-node-exporter   # the peer in `kansoku lab collector-cost` and `lab up-cost`
+    want pcp                        # pmcd + pmlogger: a peer in `kansoku lab up-cost`
+    want collectd-core              # a peer in `kansoku lab up-cost`
     want prometheus-snmp-exporter   # a peer in `kansoku lab snmp`
     want snmp                       # snmpget: the glogger paper's baseline in `kansoku lab snmp`
     want linux-perf                 # perf record: the real capture in `kansoku lab store`
@@ -62,7 +64,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   echo "deps: installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+  # Packages whose install scripts start their service (pcp) fail where
+  # systemd is not PID 1 (containers, this VM): give them a systemctl that
+  # does nothing; the lab starts what it measures itself.
+  shim=$(mktemp -d)
+  if [ "$(cat /proc/1/comm 2>/dev/null)" != systemd ]; then
+    printf '#!/bin/sh\nexit 0\n' > "$shim/systemctl"
+    chmod +x "$shim/systemctl"
+  fi
+  PATH="$shim:$PATH" apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+  rm -rf "$shim"
 fi
 
 if [ "${1:-test}" = test ] && ! cargo fuzz --version >/dev/null 2>&1; then

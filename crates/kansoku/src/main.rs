@@ -52,6 +52,10 @@ enum LabCmd {
     /// CPU cost of the host collector per interval and per sample, beside
     /// node_exporter scraped at the same interval in the same run.
     CollectorCost(lab::collector_cost::Args),
+    /// What `top` sees: the whole `kansoku up` process (collector, store,
+    /// fsyncs, tracer, API) beside PCP, collectd and node_exporter at the
+    /// same interval in the same run; several up variants side by side.
+    UpCost(lab::up_cost::Args),
     /// The glogger experiment: K SNMP targets every interval, beside a
     /// snmpget shell loop and snmp_exporter in the same run.
     Snmp(lab::snmp_bench::Args),
@@ -151,6 +155,7 @@ fn main() -> ExitCode {
         Cmd::Export(args) => export::run(args),
         Cmd::Import(args) => import::run(args),
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
+        Cmd::Lab(LabCmd::UpCost(args)) => lab::up_cost::run(&args),
         Cmd::Lab(LabCmd::TraceCost(args)) => lab::trace_cost::run(&args),
         Cmd::Lab(LabCmd::Diagnose(args)) => lab::diagnose::run(&args),
         Cmd::Lab(LabCmd::Load(args)) => lab::load::run(&args),

@@ -113,7 +113,7 @@ pub(crate) fn stat_cpu_seconds(path: &str) -> anyhow::Result<f64> {
 }
 
 /// One HTTP/1.0 GET; returns the body.
-fn scrape(addr: &str) -> std::io::Result<String> {
+pub(crate) fn scrape(addr: &str) -> std::io::Result<String> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;

@@ -18,6 +18,7 @@ pub mod store_bench;
 pub mod synth;
 pub mod trace_cost;
 pub mod transfer;
+pub mod up_cost;
 
 use std::time::Duration;
 

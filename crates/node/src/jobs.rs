@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 
 use codec::events::{Encoding, EventBatch};
 use model::Batch;
-use store::{Appended, Appender, Store};
+use store::{Appended, Appender, FsyncPolicy, Store};
 
 use crate::{PERF_BATCH, PERF_DRAIN, PERF_QUEUE, QUEUE_ROUNDS};
 
@@ -31,11 +31,20 @@ pub struct Jobs {
     live: Live,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// The producers' fsync policy, where it differs from the store's.
+    fsync: Option<FsyncPolicy>,
 }
 
 impl Jobs {
     pub fn new(store: Arc<Store>, live: Live) -> Jobs {
-        Jobs { store, live, stop: Arc::new(AtomicBool::new(false)), threads: Vec::new() }
+        Jobs { store, live, stop: Arc::new(AtomicBool::new(false)), threads: Vec::new(), fsync: None }
+    }
+
+    /// The producers' batches (this host's own samples) are fsynced by
+    /// `policy` rather than the store's, which stays for what clients write.
+    pub fn with_fsync(mut self, policy: FsyncPolicy) -> Jobs {
+        self.fsync = Some(policy);
+        self
     }
 
     /// Starts `produce` on a thread named `name` with a bounded queue to a
@@ -51,8 +60,9 @@ impl Jobs {
         self.threads.push(std::thread::Builder::new().name(name.into()).spawn(move || produce(tx, stop))?);
         let store = Arc::clone(&self.store);
         let live = self.live.clone();
+        let fsync = self.fsync;
         self.threads.push(std::thread::Builder::new().name(format!("{name}-writer")).spawn(move || {
-            let mut appender = Appender::default();
+            let mut appender = fsync.map_or_else(Appender::default, Appender::with_fsync);
             let mut failures = 0u64;
             for batch in rx {
                 match store.append(&mut appender, &batch) {

@@ -185,6 +185,18 @@ pub struct Appended {
 #[derive(Debug, Default)]
 pub struct Appender {
     ids: Vec<Option<u32>>,
+    /// This producer's fsync policy, where it differs from the store's.
+    fsync: Option<FsyncPolicy>,
+}
+
+impl Appender {
+    /// An appender whose batches are fsynced by `policy` instead of the
+    /// store's: a host's own samples can ride on a periodic fsync while
+    /// what clients write (and are acknowledged) keeps the store's policy.
+    /// An fsync made for anyone covers every append written before it.
+    pub fn with_fsync(policy: FsyncPolicy) -> Appender {
+        Appender { ids: Vec::new(), fsync: Some(policy) }
+    }
 }
 
 #[derive(Debug)]
@@ -488,7 +500,7 @@ impl Store {
             }
         };
         w.unsynced = true;
-        let sync_now = self.opts.fsync.due(w.last_sync);
+        let sync_now = appender.fsync.unwrap_or(self.opts.fsync).due(w.last_sync);
         if sync_now {
             w.last_sync = Instant::now();
             w.unsynced = false;

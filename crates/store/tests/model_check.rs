@@ -390,3 +390,40 @@ fn tier_answers_match_raw_answers() {
         }
     }
 }
+
+/// A producer with a periodic fsync policy writes without an fsync per
+/// append (its samples survive a process kill: the page cache has them),
+/// while a client's append on the same store keeps the store's policy and
+/// its fsync covers everything written before it.
+#[test]
+fn an_appender_s_own_fsync_policy_leaves_the_store_s_for_others() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    {
+        let store = Store::open(dir.path(), Options { fsync: FsyncPolicy::Always, ..opts() }).unwrap();
+        let mut local = Appender::with_fsync(FsyncPolicy::Every(std::time::Duration::from_secs(3600)));
+        for i in 0..10 {
+            let mut b = Batch::new(Timestamp(1 + i));
+            if i == 0 {
+                b.defs.push((0, SeriesKey::new("local", [("host", "h")])));
+            }
+            b.points.push((0, i as f64));
+            store.append(&mut local, &b).unwrap();
+        }
+        assert_eq!(store.fsyncs().0, 0, "ten local rounds, no fsync within the hour");
+        let mut client = Appender::default();
+        let mut b = Batch::new(Timestamp(100));
+        b.defs.push((0, SeriesKey::new("client", [("host", "h")])));
+        b.points.push((0, 1.0));
+        store.append(&mut client, &b).unwrap();
+        assert_eq!(store.fsyncs().0, 1, "the client's append fsyncs as the store's policy says");
+        // Dropped without close(): what was written is in the WAL.
+    }
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let found: Vec<(String, usize)> = store
+        .series(&Selector::all())
+        .into_iter()
+        .map(|(id, key)| (key.to_string(), store.read(id, Timestamp::MIN, Timestamp::MAX).0.len()))
+        .collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found.iter().any(|(k, n)| k.starts_with("local") && *n == 10), "{found:?}");
+}

@@ -1,6 +1,9 @@
 //! Loading the BPF object, attaching it, and reading its maps.
 
-#![allow(unsafe_code, reason = "the histogram array is mapped into our memory: mmap, munmap, and its view as atomics")]
+#![allow(
+    unsafe_code,
+    reason = "the histogram array is mapped into our memory: mmap, munmap, its view as atomics; malloc_trim after loading"
+)]
 
 use std::collections::BTreeMap;
 
@@ -145,7 +148,7 @@ pub(crate) fn load_tracepoints(
         return Err(TraceError::NotBuilt);
     }
     ensure_tracefs()?;
-    let mut ebpf = Ebpf::load(object)?;
+    let mut ebpf = load_object(object)?;
     for &(name, event) in progs {
         let wrap = |source| TraceError::Program { name, source };
         let prog = ebpf.program_mut(name).ok_or(TraceError::MissingMap(name))?;
@@ -156,20 +159,68 @@ pub(crate) fn load_tracepoints(
     Ok(ebpf)
 }
 
+thread_local! {
+    /// The kernel's BTF while [`with_kernel_btf`] runs: parsed once for
+    /// every object it loads (parsing `/sys/kernel/btf/vmlinux` takes tens
+    /// of megabytes and milliseconds; six objects parsed it six times).
+    static KERNEL_BTF: std::cell::RefCell<Option<Option<aya::Btf>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (which loads BPF objects) with the kernel's BTF parsed once for
+/// all of them, then frees it and gives the freed heap back to the system:
+/// the tracer's resident memory is its maps and tables, not a parse it no
+/// longer needs.
+pub(crate) fn with_kernel_btf<T>(f: impl FnOnce() -> T) -> T {
+    KERNEL_BTF.with(|b| *b.borrow_mut() = Some(aya::Btf::from_sys_fs().ok()));
+    let out = f();
+    KERNEL_BTF.with(|b| *b.borrow_mut() = None);
+    give_back_free_heap();
+    out
+}
+
+/// Loads a BPF object against the kernel's BTF (the shared parse inside
+/// [`with_kernel_btf`], else a parse of its own).
+fn load_object(object: &[u8]) -> Result<Ebpf, TraceError> {
+    KERNEL_BTF.with(|b| match &*b.borrow() {
+        Some(btf) => Ok(aya::EbpfLoader::new().btf(btf.as_ref()).load(object)?),
+        None => Ok(Ebpf::load(object)?),
+    })
+}
+
+/// Returns free heap pages to the kernel (glibc keeps them otherwise: the
+/// BTF parse's ~35 MB stayed resident for the process's life).
+fn give_back_free_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases memory the allocator holds free.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Reads the `COUNTS` hash map of (key → count) into distributions by
-/// `group(key)` → (group, bucket); the bucket `sum` holds the total.
-pub(crate) fn read_counts<K: aya::Pod, G: Ord>(
+/// `group(key)` → (group, bucket); the bucket `sum` holds the total. One
+/// `BPF_MAP_LOOKUP_BATCH` call reads the whole map (kernels since 5.6);
+/// where the kernel refuses it, entry by entry (two system calls each).
+pub(crate) fn read_counts<K: aya::Pod + Default, G: Ord>(
     ebpf: &Ebpf,
     sum: u32,
     group: impl Fn(&K) -> (G, u32),
 ) -> Result<BTreeMap<G, Dist>, TraceError> {
+    read_counts_by(ebpf, sum, group, true)
+}
+
+/// [`read_counts`], by batches or (`batch` false) entry by entry.
+pub(crate) fn read_counts_by<K: aya::Pod + Default, G: Ord>(
+    ebpf: &Ebpf,
+    sum: u32,
+    group: impl Fn(&K) -> (G, u32),
+    batch: bool,
+) -> Result<BTreeMap<G, Dist>, TraceError> {
     let wrap = |source| TraceError::Map { name: "COUNTS", source };
     let map = ebpf.map("COUNTS").ok_or(TraceError::MissingMap("COUNTS"))?;
-    let counts: aya::maps::HashMap<_, K, u64> = aya::maps::HashMap::try_from(map).map_err(wrap)?;
     let mut out = BTreeMap::new();
-    for entry in counts.iter() {
-        let (k, n) = entry.map_err(wrap)?;
-        let (g, bucket) = group(&k);
+    let mut add = |k: &K, n: u64| {
+        let (g, bucket) = group(k);
         let d: &mut Dist = out.entry(g).or_default();
         if bucket == sum {
             d.sum_ns = n;
@@ -177,8 +228,86 @@ pub(crate) fn read_counts<K: aya::Pod, G: Ord>(
             d.buckets.insert(bucket, n);
             d.count += n;
         }
+    };
+    if batch
+        && let aya::maps::Map::HashMap(data) = map
+        && let Ok(entries) = lookup_batch::<K>(std::os::fd::AsFd::as_fd(data.fd()))
+    {
+        for (k, n) in &entries {
+            add(k, *n);
+        }
+        return Ok(out);
+    }
+    let counts: aya::maps::HashMap<_, K, u64> = aya::maps::HashMap::try_from(map).map_err(wrap)?;
+    for entry in counts.iter() {
+        let (k, n) = entry.map_err(wrap)?;
+        add(&k, n);
     }
     Ok(out)
+}
+
+/// Entries one `BPF_MAP_LOOKUP_BATCH` may return: above every `COUNTS`
+/// map's size (`bpf/*.bpf.c`), so one call reads a map.
+const BATCH_MAX: usize = 8192;
+
+/// `union bpf_attr` for `BPF_MAP_*_BATCH` (include/uapi/linux/bpf.h).
+#[repr(C)]
+#[derive(Default)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+
+/// Every (key, u64 value) of a hash map by `BPF_MAP_LOOKUP_BATCH`, in as
+/// few calls as the kernel needs; an error (e.g. EINVAL on kernels before
+/// 5.6) if any call fails.
+pub(crate) fn lookup_batch<K: aya::Pod + Default>(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Vec<(K, u64)>> {
+    use std::os::fd::AsRawFd;
+    let mut out = Vec::new();
+    let mut keys = vec![K::default(); BATCH_MAX];
+    let mut values = vec![0u64; BATCH_MAX];
+    // The hash map's batch token is its next bucket index (a u32).
+    let (mut token_in, mut token_out) = (0u32, 0u32);
+    let mut first = true;
+    loop {
+        let mut attr = BatchAttr {
+            in_batch: if first { 0 } else { &raw const token_in as u64 },
+            out_batch: &raw mut token_out as u64,
+            keys: keys.as_mut_ptr() as u64,
+            values: values.as_mut_ptr() as u64,
+            count: BATCH_MAX as u32,
+            map_fd: fd.as_raw_fd() as u32,
+            ..BatchAttr::default()
+        };
+        // SAFETY: attr points at buffers of `count` keys and values of the
+        // map's key and value sizes (K is the map's key type, values are
+        // u64), and at two u32 tokens; all outlive the call.
+        let r = unsafe {
+            libc::syscall(libc::SYS_bpf, BPF_MAP_LOOKUP_BATCH, &raw mut attr, size_of::<BatchAttr>() as libc::c_uint)
+        };
+        let err = (r < 0).then(std::io::Error::last_os_error);
+        let done = matches!(&err, Some(e) if e.raw_os_error() == Some(libc::ENOENT));
+        if let Some(e) = err
+            && !done
+        {
+            return Err(e);
+        }
+        let n = (attr.count as usize).min(BATCH_MAX);
+        out.extend(keys[..n].iter().copied().zip(values[..n].iter().copied()));
+        if done {
+            return Ok(out);
+        }
+        token_in = token_out;
+        first = false;
+    }
 }
 
 /// One system call's distribution since the tracer started.
@@ -220,7 +349,7 @@ impl SyscallTracer {
             return Err(TraceError::NotBuilt);
         }
         ensure_tracefs()?;
-        let mut ebpf = Ebpf::load(OBJECT)?;
+        let mut ebpf = load_object(OBJECT)?;
         for name in ["sys_enter", "sys_exit"] {
             let wrap = |source| TraceError::Program { name, source };
             let prog = ebpf.program_mut(name).ok_or(TraceError::MissingMap(name))?;

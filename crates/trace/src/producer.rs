@@ -112,7 +112,8 @@ pub struct Tracer {
     /// The `host` label of every series.
     host: String,
     stats: Arc<TraceStats>,
-    ids: HashMap<SeriesKey, u32>,
+    /// Series ids by slot: no key is formatted or hashed once a series is known.
+    ids: HashMap<Slot, u32>,
     next_id: u32,
 }
 
@@ -130,8 +131,10 @@ impl Tracer {
     /// [`Tracer::start`] in the given mode.
     pub fn start_with(interval: Duration, host: &str, mode: Mode) -> Result<Tracer, TraceError> {
         let refused = match mode {
-            Mode::Auto => match SyscallTracer::start() {
-                Ok(syscalls) => return Ok(Tracer::with_bpf(syscalls, interval, host)),
+            Mode::Auto => match crate::bpf::with_kernel_btf(|| {
+                SyscallTracer::start().map(|syscalls| Tracer::with_bpf(syscalls, interval, host))
+            }) {
+                Ok(tracer) => return Ok(tracer),
                 Err(e) => e,
             },
             Mode::Counts => TraceError::CountsAsked,
@@ -188,35 +191,39 @@ impl Tracer {
     /// ns to seconds, or bytes as they are) and the cumulative
     /// `{metric}_bucket{le}` of each used bucket and `+Inf`; values divided by
     /// `per` (1e9: ns to seconds; 1: bytes). A bucket at
-    /// `last` holds everything above: only `+Inf` bounds it.
+    /// `last` holds everything above: only `+Inf` bounds it. `family` names
+    /// the histogram cheaply (metric, a number, a static name); its series
+    /// keys are built, from `labels`, only the first time a series is seen.
+    #[allow(clippy::too_many_arguments, reason = "one histogram's identity, labels, values and scale")]
     fn histogram(
         &mut self,
         b: &mut Batch,
-        metric: &str,
-        labels: &[(&str, String)],
+        family: Family,
+        labels: impl Fn() -> Vec<(&'static str, String)>,
         d: &Dist,
         per: f64,
         last: Option<u32>,
     ) {
+        let metric = family.0;
         let key = |suffix: &str, le: Option<String>| {
-            let mut l: Vec<(&str, String)> = labels.to_vec();
+            let mut l = labels();
             if let Some(le) = le {
                 l.push(("le", le));
             }
             SeriesKey::new(format!("{metric}_{suffix}"), l)
         };
-        self.push(b, key("count", None), d.count as f64);
-        self.push(b, key("sum", None), d.sum_ns as f64 / per);
+        self.push(b, (family, SLOT_COUNT), || key("count", None), d.count as f64);
+        self.push(b, (family, SLOT_SUM), || key("sum", None), d.sum_ns as f64 / per);
         let mut cumulative = 0;
         for (&bucket, &n) in &d.buckets {
             cumulative += n;
             if Some(bucket) == last {
                 continue;
             }
-            let le = hist::bounds(bucket).1 as f64 / per;
-            self.push(b, key("bucket", Some(format_le(le))), cumulative as f64);
+            let le = || format_le(hist::bounds(bucket).1 as f64 / per);
+            self.push(b, (family, SLOT_BUCKET + bucket), || key("bucket", Some(le())), cumulative as f64);
         }
-        self.push(b, key("bucket", Some("+Inf".into())), cumulative as f64);
+        self.push(b, (family, SLOT_INF), || key("bucket", Some("+Inf".into())), cumulative as f64);
     }
 
     /// The batch of series for the snapshots at `t`.
@@ -226,25 +233,20 @@ impl Tracer {
         let mut b = Batch::new(Timestamp(t));
         let mut events = 0;
         let host = self.host.clone();
+        let host = || ("host", host.clone());
         let last = Some(crate::bpf::BUCKETS as u32 - 1);
         for (&nr, d) in &snap.syscalls {
             events += d.count;
-            let labels = [("host", host.clone()), ("syscall", crate::syscall_name(nr))];
-            self.histogram(&mut b, "kernel_syscall_seconds", &labels, d, 1e9, last);
+            let labels = || vec![host(), ("syscall", crate::syscall_name(nr))];
+            self.histogram(&mut b, ("kernel_syscall_seconds", u64::from(nr), ""), labels, d, 1e9, last);
         }
         if snap.futex_waits.count > 0 {
-            self.histogram(
-                &mut b,
-                "kernel_futex_wait_seconds",
-                &[("host", host.clone())],
-                &snap.futex_waits,
-                1e9,
-                last,
-            );
+            let labels = || vec![host()];
+            self.histogram(&mut b, ("kernel_futex_wait_seconds", 0, ""), labels, &snap.futex_waits, 1e9, last);
         }
         for (&(dev, what, op), d) in block.into_iter().flatten() {
             let device = self.devices.entry(dev).or_insert_with(|| crate::block::device_name(dev)).clone();
-            let labels = [("device", device), ("host", host.clone()), ("op", op.name().to_owned())];
+            let labels = || vec![("device", device.clone()), host(), ("op", op.name().to_owned())];
             let (metric, per) = match what {
                 What::Queue => ("kernel_block_queue_seconds", 1e9),
                 What::Service => {
@@ -253,32 +255,33 @@ impl Tracer {
                 }
                 What::Bytes => ("kernel_block_request_bytes", 1.0),
             };
-            self.histogram(&mut b, metric, &labels, d, per, None);
+            self.histogram(&mut b, (metric, u64::from(dev), op.name()), labels, d, per, None);
         }
         for (what, d) in sched.into_iter().flatten() {
             match what {
                 SchedWhat::RunQueue => {
                     events += d.count;
-                    self.histogram(&mut b, "kernel_runqueue_seconds", &[("host", host.clone())], d, 1e9, None);
+                    let labels = || vec![host()];
+                    self.histogram(&mut b, ("kernel_runqueue_seconds", 0, ""), labels, d, 1e9, None);
                 }
                 SchedWhat::OffCpu(state) => {
-                    let labels = [("host", host.clone()), ("state", (*state).to_owned())];
-                    self.histogram(&mut b, "kernel_offcpu_seconds", &labels, d, 1e9, None);
+                    let labels = || vec![host(), ("state", (*state).to_owned())];
+                    self.histogram(&mut b, ("kernel_offcpu_seconds", 0, state), labels, d, 1e9, None);
                 }
             }
         }
         for (kind, d) in lock.into_iter().flatten() {
-            let labels = [("host", host.clone()), ("kind", (*kind).to_owned())];
-            self.histogram(&mut b, "kernel_lock_wait_seconds", &labels, d, 1e9, None);
+            let labels = || vec![host(), ("kind", (*kind).to_owned())];
+            self.histogram(&mut b, ("kernel_lock_wait_seconds", 0, kind), labels, d, 1e9, None);
         }
         for (kind, d) in mem.into_iter().flatten() {
-            let labels = [("host", host.clone()), ("kind", (*kind).to_owned())];
-            self.histogram(&mut b, "kernel_reclaim_stall_seconds", &labels, d, 1e9, None);
+            let labels = || vec![host(), ("kind", (*kind).to_owned())];
+            self.histogram(&mut b, ("kernel_reclaim_stall_seconds", 0, kind), labels, d, 1e9, None);
         }
-        for (ifindex, d) in net.into_iter().flatten() {
-            let device = self.interfaces.entry(*ifindex).or_insert_with(|| crate::net::device_name(*ifindex)).clone();
-            let labels = [("device", device), ("host", host.clone())];
-            self.histogram(&mut b, "kernel_net_qdisc_seconds", &labels, d, 1e9, None);
+        for (&ifindex, d) in net.into_iter().flatten() {
+            let device = self.interfaces.entry(ifindex).or_insert_with(|| crate::net::device_name(ifindex)).clone();
+            let labels = || vec![("device", device.clone()), host()];
+            self.histogram(&mut b, ("kernel_net_qdisc_seconds", u64::from(ifindex), ""), labels, d, 1e9, None);
         }
         self.stats.events.store(events, Relaxed);
         b
@@ -291,9 +294,9 @@ impl Tracer {
         let mut events = 0;
         for &(event, n) in counts {
             events += n;
-            let key =
-                SeriesKey::new("kernel_tracepoint_events_total", [("event", event), ("host", self.host.as_str())]);
-            self.push(&mut b, key, n as f64);
+            let host = self.host.clone();
+            let key = || SeriesKey::new("kernel_tracepoint_events_total", [("event", event), ("host", host.as_str())]);
+            self.push(&mut b, (("kernel_tracepoint_events_total", 0, event), SLOT_COUNT), key, n as f64);
         }
         self.stats.events.store(events, Relaxed);
         b
@@ -322,12 +325,14 @@ impl Tracer {
         Ok(self.batch(&snap, more, t))
     }
 
-    fn push(&mut self, b: &mut Batch, key: SeriesKey, v: f64) {
+    /// One point of the series `slot` names; its key is built (and the
+    /// series declared in this batch) only when the slot is new.
+    fn push(&mut self, b: &mut Batch, slot: Slot, key: impl FnOnce() -> SeriesKey, v: f64) {
         let next = &mut self.next_id;
-        let id = *self.ids.entry(key).or_insert_with_key(|k| {
+        let id = *self.ids.entry(slot).or_insert_with(|| {
             let id = *next;
             *next += 1;
-            b.defs.push((id, k.clone()));
+            b.defs.push((id, key()));
             id
         });
         b.points.push((id, v));
@@ -347,9 +352,8 @@ impl Tracer {
                         Ok(()) => true,
                         Err(TrySendError::Full(b)) => {
                             // Its series are declared again with the next batch.
-                            for (_, key) in &b.defs {
-                                self.ids.remove(key);
-                            }
+                            let dropped: std::collections::HashSet<u32> = b.defs.iter().map(|(id, _)| *id).collect();
+                            self.ids.retain(|_, id| !dropped.contains(id));
                             stats.dropped_batches.fetch_add(1, Relaxed);
                             true
                         }
@@ -368,6 +372,19 @@ impl Tracer {
         });
     }
 }
+
+/// A histogram named cheaply: its metric, a number (system call, device,
+/// interface) and a static name (operation, state, kind).
+type Family = (&'static str, u64, &'static str);
+
+/// One series of a histogram: its family and which of its series.
+type Slot = (Family, u32);
+
+const SLOT_COUNT: u32 = 0;
+const SLOT_SUM: u32 = 1;
+const SLOT_INF: u32 = 2;
+/// Bucket `i`'s series is `SLOT_BUCKET + i`.
+const SLOT_BUCKET: u32 = 3;
 
 /// An `le` as Prometheus prints one: the shortest decimal that reads back.
 fn format_le(v: f64) -> String {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use aya::Ebpf;
 
-use crate::bpf::{Dist, SchedKey, TraceError, load_tracepoints, read_counts};
+use crate::bpf::{Dist, SchedKey, TraceError, load_tracepoints, read_counts_by};
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sched.bpf.o"));
 
@@ -45,16 +45,63 @@ impl SchedTracer {
 
     /// Every histogram since the start (at most a few hundred keys).
     pub fn read(&self) -> Result<SchedSnapshot, TraceError> {
-        read_counts(&self.ebpf, SUM, |k: &SchedKey| {
-            let what = match k.what {
-                0 => SchedWhat::RunQueue,
-                1 => SchedWhat::OffCpu("R"),
-                2 => SchedWhat::OffCpu("S"),
-                3 => SchedWhat::OffCpu("D"),
-                4 => SchedWhat::OffCpu("I"),
-                _ => SchedWhat::OffCpu("other"),
-            };
-            (what, k.bucket)
-        })
+        self.read_by(true)
+    }
+
+    fn read_by(&self, batch: bool) -> Result<SchedSnapshot, TraceError> {
+        read_counts_by(
+            &self.ebpf,
+            SUM,
+            |k: &SchedKey| {
+                let what = match k.what {
+                    0 => SchedWhat::RunQueue,
+                    1 => SchedWhat::OffCpu("R"),
+                    2 => SchedWhat::OffCpu("S"),
+                    3 => SchedWhat::OffCpu("D"),
+                    4 => SchedWhat::OffCpu("I"),
+                    _ => SchedWhat::OffCpu("other"),
+                };
+                (what, k.bucket)
+            },
+            batch,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole map in one batch lookup reads what the entry-by-entry walk
+    /// reads: histograms only grow, so each read holds every bucket of the
+    /// read before it with at least its count (run as root).
+    #[test]
+    fn a_batch_lookup_reads_what_the_entry_walk_reads() {
+        let t = SchedTracer::start().expect("kernel tracing (run as root)");
+        for _ in 0..20 {
+            std::thread::spawn(|| ()).join().unwrap(); // wake-ups and switches to count
+        }
+        // This kernel takes the batch call (the reads below could fall back).
+        let map = match t.ebpf.map("COUNTS") {
+            Some(aya::maps::Map::HashMap(data)) => data,
+            _ => panic!("COUNTS is a hash map"),
+        };
+        let entries = crate::bpf::lookup_batch::<SchedKey>(std::os::fd::AsFd::as_fd(map.fd())).unwrap();
+        assert!(!entries.is_empty());
+        let walk0 = t.read_by(false).unwrap();
+        let batch = t.read_by(true).unwrap();
+        let walk1 = t.read_by(false).unwrap();
+        let covers = |later: &SchedSnapshot, earlier: &SchedSnapshot| {
+            earlier.iter().all(|(what, d)| {
+                later.get(what).is_some_and(|l| {
+                    l.count >= d.count
+                        && l.sum_ns >= d.sum_ns
+                        && d.buckets.iter().all(|(b, n)| l.buckets.get(b).is_some_and(|m| m >= n))
+                })
+            })
+        };
+        assert!(walk0.get(&SchedWhat::RunQueue).is_some_and(|d| d.count > 0), "{walk0:?}");
+        assert!(covers(&batch, &walk0), "batch {batch:?}\nwalk before {walk0:?}");
+        assert!(covers(&walk1, &batch), "walk after {walk1:?}\nbatch {batch:?}");
     }
 }

@@ -1,0 +1,485 @@
+//! `kansoku lab up-cost`: what a user's `top` sees. The whole `kansoku up`
+//! process (collector, store and WAL fsyncs, kernel tracer, API idle) beside
+//! the peers a user would run instead, all at the same interval in the same
+//! time window: Performance Co-Pilot (pmcd with its PMDAs, and pmlogger
+//! writing an archive), collectd (the same plugins, writing CSV) and
+//! node_exporter (the same collectors, scraped; the scraper's own cost is
+//! not charged to it). Each side's CPU is the sum of its processes' CPU
+//! clocks (`clock_getcpuclockid`: nanoseconds, every thread, alive or
+//! exited), not `/proc` ticks; its memory the sum of their resident sets.
+//! Several `kansoku up` variants (e.g. fsync policies) can run side by side.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clock::realtime_ns;
+use clock::schedule::{after_round, next_boundary};
+
+use crate::collector_cost::{Peer, sleep_to, spawn_ready};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Sampling interval of every side (kansoku's collector, pmlogger,
+    /// collectd, the node_exporter scrape).
+    #[arg(long, default_value = "100ms")]
+    interval: String,
+    /// How long to measure, after every side is up and has settled.
+    #[arg(long, default_value = "60s")]
+    duration: String,
+    /// A `kansoku up` to measure, as NAME=EXTRA-ARGUMENTS (e.g.
+    /// `fsync-1s=--fsync 1s`); repeat to run several side by side. Default:
+    /// one with up's defaults.
+    #[arg(long = "variant")]
+    variants: Vec<String>,
+    /// Peers to run in the same window: pcp, collectd, node_exporter (or none).
+    #[arg(long, value_delimiter = ',', default_value = "pcp,collectd,node_exporter")]
+    peers: Vec<String>,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// One side's cost over the window.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Cost {
+    pub name: String,
+    /// What ran: the command lines of its processes at the end.
+    pub processes: Vec<String>,
+    pub cpu_seconds: f64,
+    /// CPU time as a share of one core over the window (what `top` shows).
+    pub core_percent: f64,
+    /// CPU time per interval.
+    pub cpu_us_per_interval: f64,
+    /// Sum of the processes' resident sets at the end (kB).
+    pub rss_kb: u64,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    pub interval_ms: f64,
+    pub duration_s: f64,
+    pub machine: String,
+    pub sides: Vec<Cost>,
+    /// Where the first kansoku variant's CPU went, by thread name (from
+    /// `/proc` ticks: 10 ms resolution, so only a rough split).
+    pub kansoku_threads_percent: BTreeMap<String, f64>,
+}
+
+/// A side under measurement: its root processes (their descendants count too).
+struct Side {
+    name: String,
+    roots: Vec<u32>,
+    _running: Vec<Peer>,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let interval = model::parse_duration(&args.interval)?;
+    let duration = model::parse_duration(&args.duration)?;
+    let dir = tempfile::Builder::new().prefix("kansoku-up-cost-").tempdir()?;
+    let variants: Vec<(String, Vec<String>)> = if args.variants.is_empty() {
+        vec![("kansoku up".into(), Vec::new())]
+    } else {
+        args.variants.iter().map(|v| parse_variant(v)).collect::<anyhow::Result<_>>()?
+    };
+    eprintln!(
+        "starting {} kansoku variant(s) and peers {:?} on {} ...",
+        variants.len(),
+        args.peers,
+        crate::machine_line()
+    );
+    let mut sides = Vec::new();
+    for (i, (name, extra)) in variants.iter().enumerate() {
+        sides.push(start_kansoku(name, extra, interval, &dir.path().join(format!("kansoku-{i}")))?);
+    }
+    let mut scrape = None;
+    for p in args.peers.iter().filter(|p| p.as_str() != "none") {
+        match p.as_str() {
+            "pcp" => sides.push(start_pcp(interval, &dir.path().join("pcp"))?),
+            "collectd" => sides.push(start_collectd(interval, &dir.path().join("collectd"))?),
+            "node_exporter" => {
+                let (side, addr) = start_node_exporter()?;
+                sides.push(side);
+                scrape = Some(addr);
+            }
+            other => bail!("unknown peer {other:?}: use pcp, collectd, node_exporter or none"),
+        }
+    }
+    let report = measure(&sides, interval, duration, scrape.as_deref())?;
+    print(&report);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `NAME=ARGS` (ARGS split at spaces), or ARGS alone (named by them).
+fn parse_variant(v: &str) -> anyhow::Result<(String, Vec<String>)> {
+    let (name, args) = v.split_once('=').unwrap_or((v, v));
+    let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+    for reserved in ["--data", "--listen", "--interval"] {
+        if args.iter().any(|a| a == reserved || a.starts_with(&format!("{reserved}="))) {
+            bail!("variant {v:?}: {reserved} is set by lab up-cost");
+        }
+    }
+    Ok((format!("kansoku up {}", name.trim()).trim().to_owned(), args))
+}
+
+fn start_kansoku(name: &str, extra: &[String], interval: Duration, data: &Path) -> anyhow::Result<Side> {
+    let exe = std::env::current_exe().context("find this kansoku binary")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("up").arg("--data").arg(data).args(["--listen", "127.0.0.1:0", "--interval"]);
+    cmd.arg(format!("{}ms", interval.as_millis())).args(extra);
+    let peer = spawn_ready(cmd, "listening on", name)?;
+    Ok(Side { name: name.to_owned(), roots: vec![peer.child.id()], _running: vec![peer] })
+}
+
+/// pmcd (its PMDAs as child processes, per Debian's pmcd.conf) on a port of
+/// its own, and pmlogger writing the same kinds of metrics kansoku collects
+/// into an archive at the interval.
+fn start_pcp(interval: Duration, dir: &Path) -> anyhow::Result<Side> {
+    let pmcd = Path::new("/usr/lib/pcp/bin/pmcd");
+    if !pmcd.exists() {
+        bail!("PCP is not installed ({} missing): scripts/deps.sh bench, or --peers without pcp", pmcd.display());
+    }
+    if !Path::new("/var/lib/pcp/pmns/root").exists() {
+        // Debian's package builds the namespace when its service first starts.
+        let ok = Command::new("/var/lib/pcp/pmns/Rebuild").arg("-u").current_dir("/var/lib/pcp/pmns").status();
+        if !matches!(ok, Ok(s) if s.success()) {
+            bail!("PCP's metric namespace /var/lib/pcp/pmns/root is missing and Rebuild failed");
+        }
+    }
+    std::fs::create_dir_all(dir)?;
+    let port = free_port()?;
+    let mut cmd = Command::new(pmcd);
+    cmd.args(["-f", "-A", "-i", "127.0.0.1", "-p", &port.to_string(), "-s"]).arg(dir.join("pmcd.sock"));
+    cmd.arg("-l").arg(dir.join("pmcd.log")).current_dir(dir);
+    let pmcd = spawn_quiet(cmd, "pmcd")?;
+    wait_for(&format!("pmcd listening on 127.0.0.1:{port}"), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })?;
+    let config = dir.join("pmlogger.config");
+    std::fs::write(&config, pmlogger_config(interval))?;
+    let mut cmd = Command::new("pmlogger");
+    cmd.args(["-h", &format!("127.0.0.1:{port}"), "-c"]).arg(&config).arg("-l").arg(dir.join("pmlogger.log"));
+    cmd.arg(dir.join("archive")).current_dir(dir);
+    let logger = spawn_quiet(cmd, "pmlogger")?;
+    let volume = dir.join("archive.0");
+    wait_for("pmlogger's first archive records", || volume.metadata().is_ok_and(|m| m.len() > 4096))?;
+    Ok(Side {
+        name: "PCP pmcd + pmlogger".into(),
+        roots: vec![pmcd.child.id(), logger.child.id()],
+        _running: vec![pmcd, logger],
+    })
+}
+
+/// The metrics kansoku's collector records, as PCP names them.
+fn pmlogger_config(interval: Duration) -> String {
+    const METRICS: &[&str] = &[
+        "kernel.percpu.cpu.user",
+        "kernel.percpu.cpu.nice",
+        "kernel.percpu.cpu.sys",
+        "kernel.percpu.cpu.idle",
+        "kernel.percpu.cpu.wait.total",
+        "kernel.percpu.cpu.irq.soft",
+        "kernel.percpu.cpu.irq.hard",
+        "kernel.percpu.cpu.steal",
+        "mem.util",
+        "network.interface.in.bytes",
+        "network.interface.in.packets",
+        "network.interface.in.errors",
+        "network.interface.in.drops",
+        "network.interface.out.bytes",
+        "network.interface.out.packets",
+        "network.interface.out.errors",
+        "network.interface.out.drops",
+        "disk.dev.read",
+        "disk.dev.write",
+        "disk.dev.read_bytes",
+        "disk.dev.write_bytes",
+        "disk.dev.avactive",
+        "kernel.all.load",
+        "kernel.all.pressure.cpu.some.total",
+        "kernel.all.pressure.memory.some.total",
+        "kernel.all.pressure.memory.full.total",
+        "kernel.all.pressure.io.some.total",
+        "kernel.all.pressure.io.full.total",
+    ];
+    format!("log mandatory on {} msec {{\n  {}\n}}\n", interval.as_millis(), METRICS.join("\n  "))
+}
+
+/// collectd with the plugins that match kansoku's sources, writing CSV.
+fn start_collectd(interval: Duration, dir: &Path) -> anyhow::Result<Side> {
+    let bin = crate::perf_script::find_program("collectd")
+        .or_else(|_| crate::perf_script::find_program("/usr/sbin/collectd"))
+        .context("collectd is not installed: scripts/deps.sh bench (collectd-core), or --peers without collectd")?;
+    std::fs::create_dir_all(dir.join("csv"))?;
+    let conf = dir.join("collectd.conf");
+    std::fs::write(&conf, collectd_config(interval, dir))?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("-f").arg("-C").arg(&conf);
+    let peer = spawn_quiet(cmd, "collectd")?;
+    let csv = dir.join("csv");
+    wait_for("collectd's first CSV files", || std::fs::read_dir(&csv).is_ok_and(|mut d| d.next().is_some()))?;
+    Ok(Side { name: "collectd".into(), roots: vec![peer.child.id()], _running: vec![peer] })
+}
+
+fn collectd_config(interval: Duration, dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "Interval {}\nBaseDir \"{d}\"\nPIDFile \"{d}/collectd.pid\"\nPluginDir \"/usr/lib/collectd\"\n\
+         TypesDB \"/usr/share/collectd/types.db\"\n\
+         LoadPlugin logfile\n<Plugin logfile>\n  File \"{d}/collectd.log\"\n</Plugin>\n\
+         LoadPlugin cpu\n<Plugin cpu>\n  ReportByCpu true\n  ReportByState true\n  ValuesPercentage false\n</Plugin>\n\
+         LoadPlugin memory\nLoadPlugin interface\nLoadPlugin disk\nLoadPlugin load\n\
+         LoadPlugin csv\n<Plugin csv>\n  DataDir \"{d}/csv\"\n  StoreRates false\n</Plugin>\n",
+        interval.as_secs_f64()
+    )
+}
+
+/// node_exporter with the collectors that match kansoku's sources.
+fn start_node_exporter() -> anyhow::Result<(Side, String)> {
+    let bin = "/usr/bin/prometheus-node-exporter";
+    if !Path::new(bin).exists() {
+        bail!("{bin} is not installed: scripts/deps.sh bench, or --peers without node_exporter");
+    }
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--web.listen-address={addr}")).arg("--collector.disable-defaults");
+    for c in ["cpu", "meminfo", "netdev", "diskstats", "loadavg", "pressure"] {
+        cmd.arg(format!("--collector.{c}"));
+    }
+    let peer = spawn_ready(cmd, "Listening on", "node_exporter")?;
+    Ok((Side { name: "node_exporter (scraped)".into(), roots: vec![peer.child.id()], _running: vec![peer] }, addr))
+}
+
+fn spawn_quiet(mut cmd: Command, what: &str) -> anyhow::Result<Peer> {
+    use std::process::Stdio;
+    let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().with_context(|| format!("start {what}"))?;
+    Ok(Peer { child })
+}
+
+/// Polls `ready` every 20 ms for 10 s at most: the peers say nothing on a
+/// pipe when they are up, so their files and sockets are watched instead.
+fn wait_for(what: &str, ready: impl Fn() -> bool) -> anyhow::Result<()> {
+    let start = Instant::now();
+    while !ready() {
+        if start.elapsed() > Duration::from_secs(10) {
+            bail!("waited 10 s for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Every process of `roots` and their descendants.
+fn process_tree(roots: &[u32]) -> Vec<u32> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if let Some(ppid) = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| stat_ppid(&s)) {
+            parent.push((pid, ppid));
+        }
+    }
+    let mut tree: Vec<u32> = roots.to_vec();
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(parent.iter().filter(|&&(_, pp)| pp == p).map(|&(c, _)| c));
+        i += 1;
+    }
+    tree
+}
+
+fn stat_ppid(stat: &str) -> Option<u32> {
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A process's CPU time (all its threads, those exited included), ns.
+fn process_cpu_ns(pid: u32) -> Option<i64> {
+    use nix::time::{clock_getcpuclockid, clock_gettime};
+    let clock = clock_getcpuclockid(nix::unistd::Pid::from_raw(pid as i32)).ok()?;
+    let t = clock_gettime(clock).ok()?;
+    Some(t.tv_sec() * 1_000_000_000 + t.tv_nsec())
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn cmdline(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let s: Vec<String> =
+        raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into()).collect();
+    let line = s.join(" ");
+    if line.len() > 100 { format!("{}...", &line[..line.floor_char_boundary(100)]) } else { line }
+}
+
+/// CPU ticks by thread name of one process (`/proc/PID/task/*/stat`).
+fn thread_ticks(pid: u32) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        let name = head.split_once('(').map_or("", |(_, n)| n).to_owned();
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+        *out.entry(name).or_default() += ticks;
+    }
+    out
+}
+
+fn measure(sides: &[Side], interval: Duration, duration: Duration, scrape: Option<&str>) -> anyhow::Result<Report> {
+    let iv = interval.as_nanos() as i64;
+    // Every side has started; the window opens on a boundary three seconds
+    // out so start-up work (BPF loading, archive headers) is outside it.
+    let start = next_boundary(realtime_ns(), 1_000_000_000) + 3_000_000_000;
+    let end = start + duration.as_nanos() as i64;
+    let never = AtomicBool::new(false);
+    let scraper = scrape.map(|addr| {
+        let addr = addr.to_owned();
+        let never = &never;
+        move || -> anyhow::Result<()> {
+            let mut next = start;
+            while next < end {
+                sleep_to(next, never);
+                crate::collector_cost::scrape(&addr).with_context(|| format!("scrape node_exporter at {addr}"))?;
+                next = after_round(next, realtime_ns(), iv).0;
+            }
+            Ok(())
+        }
+    });
+    let (before, after, threads0, threads1) = std::thread::scope(|s| -> anyhow::Result<_> {
+        let scraping = scraper.map(|f| s.spawn(f));
+        sleep_to(start, &never);
+        let trees: Vec<Vec<u32>> = sides.iter().map(|side| process_tree(&side.roots)).collect();
+        let before: Vec<Vec<(u32, i64)>> = trees.iter().map(|t| cpu_of(t)).collect();
+        let kansoku = sides.first().map(|s| s.roots[0]);
+        let threads0 = kansoku.map(thread_ticks).unwrap_or_default();
+        sleep_to(end, &never);
+        let after: Vec<Vec<(u32, i64)>> = trees.iter().map(|t| cpu_of(t)).collect();
+        let threads1 = kansoku.map(thread_ticks).unwrap_or_default();
+        if let Some(h) = scraping {
+            h.join().expect("scraper thread")?;
+        }
+        Ok((before, after, threads0, threads1))
+    })?;
+    let secs = duration.as_secs_f64();
+    let rounds = (secs / interval.as_secs_f64()).max(1.0);
+    let mut costs = Vec::new();
+    for ((side, b), a) in sides.iter().zip(&before).zip(&after) {
+        for &(pid, _) in b {
+            if !a.iter().any(|&(p, _)| p == pid) {
+                bail!("{}: process {pid} ended during the measurement (see its log in the lab's directory)", side.name);
+            }
+        }
+        let ns: i64 =
+            a.iter().filter_map(|&(pid, t1)| b.iter().find(|&&(p, _)| p == pid).map(|&(_, t0)| t1 - t0)).sum();
+        let cpu = ns as f64 / 1e9;
+        costs.push(Cost {
+            name: side.name.clone(),
+            processes: a.iter().map(|&(pid, _)| cmdline(pid)).collect(),
+            cpu_seconds: cpu,
+            core_percent: cpu / secs * 100.0,
+            cpu_us_per_interval: cpu / rounds * 1e6,
+            rss_kb: a.iter().map(|&(pid, _)| rss_kb(pid)).sum(),
+        });
+    }
+    let hz = rustix::param::clock_ticks_per_second() as f64;
+    let kansoku_threads_percent = threads1
+        .iter()
+        .map(|(name, &t1)| {
+            let t0 = threads0.get(name).copied().unwrap_or(0);
+            (name.clone(), (t1.saturating_sub(t0)) as f64 / hz / secs * 100.0)
+        })
+        .filter(|(_, p)| *p > 0.0)
+        .collect();
+    Ok(Report {
+        interval_ms: interval.as_secs_f64() * 1e3,
+        duration_s: secs,
+        machine: crate::machine_line(),
+        sides: costs,
+        kansoku_threads_percent,
+    })
+}
+
+fn cpu_of(pids: &[u32]) -> Vec<(u32, i64)> {
+    pids.iter().filter_map(|&p| process_cpu_ns(p).map(|t| (p, t))).collect()
+}
+
+#[allow(clippy::print_stdout)]
+fn print(r: &Report) {
+    println!("whole-process cost at {} ms for {} s on {}", r.interval_ms, r.duration_s, r.machine);
+    println!("{:<34} {:>6} {:>9} {:>14} {:>9}", "", "procs", "% core", "CPU us/interval", "RSS MB");
+    for c in &r.sides {
+        println!(
+            "{:<34} {:>6} {:>9.3} {:>14.1} {:>9.1}",
+            c.name,
+            c.processes.len(),
+            c.core_percent,
+            c.cpu_us_per_interval,
+            c.rss_kb as f64 / 1024.0
+        );
+    }
+    if let Some(k) = r.sides.first() {
+        for c in &r.sides[1..] {
+            println!("{} / {}: {:.2}x CPU", c.name, k.name, c.core_percent / k.core_percent.max(1e-9));
+        }
+    }
+    let threads: Vec<String> = r.kansoku_threads_percent.iter().map(|(n, p)| format!("{n} {p:.3}")).collect();
+    println!(
+        "{} by thread (% core, from 10 ms ticks): {}",
+        r.sides.first().map_or("", |s| &s.name),
+        threads.join(", ")
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_name_their_arguments_and_keep_the_lab_s_own() {
+        let (name, args) = parse_variant("fsync-1s=--fsync 1s --trace off").unwrap();
+        assert_eq!(name, "kansoku up fsync-1s");
+        assert_eq!(args, ["--fsync", "1s", "--trace", "off"]);
+        assert_eq!(parse_variant("--trace off").unwrap().1, ["--trace", "off"]);
+        assert!(parse_variant("x=--data /tmp/y").unwrap_err().to_string().contains("--data is set by lab up-cost"));
+    }
+
+    #[test]
+    fn a_process_cpu_clock_counts_its_threads_work() {
+        let me = std::process::id();
+        let t0 = process_cpu_ns(me).unwrap();
+        let spin = std::thread::spawn(|| {
+            let c = clock::thread_cpu_ns();
+            while clock::thread_cpu_ns() - c < 30_000_000 {}
+        });
+        spin.join().unwrap();
+        // The thread has exited: its 30 ms stay in the process's clock.
+        assert!(process_cpu_ns(me).unwrap() - t0 >= 30_000_000);
+        assert!(process_tree(&[me]).contains(&me));
+    }
+
+    #[test]
+    fn configs_name_the_interval() {
+        assert!(pmlogger_config(Duration::from_millis(100)).starts_with("log mandatory on 100 msec {"));
+        let c = collectd_config(Duration::from_millis(100), Path::new("/tmp/x"));
+        assert!(c.starts_with("Interval 0.1\n"), "{c}");
+        assert!(c.contains("DataDir \"/tmp/x/csv\""));
+    }
+}
