@@ -93,6 +93,12 @@ pub struct Collector {
     stats: Arc<CollectorStats>,
     /// The metric names of the collector's own figures, as stored.
     own: Vec<(usize, String)>,
+    /// Rounds since the start.
+    round: u64,
+    /// Every this many rounds (a second's worth) the per-source figures and
+    /// the process's CPU and memory are emitted: counters and slow gauges
+    /// need no more, and they were an eighth of every round's points.
+    detail_every: u64,
 }
 
 impl std::fmt::Debug for dyn Source {
@@ -128,6 +134,8 @@ impl Collector {
                 .filter(|(_, f)| f.key != "source_errors")
                 .map(|(i, f)| (i, f.metric("kansoku_collector")))
                 .collect(),
+            round: 0,
+            detail_every: (1_000_000_000 / cfg.interval.as_nanos()).max(1) as u64,
         }
     }
 
@@ -139,6 +147,8 @@ impl Collector {
     pub fn collect_round(&mut self, scheduled: Timestamp, lateness_ns: i64) -> Batch {
         let cpu_start = thread_cpu_ns();
         let mut mark = Instant::now();
+        let detail = self.round.is_multiple_of(self.detail_every);
+        self.round += 1;
         let e = &mut self.emitter;
         e.begin(scheduled);
         for slot in &mut self.sources {
@@ -147,7 +157,6 @@ impl Collector {
             let now = Instant::now();
             slot.busy_ns += (now - mark).as_nanos() as i64;
             mark = now;
-            e.emit("kansoku_collector_source_seconds_total", &[("source", name)], micros(slot.busy_ns));
             if let Err(err) = result {
                 slot.errors += 1;
                 self.stats.source_errors.fetch_add(1, Ordering::Relaxed);
@@ -159,11 +168,17 @@ impl Collector {
                     slot.logged = true;
                 }
             }
-            e.emit("kansoku_collector_source_errors_total", &[("source", name)], slot.errors as f64);
-            e.emit("kansoku_collector_source_up", &[("source", name)], 1.0);
         }
-        for name in &self.missing {
-            e.emit("kansoku_collector_source_up", &[("source", name)], 0.0);
+        if detail {
+            for slot in &self.sources {
+                let source = [("source", slot.source.name())];
+                e.emit("kansoku_collector_source_seconds_total", &source, micros(slot.busy_ns));
+                e.emit("kansoku_collector_source_errors_total", &source, slot.errors as f64);
+                e.emit("kansoku_collector_source_up", &source, 1.0);
+            }
+            for name in &self.missing {
+                e.emit("kansoku_collector_source_up", &[("source", name)], 0.0);
+            }
         }
         let cpu_end = thread_cpu_ns();
         let round_cpu_ns = cpu_end - cpu_start;
@@ -175,9 +190,11 @@ impl Collector {
         for (i, name) in &self.own {
             e.emit(name, &[], report[*i].as_f64());
         }
-        e.emit("process_cpu_seconds_total", &[], micros(process_cpu_ns()));
-        if let Some(rss) = self.rss.bytes() {
-            e.emit("process_resident_memory_bytes", &[], rss as f64);
+        if detail {
+            e.emit("process_cpu_seconds_total", &[], micros(process_cpu_ns()));
+            if let Some(rss) = self.rss.bytes() {
+                e.emit("process_resident_memory_bytes", &[], rss as f64);
+            }
         }
         let batch = e.finish();
         self.stats.series.store(e.series().len() as u64, Ordering::Relaxed);
@@ -273,8 +290,19 @@ mod tests {
         assert!(cpu_user >= ncpu, "{cpu_user} < {ncpu}");
         assert!(b.defs.iter().all(|(_, k)| k.get("host") == Some("t")));
         assert_eq!(b.points.len(), b.defs.len(), "first round declares every series it emits");
-        let b2 = c.collect_round(Timestamp(2_000), 5);
-        assert!(b2.defs.is_empty());
-        assert_eq!(b2.points.len(), b.points.len());
+        // The next nine rounds (100 ms each) leave out the per-source and
+        // process figures; the tenth, a second on, has them again.
+        let detail = |b: &Batch| {
+            let names: Vec<&str> = b.defs.iter().map(|(_, k)| k.name()).collect();
+            names.iter().filter(|n| n.starts_with("kansoku_collector_source_") || n.starts_with("process_")).count()
+        };
+        let per_source = detail(&b);
+        assert!(per_source >= 3 * 4, "{per_source}");
+        for t in 2..=10 {
+            let bt = c.collect_round(Timestamp(t * 1_000), 5);
+            assert!(bt.defs.is_empty());
+            assert_eq!(bt.points.len(), b.points.len() - per_source, "round {t}");
+        }
+        assert_eq!(c.collect_round(Timestamp(11_000), 5).points.len(), b.points.len());
     }
 }
