@@ -11,7 +11,7 @@
 
 use model::SeriesKey;
 
-use crate::samples::{ChunkError, decode_chunk, encode_chunk};
+use crate::samples::{ChunkError, Grid, decode_chunk, decode_values, encode_chunk};
 use codec::varint::{Reader, put_u64};
 
 pub const TIER_LABEL: &str = "__tier__";
@@ -143,15 +143,28 @@ impl Tier {
     pub fn decode(data: &[u8], n: usize, from: i64, to: i64) -> Result<Tier, ChunkError> {
         let mut r = Reader::new(data);
         let mut t = Tier::default();
+        // The four columns share their timestamps: decoded from the first,
+        // and where that is a regular grid, only checked against it in the others.
+        let mut grid: Option<Grid> = None;
         for agg in AGGS {
             let len = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Truncated)?;
             let chunk = r.bytes(len).ok_or(ChunkError::Truncated)?;
-            let mut ts = Vec::with_capacity(n);
-            decode_chunk(chunk, &mut ts, t.column_mut(agg))?;
-            if ts.len() != n || (!t.ts.is_empty() && ts != t.ts) {
-                return Err(ChunkError::Header("tier columns disagree"));
+            match grid {
+                Some(g) if g.step != 0 => {
+                    if decode_values(chunk, t.column_mut(agg))? != g {
+                        return Err(ChunkError::Header("tier columns disagree"));
+                    }
+                }
+                _ => {
+                    let mut ts = Vec::with_capacity(n);
+                    let g = decode_chunk(chunk, &mut ts, t.column_mut(agg))?;
+                    if ts.len() != n || (!t.ts.is_empty() && ts != t.ts) {
+                        return Err(ChunkError::Header("tier columns disagree"));
+                    }
+                    t.ts = ts;
+                    grid = Some(g);
+                }
             }
-            t.ts = ts;
         }
         if r.remaining() != 0 {
             return Err(ChunkError::Header("trailing bytes after the tier"));

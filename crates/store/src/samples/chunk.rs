@@ -110,7 +110,27 @@ pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
 }
 
 /// Decodes a chunk, appending to `ts` and `vals`.
-pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Result<(), ChunkError> {
+pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Result<Grid, ChunkError> {
+    decode(data, Some(ts), vals)
+}
+
+/// A chunk's timestamps when they are a regular grid: `n` samples from `t0`
+/// every `step` ns (`step` 0: irregular, timestamps in the bit stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grid {
+    pub n: usize,
+    pub t0: i64,
+    pub step: i64,
+}
+
+/// Decodes a chunk's values only, appending them to `vals`; its timestamps
+/// are checked but not kept. Returns their grid, so chunks known to share
+/// timestamps (a tier entry's four columns) decode them once.
+pub fn decode_values(data: &[u8], vals: &mut Vec<f64>) -> Result<Grid, ChunkError> {
+    decode(data, None, vals)
+}
+
+fn decode(data: &[u8], mut ts: Option<&mut Vec<i64>>, vals: &mut Vec<f64>) -> Result<Grid, ChunkError> {
     let mut r = Reader::new(data);
     let n = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Header("count"))?;
     if n > CHUNK_SAMPLES_MAX {
@@ -132,7 +152,7 @@ pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Resu
         _ => return Err(ChunkError::Header("unknown value codec")),
     };
     if n == 0 {
-        return Ok(());
+        return Ok(Grid { n: 0, t0: 0, step: 0 });
     }
     let t0 = i64::from_le_bytes(r.fixed::<8>().ok_or(ChunkError::Truncated)?);
     let step = if regular {
@@ -161,25 +181,33 @@ pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Resu
         &data[r.pos..]
     };
     let mut bits = BitReader::new(stream);
-    ts.reserve(n);
     vals.reserve(n);
     let mut values = ValueDecoder::new(decimal, &mut bits).ok_or(ChunkError::Truncated)?;
-    ts.push(t0);
     vals.push(values.current());
+    if regular {
+        if let Some(ts) = ts {
+            ts.reserve(n);
+            ts.extend((0..n as i64).map(|i| t0 + i * step));
+        }
+        values.decode_rest(&mut bits, n - 1, vals).ok_or(ChunkError::Truncated)?;
+        return Ok(Grid { n, t0, step });
+    }
+    if let Some(ts) = ts.as_mut() {
+        ts.reserve(n);
+        ts.push(t0);
+    }
     let mut prev_t = t0;
     let mut prev_dt: i64 = 0;
     for _ in 1..n {
-        if regular {
-            prev_t += step;
-        } else {
-            let dod = get_dod(&mut bits).ok_or(ChunkError::Truncated)?;
-            prev_dt = prev_dt.wrapping_add(dod);
-            prev_t = prev_t.wrapping_add(prev_dt);
+        let dod = get_dod(&mut bits).ok_or(ChunkError::Truncated)?;
+        prev_dt = prev_dt.wrapping_add(dod);
+        prev_t = prev_t.wrapping_add(prev_dt);
+        if let Some(ts) = ts.as_mut() {
+            ts.push(prev_t);
         }
-        ts.push(prev_t);
         vals.push(values.next(&mut bits).ok_or(ChunkError::Truncated)?);
     }
-    Ok(())
+    Ok(Grid { n, t0, step: 0 })
 }
 
 /// The smallest k such that every value is exactly `round(v * 10^k) / 10^k`
@@ -361,6 +389,37 @@ impl ValueDecoder {
         })
     }
 
+    /// Decodes `n` more values into `out` (a regular chunk: values only in
+    /// the stream). Decimal runs of zero deltas-of-delta (a counter at a
+    /// steady rate, a constant gauge) are taken a 56-bit window at a time.
+    fn decode_rest(&mut self, r: &mut BitReader<'_>, n: usize, out: &mut Vec<f64>) -> Option<()> {
+        let end = out.len() + n;
+        if let ValueDecoder::Decimal { p, m0, g, prev, prev_d, cur } = self {
+            while out.len() < end {
+                let zeros = (r.peek().leading_zeros().min(56) as usize).min(end - out.len()).min(r.remaining());
+                if zeros == 0 {
+                    let dod = get_dod(r)?;
+                    *prev_d = prev_d.wrapping_add(dod);
+                    *prev = prev.wrapping_add(*prev_d);
+                    *cur = m0.wrapping_add(prev.wrapping_mul(*g)) as f64 / *p;
+                    out.push(*cur);
+                    continue;
+                }
+                r.consume(zeros as u32)?;
+                for _ in 0..zeros {
+                    *prev = prev.wrapping_add(*prev_d);
+                    out.push(m0.wrapping_add(prev.wrapping_mul(*g)) as f64 / *p);
+                }
+                *cur = *out.last().expect("pushed above");
+            }
+            return Some(());
+        }
+        for _ in 0..n {
+            out.push(self.next(r)?);
+        }
+        Some(())
+    }
+
     fn current(&self) -> f64 {
         match self {
             ValueDecoder::Decimal { cur, .. } => *cur,
@@ -502,6 +561,27 @@ mod tests {
             let ts: Vec<i64> = (0..vals.len() as i64).collect();
             let vals: Vec<f64> = vals.iter().map(|&v| v as f64 / 10f64.powi(scale as i32)).collect();
             round_trip(&ts, &vals);
+        }
+
+        /// Steady rates with occasional changes: long runs of zero
+        /// deltas-of-delta, which the decoder takes a window at a time.
+        #[test]
+        fn steady_counters_round_trip(runs in proptest::collection::vec((0i64..50, 1usize..200), 1..12), scale in 0u32..4) {
+            let mut vals = vec![0f64];
+            let mut m = 0i64;
+            for (rate, len) in runs {
+                for _ in 0..len {
+                    m += rate;
+                    vals.push(m as f64 / 10f64.powi(scale as i32));
+                }
+            }
+            let ts: Vec<i64> = (0..vals.len() as i64).map(|i| 1_000 + i * 100).collect();
+            round_trip(&ts, &vals);
+            let enc = encode_chunk(&ts, &vals);
+            let mut only = Vec::new();
+            let grid = decode_values(&enc, &mut only).unwrap();
+            prop_assert_eq!(grid, Grid { n: ts.len(), t0: 1_000, step: 100 });
+            prop_assert_eq!(only, vals);
         }
 
         #[test]
