@@ -194,7 +194,6 @@ impl Tracer {
     /// `last` holds everything above: only `+Inf` bounds it. `family` names
     /// the histogram cheaply (metric, a number, a static name); its series
     /// keys are built, from `labels`, only the first time a series is seen.
-    #[allow(clippy::too_many_arguments, reason = "one histogram's identity, labels, values and scale")]
     fn histogram(
         &mut self,
         b: &mut Batch,
