@@ -125,7 +125,9 @@ impl Experiment {
     pub fn timeout(&self) -> Result<Duration, String> {
         match &self.workload.timeout {
             None => Ok(Duration::from_secs(3600)),
-            Some(t) => parse_duration(t).ok_or_else(|| format!("workload.timeout {t:?}: a duration like 30s or 5m")),
+            Some(t) => {
+                model::parse_duration(t).map_err(|_| format!("workload.timeout {t:?}: a duration like 30s or 5m"))
+            }
         }
     }
 
@@ -162,20 +164,6 @@ fn value_text(v: &toml::Value) -> String {
 }
 
 /// `30s`, `5m`, `2h`, `500ms`.
-fn parse_duration(s: &str) -> Option<Duration> {
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.')?;
-    let (n, unit) = s.split_at(split);
-    let n: f64 = n.parse().ok()?;
-    let secs = match unit {
-        "ms" => n / 1e3,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(secs))
-}
-
 /// The placeholders `{name}` of a command (`{{` and `}}` are literal braces).
 fn placeholders(cmd: &str) -> Result<Vec<&str>, String> {
     let mut out = Vec::new();

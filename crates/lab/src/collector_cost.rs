@@ -23,6 +23,8 @@ use clock::{realtime_ns, thread_cpu_ns};
 use collect::{Collector, CollectorConfig};
 use model::{Batch, Timestamp};
 
+use crate::procs::stat_cpu_seconds;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Sampling (and scraping) interval.
@@ -98,18 +100,6 @@ impl Drop for Peer {
 /// couple of seconds out, which the collector's clock-step check would flag).
 pub(crate) fn sleep_to(deadline_ns: i64, stop: &AtomicBool) {
     let _ = sleep_until(deadline_ns, i64::MAX / 4, stop);
-}
-
-/// CPU seconds (utime + stime) of a process or thread from its `stat` file
-/// (`/proc/PID/stat`); 10 ms ticks, so only meaningful over many rounds. The
-/// sum is exact; the split between the two is sampled at ticks, so unused.
-pub(crate) fn stat_cpu_seconds(path: &str) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
-    // Fields after the parenthesised comm; utime and stime are 14 and 15.
-    let rest = stat.rsplit_once(')').context("malformed stat file")?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let hz = rustix::param::clock_ticks_per_second() as f64;
-    Ok((f[11].parse::<f64>()? + f[12].parse::<f64>()?) / hz)
 }
 
 /// One HTTP/1.0 GET; returns the body.
@@ -314,22 +304,4 @@ fn print(r: &Report) {
         "round lateness (jitter): p50 {:.0} us, p99 {:.0} us, max {:.0} us",
         r.lateness_us_p50, r.lateness_us_p99, r.lateness_us_max
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stat_cpu_seconds_sees_our_own_work() {
-        let before = stat_cpu_seconds("/proc/thread-self/stat").unwrap();
-        let c0 = thread_cpu_ns();
-        let mut x = 0u64;
-        while thread_cpu_ns() - c0 < 50_000_000 {
-            x = x.wrapping_add(std::hint::black_box(1));
-        }
-        let after = stat_cpu_seconds("/proc/thread-self/stat").unwrap();
-        let spent = after - before;
-        assert!(spent >= 0.03, "{before:?} -> {after:?} ({x})");
-    }
 }

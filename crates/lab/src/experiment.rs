@@ -47,7 +47,11 @@ pub struct CompareArgs {
 }
 
 /// Runs one shell command in `dir` for at most `timeout`; (exit code or
-/// None when killed, stdout + stderr).
+/// None when killed, stdout + stderr). A timeout kills the shell and every
+/// process under it: what the command started in the background would
+/// otherwise hold the output pipes open, and the run would wait for it past
+/// the timeout. (The shell stays in our process group, so a Ctrl-C reaches
+/// the workload too.)
 fn shell(cmd: &str, dir: &Path, timeout: Duration) -> anyhow::Result<(Option<i32>, String)> {
     let mut child = Command::new("sh")
         .arg("-c")
@@ -81,9 +85,9 @@ fn shell(cmd: &str, dir: &Path, timeout: Duration) -> anyhow::Result<(Option<i32
     });
     let killed = rx.recv_timeout(timeout).is_err();
     if killed {
-        // The shell and what it started: its process group is its pid only
-        // if it made one, so kill the shell; its pipes close with it.
-        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        for p in crate::procs::process_tree(&[pid]) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), nix::sys::signal::Signal::SIGKILL);
+        }
     }
     let status = waiter.join().map_err(|_| anyhow::anyhow!("waiting for {cmd:?}"))??;
     let text: String = readers.into_iter().map(|r| r.join().unwrap_or_default()).collect::<Vec<_>>().join("\n");
@@ -105,10 +109,6 @@ fn kansoku() -> String {
     std::env::current_exe().map_or_else(|_| "kansoku".into(), |p| p.display().to_string())
 }
 
-fn realtime_ns() -> i64 {
-    clock::realtime_ns()
-}
-
 fn point_label(p: &Point) -> String {
     if p.is_empty() {
         return "(no parameters)".into();
@@ -119,7 +119,7 @@ fn point_label(p: &Point) -> String {
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let exp = Experiment::load(&args.file).map_err(anyhow::Error::msg)?;
     let dir = args.file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).canonicalize()?;
-    let seed = args.seed.unwrap_or_else(|| realtime_ns() as u64);
+    let seed = args.seed.unwrap_or_else(|| clock::realtime_ns() as u64);
     let Some((doc, failed)) = execute(&exp, &args.file, &dir, seed, args.dry_run, args.dashboard.as_deref())? else {
         return Ok(());
     };
@@ -174,7 +174,7 @@ pub fn execute(
         return Ok(None);
     }
     let env = environment::capture(&exp.packages, env!("CARGO_PKG_VERSION"));
-    let started = realtime_ns();
+    let started = clock::realtime_ns();
     let dir_only = BTreeMap::from([("dir", dir.display().to_string()), ("kansoku", kansoku())]);
     for cmd in &exp.setup {
         let cmd = spec::expand(cmd, &dir_only).map_err(anyhow::Error::msg)?;
@@ -196,11 +196,11 @@ pub fn execute(
             let out = scratch.path().join(format!("run-{k}.out"));
             let cmd = spec::expand(&w.run, &placeholders(&points[p], round, &out, dir)).map_err(anyhow::Error::msg)?;
             let warm = round < w.warmup;
-            let from = realtime_ns();
+            let from = clock::realtime_ns();
             let begun = Instant::now();
             let (code, text) = shell(&cmd, dir, timeout)?;
             let took = begun.elapsed();
-            let to = realtime_ns();
+            let to = clock::realtime_ns();
             let written = std::fs::read_to_string(&out).ok();
             let metrics = match code {
                 Some(0) => w.parser.read(&text, written.as_deref()),
@@ -248,7 +248,7 @@ pub fn execute(
     let failed = runs.iter().filter(|r| r.get("error").is_some()).count();
     let doc = json!({
         "experiment": exp, "file": file, "seed": seed, "environment": env,
-        "started_ns": started, "ended_ns": realtime_ns(), "runs": runs, "summary": summary,
+        "started_ns": started, "ended_ns": clock::realtime_ns(), "runs": runs, "summary": summary,
     });
     Ok(Some((doc, failed)))
 }
@@ -382,4 +382,25 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<()> {
         bail!("no point of {} has the parameters of one of {}", args.b.display(), args.a.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A command that outlives its timeout in the background is killed with
+    /// the shell: the call returns (the pipes closed) and the child is gone.
+    #[test]
+    fn a_timeout_kills_what_the_command_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let (code, out) = shell("sleep 600 & echo $!; wait", dir.path(), Duration::from_millis(300)).unwrap();
+        assert_eq!(code, None, "{out}");
+        let pid: u32 = out.trim().parse().unwrap_or_else(|_| panic!("{out:?}"));
+        // Its output pipe closed, so it has exited: gone, or a zombie until reaped.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = state.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next());
+        assert!(matches!(state, None | Some(Some('Z'))), "sleep {pid} still runs: {state:?}");
+        let (code, out) = shell("echo hi; exit 3", dir.path(), Duration::from_secs(60)).unwrap();
+        assert_eq!((code, out.trim()), (Some(3), "hi"));
+    }
 }

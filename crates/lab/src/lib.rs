@@ -10,6 +10,7 @@ pub mod interference;
 pub mod latency;
 pub mod load;
 pub mod perf_script;
+mod procs;
 pub mod replay;
 pub mod report;
 pub mod snmp_bench;

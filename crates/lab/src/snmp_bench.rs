@@ -32,8 +32,9 @@ use snmp::farm;
 use snmp::targets::{OidSet, TargetSpec};
 use snmp::{Poller, PollerConfig, Version, mib};
 
-use crate::collector_cost::{sleep_to, spawn_ready, stat_cpu_seconds};
+use crate::collector_cost::{sleep_to, spawn_ready};
 use crate::machine_line as machine;
+use crate::procs::stat_cpu_seconds;
 
 const OIDS: [&str; 6] = ["sysUpTime.0", "ifHCInOctets.2", "ifHCOutOctets.2", "dskUsed.1", "dskAvail.1", "laLoad.1"];
 

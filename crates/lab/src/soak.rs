@@ -83,11 +83,7 @@ fn status(addr: &str) -> serde_json::Value {
 }
 
 fn rss_and_fds(pid: u32) -> (u64, u64) {
-    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024;
+    let rss = crate::procs::rss_bytes(pid);
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
     (rss, fds)
 }

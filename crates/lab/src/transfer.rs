@@ -112,7 +112,7 @@ impl Proc {
     }
 
     pub fn cpu(&self) -> f64 {
-        cpu_seconds(self.child.id())
+        crate::procs::process_cpu_seconds(self.child.id()).unwrap_or(0.0)
     }
 
     pub fn stop(mut self) {
@@ -130,11 +130,6 @@ impl Drop for Proc {
 
 /// CPU time of a process, seconds, from its CPU-time clock (nanosecond
 /// resolution; /proc's ticks are 10 ms).
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(id) = nix::time::ClockId::pid_cpu_clock_id(nix::unistd::Pid::from_raw(pid as i32)) else { return 0.0 };
-    nix::time::clock_gettime(id).map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
-}
-
 pub(crate) struct Server {
     pub proc: Proc,
     pub http: String,

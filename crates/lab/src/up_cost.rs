@@ -20,6 +20,7 @@ use clock::realtime_ns;
 use clock::schedule::{after_round, next_boundary};
 
 use crate::collector_cost::{Peer, sleep_to, spawn_ready};
+use crate::procs::{process_cpu_seconds, process_tree, rss_bytes, stat_cpu_seconds};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -280,46 +281,6 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Every process of `roots` and their descendants.
-fn process_tree(roots: &[u32]) -> Vec<u32> {
-    let mut parent = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        if let Some(ppid) = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| stat_ppid(&s)) {
-            parent.push((pid, ppid));
-        }
-    }
-    let mut tree: Vec<u32> = roots.to_vec();
-    let mut i = 0;
-    while i < tree.len() {
-        let p = tree[i];
-        tree.extend(parent.iter().filter(|&&(_, pp)| pp == p).map(|&(c, _)| c));
-        i += 1;
-    }
-    tree
-}
-
-fn stat_ppid(stat: &str) -> Option<u32> {
-    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// A process's CPU time (all its threads, those exited included), ns.
-fn process_cpu_ns(pid: u32) -> Option<i64> {
-    use nix::time::{clock_getcpuclockid, clock_gettime};
-    let clock = clock_getcpuclockid(nix::unistd::Pid::from_raw(pid as i32)).ok()?;
-    let t = clock_gettime(clock).ok()?;
-    Some(t.tv_sec() * 1_000_000_000 + t.tv_nsec())
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 fn cmdline(pid: u32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let s: Vec<String> =
@@ -328,17 +289,14 @@ fn cmdline(pid: u32) -> String {
     if line.len() > 100 { format!("{}...", &line[..line.floor_char_boundary(100)]) } else { line }
 }
 
-/// CPU ticks by thread name of one process (`/proc/PID/task/*/stat`).
-fn thread_ticks(pid: u32) -> BTreeMap<String, u64> {
+/// CPU seconds by thread name of one process (`/proc/PID/task/*/stat`:
+/// ticks, so only a rough split).
+fn thread_cpu(pid: u32) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
-        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
-        let name = head.split_once('(').map_or("", |(_, n)| n).to_owned();
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
-            + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-        *out.entry(name).or_default() += ticks;
+        let name = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim().to_owned();
+        let Ok(cpu) = stat_cpu_seconds(&e.path().join("stat").to_string_lossy()) else { continue };
+        *out.entry(name).or_default() += cpu;
     }
     out
 }
@@ -367,12 +325,12 @@ fn measure(sides: &[Side], interval: Duration, duration: Duration, scrape: Optio
         let scraping = scraper.map(|f| s.spawn(f));
         sleep_to(start, &never);
         let trees: Vec<Vec<u32>> = sides.iter().map(|side| process_tree(&side.roots)).collect();
-        let before: Vec<Vec<(u32, i64)>> = trees.iter().map(|t| cpu_of(t)).collect();
+        let before: Vec<Vec<(u32, f64)>> = trees.iter().map(|t| cpu_of(t)).collect();
         let kansoku = sides.first().map(|s| s.roots[0]);
-        let threads0 = kansoku.map(thread_ticks).unwrap_or_default();
+        let threads0 = kansoku.map(thread_cpu).unwrap_or_default();
         sleep_to(end, &never);
-        let after: Vec<Vec<(u32, i64)>> = trees.iter().map(|t| cpu_of(t)).collect();
-        let threads1 = kansoku.map(thread_ticks).unwrap_or_default();
+        let after: Vec<Vec<(u32, f64)>> = trees.iter().map(|t| cpu_of(t)).collect();
+        let threads1 = kansoku.map(thread_cpu).unwrap_or_default();
         if let Some(h) = scraping {
             h.join().expect("scraper thread")?;
         }
@@ -387,24 +345,22 @@ fn measure(sides: &[Side], interval: Duration, duration: Duration, scrape: Optio
                 bail!("{}: process {pid} ended during the measurement (see its log in the lab's directory)", side.name);
             }
         }
-        let ns: i64 =
+        let cpu: f64 =
             a.iter().filter_map(|&(pid, t1)| b.iter().find(|&&(p, _)| p == pid).map(|&(_, t0)| t1 - t0)).sum();
-        let cpu = ns as f64 / 1e9;
         costs.push(Cost {
             name: side.name.clone(),
             processes: a.iter().map(|&(pid, _)| cmdline(pid)).collect(),
             cpu_seconds: cpu,
             core_percent: cpu / secs * 100.0,
             cpu_us_per_interval: cpu / rounds * 1e6,
-            rss_kb: a.iter().map(|&(pid, _)| rss_kb(pid)).sum(),
+            rss_kb: a.iter().map(|&(pid, _)| rss_bytes(pid) / 1024).sum(),
         });
     }
-    let hz = rustix::param::clock_ticks_per_second() as f64;
     let kansoku_threads_percent = threads1
         .iter()
         .map(|(name, &t1)| {
-            let t0 = threads0.get(name).copied().unwrap_or(0);
-            (name.clone(), (t1.saturating_sub(t0)) as f64 / hz / secs * 100.0)
+            let t0 = threads0.get(name).copied().unwrap_or(0.0);
+            (name.clone(), (t1 - t0).max(0.0) / secs * 100.0)
         })
         .filter(|(_, p)| *p > 0.0)
         .collect();
@@ -417,8 +373,8 @@ fn measure(sides: &[Side], interval: Duration, duration: Duration, scrape: Optio
     })
 }
 
-fn cpu_of(pids: &[u32]) -> Vec<(u32, i64)> {
-    pids.iter().filter_map(|&p| process_cpu_ns(p).map(|t| (p, t))).collect()
+fn cpu_of(pids: &[u32]) -> Vec<(u32, f64)> {
+    pids.iter().filter_map(|&p| process_cpu_seconds(p).map(|t| (p, t))).collect()
 }
 
 #[allow(clippy::print_stdout)]
@@ -459,20 +415,6 @@ mod tests {
         assert_eq!(args, ["--fsync", "1s", "--trace", "off"]);
         assert_eq!(parse_variant("--trace off").unwrap().1, ["--trace", "off"]);
         assert!(parse_variant("x=--data /tmp/y").unwrap_err().to_string().contains("--data is set by lab up-cost"));
-    }
-
-    #[test]
-    fn a_process_cpu_clock_counts_its_threads_work() {
-        let me = std::process::id();
-        let t0 = process_cpu_ns(me).unwrap();
-        let spin = std::thread::spawn(|| {
-            let c = clock::thread_cpu_ns();
-            while clock::thread_cpu_ns() - c < 30_000_000 {}
-        });
-        spin.join().unwrap();
-        // The thread has exited: its 30 ms stay in the process's clock.
-        assert!(process_cpu_ns(me).unwrap() - t0 >= 30_000_000);
-        assert!(process_tree(&[me]).contains(&me));
     }
 
     #[test]
