@@ -25,12 +25,11 @@ http {
   server { listen 127.0.0.1:$port; listen 127.0.0.1:18782 http2; root $state/www; }
 }
 CONF
+    # nginx returns once its listening sockets are open (it binds them
+    # before it daemonises): one request tells that it serves the page.
     nginx -c "$state/nginx.conf" -p "$state"
-    for _ in $(seq 100); do
-      curl -sf -o /dev/null "http://127.0.0.1:$port/small.html" && exit 0
-      sleep 0.1
-    done
-    echo "nginx did not answer on $port" >&2; exit 1 ;;
+    curl -sf --max-time 10 -o /dev/null "http://127.0.0.1:$port/small.html" \
+      || { echo "nginx did not answer on $port (see $state/error.log)" >&2; exit 1; } ;;
   stop)
     [ -f "$state/nginx.pid" ] && kill "$(cat "$state/nginx.pid")" || true ;;
   *) echo "usage: $0 start|stop" >&2; exit 2 ;;

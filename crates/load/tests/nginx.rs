@@ -53,7 +53,7 @@ fn nginx(dir: &Path) -> Nginx {
     std::fs::write(
         &conf,
         format!(
-            "user root;\nmaster_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+            "user root;\nmaster_process off;\ndaemon off;\npid {d}/nginx.pid;\nerror_log stderr notice;\n\
              events {{ worker_connections 1024; }}\n\
              http {{\n  log_format counted '$request_uri $status $body_bytes_sent $bytes_sent $server_protocol';\n  access_log {log} counted;\n\
                client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;\n\
@@ -72,17 +72,28 @@ fn nginx(dir: &Path) -> Nginx {
         .arg("-p")
         .arg(dir)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("nginx (Debian's nginx; scripts/deps.sh test installs it)");
-    let n = Nginx { child, port, h2port, log };
-    // Ready when it accepts connections.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "nginx did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
+    let mut n = Nginx { child, port, h2port, log };
+    // Ready once it names its version: nginx logs that (a notice) after it
+    // has opened its listening sockets. Its log is read to the end meanwhile.
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+    let stderr = n.child.stderr.take().expect("piped");
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = ready_tx.send(line.contains(": nginx/").then_some(()).ok_or(line));
+        }
+    });
+    loop {
+        match ready_rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(Ok(())) => return n,
+            Ok(Err(line)) if line.contains("[emerg]") => panic!("nginx did not start: {line}"),
+            Ok(Err(_)) => {}
+            Err(e) => panic!("nginx said nothing of starting on {port}: {e}"),
+        }
     }
-    n
 }
 
 /// nginx's own count of the requests for `uri`, the body bytes it sent
