@@ -48,7 +48,7 @@ fn an_experiment_runs_and_two_results_compare() {
     assert!(ok, "{log}");
     assert!(log.contains("2 points x (1 warm-up + 4 repetitions) = 10 runs") && log.contains("[10/10]"), "{log}");
     assert!(dir.path().join("setup-ran").exists() && dir.path().join("teardown-ran").exists());
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+    let doc = common::read_json(&a);
     assert_eq!(doc["runs"].as_array().unwrap().len(), 10);
     // The report beside it: a bar with its interval per point.
     let html = std::fs::read_to_string(a.with_extension("html")).unwrap();
@@ -82,7 +82,7 @@ fn failures_are_reported_with_their_cause() {
     let out = dir.path().join("f.json");
     let (ok, log) = lab_run(&file, &out);
     assert!(!ok && log.contains("5 of 10 runs failed"), "{log}");
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let doc = common::read_json(&out);
     let errors: Vec<&str> = doc["runs"].as_array().unwrap().iter().filter_map(|r| r["error"].as_str()).collect();
     assert_eq!(errors.len(), 5);
     assert!(errors.iter().all(|e| e.starts_with("exit 1")), "{errors:?}");

@@ -6,11 +6,7 @@
 
 mod common;
 
-use common::run;
-
-fn json(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
+use common::{read_json, run};
 
 #[test]
 fn the_injector_adds_what_it_is_asked() {
@@ -28,7 +24,7 @@ fn the_injector_adds_what_it_is_asked() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let doc = json(&out);
+    let doc = read_json(&out);
     let steps = doc["calibration"].as_array().unwrap();
     assert_eq!(steps.len(), 4);
     for s in steps {
@@ -80,7 +76,7 @@ fn a_closed_loop_degrades_as_littles_law_says() {
     ]);
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{log}");
-    let doc = json(&out);
+    let doc = read_json(&out);
     let curve = doc["curve"].as_array().unwrap();
     assert_eq!(curve.len(), 3, "{doc}");
     let pd: Vec<f64> = curve.iter().map(|p| p["pd"].as_f64().unwrap()).collect();

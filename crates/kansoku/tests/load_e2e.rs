@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{enc, http_get, run, start};
+use common::{enc, http_get, read_json, run, start};
 
 #[test]
 fn a_load_run_writes_its_intervals_as_series() {
@@ -31,7 +31,7 @@ fn a_load_run_writes_its_intervals_as_series() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{log}");
     assert!(log.contains("responses/s") && log.contains("written to"), "{log}");
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     let responses = doc["result"]["responses"].as_u64().unwrap();
     assert!(responses > 10, "{doc}");
     assert_eq!(doc["result"]["status"]["2xx"].as_u64(), Some(responses));

@@ -130,7 +130,7 @@ fn run_probe(calls: usize, shim: Option<(&Path, u64)>) -> anyhow::Result<(u64, u
 /// One calibration measurement: the injector set to `set_ns`, judged
 /// against `requested_ns`; the median of three, the base measured beside
 /// each (the machine drifts).
-fn measure(lib: &Path, calls: usize, requested_ns: u64, set_ns: u64, tolerance: f64) -> anyhow::Result<Step> {
+fn measure(lib: &Path, calls: usize, requested_ns: u64, set_ns: u64, allowed_ns: f64) -> anyhow::Result<Step> {
     let med = |mut v: Vec<u64>| {
         v.sort_unstable();
         v[v.len() / 2]
@@ -146,7 +146,7 @@ fn measure(lib: &Path, calls: usize, requested_ns: u64, set_ns: u64, tolerance: 
         w50.push(w.0);
         w99.push(w.1);
     }
-    Ok(calibrate::judge(requested_ns, (med(b50), med(b99)), (med(w50), med(w99)), tolerance))
+    Ok(calibrate::judge(requested_ns, (med(b50), med(b99)), (med(w50), med(w99)), allowed_ns))
 }
 
 /// Each step's calibration. The busy-wait overshoots by a fixed amount (its
@@ -154,7 +154,7 @@ fn measure(lib: &Path, calls: usize, requested_ns: u64, set_ns: u64, tolerance: 
 /// from every setting, then each step measured as set. Returns (step, the
 /// setting used).
 fn calibrate_steps(steps: &[u64], lib: &Path, calls: usize, tolerance: f64) -> anyhow::Result<Vec<(Step, u64)>> {
-    let reference = measure(lib, calls, 10_000, 10_000, 1.0)?;
+    let reference = measure(lib, calls, 10_000, 10_000, 10_000.0)?;
     let overshoot = (reference.added_p50_ns - 10_000.0).max(0.0).round() as u64;
     eprintln!(
         "calibration (up to {calls} timed pread calls per measurement, about 0.2 s of delay at most; medians of 3); the busy-wait overshoots by {overshoot} ns (at 10 us), subtracted from each setting:"
@@ -163,7 +163,7 @@ fn calibrate_steps(steps: &[u64], lib: &Path, calls: usize, tolerance: f64) -> a
     let mut out = Vec::new();
     for &ns in steps {
         let set = if ns == 0 { 0 } else { ns.saturating_sub(overshoot).max(1) };
-        let s = measure(lib, calls, ns, set, tolerance)?;
+        let s = measure(lib, calls, ns, set, calibrate::allowance_ns(ns, steps, tolerance))?;
         eprintln!(
             "{:>10} ns {:>9} ns {:>11.0} ns {:>11.0} ns {:>10}",
             ns,

@@ -3,7 +3,8 @@
 //! sees them) and times each; the same probe without the injector is the
 //! base. Added = p50(with) − p50(base), and likewise at p99 (a preempted
 //! busy-wait shows there). A step is honoured when its added p50 is within
-//! the tolerance of the request (10 % by default; 0 must add under 20 ns).
+//! the tolerance of the request (10 % by default); the zero step within the
+//! smallest step's.
 
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
@@ -43,16 +44,23 @@ pub struct Step {
     pub honoured: bool,
 }
 
-/// Judges a step from the base's and the injected probe's p50 and p99.
-pub fn judge(requested_ns: u64, base: (u64, u64), with: (u64, u64), tolerance: f64) -> Step {
+/// Judges a step from the base's and the injected probe's p50 and p99:
+/// honoured when the added p50 is within `allowed_ns` of the request.
+pub fn judge(requested_ns: u64, base: (u64, u64), with: (u64, u64), allowed_ns: f64) -> Step {
     let added_p50_ns = with.0 as f64 - base.0 as f64;
     let added_p99_ns = with.1 as f64 - base.1 as f64;
-    let honoured = if requested_ns == 0 {
-        added_p50_ns.abs() < 20.0
-    } else {
-        (added_p50_ns - requested_ns as f64).abs() <= tolerance * requested_ns as f64
-    };
+    let honoured = (added_p50_ns - requested_ns as f64).abs() <= allowed_ns;
     Step { requested_ns, added_p50_ns, added_p99_ns, honoured }
+}
+
+/// What a step may miss its request by: `tolerance` of it, and for the zero
+/// step (the injector loaded, waiting for nothing: the curve's reference)
+/// the tolerance of the smallest step asked for, below which no step of the
+/// curve could be told apart from it anyway.
+pub fn allowance_ns(requested_ns: u64, steps: &[u64], tolerance: f64) -> f64 {
+    let scale =
+        if requested_ns > 0 { requested_ns } else { steps.iter().copied().filter(|&s| s > 0).min().unwrap_or(1_000) };
+    tolerance * scale as f64
 }
 
 #[cfg(test)]
@@ -61,11 +69,16 @@ mod tests {
 
     #[test]
     fn steps_are_judged_against_their_tolerance() {
-        assert!(judge(1000, (100, 200), (1150, 1300), 0.1).honoured);
-        let s = judge(300, (100, 200), (460, 700), 0.1);
+        let steps = [0, 300, 1000];
+        let allow = |ns| allowance_ns(ns, &steps, 0.1);
+        assert!(judge(1000, (100, 200), (1150, 1300), allow(1000)).honoured);
+        let s = judge(300, (100, 200), (460, 700), allow(300));
         assert_eq!((s.added_p50_ns, s.added_p99_ns, s.honoured), (360.0, 500.0, false));
-        assert!(judge(0, (100, 200), (110, 230), 0.1).honoured);
-        assert!(!judge(0, (100, 200), (150, 230), 0.1).honoured);
+        // The zero step may add up to the smallest step's tolerance (30 ns here).
+        assert_eq!(allow(0), 30.0);
+        assert!(judge(0, (100, 200), (121, 230), allow(0)).honoured);
+        assert!(!judge(0, (100, 200), (150, 230), allow(0)).honoured);
+        assert_eq!(allowance_ns(0, &[0], 0.1), 100.0);
         assert_eq!(quantile(&[1, 2, 3, 4, 5], 0.5), 3);
         assert_eq!(quantile(&[], 0.5), 0);
     }

@@ -133,6 +133,12 @@ pub fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
 }
 
+/// A JSON file a command wrote (a lab result).
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display())))
+        .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
 /// A child process (a peer: Prometheus, Alertmanager, a workload) killed
 /// and reaped when dropped.
 pub struct Killed(pub Child);
