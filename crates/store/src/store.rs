@@ -597,7 +597,10 @@ impl Store {
         let written = write_block(
             &blocks_dir,
             Generations { first: covered, last: covered },
-            frozen.columns().zip(&keys).map(|((_, c), key)| (key, &c.ts[..], &c.vals[..])),
+            frozen.columns().zip(&keys).map(|((_, c), key)| {
+                let (ts, vals) = c.samples();
+                (key, ts, vals)
+            }),
             |raw_index, ts, vals| self.tiers_of(raw_index, ts, vals),
         );
         let mut st = write_lock(&self.state);
@@ -753,7 +756,8 @@ impl Store {
 fn clone_head(h: &Head) -> Head {
     let mut out = Head::default();
     for (id, c) in h.columns() {
-        for (&t, &v) in c.ts.iter().zip(&c.vals) {
+        let (ts, vals) = c.samples();
+        for (t, v) in ts.into_iter().zip(vals) {
             out.push(id, t, v);
         }
     }

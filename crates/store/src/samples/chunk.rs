@@ -56,6 +56,17 @@ pub enum ChunkError {
 
 /// Encodes samples; `ts` strictly increasing, same length as `vals`.
 pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
+    encode(ts, vals, true)
+}
+
+/// [`encode_chunk`] without trying zstd on the bit stream: for chunks kept
+/// briefly in memory (the head's), where the CPU matters more than the
+/// last bytes.
+pub fn encode_chunk_plain(ts: &[i64], vals: &[f64]) -> Vec<u8> {
+    encode(ts, vals, false)
+}
+
+fn encode(ts: &[i64], vals: &[f64], zstd: bool) -> Vec<u8> {
     assert_eq!(ts.len(), vals.len(), "BUG: columns differ in length");
     assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: chunk timestamps must strictly increase");
     let mut out = Vec::with_capacity(16 + ts.len());
@@ -95,6 +106,9 @@ pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
         values.push(vals[i], &mut w);
     }
     let mut out = w.finish();
+    if !zstd {
+        return out;
+    }
     let packed = codec::zctx::compress(&out[header..], ZSTD_LEVEL);
     if let Some(z) = packed {
         let mut lenbuf = Vec::new();
