@@ -11,7 +11,7 @@
 
 use model::SeriesKey;
 
-use crate::samples::{ChunkError, Grid, decode_chunk, decode_values, encode_chunk};
+use crate::samples::{ChunkError, Grid, decimal_scale, decode_chunk, decode_values, encode_chunk, round_decimal};
 use codec::varint::{Reader, put_u64};
 
 pub const TIER_LABEL: &str = "__tier__";
@@ -63,8 +63,12 @@ impl Tier {
     }
 
     /// Aggregates raw samples (time-ordered) into periods of `res` ns.
+    /// Where the samples are decimals (counters in hundredths, say), each
+    /// sum is rounded to their decimals: exact, and stored as compactly and
+    /// decoded as fast as the samples themselves.
     pub fn build(ts: &[i64], vals: &[f64], res: i64) -> Tier {
         let mut t = Tier::default();
+        let scale = decimal_scale(vals);
         let mut i = 0;
         while i < ts.len() {
             let start = ts[i] - ts[i].rem_euclid(res);
@@ -84,7 +88,8 @@ impl Tier {
             t.ts.push(start);
             t.min.push(v().fold(f64::INFINITY, f64::min));
             t.max.push(v().fold(f64::NEG_INFINITY, f64::max));
-            t.sum.push(v().sum());
+            let sum = v().sum();
+            t.sum.push(scale.map_or(sum, |k| round_decimal(sum, k)));
             t.count.push(count as f64);
         }
         t
@@ -208,6 +213,26 @@ mod tests {
         assert_eq!((t.ts, t.count, t.sum), (vec![0], vec![1.0], vec![1.0]));
         let negative = Tier::build(&[-1500, -1], &[1.0, 2.0], 1000);
         assert_eq!(negative.ts, [-2000, -1000]);
+    }
+
+    /// Sums of decimals are the decimals they are, not an ulp off (which
+    /// would push the whole sum column from the decimal codec to XOR).
+    #[test]
+    fn sums_of_decimals_are_decimals() {
+        let ts: Vec<i64> = (0..40).map(|i| i * 100).collect();
+        let vals: Vec<f64> = (0..40).map(|i| 0.1 * f64::from(i % 3) + 12.34).collect::<Vec<_>>();
+        let vals: Vec<f64> = vals.iter().map(|v| (v * 100.0_f64).round() / 100.0).collect();
+        let t = Tier::build(&ts, &vals, 1000);
+        let naive: Vec<f64> = vals.chunks(10).map(|c| c.iter().sum()).collect();
+        assert!(
+            naive.iter().any(|&s| crate::samples::decimal_scale(&[s]) != Some(2)),
+            "{naive:?}: the test needs an inexact float sum"
+        );
+        for (got, want) in t.sum.iter().zip(&naive) {
+            assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+            assert_eq!(crate::samples::decimal_scale(&[*got]).map(|k| k <= 2), Some(true), "{got}");
+        }
+        assert!(t.encode().len() < Tier { sum: naive, ..t.clone() }.encode().len());
     }
 
     #[test]

@@ -226,7 +226,7 @@ fn decode(data: &[u8], mut ts: Option<&mut Vec<i64>>, vals: &mut Vec<f64>) -> Re
 
 /// The smallest k such that every value is exactly `round(v * 10^k) / 10^k`
 /// with the integer below 2^53; `None` if there is none (then XOR).
-fn decimal_scale(vals: &[f64]) -> Option<u8> {
+pub(crate) fn decimal_scale(vals: &[f64]) -> Option<u8> {
     'scales: for k in 0..=SCALE_MAX {
         let p = POW10[k as usize];
         for &v in vals {
@@ -237,6 +237,17 @@ fn decimal_scale(vals: &[f64]) -> Option<u8> {
         return Some(k);
     }
     None
+}
+
+/// `v` rounded to `k` decimals (`k` from [`decimal_scale`]): the nearest
+/// float to a decimal, which the decimal codec stores in a few bits. A sum
+/// of decimals is a decimal, but adding floats leaves it an ulp off, which
+/// would make its whole chunk fall back to XOR. Magnitudes past 2^53 units
+/// are left as they are.
+pub(crate) fn round_decimal(v: f64, k: u8) -> f64 {
+    let p = POW10[k as usize];
+    let m = (v * p).round();
+    if m.abs() < EXACT_INT_MAX { m / p } else { v }
 }
 
 /// The largest g dividing every `round(v * p) - round(v0 * p)`; 1 if all are equal.
