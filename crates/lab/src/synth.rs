@@ -58,7 +58,9 @@ struct Host {
     phase_left: u32,
     /// Busy fraction per core (user+system+...), 0..1.
     busy: Vec<f64>,
-    /// Cumulative seconds per (core, mode).
+    /// Cumulative USER_HZ ticks per (core, mode), whole numbers: stored as
+    /// ticks / USER_HZ, the exact decimals the collector stores from
+    /// `/proc/stat` (a running sum of fractions would drift off them).
     cpu: Vec<f64>,
     rx: [f64; 2],
     tx: [f64; 2],
@@ -166,7 +168,7 @@ impl Synth {
                 id += 1;
             };
             for v in &h.cpu {
-                push(*v);
+                push(*v / USER_HZ);
             }
             for i in 0..NICS.len() {
                 push(h.rx[i]);
@@ -280,12 +282,12 @@ impl Host {
     }
 }
 
-/// Seconds accounted in whole USER_HZ ticks, with the fraction rounded at
-/// random (what the tick-based accounting does on average).
+/// Seconds as whole USER_HZ ticks, with the fraction rounded at random
+/// (what the tick-based accounting does on average).
 fn ticks(seconds: f64, rng: &mut Rng) -> f64 {
     let t = seconds * USER_HZ;
     let whole = t.floor();
-    (whole + if rng.f64() < t - whole { 1.0 } else { 0.0 }) / USER_HZ
+    whole + if rng.f64() < t - whole { 1.0 } else { 0.0 }
 }
 
 /// xorshift64*: fast and reproducible; nothing here needs more.
@@ -333,8 +335,14 @@ mod tests {
             }
             prev = Some(vals);
         }
+        // CPU seconds are whole ticks over USER_HZ, as parsed from /proc/stat:
+        // exact hundredths, bit for bit.
+        let last = prev.unwrap();
+        for (k, v) in keys.iter().zip(&last).filter(|(k, _)| k.name() == "node_cpu_seconds_total") {
+            assert_eq!(((v * 100.0).round() / 100.0).to_bits(), v.to_bits(), "{k} = {v}");
+        }
         // A core's modes add up to the elapsed time, within a tick per mode.
-        let cpu0: f64 = prev.unwrap()[..MODES.len()].iter().sum();
+        let cpu0: f64 = last[..MODES.len()].iter().sum();
         assert!((cpu0 - 20.0).abs() < 0.5, "cpu0 accounted {cpu0} s over 20 s");
     }
 
