@@ -2,7 +2,7 @@
 // Screenshots go to web/e2e-out/.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
@@ -227,6 +227,37 @@ test('alerts and the kernel: a firing rule shows in the banner and shades the ch
     await page.waitForFunction(() => window.__kansoku.clusterVerdicts >= 1, null, { timeout: 30000 });
     const dot = await page.getAttribute('#names .vd', 'title');
     assert.match(dot, /^(healthy|cpu-busy-user|cpu-busy-kernel|io-bound|network-bound|lock-contention|memory-pressure) \(\d+ %\)$/);
+    assert.deepEqual(errors, []);
+  } finally {
+    await k.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the disk view: two maps of where the files are, their figures, the most fragmented files', async () => {
+  // Two files written by interleaved, fsynced appends: fragmented on ext4.
+  const dir = mkdtempSync(join(tmpdir(), 'kansoku-e2e-frag-'));
+  const fds = ['a', 'b'].map((n) => openSync(join(dir, n), 'w'));
+  for (let i = 0; i < 64; i++) for (const fd of fds) { writeSync(fd, Buffer.alloc(4096, 0x5a)); fsyncSync(fd); }
+  fds.forEach(closeSync);
+  const k = await startKansoku(['up', '--host', 'disk-web', '--interval', '1s', '--trace', 'off', '--fragmentation', dir, '--fragmentation-interval', '1s']);
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e.stack ?? e)));
+    await page.goto(k.url + '/#view=disk&zoom=files');
+    await page.waitForFunction(() => window.__kansoku.diskMaps >= 2, null, { timeout: 30000 });
+    assert.equal(await page.$$eval('.frag-maps canvas', (cs) => cs.length), 2);
+    const files = await page.$$eval('#frag-b table.frag-files td.sym', (tds) => tds.map((td) => td.textContent));
+    assert.deepEqual(files.sort(), ['a', 'b']);
+    // The map is drawn: more than one colour on the canvas.
+    const colours = await page.$eval('#frag-b canvas', (c) => {
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, seen = new Set();
+      for (let i = 0; i < d.length; i += 16) seen.add(`${d[i]},${d[i + 1]},${d[i + 2]}`);
+      return seen.size;
+    });
+    assert.ok(colours >= 3, `colours on the map: ${colours}`);
+    await page.screenshot({ path: OUT + 'disk.png', fullPage: true });
     assert.deepEqual(errors, []);
   } finally {
     await k.stop();

@@ -11,6 +11,7 @@ import { redrawAll } from './charts';
 import { $, Superseded, app, rangeOf, setView, stats } from './state';
 import { RANGES, SeriesDef, parseView } from './transform';
 import { clusterView, hostView } from './views';
+import { diskView } from './disk';
 
 function header(): void {
   const ranges = Object.keys(RANGES).map((r) =>
@@ -18,6 +19,7 @@ function header(): void {
   $('#controls').innerHTML = `
     <a href="#view=cluster" id="to-cluster" class="${app.view.view === 'cluster' ? 'on' : ''}">Cluster</a>
     ${app.view.host ? `<span class="crumb">› ${app.view.host}</span>` : ''}
+    <a href="#view=disk" id="to-disk" class="${app.view.view === 'disk' ? 'on' : ''}" title="where file systems put their files (up --fragmentation)">Disk</a>
     <span class="spacer"></span>
     <button id="pan-back" title="earlier">◀</button>${ranges}<button id="pan-fwd" title="later">▶</button>
     <input type="datetime-local" id="from" step="1" title="custom range: from (local time)">–<input type="datetime-local" id="to" step="1" title="to">
@@ -88,6 +90,7 @@ async function render(): Promise<void> {
   main.innerHTML = '<div class="loading">loading…</div>';
   try {
     if (app.view.view === 'host' && app.view.host) await hostView(main, app.view.host, gen);
+    else if (app.view.view === 'disk') await diskView(main, gen);
     else await clusterView(main, gen);
   } catch (e) {
     if (e instanceof Superseded) return;

@@ -175,8 +175,13 @@ export function stack(cols: (number | null)[][]): (number | null)[][] {
 /// The dashboard's state as it appears in the URL's hash, so a view can be
 /// shared: `#view=host&host=vm&range=15m` or with `from`/`to` (seconds).
 export interface View {
-  view: 'cluster' | 'host';
+  view: 'cluster' | 'host' | 'disk';
   host?: string;
+  /// The disk view: the path scanned and the two maps compared (ns).
+  path?: string;
+  before?: string;
+  after?: string;
+  zoom?: string;
   range: string;
   from?: number;
   to?: number;
@@ -191,7 +196,7 @@ export function parseView(hash: string): View {
   const num = (k: string) => { const v = p.get(k); return v !== null && v !== '' && Number.isFinite(+v) ? +v : undefined; };
   const range = p.get('range') ?? '';
   const view: View = {
-    view: p.get('view') === 'host' && p.get('host') ? 'host' : 'cluster',
+    view: p.get('view') === 'host' && p.get('host') ? 'host' : p.get('view') === 'disk' ? 'disk' : 'cluster',
     range: range in RANGES ? range : '15m',
   };
   const host = p.get('host'); if (host) view.host = host;
@@ -199,6 +204,7 @@ export function parseView(hash: string): View {
   if (from !== undefined && to !== undefined && from < to) { view.from = from; view.to = to; view.range = 'custom'; }
   const metric = p.get('metric'); if (metric) view.metric = metric;
   const core = p.get('core'); if (core) view.core = core;
+  for (const k of ['path', 'before', 'after', 'zoom'] as const) { const v = p.get(k); if (v) view[k] = v; }
   return view;
 }
 
@@ -210,6 +216,7 @@ export function formatView(v: View): string {
   else p.set('range', v.range);
   if (v.metric) p.set('metric', v.metric);
   if (v.core) p.set('core', v.core);
+  for (const k of ['path', 'before', 'after', 'zoom'] as const) if (v[k]) p.set(k, v[k]!);
   return '#' + p.toString();
 }
 
@@ -288,3 +295,22 @@ export function latencyGrid(series: { metric: Record<string, string>; values: [n
   return { bounds: kept.map((r) => r.le), times, cells: kept.map((r) => r.cells), max };
 }
 
+
+/// A file's colour on the disk map: the same path, the same colour, in
+/// every map (a hash of the path picks the hue; lightness varies so
+/// neighbours differ). Free space and everything else have their own.
+export function ownerColour(owner: string | null, dark = false): string {
+  if (owner === null) return dark ? '#2a2f36' : '#f2f2f2';
+  let h = 2166136261;
+  for (let i = 0; i < owner.length; i++) { h ^= owner.charCodeAt(i); h = Math.imul(h, 16777619); }
+  h >>>= 0;
+  return `hsl(${h % 360} 65% ${40 + ((h >>> 9) % 25)}%)`;
+}
+
+/// The colours of a map's cells: an owner index into `owners`, -1 free,
+/// -2 neither (metadata, files not scanned).
+export function cellColours(cells: number[], owners: string[], dark = false): string[] {
+  const free = ownerColour(null, dark), other = dark ? '#59616b' : '#9aa0a6';
+  const memo = owners.map((o) => ownerColour(o, dark));
+  return cells.map((c) => (c === -1 ? free : c < 0 ? other : memo[c] ?? other));
+}

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, stack, type PanelSpec } from '../src/transform';
+import { Columns, Rater, cellColours, ownerColour, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, stack, type PanelSpec } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -99,4 +99,17 @@ test('latency grid: cumulative le series become per-bucket rates, empty rows dro
   assert.deepEqual(g.times, [100, 101]);
   assert.deepEqual(g.cells, [[1, 2], [3, 10], [6, 0]]);
   assert.equal(g.max, 10);
+});
+
+test('disk map: a path keeps its colour across maps; free and other cells have their own', () => {
+  assert.equal(ownerColour('db/a'), ownerColour('db/a'));
+  assert.notEqual(ownerColour('db/a'), ownerColour('db/b'));
+  const c = cellColours([0, -1, 1, -2, 0], ['x', 'y']);
+  assert.equal(c[0], ownerColour('x'));
+  assert.equal(c[4], c[0]);
+  assert.equal(c[2], ownerColour('y'));
+  assert.equal(c[1], ownerColour(null));
+  assert.notEqual(c[3], c[1]);
+  assert.deepEqual(parseView(formatView({ view: 'disk', range: '15m', path: '/mnt/x', before: '1', after: '2' })),
+    { view: 'disk', range: '15m', path: '/mnt/x', before: '1', after: '2' });
 });

@@ -7,6 +7,7 @@ pub mod auth;
 mod diagnosis;
 mod error;
 mod exposition;
+mod fragmentation;
 pub mod guard;
 pub mod influx;
 mod kernel;
@@ -84,6 +85,8 @@ pub struct ApiState {
     /// Set on shutdown: live streams end so a graceful stop does not wait
     /// for open dashboards forever.
     pub closing: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The fragmentation maps kept (`up --fragmentation`) and the paths scanned.
+    pub fragmentation: Option<(extents::Snapshots, Vec<std::path::PathBuf>)>,
 }
 
 impl ApiState {
@@ -105,6 +108,7 @@ impl ApiState {
             guard: Arc::default(),
             http: Arc::default(),
             closing: Arc::new(tokio::sync::watch::channel(false).0),
+            fragmentation: None,
         }
     }
 
@@ -125,6 +129,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/status", get(status::status))
         .route("/api/v1/snmp/targets", get(snmp_targets))
         .route("/api/v1/hosts", get(hosts))
+        .route("/api/v1/fragmentation", get(fragmentation::list))
+        .route("/api/v1/fragmentation/map", get(fragmentation::map))
         .route("/api/v1/profile/top", get(profile::top))
         .route("/api/v1/kernel/syscalls", get(kernel::syscalls))
         .route("/api/v1/diagnosis", get(diagnosis::diagnosis))

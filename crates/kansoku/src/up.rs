@@ -32,6 +32,49 @@ pub struct UpArgs {
     perf: PerfArgs,
     #[command(flatten)]
     trace: TraceArgs,
+    #[command(flatten)]
+    fragmentation: FragmentationArgs,
+}
+
+/// Where file systems put their files' blocks (seed 001's DAV).
+#[derive(clap::Args, Debug)]
+pub struct FragmentationArgs {
+    /// Measure fragmentation under these paths (comma-separated): every
+    /// regular file's extents (FIEMAP) and the file system's free space
+    /// (GETFSMAP), as `kansoku_fragmentation_*` series and a map the
+    /// dashboard draws (docs/fragmentation.md). Off by default.
+    #[arg(long, value_delimiter = ',', value_name = "PATH")]
+    fragmentation: Vec<PathBuf>,
+    /// How often the paths are scanned (the first scan runs at start).
+    #[arg(long, default_value = "10m", value_parser = parse_dur)]
+    fragmentation_interval: Duration,
+    /// Maps kept in DATA/extents, oldest removed first (144: a day at 10 min).
+    #[arg(long, default_value_t = 144)]
+    fragmentation_keep: usize,
+}
+
+impl FragmentationArgs {
+    fn collector(&self, host: &str, data: &std::path::Path) -> anyhow::Result<Option<extents::Collector>> {
+        if self.fragmentation.is_empty() {
+            return Ok(None);
+        }
+        if self.fragmentation_interval < Duration::from_secs(1) {
+            bail!(
+                "--fragmentation-interval {:?}: at least 1s (a scan reads every file's map)",
+                self.fragmentation_interval
+            );
+        }
+        for p in &self.fragmentation {
+            std::fs::metadata(p).with_context(|| format!("--fragmentation {}", p.display()))?;
+        }
+        let snapshots = extents::Snapshots::open(data.join("extents"), self.fragmentation_keep);
+        Ok(Some(extents::Collector::new(
+            self.fragmentation.clone(),
+            self.fragmentation_interval,
+            host.to_owned(),
+            Some(snapshots),
+        )))
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -131,19 +174,20 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
     let sampler = args.perf.open_sampler(&host, &args.common.data)?;
+    let frag = args.fragmentation.collector(&host, &args.common.data)?;
     let tracer = args.trace.start(&host);
-    serve(&args.common, Some(host), snmp, None, None, (sampler, tracer))
+    serve(&args.common, Some(host), snmp, None, None, (sampler, tracer, frag))
 }
 
 pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
-    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, (None, None))
+    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, (None, None, None))
 }
 
 /// `kansoku server`: the store, API and dashboard, and the agents' ingest.
 pub fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let ingest = crate::cluster::ingest_setup(&args.ingest)?;
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    serve(&args.common, None, snmp, None, Some(ingest), (None, None))
+    serve(&args.common, None, snmp, None, Some(ingest), (None, None, None))
 }
 
 /// `kansoku lab synth`: synthetic hosts through the same store path as `up`.
@@ -159,7 +203,7 @@ pub fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         synth.n_series(),
         f64::from(synth.n_series()) / args.common.interval.as_secs_f64()
     );
-    serve(&args.common, None, None, Some(synth), None, (None, None))
+    serve(&args.common, None, None, Some(synth), None, (None, None, None))
 }
 
 fn serve(
@@ -168,7 +212,7 @@ fn serve(
     snmp: Option<(&std::path::Path, Option<Duration>)>,
     synth: Option<lab::synth::Synth>,
     ingest: Option<crate::cluster::IngestSetup>,
-    (sampler, tracer): (Option<perf::sampler::Sampler>, Option<trace::Tracer>),
+    (sampler, tracer, frag): (Option<perf::sampler::Sampler>, Option<trace::Tracer>, Option<extents::Collector>),
 ) -> anyhow::Result<()> {
     let addr: SocketAddr = args
         .listen
@@ -248,6 +292,31 @@ fn serve(
         let stats = tracer.stats();
         state.reports.push(api::Report("trace", Arc::new(move || stats.report().to_vec())));
         jobs.spawn("trace", move |tx, stop| tracer.run(tx, stop))?;
+    }
+    if let Some(frag) = frag {
+        state.fragmentation = frag.snapshots.clone().map(|s| (s, frag.paths.clone()));
+        let (dropped, missed) = (Arc::clone(&frag.dropped), Arc::clone(&frag.missed));
+        state.reports.push(api::Report(
+            "fragmentation",
+            Arc::new(move || {
+                vec![
+                    model::report::Figure::counter(
+                        "dropped_rounds",
+                        dropped.load(std::sync::atomic::Ordering::Relaxed),
+                    ),
+                    model::report::Figure::counter(
+                        "missed_intervals",
+                        missed.load(std::sync::atomic::Ordering::Relaxed),
+                    ),
+                ]
+            }),
+        ));
+        tracing::info!(
+            "fragmentation: scanning {} every {:?}",
+            frag.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            frag.interval
+        );
+        jobs.spawn("fragmentation", move |tx, stop| frag.run(tx, stop))?;
     }
     if let Some(poller) = poller {
         state.snmp = Some(poller.stats());

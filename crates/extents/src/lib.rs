@@ -1,0 +1,132 @@
+//! Where a file system put its blocks — seed 001's *DAV* collector
+//! (`seeds/001_ad0cddd3f1c2901a.txt`): every so often (`kansoku up
+//! --fragmentation PATH`, every 10 minutes by default) each file's extents
+//! are read with FIEMAP and the file system's free space with GETFSMAP
+//! (`ioctl`, the crate's only unsafe module; the answers parsed from bytes
+//! by `parse`), merged into physically contiguous runs and summed into
+//! fragmentation figures stored as series (`scan`, [`Collector`]); the map
+//! itself is kept as a compressed snapshot file (`snapshots`) that the
+//! dashboard draws as the device's address space, before and after.
+
+pub mod ioctl;
+pub mod parse;
+pub mod scan;
+pub mod snapshots;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::Duration;
+
+use model::{Batch, SeriesKey, Timestamp};
+
+pub use scan::{FREE, Figures, FileMap, OTHER, Snapshot, cells, files_span, scan};
+pub use snapshots::Snapshots;
+
+/// The fragmentation collector: each path scanned at start and then on
+/// every interval boundary; figures as series, the maps as snapshots.
+#[derive(Debug)]
+pub struct Collector {
+    pub paths: Vec<PathBuf>,
+    pub interval: Duration,
+    pub host: String,
+    pub snapshots: Option<Snapshots>,
+    ids: HashMap<SeriesKey, u32>,
+    /// Rounds whose batch could not be queued.
+    pub dropped: Arc<AtomicU64>,
+    pub missed: Arc<AtomicU64>,
+}
+
+impl Collector {
+    pub fn new(paths: Vec<PathBuf>, interval: Duration, host: String, snapshots: Option<Snapshots>) -> Collector {
+        Collector {
+            paths,
+            interval,
+            host,
+            snapshots,
+            ids: HashMap::new(),
+            dropped: Arc::default(),
+            missed: Arc::default(),
+        }
+    }
+
+    /// One round: scans every path at `t` (wall-clock ns).
+    pub fn round(&mut self, t: i64) -> Batch {
+        let mut batch = Batch::new(Timestamp(t));
+        let mut taken = Vec::new();
+        for path in &self.paths {
+            match scan::scan(path, t) {
+                Ok(s) => {
+                    tracing::debug!(
+                        "fragmentation: {}: {} files, {} runs ({} extra), {:.3} s",
+                        path.display(),
+                        s.figures.files,
+                        s.figures.runs,
+                        s.figures.extra_runs,
+                        s.figures.scan_seconds
+                    );
+                    taken.push(s);
+                }
+                Err(e) => tracing::warn!("fragmentation: cannot scan {}: {e}", path.display()),
+            }
+        }
+        for s in &taken {
+            let f = &s.figures;
+            let mut put = |name: &str, v: Option<f64>| {
+                let Some(v) = v else { return };
+                let key = SeriesKey::new(name, [("host", self.host.as_str()), ("path", s.path.as_str())]);
+                let next = self.ids.len() as u32;
+                let id = *self.ids.entry(key.clone()).or_insert_with(|| {
+                    batch.defs.push((next, key));
+                    next
+                });
+                batch.points.push((id, v));
+            };
+            put("kansoku_fragmentation_files", Some(f.files as f64));
+            put("kansoku_fragmentation_file_bytes", Some(f.file_bytes as f64));
+            put("kansoku_fragmentation_runs", Some(f.runs as f64));
+            put("kansoku_fragmentation_fragmented_files", Some(f.fragmented_files as f64));
+            put("kansoku_fragmentation_extra_runs", Some(f.extra_runs as f64));
+            put("kansoku_fragmentation_free_bytes", f.free_bytes.map(|v| v as f64));
+            put("kansoku_fragmentation_free_extents", f.free_extents.map(|v| v as f64));
+            put("kansoku_fragmentation_free_largest_bytes", f.free_largest_bytes.map(|v| v as f64));
+            put("kansoku_fragmentation_free_ratio", f.free_fragmentation);
+            put("kansoku_fragmentation_skipped_files", Some(f.skipped_files as f64));
+            put("kansoku_fragmentation_scan_seconds", Some(f.scan_seconds));
+        }
+        if let Some(store) = &self.snapshots
+            && !taken.is_empty()
+            && let Err(e) = store.write(t, &taken)
+        {
+            tracing::warn!("fragmentation: cannot keep the snapshot in {}: {e}", store.dir().display());
+        }
+        batch
+    }
+
+    /// Scans now and then on every interval boundary until `stop`.
+    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
+        let send = |c: &mut Collector, b: Batch| match sink.try_send(b) {
+            Ok(()) => true,
+            Err(TrySendError::Full(b)) => {
+                // Declared again with the next batch.
+                for (_, key) in &b.defs {
+                    c.ids.remove(key);
+                }
+                c.dropped.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        };
+        let first = self.round(clock::realtime_ns());
+        if !send(&mut self, first) {
+            return;
+        }
+        let missed = Arc::clone(&self.missed);
+        clock::schedule::every(self.interval.as_nanos() as i64, &stop, &missed, |t| {
+            let b = self.round(t);
+            send(&mut self, b)
+        });
+    }
+}
