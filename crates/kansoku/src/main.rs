@@ -100,6 +100,15 @@ enum LabCmd {
     /// The latency injector's calibration probe (run by `lab latency`).
     #[command(hide = true)]
     LatencyProbe(lab::latency::ProbeArgs),
+    /// Each component's limit beside theory (seeds 004, 001): the disk by
+    /// position, read size and queue depth (O_DIRECT), fsync against
+    /// buffered and O_DSYNC writes, TCP payload through a tbf-shaped veth
+    /// between two namespaces against the payload arithmetic, CPU and
+    /// memory baselines (docs/limits.md).
+    Limits(lab::limits::Args),
+    /// One end of a `lab limits --network` run, inside its namespace.
+    #[command(hide = true)]
+    LimitsStream(lab::limits::StreamArgs),
     /// HTTP load that tells the truth (seed 004's wish for a better
     /// ApacheBench): closed or open loop with coordinated omission
     /// corrected, HDR latency, figures per 100 ms; `--peers wrk,ab` runs
@@ -161,6 +170,8 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::Load(args)) => lab::load::run(&args),
         Cmd::Lab(LabCmd::Latency(args)) => lab::latency::run(&args),
         Cmd::Lab(LabCmd::LatencyProbe(args)) => lab::latency::probe(&args),
+        Cmd::Lab(LabCmd::Limits(args)) => lab::limits::run(&args),
+        Cmd::Lab(LabCmd::LimitsStream(args)) => lab::limits::stream(&args),
         Cmd::Lab(LabCmd::Run(args)) => lab::experiment::run(&args),
         Cmd::Lab(LabCmd::Compare(args)) => lab::experiment::compare(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),

@@ -8,6 +8,7 @@ pub mod diagnose;
 pub mod experiment;
 pub mod interference;
 pub mod latency;
+pub mod limits;
 pub mod load;
 pub mod perf_script;
 mod procs;

@@ -54,6 +54,8 @@ pub fn render(docs: &[(String, Value)]) -> anyhow::Result<String> {
             experiment(doc)
         } else if doc["experiment"] == "latency" && doc.get("curve").is_some() {
             latency(doc)
+        } else if doc["experiment"] == "limits" {
+            limits(doc)
         } else {
             anyhow::bail!("{name}: not the output of `lab transfer --cores`, `lab interference` or `lab run`");
         };
@@ -431,6 +433,140 @@ fn latency(doc: &Value) -> String {
     }
     table.push_str("</table>");
     out.push_str(&table);
+    out
+}
+
+/// `lab limits`: each part's table with theory beside the measured
+/// figure, and bars (a dashed line where theory is one figure).
+fn limits(doc: &Value) -> String {
+    let mib = |v: f64| v / 1048576.0;
+    let mut out = String::from("<h2>Component limits against theory (seeds 004, 001)</h2>");
+    let b = &doc["baselines"];
+    if b.is_object() {
+        let per: Vec<String> = b["cpu"]["per_core_mips"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| fmt(v.as_f64().unwrap_or(f64::NAN)))
+            .collect();
+        let _ = write!(
+            out,
+            "<h3>Baselines</h3><p>Integer kernel, M iterations/s: per core alone {}; all cores at once {}. Memory, one thread: read {} MiB/s, write {} MiB/s, copy {} MiB/s. Theory: {}.</p>",
+            per.join(", "),
+            fmt(num(&b["cpu"], "all_cores_mips")),
+            fmt(mib(num(&b["memory"], "read"))),
+            fmt(mib(num(&b["memory"], "write"))),
+            fmt(mib(num(&b["memory"], "copy"))),
+            esc(b["theory"].as_str().unwrap_or("?"))
+        );
+    }
+    let d = &doc["disk"];
+    if d.is_object() {
+        let _ = write!(
+            out,
+            "<h3>Disk: {}</h3><p>Theory: {}.</p>",
+            esc(d["target"]["path"].as_str().unwrap_or("?")),
+            esc(d["theory"].as_str().unwrap_or("?"))
+        );
+        let groups: Vec<(String, Vec<Bar>)> = d["position"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let mut bars = vec![("measured".to_owned(), mib(num(p, "bytes_per_second")), None)];
+                if let Some(t) = p["theory"].as_f64() {
+                    bars.push(("theory".to_owned(), mib(t), None));
+                }
+                (format!("{:.1} %", num(p, "fraction") * 100.0), bars)
+            })
+            .collect();
+        out.push_str(&bars("Sequential read by position (O_DIRECT), MiB/s", " MiB/s", &groups, None));
+        let groups: Vec<(String, Vec<Bar>)> = d["sizes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s.get("refused").is_none())
+            .map(|s| {
+                (
+                    format!("{} B reads", num(s, "read_bytes")),
+                    vec![("measured".to_owned(), mib(num(s, "bytes_per_second")), None)],
+                )
+            })
+            .collect();
+        out.push_str(&bars("Sequential read by read size, MiB/s", " MiB/s", &groups, None));
+        let iops = d["iops_theory"].as_f64();
+        let groups: Vec<(String, Vec<Bar>)> = d["depths"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| (format!("depth {}", num(x, "depth")), vec![("IOPS".to_owned(), num(x, "iops"), None)]))
+            .collect();
+        out.push_str(&bars("Random 4 KiB reads by queue depth, IOPS", "", &groups, iops.map(|v| (v, "data sheet"))));
+        let mut t = String::from("<table><tr><th>policy<th>p50 µs<th>p99 µs<th>MiB/s<th>× buffered p50");
+        let base = d["writes"].as_array().and_then(|w| w.first()).map_or(f64::NAN, |w| num(w, "p50_us"));
+        for w in d["writes"].as_array().into_iter().flatten() {
+            let _ = write!(
+                t,
+                "<tr><td>{}<td>{}<td>{}<td>{}<td>{}",
+                esc(w["sync"].as_str().unwrap_or("?")),
+                fmt(num(w, "p50_us")),
+                fmt(num(w, "p99_us")),
+                fmt(mib(num(w, "bytes_per_second"))),
+                fmt(num(w, "p50_us") / base)
+            );
+        }
+        t.push_str("</table>");
+        let _ = write!(
+            out,
+            "<h3>Writes: fsync against buffered</h3>{t}<p>fsync theory: {}.</p>",
+            d["fsync_theory_us"].as_object().map_or("unknown (no rpm in a data sheet)".to_owned(), |f| format!(
+                "{} – {} µs",
+                fmt(f["low"].as_f64().unwrap_or(f64::NAN)),
+                fmt(f["high"].as_f64().unwrap_or(f64::NAN))
+            ))
+        );
+    }
+    let n = &doc["network"];
+    if n.is_object() {
+        let tbf = num(&n["theory"]["tbf"], "value");
+        let working: Vec<String> = n["theory"]["tbf"]["working"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .chain(n["theory"]["wire"]["working"].as_array().into_iter().flatten().skip(1))
+            .map(|l| format!("<li>{}", esc(l.as_str().unwrap_or(""))))
+            .collect();
+        let _ = write!(
+            out,
+            "<h3>Network: TCP payload through tc tbf at {} (MTU {})</h3><ul>{}</ul>",
+            esc(n["rate"].as_str().unwrap_or("?")),
+            n["mtu"],
+            working.join("")
+        );
+        let groups: Vec<(String, Vec<Bar>)> = n["runs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (
+                    format!("{} streams", num(r, "streams")),
+                    vec![("measured".to_owned(), mib(num(&r["received"], "bytes_per_second")), None)],
+                )
+            })
+            .collect();
+        out.push_str(&bars(
+            "TCP payload by parallel streams, MiB/s",
+            " MiB/s",
+            &groups,
+            Some((mib(tbf), "tbf theory")),
+        ));
+        let _ = write!(
+            out,
+            "<p>Unshaped, {} streams: {} MiB/s (the machine's own limit over veth).</p>",
+            n["unshaped"]["streams"],
+            fmt(mib(num(&n["unshaped"]["received"], "bytes_per_second")))
+        );
+    }
     out
 }
 
