@@ -25,6 +25,8 @@ case "${1:-test}" in
     want clang                     # compiles the BPF programs of crates/trace (kernel event histograms)
     want libbpf-tools              # biolatency: the oracle of the block I/O tracer's test
     want nginx                     # the server whose access log is the oracle of the load generator's test
+    want e2fsprogs                 # mkfs.ext4, e4defrag, filefrag: the fragmentation collector's tests
+    want xfsprogs                  # mkfs.xfs, xfs_fsr: the same on XFS
     ;;
   build)
     want clang                     # compiles the BPF programs of crates/trace; without it tracing is left out

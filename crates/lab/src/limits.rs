@@ -149,7 +149,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     let rate = theory::parse_rate(&args.rate).map_err(anyhow::Error::msg)?;
     eprintln!("limits on {}", crate::machine_line());
-    let mut doc = json!({"experiment": "limits", "machine": crate::machine()});
+    let mut doc = json!({"experiment": "limits", "machine": crate::machine(),
+        "environment": experiment::environment::capture(&["iproute2".into()], env!("CARGO_PKG_VERSION"))});
     if !args.no_baselines {
         doc["baselines"] = baselines(args)?;
     }

@@ -473,8 +473,10 @@ fn limits(doc: &Value) -> String {
             .into_iter()
             .flatten()
             .map(|p| {
-                let mut bars = vec![("measured".to_owned(), mib(num(p, "bytes_per_second")), None)];
+                let measured = num(p, "bytes_per_second");
+                let mut bars = vec![("measured".to_owned(), mib(measured), None)];
                 if let Some(t) = p["theory"].as_f64() {
+                    bars[0].0 = format!("measured ({} × theory)", fmt(measured / t));
                     bars.push(("theory".to_owned(), mib(t), None));
                 }
                 (format!("{:.1} %", num(p, "fraction") * 100.0), bars)

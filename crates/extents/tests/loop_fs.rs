@@ -1,7 +1,8 @@
-//! The scan on a real file system: an ext4 image on a loop device, two
-//! files written by interleaved appends (each append fsynced, so the
-//! allocator places them alternately), then `e4defrag`: the figures and
-//! the map change as they must. Needs root (mount) and e2fsprogs.
+//! The scan on real file systems: an ext4 and an XFS image on loop
+//! devices, two files written by interleaved appends (each append fsynced,
+//! so the allocator places them alternately), then each file system's own
+//! defragmenter (`e4defrag`, `xfs_fsr`): the figures and the map change as
+//! they must. Needs root (mount), e2fsprogs and xfsprogs.
 
 use std::path::Path;
 use std::process::Command;
@@ -35,13 +36,31 @@ fn interleave(dir: &Path, names: &[&str], appends: usize, size: usize) {
 }
 
 #[test]
-fn interleaved_appends_fragment_and_e4defrag_repairs() {
+fn ext4_interleaved_appends_fragment_and_e4defrag_repairs() {
+    fragment_and_repair(64 << 20, &["mkfs.ext4", "-q", "-b", "4096"], "e4defrag", 2 * 512 * 4096);
+}
+
+#[test]
+fn xfs_interleaved_appends_fragment_and_xfs_fsr_repairs() {
+    // mkfs.xfs wants at least 300 MiB.
+    // statfs leaves out XFS's reserved blocks (its reserve pool and
+    // per-group metadata reservations, here ~19 MB), which the map calls free.
+    fragment_and_repair(320 << 20, &["mkfs.xfs", "-q"], "xfs_fsr", 32 << 20);
+}
+
+/// `mkfs` an image of `size`, fragment two files, check the scan, run
+/// `defrag` on them, check again. `slack`: how far the map's free space
+/// and statfs's may differ (each file system keeps blocks one counts and
+/// the other does not).
+fn fragment_and_repair(size: u64, mkfs: &[&str], defrag: &str, slack: u64) {
     let tmp = tempfile::tempdir().unwrap();
     let img = tmp.path().join("fs.img");
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
-    sh("mkfs.ext4", &["-q", "-b", "4096", img.to_str().unwrap()]);
+    std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+    let mut args: Vec<&str> = mkfs[1..].to_vec();
+    args.push(img.to_str().unwrap());
+    sh(mkfs[0], &args);
     sh("mount", &["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()]);
     let _m = Mount(&mnt);
     interleave(&mnt, &["a", "b"], 256, 4096);
@@ -53,12 +72,12 @@ fn interleaved_appends_fragment_and_e4defrag_repairs() {
     assert_eq!(f.fragmented_files, 2, "{f:?}");
     assert!(f.extra_runs >= 4, "{f:?}");
     assert_eq!(f.runs, before.files.iter().map(|x| x.runs.len() as u64).sum::<u64>());
-    // Free space as the block bitmaps have it: what df counts, less the
-    // blocks ext4 holds preallocated for small files (up to 512 per CPU),
-    // free to df but marked in the bitmap.
+    // Free space as the file system's map has it: what df counts, give or
+    // take what each file system keeps aside (ext4: blocks preallocated for
+    // small files, up to 512 per CPU, free to df but marked in the bitmap).
     let vfs = statfs_free(&mnt);
     let free = f.free_bytes.unwrap();
-    assert!(free <= vfs && free + 2 * 512 * 4096 >= vfs, "fsmap {free}, statfs {vfs}");
+    assert!(free.abs_diff(vfs) <= slack, "fsmap {free}, statfs {vfs}");
     assert!(f.free_extents.unwrap() >= 1);
     // Each file's runs cover its size, and no two files share a block.
     for file in &before.files {
@@ -72,7 +91,7 @@ fn interleaved_appends_fragment_and_e4defrag_repairs() {
     let cells = extents::cells(&before, 4096, (0, before.device_bytes));
     assert!(cells.contains(&0) && cells.contains(&1) && cells.contains(&FREE));
 
-    sh("e4defrag", &[mnt.join("a").to_str().unwrap(), mnt.join("b").to_str().unwrap()]);
+    sh(defrag, &[mnt.join("a").to_str().unwrap(), mnt.join("b").to_str().unwrap()]);
     let after = scan(&mnt, 2).unwrap();
     assert_eq!(after.figures.files, 2);
     assert_eq!(after.figures.fragmented_files, 0, "{:?}", after.figures);
