@@ -56,6 +56,7 @@ bench: build
 	$(BIN) lab collector-cost --interval 100ms --duration 60s
 	$(BIN) lab collector-cost --interval 10ms --duration 60s
 	$(BIN) lab up-cost --duration 90s --variant default= --variant "local-fsync-always=--local-fsync always" --variant "trace-off=--trace off"
+	$(BIN) lab up-cost --interval 1s --duration 60s --idle-processes 240 --variant "trace-off=--trace off" --variant "processes=--trace off --processes 1s" --peers pidstat,pcp-proc,netdata-apps
 	$(BIN) lab trace-cost --calls 2000000 --rounds 3
 	$(BIN) lab diagnose --phase 30s --rounds 2 --json kansoku-diagnose.json
 	scripts/bench-load.sh $(BIN) 5

@@ -35,6 +35,8 @@ case "${1:-test}" in
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost` and `lab up-cost`
     want pcp                        # pmcd + pmlogger: a peer in `kansoku lab up-cost`
     want collectd-core              # a peer in `kansoku lab up-cost`
+    want sysstat                    # pidstat: a peer of `up --processes` in `kansoku lab up-cost`
+    want netdata-core               # apps.plugin: a peer of `up --processes` in `kansoku lab up-cost`
     want prometheus-snmp-exporter   # a peer in `kansoku lab snmp`
     want snmp                       # snmpget: the glogger paper's baseline in `kansoku lab snmp`
     want linux-perf                 # perf record: the real capture in `kansoku lab store`

@@ -152,6 +152,50 @@ impl TraceArgs {
     }
 }
 
+/// Processes: `kansoku up` stores them, `kansoku agent` ships them.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ProcessArgs {
+    /// Every process's CPU, memory, storage I/O, faults and context
+    /// switches, summed per process name (namedprocess_namegroup_*), with
+    /// series of their own for processes above --process-min-cpu or
+    /// --process-min-rss; exits accounted from the kernel's taskstats, so
+    /// short-lived processes are not lost. Every this long (100ms to 60s;
+    /// `--processes` alone: 1s), or off (default). See docs/processes.md.
+    #[arg(long, default_value = "off", default_missing_value = "1s", num_args = 0..=1, value_parser = parse_trace)]
+    pub processes: TraceEvery,
+    /// A process gets series of its own from this share of a core (0.01: 1 %).
+    #[arg(long, default_value_t = 0.01)]
+    pub process_min_cpu: f64,
+    /// …or from this resident size (bytes, K/M/G suffixes).
+    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    pub process_min_rss: u64,
+    /// Most processes with series of their own at once (the rest counted).
+    #[arg(long, default_value_t = 500)]
+    pub process_max: usize,
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    lab::limits::parse_size(s)
+}
+
+impl ProcessArgs {
+    /// The processes producer, if asked for; taskstats where the kernel
+    /// allows it (root), else said once.
+    pub fn start(&self, host: &str) -> Option<tasks::Collector> {
+        let every = self.processes.0?;
+        let mut cfg = tasks::Config::new(every, host.to_owned());
+        cfg.min_cpu = self.process_min_cpu;
+        cfg.min_rss_bytes = self.process_min_rss;
+        cfg.max_processes = self.process_max;
+        let (c, why) = tasks::Collector::new(cfg, true);
+        match why {
+            Some(w) => tracing::warn!("processes: {w}"),
+            None => tracing::info!("processes: every process every {every:?}, exits from taskstats"),
+        }
+        Some(c)
+    }
+}
+
 pub fn parse_dur(s: &str) -> Result<Duration, String> {
     model::parse_duration(s).map_err(|e| e.to_string())
 }

@@ -115,6 +115,8 @@ pub struct AgentArgs {
     perf: PerfArgs,
     #[command(flatten)]
     trace: TraceArgs,
+    #[command(flatten)]
+    processes: crate::args::ProcessArgs,
     /// A connection whose oldest batch waits longer than this for its
     /// acknowledgement is dropped and made anew.
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
@@ -186,6 +188,9 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         let stats = tracer.stats();
         agent.add_figures(Box::new(move || stats.figures()));
         others.push(("trace", Box::new(move |tx, stop| tracer.run(tx, stop))));
+    }
+    if let Some(procs) = args.processes.start(&host) {
+        others.push(("processes", Box::new(move |tx, stop| procs.run(tx, stop))));
     }
     let agent = Arc::new(agent);
     let backlog = agent.spool().stats().backlog_batches.load(Ordering::Relaxed);

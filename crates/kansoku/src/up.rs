@@ -34,6 +34,8 @@ pub struct UpArgs {
     trace: TraceArgs,
     #[command(flatten)]
     fragmentation: FragmentationArgs,
+    #[command(flatten)]
+    processes: crate::args::ProcessArgs,
 }
 
 /// Where file systems put their files' blocks (seed 001's DAV).
@@ -175,19 +177,20 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
     let sampler = args.perf.open_sampler(&host, &args.common.data)?;
     let frag = args.fragmentation.collector(&host, &args.common.data)?;
+    let procs = args.processes.start(&host);
     let tracer = args.trace.start(&host);
-    serve(&args.common, Some(host), snmp, None, None, (sampler, tracer, frag))
+    serve(&args.common, Some(host), snmp, None, None, (sampler, tracer, frag, procs))
 }
 
 pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
-    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, (None, None, None))
+    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, (None, None, None, None))
 }
 
 /// `kansoku server`: the store, API and dashboard, and the agents' ingest.
 pub fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let ingest = crate::cluster::ingest_setup(&args.ingest)?;
     let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    serve(&args.common, None, snmp, None, Some(ingest), (None, None, None))
+    serve(&args.common, None, snmp, None, Some(ingest), (None, None, None, None))
 }
 
 /// `kansoku lab synth`: synthetic hosts through the same store path as `up`.
@@ -203,7 +206,7 @@ pub fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         synth.n_series(),
         f64::from(synth.n_series()) / args.common.interval.as_secs_f64()
     );
-    serve(&args.common, None, None, Some(synth), None, (None, None, None))
+    serve(&args.common, None, None, Some(synth), None, (None, None, None, None))
 }
 
 fn serve(
@@ -212,7 +215,12 @@ fn serve(
     snmp: Option<(&std::path::Path, Option<Duration>)>,
     synth: Option<lab::synth::Synth>,
     ingest: Option<crate::cluster::IngestSetup>,
-    (sampler, tracer, frag): (Option<perf::sampler::Sampler>, Option<trace::Tracer>, Option<extents::Collector>),
+    (sampler, tracer, frag, procs): (
+        Option<perf::sampler::Sampler>,
+        Option<trace::Tracer>,
+        Option<extents::Collector>,
+        Option<tasks::Collector>,
+    ),
 ) -> anyhow::Result<()> {
     let addr: SocketAddr = args
         .listen
@@ -292,6 +300,11 @@ fn serve(
         let stats = tracer.stats();
         state.reports.push(api::Report("trace", Arc::new(move || stats.report().to_vec())));
         jobs.spawn("trace", move |tx, stop| tracer.run(tx, stop))?;
+    }
+    if let Some(procs) = procs {
+        let stats = procs.stats();
+        state.reports.push(api::Report("processes", Arc::new(move || tasks_figures(&stats))));
+        jobs.spawn("processes", move |tx, stop| procs.run(tx, stop))?;
     }
     if let Some(frag) = frag {
         state.fragmentation = frag.snapshots.clone().map(|s| (s, frag.paths.clone()));
@@ -433,4 +446,22 @@ fn serve(
     store.close().context("flush store")?;
     served.context("HTTP server")?;
     Ok(())
+}
+
+/// The processes producer's own counters, for `/api/v1/status`.
+pub fn tasks_figures(s: &tasks::Stats) -> Vec<model::report::Figure> {
+    use model::report::Figure;
+    use std::sync::atomic::Ordering::Relaxed;
+    vec![
+        Figure::counter("rounds", s.rounds.load(Relaxed)),
+        Figure::counter_seconds("scan_seconds", s.scan_ns.load(Relaxed) as f64 / 1e9),
+        Figure::counter("exits_accounted", s.exits_accounted.load(Relaxed)),
+        Figure::counter("exits_between_scans", s.exits_between_scans.load(Relaxed)),
+        Figure::counter("exits_unaccounted", s.exits_unaccounted.load(Relaxed)),
+        Figure::counter("exit_records_dropped", s.exit_records_dropped.load(Relaxed) + s.exit_overruns.load(Relaxed)),
+        Figure::counter("over_max_processes", s.over_max_processes.load(Relaxed)),
+        Figure::counter("over_max_groups", s.over_max_groups.load(Relaxed)),
+        Figure::counter("dropped_batches", s.dropped_batches.load(Relaxed)),
+        Figure::counter("missed_intervals", s.missed_intervals.load(Relaxed)),
+    ]
 }

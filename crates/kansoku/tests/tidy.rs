@@ -107,7 +107,7 @@ fn seed_papers_are_named_as_they_are_filed() {
 const LAYERS: &[&[&str]] = &[
     &["model", "clock", "client"],
     &["codec"],
-    &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits"],
+    &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits", "tasks"],
     &["influx", "cluster", "promql", "latency"],
     &["diagnose"],
     &["node", "api", "lab", "rules"],

@@ -36,9 +36,15 @@ pub struct Args {
     /// one with up's defaults.
     #[arg(long = "variant")]
     variants: Vec<String>,
-    /// Peers to run in the same window: pcp, collectd, node_exporter (or none).
+    /// Peers to run in the same window: pcp, collectd, node_exporter (or
+    /// none); for `--processes`: pidstat, pcp-proc (PCP's proc PMDA logged),
+    /// netdata-apps (Netdata's apps.plugin), which take whole seconds.
     #[arg(long, value_delimiter = ',', default_value = "pcp,collectd,node_exporter")]
     peers: Vec<String>,
+    /// Idle processes (sleep) to keep alive through the window, so the
+    /// per-process collectors have that many more to read.
+    #[arg(long, default_value_t = 0)]
+    idle_processes: usize,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -92,6 +98,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         args.peers,
         crate::machine_line()
     );
+    let _idle = Idle::spawn(args.idle_processes)?;
     let mut sides = Vec::new();
     for (i, (name, extra)) in variants.iter().enumerate() {
         sides.push(start_kansoku(name, extra, interval, &dir.path().join(format!("kansoku-{i}")))?);
@@ -99,14 +106,44 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut scrape = None;
     for p in args.peers.iter().filter(|p| p.as_str() != "none") {
         match p.as_str() {
-            "pcp" => sides.push(start_pcp(interval, &dir.path().join("pcp"))?),
+            "pcp" => sides.push(start_pcp(interval, &dir.path().join("pcp"), HOST_METRICS, "PCP pmcd + pmlogger")?),
+            "pcp-proc" => sides.push(start_pcp(
+                interval,
+                &dir.path().join("pcp-proc"),
+                PROC_METRICS,
+                "PCP pmcd + pmlogger, proc.*",
+            )?),
+            "pidstat" => {
+                let mut cmd = Command::new("pidstat");
+                cmd.args(["-p", "ALL", "-u", "-r", "-d", "-w", "-h", &whole_seconds(interval)?]);
+                let peer = spawn_quiet(cmd, "pidstat (apt-get install sysstat)")?;
+                sides.push(Side {
+                    name: "pidstat -p ALL -urdw".into(),
+                    roots: vec![peer.child.id()],
+                    _running: vec![peer],
+                });
+            }
+            "netdata-apps" => {
+                let mut cmd = Command::new("/usr/lib/netdata/plugins.d/apps.plugin");
+                // It exits when its stdin (netdata, normally) closes: a pipe
+                // held open by the child handle.
+                cmd.arg(whole_seconds(interval)?).stdin(std::process::Stdio::piped());
+                let peer = spawn_quiet(cmd, "netdata's apps.plugin (apt-get install netdata-core)")?;
+                sides.push(Side {
+                    name: "Netdata apps.plugin".into(),
+                    roots: vec![peer.child.id()],
+                    _running: vec![peer],
+                });
+            }
             "collectd" => sides.push(start_collectd(interval, &dir.path().join("collectd"))?),
             "node_exporter" => {
                 let (side, addr) = start_node_exporter()?;
                 sides.push(side);
                 scrape = Some(addr);
             }
-            other => bail!("unknown peer {other:?}: use pcp, collectd, node_exporter or none"),
+            other => bail!(
+                "unknown peer {other:?}: use pcp, collectd, node_exporter, pidstat, pcp-proc, netdata-apps or none"
+            ),
         }
     }
     let report = measure(&sides, interval, duration, scrape.as_deref())?;
@@ -142,7 +179,7 @@ fn start_kansoku(name: &str, extra: &[String], interval: Duration, data: &Path) 
 /// pmcd (its PMDAs as child processes, per Debian's pmcd.conf) on a port of
 /// its own, and pmlogger writing the same kinds of metrics kansoku collects
 /// into an archive at the interval.
-fn start_pcp(interval: Duration, dir: &Path) -> anyhow::Result<Side> {
+fn start_pcp(interval: Duration, dir: &Path, metrics: &[&str], name: &str) -> anyhow::Result<Side> {
     let pmcd = Path::new("/usr/lib/pcp/bin/pmcd");
     if !pmcd.exists() {
         bail!("PCP is not installed ({} missing): scripts/deps.sh bench, or --peers without pcp", pmcd.display());
@@ -164,53 +201,66 @@ fn start_pcp(interval: Duration, dir: &Path) -> anyhow::Result<Side> {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     })?;
     let config = dir.join("pmlogger.config");
-    std::fs::write(&config, pmlogger_config(interval))?;
+    std::fs::write(&config, pmlogger_config(interval, metrics))?;
     let mut cmd = Command::new("pmlogger");
-    cmd.args(["-h", &format!("127.0.0.1:{port}"), "-c"]).arg(&config).arg("-l").arg(dir.join("pmlogger.log"));
+    // Through the unix socket: the proc PMDA serves other processes' values
+    // only to a client whose credentials it can check.
+    let host = format!("unix:{}", dir.join("pmcd.sock").display());
+    cmd.args(["-h", &host, "-c"]).arg(&config).arg("-l").arg(dir.join("pmlogger.log"));
     cmd.arg(dir.join("archive")).current_dir(dir);
     let logger = spawn_quiet(cmd, "pmlogger")?;
     let volume = dir.join("archive.0");
     wait_for("pmlogger's first archive records", || volume.metadata().is_ok_and(|m| m.len() > 4096))?;
-    Ok(Side {
-        name: "PCP pmcd + pmlogger".into(),
-        roots: vec![pmcd.child.id(), logger.child.id()],
-        _running: vec![pmcd, logger],
-    })
+    Ok(Side { name: name.into(), roots: vec![pmcd.child.id(), logger.child.id()], _running: vec![pmcd, logger] })
 }
 
 /// The metrics kansoku's collector records, as PCP names them.
-fn pmlogger_config(interval: Duration) -> String {
-    const METRICS: &[&str] = &[
-        "kernel.percpu.cpu.user",
-        "kernel.percpu.cpu.nice",
-        "kernel.percpu.cpu.sys",
-        "kernel.percpu.cpu.idle",
-        "kernel.percpu.cpu.wait.total",
-        "kernel.percpu.cpu.irq.soft",
-        "kernel.percpu.cpu.irq.hard",
-        "kernel.percpu.cpu.steal",
-        "mem.util",
-        "network.interface.in.bytes",
-        "network.interface.in.packets",
-        "network.interface.in.errors",
-        "network.interface.in.drops",
-        "network.interface.out.bytes",
-        "network.interface.out.packets",
-        "network.interface.out.errors",
-        "network.interface.out.drops",
-        "disk.dev.read",
-        "disk.dev.write",
-        "disk.dev.read_bytes",
-        "disk.dev.write_bytes",
-        "disk.dev.avactive",
-        "kernel.all.load",
-        "kernel.all.pressure.cpu.some.total",
-        "kernel.all.pressure.memory.some.total",
-        "kernel.all.pressure.memory.full.total",
-        "kernel.all.pressure.io.some.total",
-        "kernel.all.pressure.io.full.total",
-    ];
-    format!("log mandatory on {} msec {{\n  {}\n}}\n", interval.as_millis(), METRICS.join("\n  "))
+const HOST_METRICS: &[&str] = &[
+    "kernel.percpu.cpu.user",
+    "kernel.percpu.cpu.nice",
+    "kernel.percpu.cpu.sys",
+    "kernel.percpu.cpu.idle",
+    "kernel.percpu.cpu.wait.total",
+    "kernel.percpu.cpu.irq.soft",
+    "kernel.percpu.cpu.irq.hard",
+    "kernel.percpu.cpu.steal",
+    "mem.util",
+    "network.interface.in.bytes",
+    "network.interface.in.packets",
+    "network.interface.in.errors",
+    "network.interface.in.drops",
+    "network.interface.out.bytes",
+    "network.interface.out.packets",
+    "network.interface.out.errors",
+    "network.interface.out.drops",
+    "disk.dev.read",
+    "disk.dev.write",
+    "disk.dev.read_bytes",
+    "disk.dev.write_bytes",
+    "disk.dev.avactive",
+    "kernel.all.load",
+    "kernel.all.pressure.cpu.some.total",
+    "kernel.all.pressure.memory.some.total",
+    "kernel.all.pressure.memory.full.total",
+    "kernel.all.pressure.io.some.total",
+    "kernel.all.pressure.io.full.total",
+];
+
+/// What `--processes` records of every process, as PCP's proc PMDA names it.
+const PROC_METRICS: &[&str] = &[
+    "proc.psinfo.utime",
+    "proc.psinfo.stime",
+    "proc.psinfo.maj_flt",
+    "proc.psinfo.rss",
+    "proc.psinfo.threads",
+    "proc.psinfo.vctxsw",
+    "proc.psinfo.nvctxsw",
+    "proc.io.read_bytes",
+    "proc.io.write_bytes",
+];
+
+fn pmlogger_config(interval: Duration, metrics: &[&str]) -> String {
+    format!("log mandatory on {} msec {{\n  {}\n}}\n", interval.as_millis(), metrics.join("\n  "))
 }
 
 /// collectd with the plugins that match kansoku's sources, writing CSV.
@@ -256,6 +306,39 @@ fn start_node_exporter() -> anyhow::Result<(Side, String)> {
     }
     let peer = spawn_ready(cmd, "Listening on", "node_exporter")?;
     Ok((Side { name: "node_exporter (scraped)".into(), roots: vec![peer.child.id()], _running: vec![peer] }, addr))
+}
+
+/// An interval in whole seconds, for the peers that take no less.
+fn whole_seconds(interval: Duration) -> anyhow::Result<String> {
+    if interval.subsec_nanos() != 0 || interval.is_zero() {
+        bail!("pidstat and apps.plugin take whole seconds: --interval {interval:?}");
+    }
+    Ok(interval.as_secs().to_string())
+}
+
+/// Idle processes kept alive for the measurement, killed on drop.
+struct Idle(Vec<std::process::Child>);
+
+impl Idle {
+    fn spawn(n: usize) -> anyhow::Result<Idle> {
+        let mut kids = Vec::with_capacity(n);
+        for _ in 0..n {
+            kids.push(Command::new("sleep").arg("100000").spawn().context("start an idle process (sleep)")?);
+        }
+        if n > 0 {
+            eprintln!("{n} idle processes started");
+        }
+        Ok(Idle(kids))
+    }
+}
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        for k in &mut self.0 {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+    }
 }
 
 fn spawn_quiet(mut cmd: Command, what: &str) -> anyhow::Result<Peer> {
@@ -419,7 +502,7 @@ mod tests {
 
     #[test]
     fn configs_name_the_interval() {
-        assert!(pmlogger_config(Duration::from_millis(100)).starts_with("log mandatory on 100 msec {"));
+        assert!(pmlogger_config(Duration::from_millis(100), HOST_METRICS).starts_with("log mandatory on 100 msec {"));
         let c = collectd_config(Duration::from_millis(100), Path::new("/tmp/x"));
         assert!(c.starts_with("Interval 0.1\n"), "{c}");
         assert!(c.contains("DataDir \"/tmp/x/csv\""));

@@ -1,0 +1,21 @@
+//! What `/proc/PID/{stat,io,status}` and the kernel's taskstats messages
+//! hold: any bytes are read or refused, never a panic; an exit that ends a
+//! process names it.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(exits) = tasks::taskstats::parse(data) {
+        for e in exits {
+            if let Some(p) = e.process() {
+                assert!(e.group || e.tgid == Some(p));
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(data);
+    if let Some(s) = tasks::procfs::parse_stat(&text) {
+        assert!(text.contains(&s.comm));
+    }
+    let _ = tasks::procfs::parse_io(&text);
+    let _ = tasks::procfs::parse_status(&text);
+});
