@@ -1,5 +1,5 @@
-//! What `/proc/PID/{stat,io,status}` and the kernel's taskstats messages
-//! hold: any bytes are read or refused, never a panic; an exit that ends a
+//! What `/proc/PID/{stat,io,status}`, cgroup files, mountinfo and the
+//! kernel's taskstats messages hold: any bytes are read or refused, never a panic; an exit that ends a
 //! process names it.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
@@ -18,4 +18,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = tasks::procfs::parse_io(&text);
     let _ = tasks::procfs::parse_status(&text);
+    let _ = tasks::cgroups::blkio_bytes(&text);
+    let _ = tasks::cgroups::io_stat_bytes(&text);
+    let _ = tasks::cgroups::pressure(&text);
+    let _ = tasks::cgroups::kv(&text, "usage_usec");
+    let _ = tasks::cgroups::hierarchies(&text);
 });

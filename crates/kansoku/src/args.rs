@@ -156,7 +156,8 @@ impl TraceArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProcessArgs {
     /// Every process's CPU, memory, storage I/O, faults and context
-    /// switches, summed per process name (namedprocess_namegroup_*), with
+    /// switches, summed per process name (namedprocess_namegroup_*), and
+    /// every cgroup's (container_*), with
     /// series of their own for processes above --process-min-cpu or
     /// --process-min-rss; exits accounted from the kernel's taskstats, so
     /// short-lived processes are not lost. Every this long (100ms to 60s;

@@ -461,6 +461,8 @@ pub fn tasks_figures(s: &tasks::Stats) -> Vec<model::report::Figure> {
         Figure::counter("exit_records_dropped", s.exit_records_dropped.load(Relaxed) + s.exit_overruns.load(Relaxed)),
         Figure::counter("over_max_processes", s.over_max_processes.load(Relaxed)),
         Figure::counter("over_max_groups", s.over_max_groups.load(Relaxed)),
+        Figure::gauge("cgroups", s.cgroups.load(Relaxed)),
+        Figure::gauge("over_max_cgroups", s.over_max_cgroups.load(Relaxed)),
         Figure::counter("dropped_batches", s.dropped_batches.load(Relaxed)),
         Figure::counter("missed_intervals", s.missed_intervals.load(Relaxed)),
     ]

@@ -6,12 +6,14 @@
 //! the kernel's taskstats records (`taskstats`, read on a thread of its
 //! own): a process that lived 30 ms between two scans still adds its CPU to
 //! its group, and a group's counters never go back when members exit.
-//! Cardinality stays bounded: per-process series only above the threshold
+//! Every cgroup too (`cgroups`: v2, and v1 controllers where mounted), as
+//! cAdvisor's `container_*` series. Cardinality stays bounded: per-process series only above the threshold
 //! and at most `max_processes` at once (a process's series end with a
 //! staleness marker when it exits), at most `max_groups` names (the rest
 //! in `other`); everything past a bound is counted. Kernel threads are
 //! one group, `[kernel]`.
 
+pub mod cgroups;
 pub mod procfs;
 pub mod taskstats;
 
@@ -41,6 +43,8 @@ pub struct Config {
     pub max_groups: usize,
     /// `/proc` (a fixture tree in tests).
     pub proc: std::path::PathBuf,
+    /// Also every cgroup (`cgroups`), at most this many (0: none).
+    pub max_cgroups: usize,
 }
 
 impl Config {
@@ -53,6 +57,7 @@ impl Config {
             max_processes: 500,
             max_groups: 1000,
             proc: "/proc".into(),
+            max_cgroups: 1000,
         }
     }
 }
@@ -76,6 +81,9 @@ pub struct Stats {
     pub over_max_processes: AtomicU64,
     /// Names folded into `other`.
     pub over_max_groups: AtomicU64,
+    /// Cgroups past `max_cgroups`, left out (last round).
+    pub over_max_cgroups: AtomicU64,
+    pub cgroups: AtomicU64,
     pub dropped_batches: AtomicU64,
     pub missed_intervals: AtomicU64,
     pub tracked: AtomicU64,
@@ -185,6 +193,9 @@ pub struct Collector {
     sched_fds: HashMap<u32, std::fs::File>,
     buf: Vec<u8>,
     round_no: u64,
+    hierarchies: Vec<cgroups::Hierarchy>,
+    /// Each cgroup's series ids, by [`cgroups::SERIES`] slot, once declared.
+    cgroup_ids: HashMap<String, [Option<u32>; 15]>,
 }
 
 /// What a scan of one process found.
@@ -242,6 +253,10 @@ impl Collector {
             sched_fds: HashMap::new(),
             buf: Vec::with_capacity(4096),
             round_no: 0,
+            hierarchies: std::fs::read_to_string("/proc/self/mountinfo")
+                .map(|m| cgroups::hierarchies(&m))
+                .unwrap_or_default(),
+            cgroup_ids: HashMap::new(),
         };
         (c, why)
     }
@@ -548,7 +563,10 @@ impl Collector {
                 self.sched_fds.remove(pid);
             }
         }
-        let batch = self.emit(t, &ended);
+        let mut batch = self.emit(t, &ended);
+        if self.cfg.max_cgroups > 0 {
+            self.emit_cgroups(&mut batch);
+        }
         self.stats.rounds.fetch_add(1, Relaxed);
         self.stats.scan_ns.fetch_add((clock::monotonic_ns() - started).max(0) as u64, Relaxed);
         batch
@@ -620,6 +638,41 @@ impl Collector {
         b
     }
 
+    /// Every cgroup's figures into `b`; a cgroup gone ends its series with
+    /// staleness markers.
+    fn emit_cgroups(&mut self, b: &mut Batch) {
+        let (all, over) = cgroups::read_all(&self.hierarchies, self.cfg.max_cgroups, self.ticks_per_s);
+        self.stats.over_max_cgroups.store(over, Relaxed);
+        self.stats.cgroups.store(all.len() as u64, Relaxed);
+        let host = self.cfg.host.clone();
+        for (path, f) in &all {
+            let mut ids = self.cgroup_ids.remove(path).unwrap_or([None; 15]);
+            for (slot, v) in f.values().into_iter().enumerate() {
+                let Some(v) = v else { continue };
+                let id = match ids[slot] {
+                    Some(id) => id,
+                    None => {
+                        let key =
+                            SeriesKey::new(cgroups::SERIES[slot], [("id", path.as_str()), ("host", host.as_str())]);
+                        let id = self.declare(vec![key], b)[0];
+                        ids[slot] = Some(id);
+                        id
+                    }
+                };
+                b.points.push((id, v));
+            }
+            self.cgroup_ids.insert(path.clone(), ids);
+        }
+        let stale = f64::from_bits(model::STALE_NAN);
+        let gone: Vec<String> = self.cgroup_ids.keys().filter(|p| !all.contains_key(*p)).cloned().collect();
+        for p in gone {
+            for id in self.cgroup_ids.remove(&p).into_iter().flatten().flatten() {
+                b.points.push((id, stale));
+                self.free_ids.push(id);
+            }
+        }
+    }
+
     /// Ids for `keys`, declared in `b`: freed ones first.
     fn declare(&mut self, keys: Vec<SeriesKey>, b: &mut Batch) -> Vec<u32> {
         keys.into_iter()
@@ -644,6 +697,7 @@ impl Collector {
             p.ids.clear();
         }
         self.own_ids.clear();
+        self.cgroup_ids.clear();
         self.free_ids.clear();
         self.next_id = 0;
     }
