@@ -264,3 +264,28 @@ test('the disk view: two maps of where the files are, their figures, the most fr
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('the processes table: a busy program tops it with its sparkline; a click zooms the flame graph into it', async () => {
+  const busy = spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' });
+  const k = await startKansoku(['up', '--host', 'procs-web', '--interval', '1s', '--trace', 'off', '--processes', '1s', '--perf', '997']);
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e.stack ?? e)));
+    await page.goto(k.url + '/#view=host&host=procs-web&range=1m');
+    // The busy shell's group heads the table once its rate is measured.
+    await page.waitForFunction(() => document.querySelector('table.processes tr[data-group]')?.dataset.group === 'sh', null, { timeout: 40000 });
+    const first = await page.$eval('table.processes tr[data-group]', (tr) => [...tr.children].map((td) => td.textContent.trim()));
+    assert.ok(Number(first[1]) > 0.3, `sh used ${first[1]} cores`);
+    assert.ok(await page.$('table.processes canvas.spark'), 'a sparkline per row');
+    // Into the flame graph: zoomed on the shell's process.
+    await page.waitForFunction(() => document.querySelectorAll('#flame .fr').length >= 3, null, { timeout: 30000 });
+    await page.click('table.processes tr[data-group="sh"]');
+    await page.waitForFunction(() => /zoomed into sh \(/.test(document.querySelector('.flame-title')?.textContent ?? ''), null, { timeout: 10000 });
+    await page.screenshot({ path: OUT + 'processes.png', fullPage: true });
+    assert.deepEqual(errors, []);
+  } finally {
+    busy.kill();
+    await k.stop();
+  }
+});

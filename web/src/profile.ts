@@ -93,6 +93,14 @@ export function flameGraph(host: string, gen: number): void {
   draw();
   const t = setInterval(() => { if (app.view.from === undefined) draw(); }, 2000);
   app.teardown.push(() => clearInterval(t));
+  // From the processes table: the program's busiest process (`comm (pid)`).
+  app.focusFlame = (program: string) => {
+    const i = last ? last.frames.findIndex((f) => f[2] === 1 && f[0].startsWith(`${program} (`)) : -1;
+    if (i < 0) return;
+    zoom = i;
+    render();
+    document.querySelector('#flame-wrap')?.scrollIntoView({ block: 'nearest' });
+  };
 }
 
 /// Which process ran on each CPU over the view's range: one row per CPU,

@@ -318,7 +318,7 @@ impl Collector {
                 }
                 None => {
                     self.stats.exits_between_scans.fetch_add(1, Relaxed);
-                    let g = self.group_for(&e.comm);
+                    let g = self.group_for(if e.comm.is_empty() { "[unnamed]" } else { &e.comm });
                     self.bury(&g, &fin);
                 }
             }

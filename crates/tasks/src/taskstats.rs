@@ -167,6 +167,13 @@ pub fn parse(b: &[u8]) -> Result<Vec<Exit>, ParseError> {
                 if group { per_tgid = Some(e) } else { per_pid = Some(e) }
             }
         }
+        // The per-tgid record's struct holds sums, not the name: the last
+        // thread's record, beside it, names the program.
+        if let (Some(g), Some(p)) = (&mut per_tgid, &per_pid)
+            && g.comm.is_empty()
+        {
+            g.comm.clone_from(&p.comm);
+        }
         if let Some(e) = per_tgid.or(per_pid) {
             out.push(e);
         }
@@ -302,9 +309,13 @@ mod tests {
     fn a_thread_ends_nothing_and_a_group_record_ends_the_process() {
         let thread = exit_message(501, 500, None, 10);
         assert_eq!(parse(&thread).unwrap()[0].process(), None);
-        let last = exit_message(502, 500, Some(500), 99);
+        let mut last = exit_message(502, 500, Some(500), 99);
+        // The kernel's per-tgid struct carries no name: blank the second copy's.
+        let second = last.windows(4).rposition(|w| w == b"busy").unwrap();
+        last[second..second + 4].fill(0);
         let e = parse(&last).unwrap();
         assert_eq!((e[0].pid, e[0].group, e[0].process()), (500, true, Some(500)));
+        assert_eq!(e[0].comm, "busy", "named from the thread's record");
         // Two messages in one buffer.
         let mut both = thread.clone();
         both.extend_from_slice(&last);
