@@ -289,3 +289,34 @@ test('the processes table: a busy program tops it with its sparkline; a click zo
     await k.stop();
   }
 });
+
+test('SNMP targets in the cluster view: a heat-map row per target', async () => {
+  // Three fake agents (kansoku lab snmp-farm) on a port of their own.
+  const port = 20000 + (process.pid % 20000);
+  const farm = spawn(BIN, ['lab', 'snmp-farm', '--count', '3', '--first', '127.3.9.1', '--port', String(port)], { stdio: ['pipe', 'ignore', 'pipe'] });
+  await new Promise((ok, fail) => {
+    let log = '';
+    farm.stderr.on('data', (d) => { log += d; if (log.includes('snmp-farm: serving')) ok(); });
+    farm.on('exit', (c) => fail(new Error(`the farm exited (${c}): ${log}`)));
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'kansoku-e2e-snmp-'));
+  const targets = join(dir, 'targets.txt');
+  writeFileSync(targets, [1, 2, 3].map((i) => `127.3.9.${i}:${port} v2c oids=1.3.6.1.2.1.1.3.0`).join('\n') + '\n');
+  const k = await startKansoku(['up', '--host', 'snmp-web', '--interval', '1s', '--trace', 'off', '--snmp-targets', targets]);
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e.stack ?? e)));
+    await page.goto(k.url + '/#view=cluster&metric=snmp-up&range=1m');
+    await page.waitForFunction(() => document.querySelectorAll('#names div').length >= 3, null, { timeout: 30000 });
+    const names = await page.$$eval('#names div', (ds) => ds.map((d) => d.textContent.trim()));
+    assert.deepEqual(names.sort(), [1, 2, 3].map((i) => `127.3.9.${i}:${port}`));
+    assert.match(await page.textContent('#count'), /^3 SNMP targets/);
+    await page.screenshot({ path: OUT + 'cluster-snmp.png' });
+    assert.deepEqual(errors, []);
+  } finally {
+    await k.stop();
+    farm.stdin.end();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

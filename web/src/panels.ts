@@ -43,4 +43,11 @@ export const CLUSTER_METRICS: Record<string, PanelSpec & { max?: number }> = {
   disk: { id: 'disk', title: 'Disk written', unit: 'bytes/s', names: ['node_disk_written_bytes_total'],
     rate: true, by: ['host'], group: 'sum' },
   load: { id: 'load', title: 'Load (1 min)', unit: 'count', names: ['node_load1'], by: ['host'], group: 'avg' },
+  // SNMP targets (kansoku up/snmp/server --snmp-targets): a row per target.
+  'snmp-traffic': { id: 'snmp-traffic', title: 'SNMP: interface traffic (in + out)', unit: 'bytes/s',
+    names: ['ifHCInOctets', 'ifHCOutOctets'], rate: true, by: ['target'], group: 'sum' },
+  'snmp-up': { id: 'snmp-up', title: 'SNMP: answered (1 up, 0 silent)', unit: 'ratio', names: ['kansoku_snmp_up'],
+    by: ['target'], group: 'avg', max: 1 },
+  'snmp-stale': { id: 'snmp-stale', title: 'SNMP: stale values per answer', unit: 'count',
+    names: ['kansoku_snmp_stale_values'], by: ['target'], group: 'sum' },
 };

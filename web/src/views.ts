@@ -68,7 +68,12 @@ export async function clusterView(main: HTMLElement, gen: number): Promise<void>
   }, rowH);
   const sortSel = $<HTMLSelectElement>('#sort');
   const names = $('#names');
+  const targets = spec.by?.[0] === 'target';
   const sort = () => {
+    // Rows come and go with the live stream: the count follows them.
+    $('#count').textContent = targets
+      ? `${feed.keys.length} SNMP targets · ${spec.title}`
+      : `${feed.keys.length} hosts · ${spec.title} · click a row for its host`;
     const idx = [...Array(feed.keys.length).keys()];
     if (sortSel.value === 'value') {
       const cur = (i: number) => { const c = feed.columns.cols[i]; for (let k = c.length - 1; k >= 0; k--) if (c[k] !== null) return c[k]!; return -Infinity; };
@@ -79,7 +84,7 @@ export async function clusterView(main: HTMLElement, gen: number): Promise<void>
     names.innerHTML = rowH >= 9 ? idx.map((i) => {
       const host = feed.defs[i].labels.host, v = host ? verdicts.get(host) : undefined;
       const dot = v ? `<i class="vd" style="background:${COLOURS[v.verdict] ?? '#bab0ac'}" title="${v.verdict} (${(v.confidence * 100).toFixed(0)} %)"></i>` : '';
-      return `<div style="height:${rowH}px">${dot}${host ?? feed.label(i)}</div>`;
+      return `<div style="height:${rowH}px">${dot}${host ?? feed.defs[i].labels.target ?? feed.label(i)}</div>`;
     }).join('') : '';
   };
   // Each host's verdict over the last 10 s, beside its name.
@@ -98,7 +103,7 @@ export async function clusterView(main: HTMLElement, gen: number): Promise<void>
   app.teardown.push(() => clearInterval(vt));
   sortSel.onchange = () => { sort(); hm.draw(); };
   sort();
-  $('#count').textContent = `${feed.keys.length} hosts · ${spec.title} · click a row for its host`;
+
   app.charts = [{ feed, plot: null, heat: hm, draw: () => hm.draw() }];
   hm.draw();
   subscribe(selectorFor(spec, null), [feed], () => { sort(); });
