@@ -6,12 +6,14 @@
 //! the kernel's taskstats records (`taskstats`, read on a thread of its
 //! own): a process that lived 30 ms between two scans still adds its CPU to
 //! its group, and a group's counters never go back when members exit.
-//! Every cgroup too (`cgroups`: v2, and v1 controllers where mounted), as
-//! cAdvisor's `container_*` series. Cardinality stays bounded: per-process series only above the threshold
-//! and at most `max_processes` at once (a process's series end with a
-//! staleness marker when it exits), at most `max_groups` names (the rest
-//! in `other`); everything past a bound is counted. Kernel threads are
-//! one group, `[kernel]`.
+//! A process that execs another program moves to that program's group from
+//! then on. Every cgroup too (`cgroups`: v2, and v1 controllers where
+//! mounted), as cAdvisor's `container_*` series. Cardinality stays
+//! bounded: per-process series only above the threshold and at most
+//! `max_processes` at once (a process's series end with a staleness marker
+//! when it exits), at most `max_groups` names (the rest in `other`);
+//! everything past a bound is counted. Kernel threads are one group,
+//! `[kernel]`.
 
 pub mod cgroups;
 pub mod procfs;
@@ -124,6 +126,19 @@ impl Counters {
         }
     }
 
+    /// Field by field what `self` has beyond `o` (never below zero).
+    fn minus(&self, o: &Counters) -> Counters {
+        Counters {
+            user_s: (self.user_s - o.user_s).max(0.0),
+            system_s: (self.system_s - o.system_s).max(0.0),
+            majflt: self.majflt.saturating_sub(o.majflt),
+            read_bytes: self.read_bytes.saturating_sub(o.read_bytes),
+            write_bytes: self.write_bytes.saturating_sub(o.write_bytes),
+            voluntary: self.voluntary.saturating_sub(o.voluntary),
+            nonvoluntary: self.nonvoluntary.saturating_sub(o.nonvoluntary),
+        }
+    }
+
     /// Field by field the larger: an exit record's totals can trail the
     /// last scan by a tick of rounding; a counter must not go back.
     fn max(&self, o: &Counters) -> Counters {
@@ -139,7 +154,7 @@ impl Counters {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Proc {
     start: u64,
     group: String,
@@ -159,6 +174,16 @@ struct Proc {
     ids: Vec<u32>,
     /// Open descriptors at the last count (NaN: not counted yet).
     fds: f64,
+    /// Its counters when it became the program it is now (an exec): what
+    /// it did before is its old group's.
+    base: Counters,
+}
+
+impl Proc {
+    /// A copy without its series ids (the ended list carries those).
+    fn clone_shell(&self) -> Proc {
+        Proc { ids: Vec::new(), ..self.clone() }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -297,22 +322,13 @@ impl Collector {
             self.stats.exits_accounted.fetch_add(1, Relaxed);
             if let Some((group, buried, _)) = self.recent.remove(&tgid) {
                 // Late: its last scan is in already; add the rest.
-                let rest = Counters {
-                    user_s: (fin.user_s - buried.user_s).max(0.0),
-                    system_s: (fin.system_s - buried.system_s).max(0.0),
-                    majflt: fin.majflt.saturating_sub(buried.majflt),
-                    read_bytes: fin.read_bytes.saturating_sub(buried.read_bytes),
-                    write_bytes: fin.write_bytes.saturating_sub(buried.write_bytes),
-                    voluntary: fin.voluntary.saturating_sub(buried.voluntary),
-                    nonvoluntary: fin.nonvoluntary.saturating_sub(buried.nonvoluntary),
-                };
-                self.bury(&group, &rest);
+                self.bury(&group, &fin.minus(&buried));
                 self.stats.exits_unaccounted.fetch_sub(1, Relaxed);
                 continue;
             }
             match self.procs.remove(&tgid) {
                 Some(p) => {
-                    let c = fin.max(&p.last);
+                    let c = fin.max(&p.last).minus(&p.base);
                     self.bury(&p.group.clone(), &c);
                     ended.push((tgid, p));
                 }
@@ -437,6 +453,27 @@ impl Collector {
         got
     }
 
+    /// Process `pid` runs another program now (an exec; or it was seen
+    /// between its fork and its exec): what it did so far stays with its
+    /// old group, from here on it counts in the new program's, and its own
+    /// series (named by program) end.
+    fn exec(&mut self, pid: u32, comm: &str, ended: &mut Vec<(u32, Proc)>) {
+        let group = self.group_for(comm);
+        let Some(p) = self.procs.get_mut(&pid) else { return };
+        let so_far = p.last.minus(&p.base);
+        let old_group = std::mem::replace(&mut p.group, group);
+        p.base = p.last;
+        p.name = comm.to_owned();
+        if p.tracked {
+            // Its series end as if it had exited; it may qualify again.
+            let ids = std::mem::take(&mut p.ids);
+            p.tracked = false;
+            p.fds = f64::NAN;
+            ended.push((pid, Proc { ids, ..p.clone_shell() }));
+        }
+        self.bury(&old_group, &so_far);
+    }
+
     /// One round at `t` (wall-clock ns): exits, a scan of `/proc`, the batch.
     pub fn round(&mut self, t: i64) -> Batch {
         let started = clock::monotonic_ns();
@@ -478,7 +515,7 @@ impl Collector {
                     // The pid was reused: the old process is gone.
                     let old = self.procs.remove(&pid).expect("present");
                     self.stats.exits_unaccounted.fetch_add(1, Relaxed);
-                    self.bury(&old.group.clone(), &old.last);
+                    self.bury(&old.group.clone(), &old.last.minus(&old.base));
                     self.recent.remove(&pid);
                     ended.push((pid, old));
                 }
@@ -503,8 +540,13 @@ impl Collector {
                             tracked: false,
                             ids: Vec::new(),
                             fds: f64::NAN,
+                            base: Counters::default(),
                         },
                     );
+                }
+                let kernel = stat.pid == 2 || stat.ppid == 2;
+                if !kernel && self.procs.get(&pid).is_some_and(|p| p.name != stat.comm) {
+                    self.exec(pid, &stat.comm, &mut ended);
                 }
                 let p = self.procs.get_mut(&pid).expect("inserted");
                 p.last = p.last.max(&c);
@@ -527,7 +569,7 @@ impl Collector {
                 self.stats.exits_unaccounted.fetch_add(1, Relaxed);
                 self.recent.insert(pid, (p.group.clone(), p.last, 0));
             }
-            self.bury(&p.group.clone(), &p.last);
+            self.bury(&p.group.clone(), &p.last.minus(&p.base));
             ended.push((pid, p));
         }
         self.recent.retain(|_, r| {
@@ -579,7 +621,7 @@ impl Collector {
         let mut live: HashMap<String, (Counters, u64, u64, u64)> = HashMap::new();
         for p in self.procs.values() {
             let e = live.entry(p.group.clone()).or_default();
-            e.0.add(&p.last);
+            e.0.add(&p.last.minus(&p.base));
             e.1 += 1;
             e.2 += p.threads;
             e.3 += p.rss;
