@@ -27,6 +27,8 @@ case "${1:-test}" in
     want nginx                     # the server whose access log is the oracle of the load generator's test
     want e2fsprogs                 # mkfs.ext4, e4defrag, filefrag: the fragmentation collector's tests
     want xfsprogs                  # mkfs.xfs, xfs_fsr: the same on XFS
+    want redis-server              # the server across the network injector in `lab latency --workload redis`'s test
+    want redis-tools               # redis-benchmark: its load
     ;;
   build)
     want clang                     # compiles the BPF programs of crates/trace; without it tracing is left out

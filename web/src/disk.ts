@@ -54,7 +54,11 @@ export async function diskView(main: HTMLElement, gen: number): Promise<void> {
   const list = await getJson<{ paths: string[]; times: string[] }>('/api/v1/fragmentation');
   if (gen !== app.generation) return;
   if (list.times.length === 0) {
-    main.innerHTML = `<div class="empty">no map kept yet: the first scan of ${list.paths.join(', ')} runs at start</div>`;
+    // The first scan runs at start and may take a while on a large file
+    // system: look again until it is kept.
+    main.innerHTML = `<div class="empty">no map kept yet: the first scan of ${list.paths.join(', ')} is running</div>`;
+    const t = setTimeout(() => { if (gen === app.generation) void diskView(main, gen); }, 1000);
+    app.teardown.push(() => clearTimeout(t));
     return;
   }
   const path = app.view.path && list.paths.includes(app.view.path) ? app.view.path : list.paths[0];

@@ -100,6 +100,9 @@ enum LabCmd {
     /// The latency injector's calibration probe (run by `lab latency`).
     #[command(hide = true)]
     LatencyProbe(lab::latency::ProbeArgs),
+    /// The network injector around a command (run by `lab latency --workload redis`).
+    #[command(hide = true)]
+    LatencyRelay(lab::latency::RelayArgs),
     /// Each component's limit beside theory (seeds 004, 001): the disk by
     /// position, read size and queue depth (O_DIRECT), fsync against
     /// buffered and O_DSYNC writes, TCP payload through a tbf-shaped veth
@@ -170,6 +173,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::Load(args)) => lab::load::run(&args),
         Cmd::Lab(LabCmd::Latency(args)) => lab::latency::run(&args),
         Cmd::Lab(LabCmd::LatencyProbe(args)) => lab::latency::probe(&args),
+        Cmd::Lab(LabCmd::LatencyRelay(args)) => lab::latency::relay(&args),
         Cmd::Lab(LabCmd::Limits(args)) => lab::limits::run(&args),
         Cmd::Lab(LabCmd::LimitsStream(args)) => lab::limits::stream(&args),
         Cmd::Lab(LabCmd::Run(args)) => lab::experiment::run(&args),

@@ -93,3 +93,40 @@ fn a_closed_loop_degrades_as_littles_law_says() {
     let html = std::fs::read_to_string(out.with_extension("html")).unwrap();
     assert_eq!(html.matches("<rect class=bar").count(), 6, "{html}");
 }
+
+/// Across the network: Redis behind the relay, 4 clients each with one
+/// GET in flight, every request and every reply delayed x, so by Little's
+/// law P[x] = 4 / (4/P0 + 2x) — the curve must follow it.
+#[test]
+fn redis_across_the_relay_degrades_as_littles_law_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = run(&[
+        "lab",
+        "latency",
+        "--workload",
+        "redis",
+        "--steps",
+        "0,1ms,2ms",
+        "--probe-calls",
+        "300",
+        "--repetitions",
+        "2",
+        "--warmup",
+        "0",
+        "--requests",
+        "2000",
+        "--model",
+        "4,2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc = read_json(&out);
+    let curve = doc["curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 3, "{curve:?}");
+    for p in &curve[1..] {
+        let (pd, model) = (p["pd"].as_f64().unwrap(), p["model_pd"].as_f64().unwrap());
+        assert!((pd - model).abs() <= 5.0, "at {} ns: measured PD {pd} %, Little's law {model} %", p["x_ns"]);
+    }
+}

@@ -7,7 +7,9 @@
 //! curve, its knee and the tier budget come from the runs' throughput.
 //!
 //! Workloads: `pgbench` (PostgreSQL in a cluster of its own, the server's
-//! `pread`/`pwrite`/`fdatasync` delayed — what its storage costs it) or
+//! `pread`/`pwrite`/`fdatasync` delayed — what its storage costs it),
+//! `redis` (a Redis server reached through the network injector, a TCP
+//! relay adding the step one way each direction, by `redis-benchmark`), or
 //! any command (`--run`, its throughput read by `--parser`/`--metric`).
 
 use std::collections::BTreeMap;
@@ -27,7 +29,8 @@ const PG_SH: &str = include_str!("../../../experiments/pg/pg.sh");
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// `pgbench` (PostgreSQL with its storage calls delayed), or give --run.
+    /// `pgbench` (PostgreSQL with its storage calls delayed), `redis`
+    /// (Redis across the delaying relay: the network), or give --run.
     #[arg(long, default_value = "pgbench", conflicts_with = "run")]
     workload: String,
     /// A command to run at each step instead (`sh -c`; the injector is in
@@ -55,6 +58,9 @@ pub struct Args {
     /// Seconds of pgbench per run.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// Requests of redis-benchmark per run (--workload redis).
+    #[arg(long, default_value_t = 20_000)]
+    requests: u64,
     /// A step is honoured when its added median is this close to it.
     #[arg(long, default_value_t = 0.1)]
     tolerance: f64,
@@ -149,6 +155,142 @@ fn measure(lib: &Path, calls: usize, requested_ns: u64, set_ns: u64, allowed_ns:
     Ok(calibrate::judge(requested_ns, (med(b50), med(b99)), (med(w50), med(w99)), allowed_ns))
 }
 
+/// Each step's calibration through the relay: round trips of 64 bytes to an
+/// echo server, through a relay at the step against one at zero, halved
+/// (one way). The relay's own floor (a relay at zero against none) is said.
+fn calibrate_relay(steps: &[u64], round_trips: usize, tolerance: f64) -> anyhow::Result<Vec<(Step, u64)>> {
+    eprintln!(
+        "calibration ({round_trips} round trips of 64 bytes per step, through the relay at the step against the relay at 0, halved):"
+    );
+    eprintln!("{:>12} {:>14} {:>14} {:>10}", "one way", "added p50", "added p99", "honoured");
+    let mut out = Vec::new();
+    for &ns in steps {
+        let ((p50, p99), floor) = latency::relay::calibrate(std::time::Duration::from_nanos(ns), round_trips)?;
+        if ns == 0 {
+            eprintln!(
+                "(the relay's own floor, one way: {floor:.0} ns, subtracted by measuring against the relay at 0)"
+            );
+        }
+        let s = calibrate::judge(
+            ns,
+            (0, 0),
+            (p50.max(0.0) as u64, p99.max(0.0) as u64),
+            calibrate::allowance_ns(ns, steps, tolerance),
+        );
+        let s = Step { added_p50_ns: p50, added_p99_ns: p99, ..s };
+        eprintln!(
+            "{:>9} ns {:>11.0} ns {:>11.0} ns {:>10}",
+            ns,
+            s.added_p50_ns,
+            s.added_p99_ns,
+            if s.honoured { "yes" } else { "NO" }
+        );
+        out.push((s, ns));
+    }
+    Ok(out)
+}
+
+/// A Redis server of our own on a free loopback port, no persistence;
+/// stopped on drop.
+struct Redis {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Redis {
+    fn start(dir: &Path) -> anyhow::Result<Redis> {
+        use std::io::BufRead;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("start redis-server (apt-get install redis-server redis-tools)")?;
+        let out = child.stdout.take().expect("piped");
+        let mut lines = std::io::BufReader::new(out).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(l)) if l.contains("Ready to accept connections") => break,
+                Some(Ok(_)) => {}
+                _ => {
+                    let _ = child.kill();
+                    bail!("redis-server exited before it was ready");
+                }
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        eprintln!("redis-server on 127.0.0.1:{port}");
+        Ok(Redis { port, child })
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Redis's GET throughput through the relay at each step: `redis-benchmark`
+/// with 4 clients, one request in flight each.
+fn redis_experiment(args: &Args, port: u16, steps: &[u64]) -> anyhow::Result<Experiment> {
+    let exe = std::env::current_exe()?;
+    let run = format!(
+        "{} lab latency-relay --to 127.0.0.1:{port} --delay-ns {{delay_ns}} -- redis-benchmark -p {{{{port}}}} -t get -n {} -c 4 -q",
+        exe.display(),
+        args.requests
+    );
+    Ok(Experiment {
+        name: "latency-network".into(),
+        description: "seed 003's degradation curve across the network: Redis GETs through a relay adding the step one way each direction".into(),
+        packages: vec!["redis-server".into(), "redis-tools".into()],
+        setup: Vec::new(),
+        teardown: Vec::new(),
+        parameters: [("delay_ns".to_owned(), steps.iter().map(|&s| toml::Value::Integer(s as i64)).collect())].into(),
+        workload: Workload {
+            run,
+            parser: Parser::Spec(Spec {
+                kind: "regex".into(),
+                metrics: [("rps".to_owned(), r"GET: ([0-9.]+) requests per second".to_owned())].into(),
+                from: None,
+            }),
+            repetitions: args.repetitions,
+            warmup: args.warmup,
+            randomize: true,
+            timeout: Some("10m".into()),
+        },
+    })
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RelayArgs {
+    /// Where connections go.
+    #[arg(long)]
+    to: std::net::SocketAddr,
+    /// Added one way, each direction, ns.
+    #[arg(long)]
+    delay_ns: u64,
+    /// The command to run while relaying; `{port}` in it is the relay's port.
+    #[arg(trailing_var_arg = true, required = true)]
+    command: Vec<String>,
+}
+
+/// `kansoku lab latency-relay`: relays to `--to` with the delay while the
+/// command runs (its output passed through), and exits with its status.
+pub fn relay(args: &RelayArgs) -> anyhow::Result<()> {
+    let r = latency::relay::Relay::start("127.0.0.1:0", args.to, std::time::Duration::from_nanos(args.delay_ns))?;
+    let port = r.local.port().to_string();
+    let cmd: Vec<String> = args.command.iter().map(|a| a.replace("{port}", &port)).collect();
+    let status = Command::new(&cmd[0]).args(&cmd[1..]).status().with_context(|| format!("run {}", cmd[0]))?;
+    drop(r);
+    if !status.success() {
+        bail!("{} failed: {status}", cmd[0]);
+    }
+    Ok(())
+}
+
 /// Each step's calibration. The busy-wait overshoots by a fixed amount (its
 /// last clock read and the loop): measured at 10 µs first and subtracted
 /// from every setting, then each step measured as set. Returns (step, the
@@ -186,13 +328,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     steps.sort_unstable();
     steps.dedup();
     let hop = calibrate::parse_ns(&args.hop).map_err(anyhow::Error::msg)? as f64;
-    if args.run.is_none() && args.workload != "pgbench" {
-        bail!("--workload {}: the workloads are pgbench, or give --run 'COMMAND'", args.workload);
+    if args.run.is_none() && args.workload != "pgbench" && args.workload != "redis" {
+        bail!("--workload {}: the workloads are pgbench and redis, or give --run 'COMMAND'", args.workload);
     }
+    let network = args.run.is_none() && args.workload == "redis";
     let dir = tempfile::Builder::new().prefix("kansoku-latency-").tempdir()?;
     let lib = latency::install(dir.path())?;
-    eprintln!("latency: injector {} on {}", lib.display(), crate::machine_line());
-    let calibration = calibrate_steps(&steps, &lib, args.probe_calls, args.tolerance)?;
+    let calibration = if network {
+        eprintln!("latency: the network injector (a TCP relay on loopback) on {}", crate::machine_line());
+        calibrate_relay(&steps, args.probe_calls.min(2000), args.tolerance)?
+    } else {
+        eprintln!("latency: injector {} on {}", lib.display(), crate::machine_line());
+        calibrate_steps(&steps, &lib, args.probe_calls, args.tolerance)?
+    };
     let calib_json: Vec<Value> = calibration
         .iter()
         .map(|(s, set)| {
@@ -225,7 +373,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         bail!("no step but 0 could be honoured within {} %", args.tolerance * 100.0);
     }
     let settings: Vec<u64> = used.keys().copied().collect();
-    let (exp, metric) = experiment_for(args, &lib, &settings, dir.path())?;
+    let redis = if network { Some(Redis::start(dir.path())?) } else { None };
+    let (exp, metric) = match &redis {
+        Some(r) => (redis_experiment(args, r.port, &settings)?, args.metric.clone().unwrap_or_else(|| "rps".into())),
+        None => experiment_for(args, &lib, &settings, dir.path())?,
+    };
     let seed = args.seed.unwrap_or_else(|| clock::realtime_ns() as u64);
     let (result, failed) =
         crate::experiment::execute(&exp, Path::new("(kansoku lab latency)"), dir.path(), seed, false, None)?

@@ -9,10 +9,12 @@
 //! glibc), its calibration (`calibrate`: what each requested step really
 //! adds, measured per call), and the curve's arithmetic (`curve`: PD with
 //! bootstrap intervals, the kneedle knee with its interval, the tier
-//! budget). `kansoku lab latency` (crate `lab`) runs the sweep.
+//! budget), and a network injector (`relay`: a TCP relay adding the step one
+//! way each direction). `kansoku lab latency` (crate `lab`) runs the sweep.
 
 pub mod calibrate;
 pub mod curve;
+pub mod relay;
 
 use std::path::{Path, PathBuf};
 
