@@ -265,7 +265,7 @@ test('the disk view: two maps of where the files are, their figures, the most fr
   }
 });
 
-test('the processes table: a busy program tops it with its sparkline; a click zooms the flame graph into it', async () => {
+test('the processes and cgroups tables: a busy program tops it with its sparkline; a click zooms the flame graph into it', async () => {
   const busy = spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' });
   const k = await startKansoku(['up', '--host', 'procs-web', '--interval', '1s', '--trace', 'off', '--processes', '1s', '--perf', '997']);
   try {
@@ -278,6 +278,8 @@ test('the processes table: a busy program tops it with its sparkline; a click zo
     const first = await page.$eval('table.processes tr[data-group]', (tr) => [...tr.children].map((td) => td.textContent.trim()));
     assert.ok(Number(first[1]) > 0.3, `sh used ${first[1]} cores`);
     assert.ok(await page.$('table.processes canvas.spark'), 'a sparkline per row');
+    // The cgroups: the root at least (this VM's v1 cpuacct and cgroup2 both have it).
+    await page.waitForFunction(() => document.querySelector('#cgroups tr[data-group="/"]'), null, { timeout: 30000 });
     // Into the flame graph: zoomed on the shell's process.
     await page.waitForFunction(() => document.querySelectorAll('#flame .fr').length >= 3, null, { timeout: 30000 });
     await page.click('table.processes tr[data-group="sh"]');

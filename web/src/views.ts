@@ -117,7 +117,7 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
   const core = app.view.core ?? '0';
   const specs = [...HOST_PANELS.slice(0, 1), coreModes(core), ...HOST_PANELS.slice(1)];
   main.innerHTML = `<div id="verdicts"></div><h2 class="heat-title">${CORE_HEAT.title} <small>(click a core for its modes)</small></h2><div id="cores" class="cores"></div>` +
-    `<div id="processes"></div><div id="profile"></div><div id="flame-wrap"><div id="flame"></div></div><div id="timeline"></div><div id="kernel"></div><div id="latency"></div>` +
+    `<div id="processes"></div><div id="cgroups"></div><div id="profile"></div><div id="flame-wrap"><div id="flame"></div></div><div id="timeline"></div><div id="kernel"></div><div id="latency"></div>` +
     `<div class="grid">${specs.map((s) => `<div class="panel" id="p-${s.id}"></div>`).join('')}</div>`;
   topSymbols(host, gen);
   flameGraph(host, gen);
