@@ -6,6 +6,7 @@
 import type uPlot from 'uplot';
 import { getJson } from './api';
 import { $, app, rangeOf, stats, stepFor } from './state';
+import { escHtml } from './transform';
 
 export interface ActiveAlert {
   labels: Record<string, string>; annotations: Record<string, string>;
@@ -17,7 +18,6 @@ export interface Band { from: number; to: number; name: string; host?: string }
 
 interface Matrix { data: { result: { metric: Record<string, string>; values: [number, string][] }[] } }
 
-const esc = (s: string) => s.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 function banner(alerts: ActiveAlert[]): void {
   const el = $('#alerts');
@@ -29,9 +29,9 @@ function banner(alerts: ActiveAlert[]): void {
     .map(([k, v]) => `${k}=${v}`).join(', ');
   el.className = firing ? 'firing' : 'pending';
   el.innerHTML = `<b>${firing} firing, ${alerts.length - firing} pending</b>` + alerts.map((a) =>
-    `<span class="alert ${a.state}" title="${esc(label(a))}\nactive since ${esc(a.activeAt)}\nvalue ${esc(a.value)}">` +
-    `${esc(a.labels.alertname ?? '?')}${a.labels.host ? ` @ ${esc(a.labels.host)}` : ''}` +
-    `${a.annotations.summary ? `: ${esc(a.annotations.summary)}` : ''}</span>`).join('');
+    `<span class="alert ${a.state}" title="${escHtml(label(a))}\nactive since ${escHtml(a.activeAt)}\nvalue ${escHtml(a.value)}">` +
+    `${escHtml(a.labels.alertname ?? '?')}${a.labels.host ? ` @ ${escHtml(a.labels.host)}` : ''}` +
+    `${a.annotations.summary ? `: ${escHtml(a.annotations.summary)}` : ''}</span>`).join('');
 }
 
 /// Firing spans in the view's range, from the ALERTS series: consecutive

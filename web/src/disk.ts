@@ -7,7 +7,7 @@
 
 import { getJson } from './api';
 import { app, setView, stats } from './state';
-import { cellColours, fmt } from './transform';
+import { cellColours, escHtml, fmt } from './transform';
 
 interface Figures {
   files: number; file_bytes: number; runs: number; fragmented_files: number; extra_runs: number;
@@ -47,7 +47,7 @@ function drawMap(el: HTMLElement, m: MapAnswer, title: string): void {
     <tr><th>skipped</th><td>${f.skipped_files}</td><th>scan</th><td>${f.scan_seconds.toFixed(3)} s</td></tr></table>
     <table class="agents frag-files"><caption>most fragmented files${m.truncated ? ' (map truncated)' : ''}</caption>
     <tr><th>file</th><th>size</th><th>runs</th><th>beyond need</th></tr>
-    ${m.most_fragmented.map((x) => `<tr><td class="sym">${x.path}</td><td>${fmt(x.size, 'bytes')}</td><td>${x.runs}</td><td>${x.extra_runs}</td></tr>`).join('') || '<tr><td colspan=4>none: every file is in as few runs as it needs</td></tr>'}</table>`);
+    ${m.most_fragmented.map((x) => `<tr><td class="sym">${escHtml(x.path)}</td><td>${fmt(x.size, 'bytes')}</td><td>${x.runs}</td><td>${x.extra_runs}</td></tr>`).join('') || '<tr><td colspan=4>none: every file is in as few runs as it needs</td></tr>'}</table>`);
 }
 
 export async function diskView(main: HTMLElement, gen: number): Promise<void> {
@@ -56,7 +56,7 @@ export async function diskView(main: HTMLElement, gen: number): Promise<void> {
   if (list.times.length === 0) {
     // The first scan runs at start and may take a while on a large file
     // system: look again until it is kept.
-    main.innerHTML = `<div class="empty">no map kept yet: the first scan of ${list.paths.join(', ')} is running</div>`;
+    main.innerHTML = `<div class="empty">no map kept yet: the first scan of ${escHtml(list.paths.join(', '))} is running</div>`;
     const t = setTimeout(() => { if (gen === app.generation) void diskView(main, gen); }, 1000);
     app.teardown.push(() => clearTimeout(t));
     return;
@@ -67,7 +67,7 @@ export async function diskView(main: HTMLElement, gen: number): Promise<void> {
   const after = app.view.after && times.includes(app.view.after) ? app.view.after : times[times.length - 1];
   const zoom = app.view.zoom === 'files' ? 'files' : 'device';
   const opts = (sel: string) => times.map((t) => `<option value="${t}" ${t === sel ? 'selected' : ''}>${when(t)}</option>`).join('');
-  main.innerHTML = `<div class="bar"><label>path <select id="frag-path">${list.paths.map((p) => `<option ${p === path ? 'selected' : ''}>${p}</option>`).join('')}</select></label>
+  main.innerHTML = `<div class="bar"><label>path <select id="frag-path">${list.paths.map((p) => `<option ${p === path ? 'selected' : ''}>${escHtml(p)}</option>`).join('')}</select></label>
     <label>before <select id="frag-before">${opts(before)}</select></label><label>after <select id="frag-after">${opts(after)}</select></label>
     <label>map <select id="frag-zoom"><option value="device">the whole device</option><option value="files" ${zoom === 'files' ? 'selected' : ''}>the files' span</option></select></label>
     <span>${times.length} maps kept · cells: ${COLS} × ${ROWS} over the device, a cell with any byte of a file shows the file</span></div>

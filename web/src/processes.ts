@@ -8,9 +8,7 @@
 import { getJson } from './api';
 import type { Frame } from './feed';
 import { app, rangeOf, stats } from './state';
-import { fmt, topGroups } from './transform';
-
-const esc = (t: string) => t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]!));
+import { escHtml, fmt, topGroups } from './transform';
 
 function spark(canvas: HTMLCanvasElement, values: (number | null)[], max: number): void {
   const ctx = canvas.getContext('2d')!;
@@ -72,7 +70,7 @@ function table(spec: TableSpec, host: string, gen: number): void {
     const max = Math.max(...rows.map((r) => Math.max(...r.values.map((v) => v ?? 0))));
     el.innerHTML = `<table class="agents processes"><caption>${spec.caption} (${cpu.series.length})${spec.click ? ' · click one for its flame graph' : ''}</caption>
       <tr><th>${spec.head}</th><th>CPU (cores)</th><th>over the range</th><th>now</th><th>resident</th><th>${spec.count}</th></tr>
-      ${rows.map((r, i) => `<tr data-group="${esc(r.name)}"><td class="sym">${esc(r.name)}</td><td>${r.mean.toFixed(3)}</td>
+      ${rows.map((r, i) => `<tr data-group="${escHtml(r.name)}"><td class="sym">${escHtml(r.name)}</td><td>${r.mean.toFixed(3)}</td>
         <td><canvas class="spark" width="120" height="20" data-i="${i}"></canvas></td><td>${r.last === null ? '–' : r.last.toFixed(3)}</td>
         <td>${fmt(lastOf(mem, r.name), 'bytes')}</td><td>${lastOf(procs, r.name) ?? '–'}</td></tr>`).join('')}</table>`;
     el.querySelectorAll<HTMLCanvasElement>('canvas.spark').forEach((c) => spark(c, rows[+c.dataset.i!].values, max));

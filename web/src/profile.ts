@@ -4,6 +4,7 @@
 
 import { getJson } from './api';
 import { app, rangeOf } from './state';
+import { escHtml } from './transform';
 
 interface TopRow { rank: number; symbol: string; module: string; samples: number; share: number }
 
@@ -11,7 +12,6 @@ interface TopRow { rank: number; symbol: string; module: string; samples: number
 /// `--perf`): rank, symbol, module, samples, share. Hidden when there are
 /// none; refreshed every 2 s while following live.
 export function topSymbols(host: string, gen: number): void {
-  const esc = (t: string) => t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]!));
   const draw = async () => {
     const [lo, hi] = rangeOf(app.view);
     let r: { samples: number; rows: TopRow[] };
@@ -21,7 +21,7 @@ export function topSymbols(host: string, gen: number): void {
     if (!el || r.samples === 0) { if (el) el.replaceChildren(); return; }
     el.innerHTML = `<table class="agents profile"><caption>top symbols · ${r.samples.toLocaleString()} CPU samples in range</caption>
       <tr><th>#</th><th>symbol</th><th>module</th><th>samples</th><th>share</th></tr>
-      ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${esc(x.symbol)}</td><td>${esc(x.module)}</td><td>${x.samples}</td>
+      ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${escHtml(x.symbol)}</td><td>${escHtml(x.module)}</td><td>${x.samples}</td>
         <td><span class="bar" style="width:${Math.max(1, x.share).toFixed(0)}px"></span> ${x.share.toFixed(1)} %</td></tr>`).join('')}</table>`;
   };
   draw();
@@ -32,7 +32,6 @@ export function topSymbols(host: string, gen: number): void {
 /// A frame of the flame graph: [name, samples, depth], in preorder.
 type FlameRow = [string, number, number];
 
-const escHtml = (t: string) => t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]!));
 
 /// A colour per name, stable across refreshes: kernel frames warm, the rest cool.
 function frameColour(name: string, kernel: boolean): string {

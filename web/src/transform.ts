@@ -329,3 +329,8 @@ export function topGroups(series: { labels: Record<string, string>; values: (num
   rows.sort((a, b) => b.mean - a.mean || a.name.localeCompare(b.name));
   return rows.slice(0, n);
 }
+
+/// Text made safe to put in HTML (element content and quoted attributes).
+export function escHtml(t: string): string {
+  return t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]!));
+}

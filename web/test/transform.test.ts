@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, cellColours, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, stack, type PanelSpec } from '../src/transform';
+import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, stack, type PanelSpec } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -123,4 +123,8 @@ test('processes table: groups by mean CPU over the range, gaps ignored, the last
   assert.deepEqual(rows.map((r) => r.name), ['busy', 'mid']);
   assert.equal(rows[0].mean, 0.75);
   assert.equal(rows[1].last, 0.4);
+});
+
+test('escHtml: a file or program name cannot become markup', () => {
+  assert.equal(escHtml('<img src=x onerror="a()">&'), '&lt;img src=x onerror=&quot;a()&quot;&gt;&amp;');
 });
