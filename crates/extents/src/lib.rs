@@ -34,22 +34,35 @@ pub struct Collector {
     pub host: String,
     pub snapshots: Option<Snapshots>,
     ids: HashMap<SeriesKey, u32>,
+    stats: Arc<Stats>,
+}
+
+/// What the collector counts of itself.
+#[derive(Debug, Default)]
+pub struct Stats {
     /// Rounds whose batch could not be queued.
-    pub dropped: Arc<AtomicU64>,
-    pub missed: Arc<AtomicU64>,
+    pub dropped_rounds: AtomicU64,
+    pub missed_intervals: AtomicU64,
+}
+
+impl Stats {
+    /// The figures of `/api/v1/status`'s `fragmentation` part.
+    pub fn report(&self) -> Vec<model::report::Figure> {
+        use model::report::Figure;
+        vec![
+            Figure::counter("dropped_rounds", self.dropped_rounds.load(Ordering::Relaxed)),
+            Figure::counter("missed_intervals", self.missed_intervals.load(Ordering::Relaxed)),
+        ]
+    }
 }
 
 impl Collector {
     pub fn new(paths: Vec<PathBuf>, interval: Duration, host: String, snapshots: Option<Snapshots>) -> Collector {
-        Collector {
-            paths,
-            interval,
-            host,
-            snapshots,
-            ids: HashMap::new(),
-            dropped: Arc::default(),
-            missed: Arc::default(),
-        }
+        Collector { paths, interval, host, snapshots, ids: HashMap::new(), stats: Arc::default() }
+    }
+
+    pub fn stats(&self) -> Arc<Stats> {
+        Arc::clone(&self.stats)
     }
 
     /// One round: scans every path at `t` (wall-clock ns).
@@ -114,7 +127,7 @@ impl Collector {
                 for (_, key) in &b.defs {
                     c.ids.remove(key);
                 }
-                c.dropped.fetch_add(1, Ordering::Relaxed);
+                c.stats.dropped_rounds.fetch_add(1, Ordering::Relaxed);
                 true
             }
             Err(TrySendError::Disconnected(_)) => false,
@@ -123,8 +136,8 @@ impl Collector {
         if !send(&mut self, first) {
             return;
         }
-        let missed = Arc::clone(&self.missed);
-        clock::schedule::every(self.interval.as_nanos() as i64, &stop, &missed, |t| {
+        let stats = self.stats();
+        clock::schedule::every(self.interval.as_nanos() as i64, &stop, &stats.missed_intervals, |t| {
             let b = self.round(t);
             send(&mut self, b)
         });

@@ -80,15 +80,7 @@ pub fn parse_budget(s: &str) -> Result<DiskBudget, String> {
         }
         return Ok(DiskBudget::FractionOfFilesystem(p / 100.0));
     }
-    let (num, mult) = match s.chars().last() {
-        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('M') => (&s[..s.len() - 1], 1 << 20),
-        Some('G') => (&s[..s.len() - 1], 1 << 30),
-        Some('T') => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
-    };
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    n.checked_mul(mult).filter(|&b| b > 0).map(DiskBudget::Bytes).ok_or_else(bad)
+    model::parse_bytes(s).map(DiskBudget::Bytes).map_err(|_| bad())
 }
 
 pub fn parse_perf_event(s: &str) -> Result<perf::Event, String> {
@@ -168,15 +160,11 @@ pub struct ProcessArgs {
     #[arg(long, default_value_t = 0.01)]
     pub process_min_cpu: f64,
     /// …or from this resident size (bytes, K/M/G suffixes).
-    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    #[arg(long, default_value = "256M", value_parser = model::parse_bytes)]
     pub process_min_rss: u64,
     /// Most processes with series of their own at once (the rest counted).
     #[arg(long, default_value_t = 500)]
     pub process_max: usize,
-}
-
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    lab::limits::parse_size(s)
 }
 
 impl ProcessArgs {

@@ -303,27 +303,13 @@ fn serve(
     }
     if let Some(procs) = procs {
         let stats = procs.stats();
-        state.reports.push(api::Report("processes", Arc::new(move || tasks_figures(&stats))));
+        state.reports.push(api::Report("processes", Arc::new(move || stats.report())));
         jobs.spawn("processes", move |tx, stop| procs.run(tx, stop))?;
     }
     if let Some(frag) = frag {
         state.fragmentation = frag.snapshots.clone().map(|s| (s, frag.paths.clone()));
-        let (dropped, missed) = (Arc::clone(&frag.dropped), Arc::clone(&frag.missed));
-        state.reports.push(api::Report(
-            "fragmentation",
-            Arc::new(move || {
-                vec![
-                    model::report::Figure::counter(
-                        "dropped_rounds",
-                        dropped.load(std::sync::atomic::Ordering::Relaxed),
-                    ),
-                    model::report::Figure::counter(
-                        "missed_intervals",
-                        missed.load(std::sync::atomic::Ordering::Relaxed),
-                    ),
-                ]
-            }),
-        ));
+        let stats = frag.stats();
+        state.reports.push(api::Report("fragmentation", Arc::new(move || stats.report())));
         tracing::info!(
             "fragmentation: scanning {} every {:?}",
             frag.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
@@ -446,24 +432,4 @@ fn serve(
     store.close().context("flush store")?;
     served.context("HTTP server")?;
     Ok(())
-}
-
-/// The processes producer's own counters, for `/api/v1/status`.
-pub fn tasks_figures(s: &tasks::Stats) -> Vec<model::report::Figure> {
-    use model::report::Figure;
-    use std::sync::atomic::Ordering::Relaxed;
-    vec![
-        Figure::counter("rounds", s.rounds.load(Relaxed)),
-        Figure::counter_seconds("scan_seconds", s.scan_ns.load(Relaxed) as f64 / 1e9),
-        Figure::counter("exits_accounted", s.exits_accounted.load(Relaxed)),
-        Figure::counter("exits_between_scans", s.exits_between_scans.load(Relaxed)),
-        Figure::counter("exits_unaccounted", s.exits_unaccounted.load(Relaxed)),
-        Figure::counter("exit_records_dropped", s.exit_records_dropped.load(Relaxed) + s.exit_overruns.load(Relaxed)),
-        Figure::counter("over_max_processes", s.over_max_processes.load(Relaxed)),
-        Figure::counter("over_max_groups", s.over_max_groups.load(Relaxed)),
-        Figure::gauge("cgroups", s.cgroups.load(Relaxed)),
-        Figure::gauge("over_max_cgroups", s.over_max_cgroups.load(Relaxed)),
-        Figure::counter("dropped_batches", s.dropped_batches.load(Relaxed)),
-        Figure::counter("missed_intervals", s.missed_intervals.load(Relaxed)),
-    ]
 }

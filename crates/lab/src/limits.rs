@@ -26,16 +26,16 @@ pub struct Args {
     #[arg(long, value_name = "FILE-OR-DEVICE")]
     disk: Option<PathBuf>,
     /// Size of the file created for --disk: bytes with K/M/G (powers of 1024).
-    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    #[arg(long, default_value = "1G", value_parser = model::parse_bytes)]
     disk_size: u64,
     /// Positions across the disk read sequentially.
     #[arg(long, default_value_t = 16)]
     positions: usize,
     /// Bytes read at each position.
-    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    #[arg(long, default_value = "64M", value_parser = model::parse_bytes)]
     position_span: u64,
     /// Read sizes (sequential, O_DIRECT).
-    #[arg(long, value_delimiter = ',', default_value = "512,1K,2K,4K,8K,16K,64K,256K,1M,4M", value_parser = parse_size)]
+    #[arg(long, value_delimiter = ',', default_value = "512,1K,2K,4K,8K,16K,64K,256K,1M,4M", value_parser = model::parse_bytes)]
     sizes: Vec<u64>,
     /// How long each read size reads.
     #[arg(long, default_value = "1s", value_parser = parse_dur)]
@@ -49,7 +49,7 @@ pub struct Args {
     /// file, or the current directory for a device).
     #[arg(long)]
     write_dir: Option<PathBuf>,
-    #[arg(long, default_value = "4K", value_parser = parse_size)]
+    #[arg(long, default_value = "4K", value_parser = model::parse_bytes)]
     write_size: u64,
     /// Writes per sync policy.
     #[arg(long, default_value_t = 1000)]
@@ -80,26 +80,11 @@ pub struct Args {
     no_baselines: bool,
     #[arg(long, default_value = "1s", value_parser = parse_dur)]
     cpu_time: Duration,
-    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    #[arg(long, default_value = "256M", value_parser = model::parse_bytes)]
     memory: u64,
     /// Write the result as JSON here, and its report beside it (.html).
     #[arg(long)]
     out: Option<PathBuf>,
-}
-
-/// A size with an optional K, M, G suffix (powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M') => (&t[..t.len() - 1], 1 << 20),
-        Some('G') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    match num.parse::<u64>() {
-        Ok(v) if v > 0 => Ok(v * mult),
-        _ => Err(format!("{s:?}: a size such as 4096, 4K, 64M or 1G")),
-    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -198,7 +183,7 @@ fn baselines(args: &Args) -> anyhow::Result<Value> {
 
 fn disk_part(args: &Args, path: &Path, sheet: Option<&DataSheet>) -> anyhow::Result<Value> {
     let t = disk::target(path, args.disk_size)?;
-    let _remove = t.created.then(|| Remove(t.path.clone()));
+    let _remove = t.created.then(|| disk::Remove(t.path.clone()));
     let info = disk::device_info(&t.path);
     eprintln!(
         "\ndisk: {} ({}, {} MiB{}; on {}{}, rotational {}, logical block {} B)",
@@ -366,11 +351,4 @@ fn network_part(args: &Args, rate: f64) -> anyhow::Result<Value> {
         "theory": {"tbf": tbf, "wire": wire, "paper": paper},
         "runs": runs, "unshaped": {"streams": top, "received": free},
     }))
-}
-
-struct Remove(PathBuf);
-impl Drop for Remove {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }

@@ -337,7 +337,10 @@ pub fn writes(dir: &Path, size: usize, count: usize, policies: &[Sync]) -> anyho
     Ok(out)
 }
 
-struct Remove(PathBuf);
+/// Removes the file at its path when dropped (scratch and created files).
+#[derive(Debug)]
+pub struct Remove(pub PathBuf);
+
 impl Drop for Remove {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);

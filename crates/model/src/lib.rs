@@ -21,3 +21,37 @@ pub use series::{METRIC_NAME_LABEL, SeriesKey};
 pub use timestamp::{
     DEFAULT_SINCE, DurationError, Timestamp, civil_from_days, parse_duration, parse_time, resolve_range,
 };
+
+/// A size in bytes as a flag gives it: digits with an optional K, M, G or T
+/// suffix (powers of 1024, either case); zero and overflow refused.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        Some('T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("{s:?}: a size such as 4096, 4K, 64M or 1G"))
+}
+
+#[cfg(test)]
+mod bytes_tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn sizes_with_suffixes() {
+        assert_eq!(parse_bytes("4K"), Ok(4096));
+        assert_eq!(parse_bytes("256m"), Ok(256 << 20));
+        assert_eq!(parse_bytes("2T"), Ok(2 << 40));
+        assert_eq!(parse_bytes("512"), Ok(512));
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("99999999999T").is_err(), "overflow");
+        assert!(parse_bytes("lots").is_err());
+    }
+}

@@ -91,6 +91,30 @@ pub struct Stats {
     pub tracked: AtomicU64,
 }
 
+impl Stats {
+    /// The figures of `/api/v1/status`'s `processes` part.
+    pub fn report(&self) -> Vec<model::report::Figure> {
+        use model::report::Figure;
+        vec![
+            Figure::counter("rounds", self.rounds.load(Relaxed)),
+            Figure::counter_seconds("scan_seconds", self.scan_ns.load(Relaxed) as f64 / 1e9),
+            Figure::counter("exits_accounted", self.exits_accounted.load(Relaxed)),
+            Figure::counter("exits_between_scans", self.exits_between_scans.load(Relaxed)),
+            Figure::counter("exits_unaccounted", self.exits_unaccounted.load(Relaxed)),
+            Figure::counter(
+                "exit_records_dropped",
+                self.exit_records_dropped.load(Relaxed) + self.exit_overruns.load(Relaxed),
+            ),
+            Figure::counter("over_max_processes", self.over_max_processes.load(Relaxed)),
+            Figure::counter("over_max_groups", self.over_max_groups.load(Relaxed)),
+            Figure::gauge("cgroups", self.cgroups.load(Relaxed)),
+            Figure::gauge("over_max_cgroups", self.over_max_cgroups.load(Relaxed)),
+            Figure::counter("dropped_batches", self.dropped_batches.load(Relaxed)),
+            Figure::counter("missed_intervals", self.missed_intervals.load(Relaxed)),
+        ]
+    }
+}
+
 /// Counters of a process or a group.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Counters {
@@ -192,6 +216,9 @@ struct Group {
     dead: Counters,
     /// Its series' ids, once declared.
     ids: Vec<u32>,
+    /// This round's live members: their counters (since their exec), how
+    /// many, threads, resident bytes.
+    live: (Counters, u64, u64, u64),
 }
 
 /// The processes producer.
@@ -617,22 +644,26 @@ impl Collector {
     fn emit(&mut self, t: i64, ended: &[(u32, Proc)]) -> Batch {
         let mut b = Batch::new(Timestamp(t));
         let host = self.cfg.host.clone();
-        // Per group: the dead members' finals plus the live members' last.
-        let mut live: HashMap<String, (Counters, u64, u64, u64)> = HashMap::new();
-        for p in self.procs.values() {
-            let e = live.entry(p.group.clone()).or_default();
-            e.0.add(&p.last.minus(&p.base));
-            e.1 += 1;
-            e.2 += p.threads;
-            e.3 += p.rss;
-        }
+        // Per group: the dead members' finals plus the live members' last,
+        // summed in place (one lookup a process, nothing allocated).
         let mut groups = std::mem::take(&mut self.groups);
+        for g in groups.values_mut() {
+            g.live = (Counters::default(), 0, 0, 0);
+        }
+        for p in self.procs.values() {
+            if let Some(g) = groups.get_mut(&p.group) {
+                g.live.0.add(&p.last.minus(&p.base));
+                g.live.1 += 1;
+                g.live.2 += p.threads;
+                g.live.3 += p.rss;
+            }
+        }
         for (name, g) in &mut groups {
             if g.ids.is_empty() {
                 let keys = series_keys("namedprocess_namegroup", &[("groupname", name), ("host", &host)], false);
                 g.ids = self.declare(keys, &mut b);
             }
-            let (lc, procs, threads, rss) = live.get(name).copied().unwrap_or_default();
+            let (lc, procs, threads, rss) = g.live;
             let mut c = g.dead;
             c.add(&lc);
             let values = values(&c, threads, rss, Some(procs), None);
