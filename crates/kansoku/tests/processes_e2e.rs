@@ -7,9 +7,8 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
 
-use common::{enc, http_get, start, wait};
+use common::{Live, enc, http_get, start};
 
 fn json(addr: &str, q: &str) -> serde_json::Value {
     let (status, body) = http_get(addr, q);
@@ -63,28 +62,47 @@ fn processes_busy_and_short_lived_are_accounted() {
     let a = &up.addr;
     let child = Kill(Command::new(&busy).args(["-c", "while :; do :; done"]).spawn().unwrap());
     let pid = child.0.id().to_string();
-    wait("the busy process's own series", Duration::from_secs(20), || {
-        !series(a, &format!("kansoku_process_cpu_seconds_total{{pid=\"{pid}\"}}")).is_empty()
-    });
-    // Its group's CPU rate: about one core (another core is free).
-    wait("a core's worth of CPU in the busy group", Duration::from_secs(20), || {
-        promql(a, "sum(rate(namedprocess_namegroup_cpu_seconds_total{groupname=\"kskbusy\"}[2s]))")
-            .is_some_and(|v| v > 0.5)
-    });
+    // Every round's points come on the live tail once stored: each wait
+    // below is for the round that shows it.
+    let mut own = Live::open(a, &format!("kansoku_process_cpu_seconds_total{{pid=\"{pid}\",mode=\"user\"}}"));
+    assert!(next_value(&mut own, |_| true).is_some(), "the busy process gets series of its own");
+    drop(own);
+    // Its group's CPU rate over a second of rounds: about one core (the
+    // other core is free, unless the machine is busy: the first second
+    // that shows more than half a core).
+    let mut group = Live::open(a, "namedprocess_namegroup_cpu_seconds_total{groupname=\"kskbusy\"}");
+    let mut points: Vec<(i64, f64)> = Vec::new();
+    let mut rate = 0.0;
+    for _ in 0..100 {
+        let (t, v) = group.next_points();
+        if v.iter().all(Option::is_some) {
+            points.push((t, v.iter().flatten().sum()));
+        }
+        if let (Some(&(t0, c0)), Some(&(t1, c1))) = (points.first(), points.last())
+            && t1 - t0 >= 1_000_000_000
+        {
+            rate = (c1 - c0) / ((t1 - t0) as f64 / 1e9);
+            if rate > 0.5 {
+                break;
+            }
+            points.remove(0);
+        }
+    }
+    assert!(rate > 0.5 && rate < 1.2, "one busy loop is about a core: {rate}");
+    drop(group);
     let v = promql(a, "sum(rate(namedprocess_namegroup_cpu_seconds_total{groupname=\"kskbusy\"}[2s]))").unwrap();
-    assert!(v < 1.2, "one busy loop is at most one core: {v}");
+    assert!(v < 1.2, "PromQL: one busy loop is at most one core: {v}");
 
     // Three hundred processes, each gone long before the next scan.
-    let before = promql(a, "kansoku_processes_exits_accounted_total").unwrap_or(0.0);
+    let mut exits = Live::open(a, "kansoku_processes_exits_accounted_total");
+    let before = next_value(&mut exits, |_| true).unwrap();
     let st =
         Command::new(&fork).args(["-c", "i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done"]).status().unwrap();
     assert!(st.success());
-    wait("their exits accounted", Duration::from_secs(20), || {
-        promql(a, "kansoku_processes_exits_accounted_total").is_some_and(|v| v >= before + 300.0)
-    });
-    wait("the true group", Duration::from_secs(20), || {
-        promql(a, "namedprocess_namegroup_cpu_seconds_total{groupname=\"true\",mode=\"system\"}").is_some()
-    });
+    assert!(next_value(&mut exits, |v| v >= before + 300.0).is_some(), "300 exits accounted");
+    drop(exits);
+    let mut truth = Live::open(a, "namedprocess_namegroup_cpu_seconds_total{groupname=\"true\",mode=\"system\"}");
+    assert!(next_value(&mut truth, |_| true).is_some(), "the true group");
     // Three hundred processes, one group's series: no per-process series for them.
     assert!(series(a, "{groupname=\"true\"}").len() <= 12, "{:?}", series(a, "{groupname=\"true\"}"));
     assert!(series(a, "kansoku_process_cpu_seconds_total{name=\"true\"}").is_empty());
@@ -92,4 +110,10 @@ fn processes_busy_and_short_lived_are_accounted() {
     assert_eq!(status["processes"]["exit_records_dropped"], 0, "{}", status["processes"]);
     assert_eq!(status["processes"]["dropped_batches"], 0);
     drop(child);
+}
+
+/// The first value of the live tail's one series that `ok` accepts, within
+/// 100 rounds.
+fn next_value(live: &mut Live, ok: impl Fn(f64) -> bool) -> Option<f64> {
+    (0..100).find_map(|_| live.next_points().1.first().copied().flatten().filter(|&v| ok(v)))
 }
