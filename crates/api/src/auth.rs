@@ -85,7 +85,8 @@ impl Caller {
 /// [`Caller`] in the request's extensions; answers 401 (no or an unknown
 /// token) or 403 (a read-only token writing) before reading anything else.
 /// The endpoints that store what they are sent: a read-only token may not.
-pub const WRITE_PATHS: [&str; 2] = ["/write", "/prometheus/api/v1/write"];
+/// (And the one that makes agents send traffic.)
+pub const WRITE_PATHS: [&str; 3] = ["/write", "/prometheus/api/v1/write", "/api/v1/jobs/load"];
 
 pub async fn require_token(State(st): State<ApiState>, mut req: Request, next: Next) -> Response {
     let Some(tokens) = st.tokens.as_ref() else { return next.run(req).await };

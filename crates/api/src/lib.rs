@@ -10,6 +10,7 @@ mod exposition;
 mod fragmentation;
 pub mod guard;
 pub mod influx;
+mod jobs;
 mod kernel;
 mod live;
 mod profile;
@@ -41,6 +42,8 @@ pub const LIVE_BUFFER: usize = 100;
 pub struct ClusterView {
     pub hosts: Arc<cluster::hosts::Hosts>,
     pub ingest: Arc<cluster::server::IngestStats>,
+    /// Jobs handed to agents (`POST /api/v1/jobs/load`).
+    pub jobs: Arc<cluster::server::Jobs>,
 }
 
 /// A part's report that `api` does not know by type (rules): its section
@@ -129,6 +132,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/status", get(status::status))
         .route("/api/v1/snmp/targets", get(snmp_targets))
         .route("/api/v1/hosts", get(hosts))
+        .route("/api/v1/jobs", get(jobs::offers))
+        .route("/api/v1/jobs/load", axum::routing::post(jobs::load))
         .route("/api/v1/fragmentation", get(fragmentation::list))
         .route("/api/v1/fragmentation/map", get(fragmentation::map))
         .route("/api/v1/profile/top", get(profile::top))

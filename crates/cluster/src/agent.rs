@@ -39,6 +39,40 @@ pub struct AgentConfig {
     /// A connection whose oldest batch waits longer than this for its ack is
     /// given up and made anew.
     pub ack_timeout: Duration,
+    /// Jobs this agent takes from the server (`--jobs`); None: none.
+    pub jobs: Option<JobRunner>,
+}
+
+/// What runs a job the server hands the agent: `(kind, start_ns on this
+/// host's wall clock, args) -> result bytes, or why it failed`. It blocks
+/// (a thread of its own runs it) and must not begin before `start_ns`.
+pub type RunJob = Arc<dyn Fn(&str, i64, &[String]) -> JobResult + Send + Sync>;
+
+/// A job's result bytes, or why it failed, in words.
+pub type JobResult = Result<Vec<u8>, String>;
+
+/// The kinds of job an agent takes and what runs them.
+#[derive(Clone)]
+pub struct JobRunner {
+    pub kinds: Vec<String>,
+    pub run: RunJob,
+}
+
+impl std::fmt::Debug for JobRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobRunner").field("kinds", &self.kinds).finish_non_exhaustive()
+    }
+}
+
+/// One job at a time; its result waits here until a connection sends it
+/// (the next one, if the connection it came on dropped meanwhile).
+#[derive(Debug, Default)]
+struct JobSlot {
+    /// The job running, if any.
+    running: Mutex<Option<u64>>,
+    /// Finished, not yet sent: (id, result).
+    finished: Mutex<Option<(u64, JobResult)>>,
+    ended: tokio::sync::Notify,
 }
 
 impl AgentConfig {
@@ -54,6 +88,7 @@ impl AgentConfig {
             spool_limit: None,
             window: 64,
             ack_timeout: Duration::from_secs(10),
+            jobs: None,
         }
     }
 }
@@ -79,6 +114,7 @@ pub struct Agent {
     spool: Arc<Spool>,
     sender: Arc<SenderStats>,
     figures: Vec<Figures>,
+    job: Arc<JobSlot>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -105,7 +141,7 @@ impl Agent {
     /// Opens the spool in `spool_dir`.
     pub fn new(cfg: AgentConfig, spool_dir: &std::path::Path) -> io::Result<Agent> {
         let spool = Spool::open(spool_dir, cfg.spool_limit.unwrap_or(crate::spool::MIN_BYTES))?;
-        Ok(Agent { cfg, spool: Arc::new(spool), sender: Arc::default(), figures: Vec::new() })
+        Ok(Agent { cfg, spool: Arc::new(spool), sender: Arc::default(), figures: Vec::new(), job: Arc::default() })
     }
 
     /// Adds figures read at every batch, beside the agent's own.
@@ -308,7 +344,18 @@ impl Agent {
             Err(_) => return Err(NetError::Protocol("no welcome within 10 s".into())),
             Ok(None) => return Err(NetError::Closed),
             Ok(Some(Err(e))) => return Err(e),
-            Ok(Some(Ok((Msg::Welcome { next_seq, .. }, _)))) => next_seq,
+            Ok(Some(Ok((Msg::Welcome { next_seq, version }, _)))) => {
+                // Every agent says which jobs it takes, none included: the
+                // server can then tell "not connected" from "not willing".
+                if version >= 3 {
+                    out.clear();
+                    let kinds = self.cfg.jobs.as_ref().map(|j| j.kinds.clone()).unwrap_or_default();
+                    Msg::Offer { kinds }.encode(&mut out);
+                    wr.write_all(&out).await?;
+                    wr.flush().await?;
+                }
+                next_seq
+            }
             Ok(Some(Ok((Msg::Reject { reason }, _)))) => return Err(NetError::Rejected(reason)),
             Ok(Some(Ok((m, _)))) => return Err(NetError::Protocol(format!("expected welcome, got {}", m.name()))),
         };
@@ -322,6 +369,8 @@ impl Agent {
         let mut inflight: std::collections::VecDeque<(u64, Instant)> = Default::default();
         let mut newest = self.spool.watch();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // A result left by an earlier connection.
+        self.job.ended.notify_one();
         loop {
             // Fill the window.
             let mut wrote = false;
@@ -378,8 +427,35 @@ impl Agent {
                         wr.write_all(&out).await?;
                         wr.flush().await?;
                     }
+                    Some(Ok((Msg::Job { id, kind, start_ns, args }, _))) => {
+                        if let Err(why) = self.start_job(id, &kind, start_ns, args) {
+                            out.clear();
+                            Msg::JobDone { id, ok: false, body: why.into_bytes() }.encode(&mut out);
+                            wr.write_all(&out).await?;
+                            wr.flush().await?;
+                        }
+                    }
                     Some(Ok((Msg::Reject { reason }, _))) => return Err(NetError::Rejected(reason)),
                     Some(Ok((m, _))) => return Err(NetError::Protocol(format!("unexpected {} from the server", m.name()))),
+                },
+                _ = self.job.ended.notified() => {
+                    // Copied, and taken only once sent: a connection that
+                    // drops first leaves it for the next.
+                    let done = self.job.finished.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                    if let Some((id, result)) = done {
+                        out.clear();
+                        let (ok, body) = match result {
+                            Ok(b) => (true, b),
+                            Err(why) => (false, why.into_bytes()),
+                        };
+                        Msg::JobDone { id, ok, body }.encode(&mut out);
+                        wr.write_all(&out).await?;
+                        wr.flush().await?;
+                        let mut slot = self.job.finished.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        if slot.as_ref().is_some_and(|(i, _)| *i == id) {
+                            *slot = None;
+                        }
+                    }
                 },
                 _ = newest.changed(), if window_open => {}
                 _ = tick.tick() => {
@@ -393,6 +469,35 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// Starts job `id` on a thread of its own, or says why not.
+    fn start_job(&self, id: u64, kind: &str, start_ns: i64, args: Vec<String>) -> Result<(), String> {
+        let Some(jobs) = &self.cfg.jobs else { return Err("this agent takes no jobs (start it with --jobs)".into()) };
+        if !jobs.kinds.iter().any(|k| k == kind) {
+            return Err(format!("this agent does not take {kind} jobs (it takes {})", jobs.kinds.join(", ")));
+        }
+        let mut running = self.job.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(other) = *running {
+            return Err(format!("busy with job {other}"));
+        }
+        *running = Some(id);
+        let (run, slot, kind) = (Arc::clone(&jobs.run), Arc::clone(&self.job), kind.to_owned());
+        tracing::info!("agent: job {id} ({kind}) starts at {start_ns} ns: {}", args.join(" "));
+        let spawned = std::thread::Builder::new().name(format!("job-{id}")).spawn(move || {
+            let result = run(&kind, start_ns, &args);
+            if let Err(why) = &result {
+                tracing::warn!("agent: job {id} ({kind}) failed: {why}");
+            }
+            *slot.finished.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((id, result));
+            *slot.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            slot.ended.notify_one();
+        });
+        if let Err(e) = spawned {
+            *running = None;
+            return Err(format!("cannot start a thread for it: {e}"));
+        }
+        Ok(())
     }
 
     /// Spools encoded event batches of `stream` (per-CPU samples, one

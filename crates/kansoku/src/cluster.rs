@@ -130,6 +130,12 @@ pub struct AgentArgs {
     /// This agent's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "cert")]
     key: Option<PathBuf>,
+    /// Jobs this agent takes from the server: `load` runs `kansoku lab
+    /// load` here when `kansoku lab load --agents` asks (several agents
+    /// started at one instant). Off by default: the server cannot make an
+    /// agent send traffic unless its operator allowed it.
+    #[arg(long, value_delimiter = ',', value_parser = ["load"])]
+    jobs: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -174,6 +180,12 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     cfg.tls = tls;
     cfg.spool_limit = args.spool_size.0;
     cfg.ack_timeout = args.ack_timeout;
+    if !args.jobs.is_empty() {
+        cfg.jobs = Some(cluster::agent::JobRunner {
+            kinds: args.jobs.clone(),
+            run: Arc::new(|_kind: &str, start_ns: i64, args: &[String]| lab::load::job(start_ns, args)),
+        });
+    }
     let spool_dir = args.data.join("spool");
     let mut agent = Agent::new(cfg, &spool_dir).with_context(|| format!("open spool {}", spool_dir.display()))?;
     let sampler = args.perf.open_sampler(&host, &args.data)?;

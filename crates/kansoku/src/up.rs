@@ -357,8 +357,11 @@ fn serve(
         Some(setup) => {
             state.tokens = setup.config.tokens.clone();
             let ingest = Arc::new(cluster::server::Ingest::new(Arc::clone(&store), state.live.clone(), setup.config));
-            state.cluster =
-                Some(api::ClusterView { hosts: Arc::clone(&ingest.hosts), ingest: Arc::clone(&ingest.stats) });
+            state.cluster = Some(api::ClusterView {
+                hosts: Arc::clone(&ingest.hosts),
+                ingest: Arc::clone(&ingest.stats),
+                jobs: Arc::clone(&ingest.jobs),
+            });
             Some((ingest, setup.listener))
         }
         None => None,

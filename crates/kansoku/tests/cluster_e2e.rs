@@ -544,3 +544,107 @@ fn twenty_agents_on_one_server() {
     }
     assert_eq!(status_u64(&srv.http, &["ingest", "unknown_series"]), 0);
 }
+
+/// An HTTP/1.1 server that answers every request `ok` and counts them: the
+/// oracle of the agents' load. Keep-alive; one thread per connection.
+fn counting_http_server() -> (String, Arc<std::sync::atomic::AtomicU64>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let count = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&count);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let counted = Arc::clone(&counted);
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        if conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+                            return;
+                        }
+                    }
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, count)
+}
+
+/// `kansoku lab load --agents`: the server hands two agents one start
+/// instant; their reports come back whole and merge to exactly the requests
+/// the target answered. An agent that did not opt in with `--jobs load` is
+/// named, and then no agent runs anything.
+#[test]
+fn agents_load_one_target_from_one_instant() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(&dir.path().join("server"), "127.0.0.1:0", &[]);
+    let _a = agent(&srv.ingest, &dir.path().join("a"), "load-a", &["--jobs", "load"]);
+    let _b = agent(&srv.ingest, &dir.path().join("b"), "load-b", &["--jobs", "load"]);
+    let _c = agent(&srv.ingest, &dir.path().join("c"), "plain-c", &[]);
+    let (target, answered) = counting_http_server();
+    let json_path = dir.path().join("load.json");
+    let base = format!("http://{}", srv.http);
+    let url = format!("http://{target}/");
+    let load = |agents: &str, json: &Path| {
+        let args = ["lab", "load", &url, "-c", "2", "-t", "1", "-d", "1s", "--interval", "100ms"];
+        let extra = ["--agents", agents, "--server", &base, "--start-in", "500ms", "--run", "agents"];
+        Command::new(BIN).args(args).args(extra).arg("--json").arg(json).output().unwrap()
+    };
+    // The server waits for both agents to connect and offer.
+    let out = load("load-a,load-b", &json_path);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}\n{}", srv.proc.dump());
+    assert!(log.contains("first requests of the agents within"), "{log}");
+    let doc = common::read_json(&json_path);
+    let agents = doc["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{doc}");
+    let responses = doc["result"]["responses"].as_u64().unwrap();
+    let each: Vec<u64> = agents.iter().map(|a| a["result"]["responses"].as_u64().unwrap()).collect();
+    assert!(each.iter().all(|&n| n > 0), "both agents loaded the target: {each:?}");
+    assert_eq!(each.iter().sum::<u64>(), responses, "the merged result is the agents' sum");
+    assert_eq!(answered.load(Ordering::SeqCst), responses, "the target answered exactly what was counted");
+    let intervals: u64 =
+        doc["result"]["intervals"].as_array().unwrap().iter().map(|i| i["responses"].as_u64().unwrap()).sum();
+    assert_eq!(intervals, responses);
+    for a in agents {
+        // Never early: an agent waits for the instant on its own clock
+        // (offsets on one machine are within the probes' round trip).
+        let late = a["began_late_ms"].as_f64().unwrap();
+        let rtt_ms = a["rtt_ns"].as_f64().unwrap() / 1e6;
+        assert!(late >= -rtt_ms, "{a}");
+    }
+    // The merged intervals were stored, as for a run from here.
+    let q = format!("/prometheus/api/v1/query?query={}", enc("sum_over_time(load_responses{run=\"agents\"}[1h])"));
+    let (status, body) = http_get(&srv.http, &q);
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["data"]["result"][0]["value"][1].as_str().unwrap().parse::<f64>().unwrap() as u64, responses);
+
+    // An agent that takes no jobs: named, and nothing runs anywhere.
+    let before = answered.load(Ordering::SeqCst);
+    let out = load("load-a,plain-c", &dir.path().join("refused.json"));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(log.contains("\"plain-c\" does not take load jobs") && log.contains("--jobs load"), "{log}");
+    assert_eq!(answered.load(Ordering::SeqCst), before, "no agent started");
+    let none = dir.path().join("none.json");
+    let out = Command::new(BIN)
+        .args(["lab", "load", &url, "-d", "1s", "--agents", "nobody", "--server", &base, "--agents-wait", "300ms"])
+        .arg("--json")
+        .arg(&none)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && log.contains("\"nobody\" is not connected (waited 300ms"), "{log}");
+    assert!(!none.exists());
+}

@@ -64,29 +64,118 @@ pub struct Args {
     /// Also write the result as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Run the load on these agents of --server instead of here, all
+    /// starting at one instant (each agent started with `--jobs load`);
+    /// their histograms are merged into one result. The URL is reached
+    /// from each agent.
+    #[arg(long, value_delimiter = ',', requires = "server", conflicts_with = "peers")]
+    agents: Vec<String>,
+    /// With --agents: how far ahead the common start is set (time for the
+    /// job to reach every agent and for each to open its connections).
+    #[arg(long, default_value = "1s", value_parser = crate::parse_dur, requires = "agents")]
+    start_in: Duration,
+    /// With --agents: how long the server waits for each agent to be
+    /// connected (with its clock measured) before giving the run up.
+    #[arg(long, default_value = "10s", value_parser = crate::parse_dur, requires = "agents")]
+    agents_wait: Duration,
+}
+
+impl Args {
+    /// The options an agent's job runs with: the load itself, without what
+    /// only the coordinator does (--server, --run, --peers, --json,
+    /// --agents, --start-in, --agents-wait).
+    fn forwarded(&self) -> Vec<String> {
+        let mut v = vec![self.url.clone(), "-c".into(), self.connections.to_string()];
+        let mut opt = |k: &str, val: String| {
+            v.push(k.to_owned());
+            v.push(val);
+        };
+        if let Some(t) = self.threads {
+            opt("-t", t.to_string());
+        }
+        opt("-d", format!("{}ns", self.duration.as_nanos()));
+        if let Some(r) = self.rate {
+            opt("-R", r.to_string());
+        }
+        opt("--timeout", format!("{}ns", self.timeout.as_nanos()));
+        opt("--interval", format!("{}ns", self.interval.as_nanos()));
+        for h in &self.headers {
+            opt("-H", h.clone());
+        }
+        if self.http2 {
+            v.push("--http2".into());
+            v.push("--streams".into());
+            v.push(self.streams.to_string());
+        }
+        if self.no_keepalive {
+            v.push("--no-keepalive".into());
+        }
+        v
+    }
+
+    /// The load generator's settings.
+    fn config(&self) -> anyhow::Result<Config> {
+        let target = Target::parse(&self.url).map_err(anyhow::Error::msg)?;
+        let threads = self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        Ok(Config {
+            target,
+            headers: self.headers.clone(),
+            connections: self.connections,
+            threads,
+            duration: self.duration,
+            rate: self.rate,
+            keep_alive: !self.no_keepalive,
+            http2: self.http2,
+            streams: self.streams,
+            timeout: self.timeout,
+            interval: self.interval,
+        })
+    }
+}
+
+/// `lab load`'s options as an agent's job receives them.
+#[derive(clap::Parser, Debug)]
+#[command(name = "load", no_binary_name = true)]
+struct JobArgs {
+    #[command(flatten)]
+    args: Args,
+}
+
+/// An agent's load job (`kansoku agent --jobs load`): the load of `args`
+/// (as [`Args::forwarded`] wrote them) from this host, its first requests
+/// at `start_ns` on this host's wall clock; returns the encoded
+/// [`load::Report`], or why it could not run, in words.
+pub fn job(start_ns: i64, args: &[String]) -> Result<Vec<u8>, String> {
+    use clap::Parser;
+    let a = JobArgs::try_parse_from(args).map_err(|e| format!("load job arguments: {}", e.kind()))?.args;
+    if a.server.is_some() || a.json.is_some() || !a.peers.is_empty() || !a.agents.is_empty() {
+        return Err("a load job runs the load only (no --server, --json, --peers or --agents)".into());
+    }
+    let cfg = a.config().map_err(|e| format!("{e:#}"))?;
+    std::net::TcpStream::connect_timeout(&cfg.target.addr, a.timeout)
+        .map_err(|e| format!("{}: cannot connect to {}: {e}", a.url, cfg.target.addr))?;
+    // The start on this process's monotonic clock; at least 5 ms ahead for
+    // the workers to set up. A job that arrived late starts late, and its
+    // report says so (`began_ns`).
+    let now_wall = model::Timestamp::now().as_nanos();
+    let ahead = Duration::from_nanos(start_ns.saturating_sub(now_wall).max(5_000_000) as u64);
+    let (out, cpu_ns, began) = measure(&cfg, Some(Instant::now() + ahead), false).map_err(|e| format!("{e:#}"))?;
+    let began_ns = began.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+    let report = load::Report { began_ns, elapsed: out.elapsed, cpu_ns, recorder: out.recorder };
+    Ok(report.encode())
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let target = Target::parse(&args.url).map_err(anyhow::Error::msg)?;
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if !args.agents.is_empty() {
+        return run_agents(args);
+    }
     for p in &args.peers {
         if !["wrk", "ab", "h2load"].contains(&p.as_str()) {
             bail!("--peers {p}: the peers are wrk, ab (HTTP/1.1) and h2load (HTTP/2)");
         }
     }
-    let cfg = Config {
-        target,
-        headers: args.headers.clone(),
-        connections: args.connections,
-        threads,
-        duration: args.duration,
-        rate: args.rate,
-        keep_alive: !args.no_keepalive,
-        http2: args.http2,
-        streams: args.streams,
-        timeout: args.timeout,
-        interval: args.interval,
-    };
+    let cfg = args.config()?;
+    let threads = cfg.threads;
     let mode = match args.rate {
         Some(r) => format!("open loop at {r} requests/s"),
         None => "closed loop".into(),
@@ -108,7 +197,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Refused before any load, with the reason, rather than a run of failures.
     std::net::TcpStream::connect_timeout(&cfg.target.addr, args.timeout)
         .with_context(|| format!("{}: cannot connect to {}", args.url, cfg.target.addr))?;
-    let (out, cpu_ns, wall_start) = measure(&cfg)?;
+    let (out, cpu_ns, wall_start) = measure(&cfg, None, true)?;
     let ours = Side::of_kansoku(&out, cpu_ns);
     print_outcome(&out, cpu_ns);
     if out.recorder.responses == 0 {
@@ -153,9 +242,142 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the load with a line of progress each second; returns the outcome,
-/// this process's CPU time over it, and the wall-clock time it began.
-fn measure(cfg: &Config) -> anyhow::Result<(Outcome, i64, SystemTime)> {
+/// `--agents`: the load from several agents of a server, all starting at
+/// one instant; their reports merged into one result, each agent's beside it.
+fn run_agents(args: &Args) -> anyhow::Result<()> {
+    use base64::Engine;
+    let server = args.server.as_deref().context("--agents needs --server")?;
+    Target::parse(&args.url).map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "load: {} — from {} agents of {server} ({}), {} connections each, {:?}, starting together in {:?}",
+        args.url,
+        args.agents.len(),
+        args.agents.join(", "),
+        args.connections,
+        args.duration,
+        args.start_in
+    );
+    let timeout = args.duration + args.timeout + Duration::from_secs(30);
+    let body = json!({"agents": args.agents, "args": args.forwarded(), "start_in_s": args.start_in.as_secs_f64(),
+                      "connect_timeout_s": args.agents_wait.as_secs_f64(), "timeout_s": timeout.as_secs_f64()});
+    let t0 = Instant::now();
+    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let (start_in, total) = (args.start_in, args.duration);
+    let ticker = std::thread::spawn(move || {
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(Duration::from_secs(1)) {
+            let t = t0.elapsed().saturating_sub(start_in);
+            if t0.elapsed() < start_in {
+                eprintln!("  starting: waiting for the agents and the common instant");
+            } else if t <= total {
+                eprintln!("  {:>5.1} s of {:.0}: the agents are running", t.as_secs_f64(), total.as_secs_f64());
+            } else {
+                eprintln!("  {:>5.1} s: waiting for the agents' reports", t.as_secs_f64());
+            }
+        }
+    });
+    let answer = client::post_json(server, "/api/v1/jobs/load", &body);
+    let _ = done_tx.send(());
+    let _ = ticker.join();
+    let answer = answer.context("the agents' load")?;
+    let int = |v: &serde_json::Value| v.as_str().and_then(|s| s.parse::<i64>().ok()).or_else(|| v.as_i64());
+    let start_ns = int(&answer["start_ns"]).context("the server's answer has no start_ns")?;
+    let mut agents = Vec::new();
+    let mut errors = Vec::new();
+    for a in answer["agents"].as_array().context("the server's answer has no agents")? {
+        let host = a["host"].as_str().unwrap_or("?").to_owned();
+        let Some(b64) = a["report"].as_str() else {
+            errors.push(a["error"].as_str().unwrap_or("no report").to_owned());
+            continue;
+        };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .with_context(|| format!("agent {host}: its report is not base64"))?;
+        let report = load::Report::decode(&bytes, t0).with_context(|| format!("agent {host}"))?;
+        let offset_ns = a["offset_ns"].as_i64().unwrap_or(0);
+        agents.push(AgentSide { host, offset_ns, rtt_ns: a["rtt_ns"].as_i64().unwrap_or(0), report });
+    }
+    if !errors.is_empty() {
+        bail!("{} of {} agents gave no result: {}", errors.len(), args.agents.len(), errors.join("; "));
+    }
+    // On the server's clock: each agent's first instant, and its last response.
+    let began = |a: &AgentSide| a.report.began_ns - a.offset_ns;
+    let first = |a: &AgentSide| a.report.recorder.first_sent_ns.map(|f| began(a) + f as i64);
+    let ends = agents.iter().map(|a| began(a) + a.report.elapsed.as_nanos() as i64);
+    let elapsed = Duration::from_nanos(ends.max().unwrap_or(start_ns).saturating_sub(start_ns).max(1) as u64);
+    let mut merged = load::Recorder::new(t0, args.interval);
+    for a in &agents {
+        merged.merge(&a.report.recorder);
+    }
+    let cpu_ns: i64 = agents.iter().map(|a| a.report.cpu_ns).sum();
+    let out = Outcome { start: t0, recorder: merged, elapsed };
+    let firsts: Vec<i64> = agents.iter().filter_map(first).collect();
+    let spread_ms = match (firsts.iter().min(), firsts.iter().max()) {
+        (Some(lo), Some(hi)) => Some((hi - lo) as f64 / 1e6),
+        _ => None,
+    };
+    eprintln!(
+        "\n{:<16} {:>11} {:>9} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8}",
+        "agent", "offset µs", "rtt µs", "late ms", "first ms", "responses/s", "p50 µs", "p99 µs", "cpu s"
+    );
+    for a in &agents {
+        let m = Summary::of_ns(&a.report.recorder.corrected_ns);
+        let rps = a.report.recorder.responses as f64 / a.report.elapsed.as_secs_f64().max(1e-9);
+        eprintln!(
+            "{:<16} {:>11.1} {:>9.1} {:>10.3} {:>10} {:>12.1} {:>9.0} {:>9.0} {:>8.3}",
+            a.host,
+            a.offset_ns as f64 / 1e3,
+            a.rtt_ns as f64 / 1e3,
+            (began(a) - start_ns) as f64 / 1e6,
+            first(a).map_or("-".into(), |f| format!("{:.3}", (f - start_ns) as f64 / 1e6)),
+            rps,
+            m.p50,
+            m.p99,
+            a.report.cpu_ns as f64 / 1e9
+        );
+    }
+    if let Some(s) = spread_ms {
+        eprintln!("first requests of the agents within {s:.3} ms of each other (server clock, offsets applied)");
+    }
+    print_outcome(&out, cpu_ns);
+    if out.recorder.responses == 0 {
+        bail!("no responses from {}: {} requests failed (see above)", args.url, out.recorder.failures.total());
+    }
+    let wall_start = SystemTime::UNIX_EPOCH + Duration::from_nanos(start_ns as u64);
+    let name = args.run.clone().unwrap_or_else(|| format!("load-{}", start_ns / 1_000_000_000));
+    let n = write_series(server, &name, &out, wall_start, args.interval)?;
+    eprintln!("series: {n} intervals written to {server} as load_*{{run=\"{name}\"}} (all agents merged)");
+    if let Some(path) = &args.json {
+        let doc = json!({
+            "experiment": "load", "machine": crate::machine(),
+            "url": args.url, "mode": if args.rate.is_some() { "open loop" } else { "closed loop" },
+            "connections": args.connections, "duration_s": args.duration.as_secs_f64(),
+            "keep_alive": !args.no_keepalive, "run": name, "start_ns": start_ns.to_string(),
+            "first_requests_spread_ms": spread_ms,
+            "result": outcome_json(&out, cpu_ns),
+            "agents": agents.iter().map(|a| json!({
+                "host": a.host, "offset_ns": a.offset_ns, "rtt_ns": a.rtt_ns,
+                "began_late_ms": (began(a) - start_ns) as f64 / 1e6,
+                "first_request_ms": first(a).map(|f| (f - start_ns) as f64 / 1e6),
+                "result": outcome_json(&Outcome { start: t0, recorder: a.report.recorder.clone(), elapsed: a.report.elapsed }, a.report.cpu_ns),
+            })).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&doc)?).with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// One agent's part of an `--agents` run.
+struct AgentSide {
+    host: String,
+    offset_ns: i64,
+    rtt_ns: i64,
+    report: load::Report,
+}
+
+/// Runs the load (from `start`, or at once) with a line of progress each
+/// second if `show`; returns the outcome, this process's CPU time over it,
+/// and the wall-clock time it began.
+fn measure(cfg: &Config, start: Option<Instant>, show: bool) -> anyhow::Result<(Outcome, i64, SystemTime)> {
     let progress = Arc::new(Progress::default());
     let cpu0 = clock::process_cpu_ns();
     let wall_start = SystemTime::now();
@@ -166,6 +388,9 @@ fn measure(cfg: &Config) -> anyhow::Result<(Outcome, i64, SystemTime)> {
     let ticker = std::thread::spawn(move || {
         let mut last = 0u64;
         while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(Duration::from_secs(1)) {
+            if !show {
+                continue;
+            }
             let n = shown.responses();
             let t = t0.elapsed();
             eprintln!(
@@ -178,7 +403,10 @@ fn measure(cfg: &Config) -> anyhow::Result<(Outcome, i64, SystemTime)> {
             last = n;
         }
     });
-    let out = load::run(cfg, &progress);
+    let out = match start {
+        Some(at) => load::run_at(cfg, &progress, at),
+        None => load::run(cfg, &progress),
+    };
     let _ = done_tx.send(());
     let _ = ticker.join();
     let out = out.context("the load run")?;
@@ -554,5 +782,57 @@ mod tests {
         let s = parse_h2load(h2).unwrap();
         assert_eq!((s.responses, s.failures, s.responses_per_s, s.max_us), (131_220, 1, 65610.5, Some(7480.0)));
         assert!(parse_h2load("nothing").is_none());
+    }
+
+    use clap::Parser;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// What the coordinator forwards parses, on the agent, to the same load.
+    #[test]
+    fn an_agents_job_gets_the_same_load() {
+        let cases: [&[&str]; 3] = [
+            &["x", "http://127.0.0.1:9/p", "-c", "7", "-t", "3", "-d", "2500ms", "-R", "1234.5", "--no-keepalive"],
+            &[
+                "x",
+                "http://127.0.0.1:1/",
+                "--http2",
+                "--streams",
+                "4",
+                "-H",
+                "X-A: b c",
+                "--timeout",
+                "3s",
+                "--interval",
+                "1s",
+            ],
+            &[
+                "x",
+                "http://127.0.0.1:1/",
+                "--agents",
+                "a,b",
+                "--server",
+                "http://s:1",
+                "--run",
+                "r",
+                "--json",
+                "/tmp/j",
+            ],
+        ];
+        for argv in cases {
+            let a = Cli::parse_from(argv).args;
+            let b = JobArgs::try_parse_from(a.forwarded()).unwrap().args;
+            let (ca, cb) = (a.config().unwrap(), b.config().unwrap());
+            assert_eq!(format!("{ca:?}"), format!("{cb:?}"), "{argv:?}");
+            assert!(b.agents.is_empty() && b.server.is_none() && b.json.is_none() && b.run.is_none());
+        }
+        let refused = job(0, &["http://127.0.0.1:9/".into(), "--json".into(), "/tmp/x".into()]).unwrap_err();
+        assert!(refused.contains("runs the load only"), "{refused}");
+        let refused = job(0, &["--nonsense".into()]).unwrap_err();
+        assert!(refused.starts_with("load job arguments"), "{refused}");
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod http;
 pub mod record;
+pub mod report;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub use record::{Failure, Failures, Recorder, Summary};
+pub use report::{Report, ReportError};
 
 /// Where the load goes: `http://host[:port][/path]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,6 +163,13 @@ impl Outcome {
 
 /// Runs the load; `progress` is updated as responses arrive.
 pub fn run(cfg: &Config, progress: &Arc<Progress>) -> std::io::Result<Outcome> {
+    run_at(cfg, progress, Instant::now() + Duration::from_millis(20))
+}
+
+/// Runs the load with its first requests at `start` (the workers and their
+/// connections are set up before it): several hosts given one instant
+/// begin together.
+pub fn run_at(cfg: &Config, progress: &Arc<Progress>, start: Instant) -> std::io::Result<Outcome> {
     if cfg.connections == 0 || cfg.threads == 0 {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -177,7 +186,6 @@ pub fn run(cfg: &Config, progress: &Arc<Progress>) -> std::io::Result<Outcome> {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the rate must be a positive number"));
     }
     let threads = cfg.threads.min(cfg.connections);
-    let start = Instant::now() + Duration::from_millis(20);
     let mut workers = Vec::with_capacity(threads);
     for t in 0..threads {
         // Connection k of `connections` goes to thread k % threads.

@@ -41,10 +41,10 @@ impl Failures {
     }
 
     fn add(&mut self, o: &Failures) {
-        self.connect += o.connect;
-        self.io += o.io;
-        self.timeout += o.timeout;
-        self.protocol += o.protocol;
+        self.connect = self.connect.saturating_add(o.connect);
+        self.io = self.io.saturating_add(o.io);
+        self.timeout = self.timeout.saturating_add(o.timeout);
+        self.protocol = self.protocol.saturating_add(o.protocol);
     }
 }
 
@@ -61,7 +61,7 @@ pub struct Interval {
 }
 
 impl Interval {
-    fn new() -> Interval {
+    pub(crate) fn new() -> Interval {
         Interval {
             responses: 0,
             failures: 0,
@@ -92,6 +92,9 @@ pub struct Recorder {
     /// Connections opened.
     pub connects: u64,
     pub intervals: Vec<Interval>,
+    /// When the first answered request left, ns after the start: how
+    /// promptly the run began (hosts started together compare these).
+    pub first_sent_ns: Option<u64>,
 }
 
 impl Recorder {
@@ -110,6 +113,7 @@ impl Recorder {
             failures: Failures::default(),
             connects: 0,
             intervals: Vec::new(),
+            first_sent_ns: None,
         }
     }
 
@@ -134,6 +138,8 @@ impl Recorder {
         self.corrected_ns.saturating_record(corrected.max(1));
         self.sent_ns.saturating_record(from_sent.max(1));
         self.late_ns.saturating_record((sent.saturating_duration_since(intended).as_nanos() as u64).max(1));
+        let after_start = sent.saturating_duration_since(self.start).as_nanos() as u64;
+        self.first_sent_ns = Some(self.first_sent_ns.map_or(after_start, |f| f.min(after_start)));
         self.responses += 1;
         let class = (status / 100) as usize;
         self.status[if (1..=5).contains(&class) { class - 1 } else { 5 }] += 1;
@@ -155,26 +161,32 @@ impl Recorder {
         self.interval_at(at).failures += 1;
     }
 
-    /// Adds `o` (same start and interval) to this one.
+    /// Adds `o` (same start and interval) to this one. Counters saturate
+    /// (as the histograms' own do): a report from another host is outside
+    /// bytes, and no sum of them may wrap.
     pub fn merge(&mut self, o: &Recorder) {
         self.corrected_ns.add(&o.corrected_ns).expect("same bounds");
         self.sent_ns.add(&o.sent_ns).expect("same bounds");
         self.late_ns.add(&o.late_ns).expect("same bounds");
-        self.responses += o.responses;
+        self.responses = self.responses.saturating_add(o.responses);
         for (a, b) in self.status.iter_mut().zip(o.status) {
-            *a += b;
+            *a = a.saturating_add(b);
         }
-        self.body_bytes += o.body_bytes;
-        self.wire_bytes += o.wire_bytes;
+        self.body_bytes = self.body_bytes.saturating_add(o.body_bytes);
+        self.wire_bytes = self.wire_bytes.saturating_add(o.wire_bytes);
         self.failures.add(&o.failures);
-        self.connects += o.connects;
+        self.connects = self.connects.saturating_add(o.connects);
+        self.first_sent_ns = match (self.first_sent_ns, o.first_sent_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if self.intervals.len() < o.intervals.len() {
             self.intervals.resize_with(o.intervals.len(), Interval::new);
         }
         for (a, b) in self.intervals.iter_mut().zip(&o.intervals) {
-            a.responses += b.responses;
-            a.failures += b.failures;
-            a.body_bytes += b.body_bytes;
+            a.responses = a.responses.saturating_add(b.responses);
+            a.failures = a.failures.saturating_add(b.failures);
+            a.body_bytes = a.body_bytes.saturating_add(b.body_bytes);
             a.latency_us.add(&b.latency_us).expect("same bounds");
         }
     }

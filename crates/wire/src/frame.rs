@@ -12,8 +12,13 @@ use model::SeriesKey;
 
 /// First bytes of every Hello: tells a kansoku ingest port from anything else.
 pub const MAGIC: [u8; 4] = *b"KNSK";
-/// Protocol version spoken by this build. A server refuses other versions.
-pub const VERSION: u16 = 2;
+/// Protocol version spoken by this build. Version 3 added jobs (`Offer`,
+/// `Job`, `JobDone`); a server accepts agents of [`VERSION_MIN`] too (they
+/// offer no jobs), an agent offers jobs only to a server that welcomed it
+/// with version 3 or later.
+pub const VERSION: u16 = 3;
+/// The oldest agent protocol a server of this build accepts.
+pub const VERSION_MIN: u16 = 2;
 /// Bytes of a frame header (length, checksum).
 pub const HEADER: usize = 8;
 /// Default limit on one frame's body.
@@ -28,6 +33,9 @@ const T_EVENTS: u8 = 6;
 const T_ACK: u8 = 7;
 const T_PING: u8 = 8;
 const T_PONG: u8 = 9;
+const T_OFFER: u8 = 10;
+const T_JOB: u8 = 11;
+const T_JOB_DONE: u8 = 12;
 
 /// The agent's introduction, the first frame of every connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +93,27 @@ pub enum Msg {
         id: u64,
         time_ns: i64,
     },
+    /// Agent -> server, after the welcome: the kinds of job this agent
+    /// takes (`kansoku agent --jobs load`).
+    Offer {
+        kinds: Vec<String>,
+    },
+    /// Server -> agent: run job `id` of `kind` with `args`, beginning when
+    /// the agent's own wall clock reads `start_ns` (the server converted its
+    /// instant with the agent's measured clock offset).
+    Job {
+        id: u64,
+        kind: String,
+        start_ns: i64,
+        args: Vec<String>,
+    },
+    /// Agent -> server: job `id` ended; `body` is its result (`ok`) or why
+    /// it failed, in words for a person.
+    JobDone {
+        id: u64,
+        ok: bool,
+        body: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -115,6 +144,9 @@ impl Msg {
             Msg::Ack { .. } => "ack",
             Msg::Ping { .. } => "ping",
             Msg::Pong { .. } => "pong",
+            Msg::Offer { .. } => "offer",
+            Msg::Job { .. } => "job",
+            Msg::JobDone { .. } => "job done",
         }
     }
 
@@ -175,6 +207,23 @@ impl Msg {
                 put_u64(out, *id);
                 put_i64(out, *time_ns);
             }
+            Msg::Offer { kinds } => {
+                out.push(T_OFFER);
+                put_strs(out, kinds);
+            }
+            Msg::Job { id, kind, start_ns, args } => {
+                out.push(T_JOB);
+                put_u64(out, *id);
+                put_str(out, kind);
+                put_i64(out, *start_ns);
+                put_strs(out, args);
+            }
+            Msg::JobDone { id, ok, body } => {
+                out.push(T_JOB_DONE);
+                put_u64(out, *id);
+                out.push(u8::from(*ok));
+                out.extend_from_slice(body);
+            }
         }
         let body = &out[start + HEADER..];
         let len = body.len() as u32;
@@ -225,6 +274,23 @@ pub fn get_events(data: &[u8]) -> Option<(SeriesKey, Vec<Vec<u8>>)> {
         batches.push(r.bytes(len)?.to_vec());
     }
     (r.remaining() == 0).then_some((stream, batches))
+}
+
+fn put_strs(out: &mut Vec<u8>, strs: &[String]) {
+    put_u64(out, strs.len() as u64);
+    for s in strs {
+        put_str(out, s);
+    }
+}
+
+/// What [`put_strs`] wrote.
+fn get_strs(r: &mut Reader) -> Option<Vec<String>> {
+    let n = usize::try_from(r.u64()?).ok()?;
+    // Each string takes at least its length byte: refused before allocating.
+    if n > r.remaining() {
+        return None;
+    }
+    (0..n).map(|_| r.str().map(str::to_owned)).collect()
 }
 
 /// Verifies and decodes a frame's body.
@@ -290,6 +356,26 @@ pub fn decode_body(body: &[u8], crc: u32) -> Result<Msg, WireError> {
             let time_ns = r.i64().ok_or(bad)?;
             if ty == T_PING { Msg::Ping { id, time_ns } } else { Msg::Pong { id, time_ns } }
         }
+        T_OFFER => Msg::Offer { kinds: get_strs(&mut r).ok_or(WireError::Malformed("offer"))? },
+        T_JOB => {
+            let bad = WireError::Malformed("job");
+            Msg::Job {
+                id: r.u64().ok_or(bad.clone())?,
+                kind: r.str().ok_or(bad.clone())?.to_owned(),
+                start_ns: r.i64().ok_or(bad.clone())?,
+                args: get_strs(&mut r).ok_or(bad)?,
+            }
+        }
+        T_JOB_DONE => {
+            let bad = WireError::Malformed("job done");
+            let id = r.u64().ok_or(bad.clone())?;
+            let ok = match r.fixed::<1>().ok_or(bad.clone())? {
+                [0] => false,
+                [1] => true,
+                _ => return Err(bad),
+            };
+            Msg::JobDone { id, ok, body: r.bytes(r.remaining()).unwrap_or_default().to_vec() }
+        }
         t => return Err(WireError::UnknownType(t)),
     };
     if r.remaining() != 0 {
@@ -337,7 +423,37 @@ mod tests {
             Msg::Ack { seq: u64::MAX },
             Msg::Ping { id: 1, time_ns: i64::MIN },
             Msg::Pong { id: 1, time_ns: i64::MAX },
+            Msg::Offer { kinds: vec!["load".into(), String::new()] },
+            Msg::Offer { kinds: vec![] },
+            Msg::Job {
+                id: 3,
+                kind: "load".into(),
+                start_ns: 1_700_000_000_000_000_000,
+                args: vec!["http://127.0.0.1/".into(), "-c".into(), "4".into()],
+            },
+            Msg::JobDone { id: 3, ok: true, body: vec![0, 1, 2] },
+            Msg::JobDone { id: u64::MAX, ok: false, body: b"busy".to_vec() },
         ]
+    }
+
+    #[test]
+    fn a_job_done_flag_is_zero_or_one() {
+        let mut buf = Vec::new();
+        Msg::JobDone { id: 1, ok: true, body: vec![] }.encode(&mut buf);
+        // The flag is the body's last byte here; 2 is neither.
+        let last = buf.len() - 1;
+        buf[last] = 2;
+        let crc = crc32fast::hash(&buf[HEADER..]);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_all(&buf, FRAME_MAX), Err(WireError::Malformed("job done")));
+    }
+
+    #[test]
+    fn a_string_count_beyond_the_bytes_is_refused() {
+        let mut body = vec![T_OFFER];
+        put_u64(&mut body, u64::MAX / 2);
+        let crc = crc32fast::hash(&body);
+        assert_eq!(decode_body(&body, crc), Err(WireError::Malformed("offer")));
     }
 
     #[test]

@@ -31,8 +31,11 @@ use crate::net::{self, Conn, NetError};
 use wire::Msg;
 use wire::rounds;
 
+mod jobs;
 mod session;
 mod tokens;
+
+pub use jobs::{AgentRun, JobError, JobTimes, Jobs};
 
 pub use session::Figures;
 use session::Work;
@@ -124,6 +127,8 @@ pub struct Ingest {
     pub live: broadcast::Sender<Arc<Appended>>,
     pub hosts: Arc<Hosts>,
     pub stats: Arc<IngestStats>,
+    /// Jobs handed to agents (`kansoku agent --jobs load`).
+    pub jobs: Arc<Jobs>,
     cfg: ServerConfig,
     marks: Mutex<HashMap<(String, u64), Mark>>,
     /// Authenticated agents' connections: `max_connections` slots, taken
@@ -148,6 +153,7 @@ impl Ingest {
             live,
             hosts: Arc::default(),
             stats: Arc::default(),
+            jobs: Arc::default(),
             cfg,
             marks: Mutex::default(),
             agents,
@@ -236,9 +242,14 @@ impl Ingest {
                 return reject(&mut wr, "no hello within 10 s").await;
             }
         };
-        if hello.version != wire::VERSION {
+        if !(wire::VERSION_MIN..=wire::VERSION).contains(&hello.version) {
             self.stats.rejected_protocol.fetch_add(1, Ordering::Relaxed);
-            let why = format!("protocol version {} (this server speaks {})", hello.version, wire::VERSION);
+            let why = format!(
+                "protocol version {} (this server speaks {} to {})",
+                hello.version,
+                wire::VERSION_MIN,
+                wire::VERSION
+            );
             return reject(&mut wr, &why).await;
         }
         if let Err(why) = check_host(&hello.host) {
@@ -284,9 +295,13 @@ impl Ingest {
             pending: Vec::new(),
             work: Some(Work::default()),
             probes: Vec::new(),
+            orders: None,
         };
         let (mut frames, _reader) = net::spawn_reader(rd, self.cfg.max_frame);
         let result = session.run(&mut frames, &mut wr, &mark, generation).await;
+        if let Some((n, _)) = &session.orders {
+            self.jobs.withdraw(&host, *n);
+        }
         self.hosts.disconnected(&host);
         if let Err(NetError::Rejected(why)) = &result {
             let _ = reject(&mut wr, why).await;
@@ -359,4 +374,7 @@ struct Session<'a> {
     work: Option<Work>,
     /// Clock probes: (id, sent at server ns).
     probes: Vec<(u64, i64)>,
+    /// Once the agent offered jobs: its session number with [`Jobs`] and
+    /// the orders to send it.
+    orders: Option<(u64, tokio::sync::mpsc::Receiver<jobs::Order>)>,
 }

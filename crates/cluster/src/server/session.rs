@@ -42,6 +42,13 @@ impl Session<'_> {
         loop {
             let msg = tokio::select! {
                 m = frames.recv() => m.unwrap_or(Err(NetError::Closed)),
+                Some(order) = next_order(&mut self.orders) => {
+                    out.clear();
+                    Msg::Job { id: order.id, kind: order.kind, start_ns: order.start_ns, args: order.args }.encode(&mut out);
+                    wr.write_all(&out).await?;
+                    wr.flush().await?;
+                    continue;
+                }
                 _ = ping.tick() => {
                     if last_heard.elapsed() > cfg.idle_timeout {
                         return Err(NetError::Protocol(format!("silent for {:?}; closing", cfg.idle_timeout)));
@@ -90,7 +97,23 @@ impl Session<'_> {
                     wr.write_all(&out).await?;
                     wr.flush().await?;
                 }
-                Msg::Pong { id, time_ns } => self.pong(id, time_ns).await?,
+                Msg::Pong { id, time_ns } => {
+                    self.pong(id, time_ns).await?;
+                    self.ingest.jobs.touch();
+                }
+                Msg::Offer { kinds } => {
+                    if let Some((n, _)) = self.orders.take() {
+                        self.ingest.jobs.withdraw(&self.host, n);
+                    }
+                    if !kinds.is_empty() {
+                        tracing::info!("ingest: agent {:?} takes jobs: {}", self.host, kinds.join(", "));
+                    }
+                    self.orders = Some(self.ingest.jobs.offer(&self.host, kinds));
+                }
+                Msg::JobDone { id, ok, body } => {
+                    let result = if ok { Ok(body) } else { Err(String::from_utf8_lossy(&body).into_owned()) };
+                    self.ingest.jobs.done(&self.host, id, result);
+                }
                 m => {
                     stats.rejected_protocol.fetch_add(1, Ordering::Relaxed);
                     return Err(NetError::Rejected(format!("unexpected {} from an agent", m.name())));
@@ -232,6 +255,16 @@ impl Session<'_> {
             let _ = self.ingest.live.send(Arc::new(a));
         }
         Ok(())
+    }
+}
+
+/// The next job order of a session that offered jobs; never, otherwise.
+async fn next_order(
+    orders: &mut Option<(u64, tokio::sync::mpsc::Receiver<super::jobs::Order>)>,
+) -> Option<super::jobs::Order> {
+    match orders {
+        Some((_, rx)) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 
