@@ -199,7 +199,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .with_context(|| format!("{}: cannot connect to {}", args.url, cfg.target.addr))?;
     let (out, cpu_ns, wall_start) = measure(&cfg, None, true)?;
     let ours = Side::of_kansoku(&out, cpu_ns);
-    print_outcome(&out, cpu_ns);
+    print_outcome(&out, cpu_ns, "this process");
     if out.recorder.responses == 0 {
         bail!("no responses from {}: {} requests failed (see above)", args.url, out.recorder.failures.total());
     }
@@ -338,7 +338,7 @@ fn run_agents(args: &Args) -> anyhow::Result<()> {
     if let Some(s) = spread_ms {
         eprintln!("first requests of the agents within {s:.3} ms of each other (server clock, offsets applied)");
     }
-    print_outcome(&out, cpu_ns);
+    print_outcome(&out, cpu_ns, "the agents' processes");
     if out.recorder.responses == 0 {
         bail!("no responses from {}: {} requests failed (see above)", args.url, out.recorder.failures.total());
     }
@@ -415,7 +415,8 @@ fn measure(cfg: &Config, start: Option<Instant>, show: bool) -> anyhow::Result<(
     Ok((out, clock::process_cpu_ns() - cpu0, began))
 }
 
-fn print_outcome(out: &Outcome, cpu_ns: i64) {
+/// `whose`: whose CPU `cpu_ns` is (this process, or the agents').
+fn print_outcome(out: &Outcome, cpu_ns: i64, whose: &str) {
     let r = &out.recorder;
     let s = &r.status;
     let f = &r.failures;
@@ -472,7 +473,7 @@ fn print_outcome(out: &Outcome, cpu_ns: i64) {
         );
     }
     eprintln!(
-        "cpu         {:.3} s of this process (user + system): {:.0} responses per CPU-second",
+        "cpu         {:.3} s of {whose} (user + system): {:.0} responses per CPU-second",
         cpu_ns as f64 / 1e9,
         r.responses as f64 / (cpu_ns as f64 / 1e9).max(1e-9)
     );
