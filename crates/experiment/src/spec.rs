@@ -18,7 +18,16 @@
 //! warmup = 1                           # runs per point before, not counted
 //! randomize = true                     # a new order of the points each round
 //! timeout = "5m"
+//!
+//! [telemetry]                          # kansoku series over each run's window, as its metrics
+//! server = "http://127.0.0.1:7070"     # a kansoku collecting the machine (make up); --telemetry overrides
+//! metrics = { cpu_busy = 'sum(rate(node_cpu_seconds_total{mode!="idle"}[{window}]))' }
 //! ```
+//!
+//! A telemetry metric is a PromQL expression evaluated on the server at the
+//! run's end, `{window}` standing for the run's length (`rate(…[{window}])`,
+//! `max_over_time(…[{window}])`; PromQL's own braces are written as they
+//! are); it must give one number.
 //!
 //! Placeholders: `{name}` of a parameter, `{out}` (a file the run may
 //! write, read by the `json` parsers), `{dir}` (the experiment file's
@@ -57,6 +66,28 @@ pub struct Experiment {
     #[serde(default)]
     pub parameters: BTreeMap<String, Vec<toml::Value>>,
     pub workload: Workload,
+    /// kansoku series over each run's window, beside the workload's own
+    /// figures.
+    #[serde(default)]
+    pub telemetry: Option<Telemetry>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Telemetry {
+    /// The kansoku to ask (`http://host:port`); `kansoku lab run
+    /// --telemetry URL` overrides it.
+    #[serde(default)]
+    pub server: Option<String>,
+    /// Metric name -> a PromQL expression, `{window}` the run's length.
+    pub metrics: BTreeMap<String, String>,
+}
+
+/// A telemetry metric's query for a run of `window`: `{window}` replaced
+/// by its length in whole milliseconds (rounded up, at least 1 ms).
+pub fn telemetry_query(expr: &str, window: Duration) -> String {
+    let ms = window.as_nanos().div_ceil(1_000_000).max(1);
+    expr.replace("{window}", &format!("{ms}ms"))
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -119,6 +150,17 @@ impl Experiment {
             check_placeholders(cmd, &["dir", "kansoku"])?;
         }
         check_placeholders(&e.workload.run, &names)?;
+        if let Some(t) = &e.telemetry {
+            if t.metrics.is_empty() {
+                return Err("telemetry.metrics is empty".into());
+            }
+            // PromQL's own braces (label matchers) stay as they are: only
+            // `{window}` is replaced, so nothing else is checked here; the
+            // server names what it cannot parse.
+            if let Some((name, _)) = t.metrics.iter().find(|(_, e)| e.trim().is_empty()) {
+                return Err(format!("telemetry.metrics.{name} is empty"));
+            }
+        }
         Ok(e)
     }
 
@@ -275,6 +317,25 @@ repetitions = 2
         assert!(err(&FILE.replace("name = \"t\"", "name = \"t\"\nnmae = 1")).contains("unknown field"));
         assert!(err(&FILE.replace("{out}", "{out")).contains("unclosed"));
         assert!(err(&FILE.replace("'v=(\\d+)'", "'v=('")).contains("regex"));
+        assert!(err(&format!("{FILE}\n[telemetry]\nmetrics = {{}}\n")).contains("telemetry.metrics is empty"));
+        assert!(
+            err(&format!("{FILE}\n[telemetry]\nmetrics = {{ a = ' ' }}\n")).contains("telemetry.metrics.a is empty")
+        );
+        assert!(err(&format!("{FILE}\n[telemetry]\nserver = 'x'\n")).contains("metrics"));
+    }
+
+    #[test]
+    fn telemetry_reads_with_promql_braces_and_the_window_in_ms() {
+        let e = Experiment::parse(&format!(
+            "{FILE}\n[telemetry]\nmetrics = {{ busy = 'sum(rate(node_cpu_seconds_total{{mode!=\"idle\"}}[{{window}}]))' }}\n"
+        ))
+        .unwrap();
+        let expr = &e.telemetry.unwrap().metrics["busy"];
+        assert_eq!(
+            telemetry_query(expr, Duration::from_micros(1_500_001)),
+            "sum(rate(node_cpu_seconds_total{mode!=\"idle\"}[1501ms]))"
+        );
+        assert_eq!(telemetry_query("x[{window}]", Duration::ZERO), "x[1ms]");
     }
 
     #[test]

@@ -117,3 +117,56 @@ fn shipped_experiments_read() {
     }
     assert!(seen >= 3, "{seen} experiments in {}", dir.display());
 }
+
+/// `[telemetry]`: kansoku series over each run's window become the run's
+/// metrics. Each run writes a probe value to a running `kansoku up` (its
+/// point's), and must read back exactly that value and that one sample —
+/// not the other runs' — and the collector's CPU seconds over the window
+/// add up to the machine's cores. A server that cannot be reached is
+/// refused before any run.
+#[test]
+fn telemetry_metrics_come_from_each_runs_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = common::up(&dir.path().join("k"));
+    let base = format!("http://{}", k.addr);
+    let file = dir.path().join("tele.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+name = "tele"
+[parameters]
+v = [3, 7]
+[workload]
+run = "sleep 1 && python3 -c \"import urllib.request as u; u.urlopen(u.Request('{base}/write?db=lab', data=b'probe value={{v}}', method='POST'))\" && echo ok=1"
+parser = {{ kind = "regex", metrics = {{ ok = 'ok=(\d+)' }} }}
+repetitions = 2
+[telemetry]
+server = "{base}"
+metrics = {{ probe = 'max_over_time(probe_value[{{window}}])', n = 'count_over_time(probe_value[{{window}}])', cores = 'sum(rate(node_cpu_seconds_total[{{window}}]))' }}
+"#
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("tele.json");
+    let (ok, log) = lab_run(&file, &out);
+    assert!(ok, "{log}");
+    let doc = common::read_json(&out);
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    let nproc = std::thread::available_parallelism().unwrap().get() as f64;
+    for r in runs {
+        let v: f64 = r["point"]["v"].as_str().unwrap().parse().unwrap();
+        let m = &r["metrics"];
+        assert_eq!((m["probe"].as_f64(), m["n"].as_f64(), m["ok"].as_f64()), (Some(v), Some(1.0), Some(1.0)), "{r}");
+        let cores = m["cores"].as_f64().unwrap();
+        assert!((cores - nproc).abs() < 0.25 * nproc, "CPU seconds per second over the window: {cores}, cores {nproc}");
+        // The run's window on the dashboard of the telemetry server.
+        assert!(r["dashboard"].as_str().unwrap().starts_with(&format!("{base}/#")), "{r}");
+    }
+    // Refused before any run, naming the server and the way out.
+    let o = run(&["lab", "run", file.to_str().unwrap(), "--telemetry", "http://127.0.0.1:1"]);
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && log.contains("server http://127.0.0.1:1"), "{log}");
+    assert!(!log.contains("[1/4]"), "no run started: {log}");
+}

@@ -30,9 +30,14 @@ pub struct RunArgs {
     /// Print the commands in the order they would run; run nothing.
     #[arg(long)]
     dry_run: bool,
-    /// A kansoku dashboard (http://host:7070) to link each run's time range to.
+    /// A kansoku dashboard (http://host:7070) to link each run's time range
+    /// to (default: the telemetry server, if any).
     #[arg(long)]
     dashboard: Option<String>,
+    /// The kansoku whose series the file's [telemetry] metrics are read
+    /// from (overrides telemetry.server).
+    #[arg(long)]
+    telemetry: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -120,7 +125,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let exp = Experiment::load(&args.file).map_err(anyhow::Error::msg)?;
     let dir = args.file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).canonicalize()?;
     let seed = args.seed.unwrap_or_else(|| clock::realtime_ns() as u64);
-    let Some((doc, failed)) = execute(&exp, &args.file, &dir, seed, args.dry_run, args.dashboard.as_deref())? else {
+    let mut exp = exp;
+    if let Some(url) = &args.telemetry {
+        match &mut exp.telemetry {
+            Some(t) => t.server = Some(url.clone()),
+            None => bail!("--telemetry {url}: {} has no [telemetry] metrics to read", args.file.display()),
+        }
+    }
+    let server = exp.telemetry.as_ref().and_then(|t| t.server.clone());
+    let dashboard = args.dashboard.clone().or(server);
+    let Some((doc, failed)) = execute(&exp, &args.file, &dir, seed, args.dry_run, dashboard.as_deref())? else {
         return Ok(());
     };
     let runs = doc["runs"].as_array().map_or(0, Vec::len);
@@ -173,6 +187,21 @@ pub fn execute(
         }
         return Ok(None);
     }
+    let telemetry = match &exp.telemetry {
+        Some(t) => {
+            let server = t
+                .server
+                .clone()
+                .context("[telemetry] names no server: add server = \"http://host:7070\" or give --telemetry URL")?;
+            // Refused before any run: a missing observatory is not a run's failure.
+            client::get_json(&server, "/api/v1/status", &[]).with_context(|| {
+                format!("[telemetry] server {server}: start kansoku there (make up), or give --telemetry URL")
+            })?;
+            eprintln!("telemetry: {} metrics from {server} over each run's window", t.metrics.len());
+            Some((server, &t.metrics))
+        }
+        None => None,
+    };
     let env = environment::capture(&exp.packages, env!("CARGO_PKG_VERSION"));
     let started = clock::realtime_ns();
     let dir_only = BTreeMap::from([("dir", dir.display().to_string()), ("kansoku", kansoku())]);
@@ -202,11 +231,16 @@ pub fn execute(
             let took = begun.elapsed();
             let to = clock::realtime_ns();
             let written = std::fs::read_to_string(&out).ok();
-            let metrics = match code {
+            let mut metrics = match code {
                 Some(0) => w.parser.read(&text, written.as_deref()),
                 Some(c) => Err(format!("exit {c}: {}", text.trim().lines().last().unwrap_or(""))),
                 None => Err(format!("killed after {timeout:?}")),
             };
+            if let (Ok(m), Some((server, exprs))) = (&mut metrics, &telemetry)
+                && let Err(e) = read_telemetry(server, exprs, to, took, m)
+            {
+                metrics = Err(e);
+            }
             let left = t0.elapsed().mul_f64((order.len() - k - 1) as f64 / (k + 1) as f64);
             let shown = match &metrics {
                 Ok(m) => m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "),
@@ -251,6 +285,48 @@ pub fn execute(
         "started_ns": started, "ended_ns": clock::realtime_ns(), "runs": runs, "summary": summary,
     });
     Ok(Some((doc, failed)))
+}
+
+/// Each telemetry metric over a run that ended at `to_ns` after `window`,
+/// added to `metrics`: the expression (its `{window}` the run's length) as
+/// an instant query at the run's end; exactly one number, or why not.
+fn read_telemetry(
+    server: &str,
+    exprs: &BTreeMap<String, String>,
+    to_ns: i64,
+    window: Duration,
+    metrics: &mut BTreeMap<String, f64>,
+) -> Result<(), String> {
+    let time = format!("{:.9}", to_ns as f64 / 1e9);
+    for (name, expr) in exprs {
+        if metrics.contains_key(name) {
+            return Err(format!("metric {name} is both the parser's and telemetry's"));
+        }
+        let query = spec::telemetry_query(expr, window);
+        let doc = client::get_json(server, "/prometheus/api/v1/query", &[("query", &query), ("time", &time)])
+            .map_err(|e| format!("telemetry {name} ({query}): {e:#}"))?;
+        let data = &doc["data"];
+        let value = match data["resultType"].as_str() {
+            Some("scalar") => data["result"][1].as_str(),
+            Some("vector") => match data["result"].as_array().map(Vec::as_slice) {
+                Some([one]) => one["value"][1].as_str(),
+                Some([]) => return Err(format!("telemetry {name} ({query}): no series in the run's window")),
+                Some(more) => {
+                    return Err(format!(
+                        "telemetry {name} ({query}): {} series; aggregate them to one (sum, avg, max)",
+                        more.len()
+                    ));
+                }
+                None => None,
+            },
+            _ => None,
+        };
+        let v = value
+            .and_then(|v| v.parse::<f64>().ok())
+            .ok_or_else(|| format!("telemetry {name} ({query}): not one number: {data}"))?;
+        metrics.insert(name.clone(), v);
+    }
+    Ok(())
 }
 
 fn teardown(exp: &Experiment, dir: &Path, timeout: Duration) {

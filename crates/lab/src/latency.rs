@@ -261,6 +261,7 @@ fn redis_experiment(args: &Args, port: u16, steps: &[u64]) -> anyhow::Result<Exp
             randomize: true,
             timeout: Some("10m".into()),
         },
+        telemetry: None,
     })
 }
 
@@ -517,6 +518,7 @@ fn experiment_for(args: &Args, lib: &Path, steps: &[u64], dir: &Path) -> anyhow:
             randomize: true,
             timeout: Some("10m".into()),
         },
+        telemetry: None,
     };
     Ok((exp, metric))
 }
