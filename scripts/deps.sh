@@ -29,6 +29,7 @@ case "${1:-test}" in
     want xfsprogs                  # mkfs.xfs, xfs_fsr: the same on XFS
     want redis-server              # the server across the network injector in `lab latency --workload redis`'s test
     want redis-tools               # redis-benchmark: its load
+    want fio                       # random reads on the delayed device in `lab latency --inject storage`'s test
     ;;
   build)
     want clang                     # compiles the BPF programs of crates/trace; without it tracing is left out

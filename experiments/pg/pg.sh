@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The pgbench experiment's server: Debian's PostgreSQL in a cluster of its
-# own under /tmp/kansoku-exp-pg (owned by the postgres user), on port 15432
-# and a socket in that folder; never the system's cluster.
+# own under /tmp/kansoku-exp-pg (owned by the postgres user; KANSOKU_PG_STATE
+# names another folder, e.g. on a delayed disk), on port 15432 and a socket
+# in that folder; never the system's cluster.
 # Usage: pg.sh init SCALE | start 'SETTINGS' | stop | destroy
 set -euo pipefail
-state=/tmp/kansoku-exp-pg
+state=${KANSOKU_PG_STATE:-/tmp/kansoku-exp-pg}
 port=15432
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [ -n "$bin" ] || { echo "PostgreSQL is not installed: apt-get install postgresql (scripts/deps.sh bench)" >&2; exit 1; }

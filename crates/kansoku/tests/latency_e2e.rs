@@ -2,14 +2,28 @@
 //! add what each step asks within the stated tolerance (10 %), and a
 //! workload whose every operation is one delayed call — a loop of `pread`
 //! in Python, one in flight — must degrade as Little's law says it must:
-//! P[x] = 1 / (1/P0 + x).
+//! P[x] = 1 / (1/P0 + x). The same across the network (Redis behind the
+//! relay) and on a delayed block device (fio's random reads on ext4 over a
+//! loop device over the FUSE injector).
+//!
+//! The tests take turns (`SERIAL`): each measures throughput, and two at
+//! once on two cores would measure each other.
 
 mod common;
 
+use std::sync::Mutex;
+
 use common::{read_json, run};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 #[test]
 fn the_injector_adds_what_it_is_asked() {
+    let _turn = turn();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("c.json");
     let o = run(&[
@@ -36,6 +50,7 @@ fn the_injector_adds_what_it_is_asked() {
 
 #[test]
 fn a_closed_loop_degrades_as_littles_law_says() {
+    let _turn = turn();
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("loop.py");
     std::fs::write(
@@ -99,6 +114,7 @@ fn a_closed_loop_degrades_as_littles_law_says() {
 /// law P[x] = 4 / (4/P0 + 2x) — the curve must follow it.
 #[test]
 fn redis_across_the_relay_degrades_as_littles_law_says() {
+    let _turn = turn();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
     let o = run(&[
@@ -129,4 +145,62 @@ fn redis_across_the_relay_degrades_as_littles_law_says() {
         let (pd, model) = (p["pd"].as_f64().unwrap(), p["model_pd"].as_f64().unwrap());
         assert!((pd - model).abs() <= 5.0, "at {} ns: measured PD {pd} %, Little's law {model} %", p["x_ns"]);
     }
+}
+
+/// On a delayed block device: fio's 4 KiB random reads with O_DIRECT, one
+/// in flight, on ext4 over a loop device over the FUSE injector — each read
+/// one request of the device, delayed x — so P[x] = 1 / (1/P0 + x). The
+/// calibration honours every step, the device served the reads without an
+/// error, and nothing stays mounted afterwards.
+#[test]
+fn fio_on_the_delayed_device_degrades_as_littles_law_says() {
+    let _turn = turn();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d.json");
+    let o = run(&[
+        "lab",
+        "latency",
+        "--inject",
+        "storage",
+        "--workload",
+        "fio",
+        "--disk-size",
+        "128M",
+        "--steps",
+        "0,200us,1ms",
+        "--probe-calls",
+        "1000",
+        "--repetitions",
+        "2",
+        "--warmup",
+        "0",
+        "--seconds",
+        "1",
+        "--model",
+        "1,1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{log}");
+    let doc = read_json(&out);
+    for s in doc["calibration"].as_array().unwrap() {
+        assert_eq!(s["honoured"], true, "{s}");
+    }
+    let curve = doc["curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 3, "{curve:?}");
+    for p in &curve[1..] {
+        let (pd, model) = (p["pd"].as_f64().unwrap(), p["model_pd"].as_f64().unwrap());
+        assert!((pd - model).abs() <= 5.0, "at {} ns: measured PD {pd} %, Little's law {model} %", p["x_ns"]);
+    }
+    assert_eq!(doc["inject"], "storage");
+    assert!(doc["device"]["reads"].as_u64().unwrap() > 1000, "{}", doc["device"]);
+    assert_eq!(doc["device"]["errors"], 0);
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(!mounts.contains("kansoku-delay"), "the injector is unmounted: {mounts}");
+
+    // A workload that does not go with the injector is refused with the reason.
+    let o = run(&["lab", "latency", "--inject", "storage", "--workload", "redis"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("redis goes with network"));
 }

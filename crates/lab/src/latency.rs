@@ -29,12 +29,26 @@ const PG_SH: &str = include_str!("../../../experiments/pg/pg.sh");
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// `pgbench` (PostgreSQL with its storage calls delayed), `redis`
-    /// (Redis across the delaying relay: the network), or give --run.
+    /// `pgbench` (PostgreSQL), `fio` (random reads, --inject storage),
+    /// `redis` (Redis across the delaying relay: the network), or give --run.
     #[arg(long, default_value = "pgbench", conflicts_with = "run")]
     workload: String,
-    /// A command to run at each step instead (`sh -c`; the injector is in
-    /// its environment: LD_PRELOAD and KANSOKU_DELAY_NS).
+    /// Where the delay goes: `preload` (the workload's own pread, pwrite,
+    /// fdatasync… calls, in-process), `storage` (every I/O of a block
+    /// device: a FUSE file under a loop device with ext4, the workload's
+    /// data on it), `network` (a TCP relay). Default: network for redis,
+    /// else preload.
+    #[arg(long, value_parser = ["preload", "storage", "network"])]
+    inject: Option<String>,
+    /// With --inject storage: the delayed device's size.
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    disk_size: u64,
+    /// With --workload fio: I/Os in flight (fio's iodepth, libaio).
+    #[arg(long, default_value_t = 1)]
+    iodepth: u32,
+    /// A command to run at each step instead (`sh -c`; preload: the
+    /// injector is in its environment, LD_PRELOAD and KANSOKU_DELAY_NS;
+    /// storage: KANSOKU_DISK is the delayed file system's folder).
     #[arg(long)]
     run: Option<String>,
     /// With --run: how its output is read — a preset (wrk, ab, pgbench,
@@ -89,6 +103,14 @@ pub struct Args {
     /// Write everything as JSON here.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let b = model::parse_bytes(s).map_err(|e| format!("{s:?}: {e}"))?;
+    if b < 64 << 20 {
+        return Err(format!("{s:?}: at least 64M (ext4 and the workload's data)"));
+    }
+    Ok(b)
 }
 
 fn parse_model(s: &str) -> Result<(f64, f64), String> {
@@ -329,19 +351,47 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     steps.sort_unstable();
     steps.dedup();
     let hop = calibrate::parse_ns(&args.hop).map_err(anyhow::Error::msg)? as f64;
-    if args.run.is_none() && args.workload != "pgbench" && args.workload != "redis" {
-        bail!("--workload {}: the workloads are pgbench and redis, or give --run 'COMMAND'", args.workload);
+    if args.run.is_none() && !["pgbench", "redis", "fio"].contains(&args.workload.as_str()) {
+        bail!("--workload {}: the workloads are pgbench, fio and redis, or give --run 'COMMAND'", args.workload);
     }
-    let network = args.run.is_none() && args.workload == "redis";
+    let inject = match (&args.inject, args.run.is_none() && args.workload == "redis") {
+        (Some(i), _) => i.as_str(),
+        (None, true) => "network",
+        (None, false) => "preload",
+    };
+    match (inject, args.run.as_deref().map_or(args.workload.as_str(), |_| "run")) {
+        ("network", "redis") | ("storage" | "preload", "pgbench" | "run") | ("storage", "fio") => {}
+        (i, w) => bail!(
+            "--inject {i} with --workload {w}: redis goes with network, fio with storage, pgbench and --run with storage or preload"
+        ),
+    }
     let dir = tempfile::Builder::new().prefix("kansoku-latency-").tempdir()?;
     let lib = latency::install(dir.path())?;
-    let calibration = if network {
-        eprintln!("latency: the network injector (a TCP relay on loopback) on {}", crate::machine_line());
-        calibrate_relay(&steps, args.probe_calls.min(2000), args.tolerance)?
+    let stack = if inject == "storage" {
+        eprintln!(
+            "latency: the storage injector (FUSE, {} threads) under a loop device with ext4, {} bytes, on {}",
+            latency::disk::THREADS,
+            args.disk_size,
+            crate::machine_line()
+        );
+        let d = dir.path().join("disk");
+        std::fs::create_dir(&d)?;
+        Some(latency::disk::Stack::build(&d, args.disk_size).map_err(anyhow::Error::msg)?)
     } else {
-        eprintln!("latency: injector {} on {}", lib.display(), crate::machine_line());
-        calibrate_steps(&steps, &lib, args.probe_calls, args.tolerance)?
+        None
     };
+    let calibration = match (inject, &stack) {
+        ("network", _) => {
+            eprintln!("latency: the network injector (a TCP relay on loopback) on {}", crate::machine_line());
+            calibrate_relay(&steps, args.probe_calls.min(2000), args.tolerance)?
+        }
+        (_, Some(stack)) => calibrate_disk(&steps, stack, args.probe_calls.min(4000), args.tolerance)?,
+        _ => {
+            eprintln!("latency: injector {} on {}", lib.display(), crate::machine_line());
+            calibrate_steps(&steps, &lib, args.probe_calls, args.tolerance)?
+        }
+    };
+    let network = inject == "network";
     let calib_json: Vec<Value> = calibration
         .iter()
         .map(|(s, set)| {
@@ -375,9 +425,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let settings: Vec<u64> = used.keys().copied().collect();
     let redis = if network { Some(Redis::start(dir.path())?) } else { None };
-    let (exp, metric) = match &redis {
-        Some(r) => (redis_experiment(args, r.port, &settings)?, args.metric.clone().unwrap_or_else(|| "rps".into())),
-        None => experiment_for(args, &lib, &settings, dir.path())?,
+    let (exp, metric) = match (&redis, &stack) {
+        (Some(r), _) => {
+            (redis_experiment(args, r.port, &settings)?, args.metric.clone().unwrap_or_else(|| "rps".into()))
+        }
+        (None, Some(stack)) => disk_experiment(args, stack, &settings, dir.path())?,
+        (None, None) => experiment_for(args, &lib, &settings, dir.path())?,
     };
     let seed = args.seed.unwrap_or_else(|| clock::realtime_ns() as u64);
     let (result, failed) =
@@ -441,7 +494,160 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     doc["knee_interval_ns"] = json!(knee_ci.map(|(a, b)| [a, b]));
     doc["budget"] = json!({"hop_ns": hop, "percent": args.budget, "tiers": budget.tiers, "at_least": budget.at_least});
     doc["runs"] = result;
+    doc["inject"] = json!(inject);
+    if let Some(stack) = &stack {
+        let c = stack.injector().counts();
+        let n = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        doc["device"] = json!({"size_bytes": args.disk_size, "reads": n(&c.reads), "writes": n(&c.writes),
+            "syncs": n(&c.syncs), "read_bytes": n(&c.read_bytes), "written_bytes": n(&c.written_bytes),
+            "errors": n(&c.errors)});
+        eprintln!(
+            "the delayed device served {} reads, {} writes and {} syncs ({} errors)",
+            n(&c.reads),
+            n(&c.writes),
+            n(&c.syncs),
+            n(&c.errors)
+        );
+    }
+    drop(stack);
     write(args, &doc)
+}
+
+/// The storage injector's calibration: 4 KiB reads of its image through
+/// FUSE (direct I/O: each one a request) at each step, against reads at
+/// 0 measured beside it; the FUSE round trip itself (at 0, against the
+/// backing file) is the floor, said and not part of any step.
+fn calibrate_disk(
+    steps: &[u64],
+    stack: &latency::disk::Stack,
+    reads: usize,
+    tolerance: f64,
+) -> anyhow::Result<Vec<(Step, u64)>> {
+    use std::time::Duration;
+    let inj = stack.injector();
+    let image = inj.image();
+    let median = |v: &[u64]| calibrate::quantile(v, 0.5);
+    inj.set_delay(Duration::ZERO);
+    let base = latency::disk::probe(&image, reads)?;
+    eprintln!(
+        "calibration (4 KiB reads of the delayed image, up to {reads} per step, about 0.2 s of delay at most, against reads at 0 beside each); the FUSE round trip at 0: p50 {} ns, p99 {} ns",
+        median(&base),
+        calibrate::quantile(&base, 0.99)
+    );
+    eprintln!("{:>12} {:>14} {:>14} {:>10}", "requested", "added p50", "added p99", "honoured");
+    let mut out = Vec::new();
+    for &ns in steps {
+        let n = if ns == 0 { reads } else { (200_000_000 / ns as usize).clamp(20, reads) };
+        inj.set_delay(Duration::ZERO);
+        let base = latency::disk::probe(&image, n)?;
+        inj.set_delay(Duration::from_nanos(ns));
+        let with = latency::disk::probe(&image, n)?;
+        inj.set_delay(Duration::ZERO);
+        let q = |v: &[u64]| (median(v), calibrate::quantile(v, 0.99));
+        let s = calibrate::judge(ns, q(&base), q(&with), calibrate::allowance_ns(ns, steps, tolerance));
+        eprintln!(
+            "{:>9} ns {:>11.0} ns {:>11.0} ns {:>10}",
+            ns,
+            s.added_p50_ns,
+            s.added_p99_ns,
+            if s.honoured { "yes" } else { "NO" }
+        );
+        out.push((s, ns));
+    }
+    Ok(out)
+}
+
+/// The experiment on the delayed device: each run first writes its step
+/// to the injector's delay file, then runs the workload with its data on
+/// the device's ext4.
+fn disk_experiment(
+    args: &Args,
+    stack: &latency::disk::Stack,
+    steps: &[u64],
+    dir: &Path,
+) -> anyhow::Result<(Experiment, String)> {
+    let fs = stack.fs().display().to_string();
+    let set = format!("echo {{delay_ns}} > {}", stack.injector().image().with_file_name("delay_ns").display());
+    let (setup, teardown, run, parser, metric, packages) = match (&args.run, args.workload.as_str()) {
+        (Some(cmd), _) => {
+            let (parser, first) = run_parser(args)?;
+            let cmd = cmd.replace('{', "{{").replace('}', "}}");
+            (Vec::new(), Vec::new(), format!("{set} && export KANSOKU_DISK={fs}; {cmd}"), parser, first, Vec::new())
+        }
+        (None, "fio") => {
+            // Laid out at 0 before the sweep; each run reads it back.
+            let file = format!("{fs}/fio.dat");
+            let size = (args.disk_size / 2).min(512 << 20);
+            let layout = format!(
+                "fio --name=layout --filename={file} --size={size} --rw=write --bs=1M --direct=1 --output=/dev/null"
+            );
+            let run = format!(
+                "{set} && fio --name=randread --filename={file} --size={size} --rw=randread --bs=4k --direct=1 --ioengine=libaio --iodepth={} --time_based --runtime={} --output-format=json --output={{out}}",
+                args.iodepth, args.seconds
+            );
+            let parser = Parser::Spec(Spec {
+                kind: "json".into(),
+                metrics: [("iops".to_owned(), "/jobs/0/read/iops".to_owned())].into(),
+                from: None,
+            });
+            (vec![layout], Vec::new(), run, parser, "iops".to_owned(), vec!["fio".to_owned()])
+        }
+        (None, _) => {
+            let pg = dir.join("pg.sh");
+            std::fs::write(&pg, PG_SH)?;
+            std::fs::set_permissions(&pg, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+            let state = format!("{fs}/pg");
+            let pg = format!("KANSOKU_PG_STATE={state} {}", pg.display());
+            (
+                vec![format!("{pg} init 10")],
+                vec![format!("{pg} destroy")],
+                format!(
+                    "{set} && {pg} start '' && pgbench -h {state} -p 15432 -U postgres -n -c 8 -j 2 -T {} bench; rc=$?; {pg} stop; exit $rc",
+                    args.seconds
+                ),
+                Parser::Preset("pgbench".into()),
+                "tps".to_owned(),
+                vec!["postgresql".to_owned()],
+            )
+        }
+    };
+    let metric = args.metric.clone().unwrap_or(metric);
+    let exp = Experiment {
+        name: "latency-storage".into(),
+        description: format!(
+            "seed 003's degradation curve on a delayed block device (FUSE under a loop device, ext4): {}",
+            args.run.as_deref().unwrap_or(&args.workload)
+        ),
+        packages,
+        setup,
+        teardown,
+        parameters: [("delay_ns".to_owned(), steps.iter().map(|&s| toml::Value::Integer(s as i64)).collect())].into(),
+        workload: Workload {
+            run,
+            parser,
+            repetitions: args.repetitions,
+            warmup: args.warmup,
+            randomize: true,
+            timeout: Some("10m".into()),
+        },
+        telemetry: None,
+    };
+    Ok((exp, metric))
+}
+
+/// `--run`'s parser (a preset or a regex) and the metric it gives first.
+fn run_parser(args: &Args) -> anyhow::Result<(Parser, String)> {
+    let parser = if ["wrk", "ab", "pgbench", "kansoku-load"].contains(&args.parser.as_str()) {
+        Parser::Preset(args.parser.clone())
+    } else {
+        Parser::Spec(Spec {
+            kind: "regex".into(),
+            metrics: [(args.metric.clone().unwrap_or_else(|| "throughput".into()), args.parser.clone())].into(),
+            from: None,
+        })
+    };
+    let first = parser.spec().map_err(anyhow::Error::msg)?.metrics.keys().next().cloned().unwrap_or_default();
+    Ok((parser, args.metric.clone().unwrap_or(first)))
 }
 
 fn write(args: &Args, doc: &Value) -> anyhow::Result<()> {
@@ -485,18 +691,9 @@ fn experiment_for(args: &Args, lib: &Path, steps: &[u64], dir: &Path) -> anyhow:
             )
         }
         Some(cmd) => {
-            let parser = if ["wrk", "ab", "pgbench", "kansoku-load"].contains(&args.parser.as_str()) {
-                Parser::Preset(args.parser.clone())
-            } else {
-                Parser::Spec(Spec {
-                    kind: "regex".into(),
-                    metrics: [(args.metric.clone().unwrap_or_else(|| "throughput".into()), args.parser.clone())].into(),
-                    from: None,
-                })
-            };
-            let first = parser.spec().map_err(anyhow::Error::msg)?.metrics.keys().next().cloned().unwrap_or_default();
+            let (parser, metric) = run_parser(args)?;
             let cmd = cmd.replace('{', "{{").replace('}', "}}");
-            (Vec::new(), Vec::new(), format!("{env} {cmd}"), parser, args.metric.clone().unwrap_or(first))
+            (Vec::new(), Vec::new(), format!("{env} {cmd}"), parser, metric)
         }
     };
     let exp = Experiment {

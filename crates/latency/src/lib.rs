@@ -10,10 +10,14 @@
 //! adds, measured per call), and the curve's arithmetic (`curve`: PD with
 //! bootstrap intervals, the kneedle knee with its interval, the tier
 //! budget), and a network injector (`relay`: a TCP relay adding the step one
-//! way each direction). `kansoku lab latency` (crate `lab`) runs the sweep.
+//! way each direction), and a storage injector (`disk`: a FUSE file whose
+//! every read, write and sync is answered that much later, with a loop
+//! device and ext4 over it, so databases and fio run on it unchanged).
+//! `kansoku lab latency` (crate `lab`) runs the sweep.
 
 pub mod calibrate;
 pub mod curve;
+pub mod disk;
 pub mod relay;
 
 use std::path::{Path, PathBuf};
