@@ -100,6 +100,12 @@ pub struct Args {
     model: Option<(f64, f64)>,
     #[arg(long)]
     seed: Option<u64>,
+    /// A kansoku collecting this machine (`make up`: http://127.0.0.1:7070):
+    /// each run's CPU busy, disk reads and writes and context switches
+    /// over its window go into the result beside the throughput, and each
+    /// run links to its range on that dashboard.
+    #[arg(long)]
+    telemetry: Option<String>,
     /// Write everything as JSON here.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -264,27 +270,14 @@ fn redis_experiment(args: &Args, port: u16, steps: &[u64]) -> anyhow::Result<Exp
         exe.display(),
         args.requests
     );
-    Ok(Experiment {
-        name: "latency-network".into(),
-        description: "seed 003's degradation curve across the network: Redis GETs through a relay adding the step one way each direction".into(),
-        packages: vec!["redis-server".into(), "redis-tools".into()],
-        setup: Vec::new(),
-        teardown: Vec::new(),
-        parameters: [("delay_ns".to_owned(), steps.iter().map(|&s| toml::Value::Integer(s as i64)).collect())].into(),
-        workload: Workload {
-            run,
-            parser: Parser::Spec(Spec {
-                kind: "regex".into(),
-                metrics: [("rps".to_owned(), r"GET: ([0-9.]+) requests per second".to_owned())].into(),
-                from: None,
-            }),
-            repetitions: args.repetitions,
-            warmup: args.warmup,
-            randomize: true,
-            timeout: Some("10m".into()),
-        },
-        telemetry: None,
-    })
+    let parser = Parser::Spec(Spec {
+        kind: "regex".into(),
+        metrics: [("rps".to_owned(), r"GET: ([0-9.]+) requests per second".to_owned())].into(),
+        from: None,
+    });
+    let description = "seed 003's degradation curve across the network: Redis GETs through a relay adding the step one way each direction";
+    let packages = vec!["redis-server".into(), "redis-tools".into()];
+    Ok(sweep(args, "latency-network", description.into(), packages, (Vec::new(), Vec::new()), steps, run, parser))
 }
 
 #[derive(clap::Args, Debug)]
@@ -433,9 +426,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         (None, None) => experiment_for(args, &lib, &settings, dir.path())?,
     };
     let seed = args.seed.unwrap_or_else(|| clock::realtime_ns() as u64);
-    let (result, failed) =
-        crate::experiment::execute(&exp, Path::new("(kansoku lab latency)"), dir.path(), seed, false, None)?
-            .expect("not a dry run");
+    let (result, failed) = crate::experiment::execute(
+        &exp,
+        Path::new("(kansoku lab latency)"),
+        dir.path(),
+        seed,
+        false,
+        args.telemetry.as_deref(),
+    )?
+    .expect("not a dry run");
     if failed > 0 {
         eprintln!("{failed} runs failed; the curve uses the others");
     }
@@ -474,6 +473,23 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ),
         None => eprintln!("knee: none (the curve does not stay flat and then climb)"),
     }
+    let shape = curve::shape(&pairs, knee);
+    match shape {
+        Some((k, at, past)) => eprintln!(
+            "beside the paper (seed 003, OLTP over PCIe switch hops: knee {:.0} ns, PD under {:.0} % to it, ~{:.0} % at {:.1} x it): knee {k:.0} ns, PD {} at it, {} at {:.1} x it",
+            curve::PAPER_KNEE_NS,
+            curve::PAPER_PD_AT_KNEE,
+            curve::PAPER_PD_PAST_KNEE,
+            curve::PAPER_PAST_KNEE,
+            at.map_or("-".into(), |v| format!("{v:.1} %")),
+            past.map_or("- (past the last step)".into(), |v| format!("{v:.1} %")),
+            curve::PAPER_PAST_KNEE
+        ),
+        None => eprintln!(
+            "beside the paper (seed 003: a knee at {:.0} ns): no knee here to set beside it",
+            curve::PAPER_KNEE_NS
+        ),
+    }
     eprintln!(
         "tier budget: {}{} hops of {hop:.0} ns within {} % degradation{}",
         if budget.at_least { "at least " } else { "" },
@@ -491,6 +507,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     doc["model"] = json!(args.model.map(|(n, k)| json!({"in_flight": n, "calls_per_operation": k})));
     doc["knee_ns"] = json!(knee);
+    doc["paper"] = json!({
+        "knee_ns": curve::PAPER_KNEE_NS, "pd_at_knee_below": curve::PAPER_PD_AT_KNEE,
+        "pd_past_knee": curve::PAPER_PD_PAST_KNEE, "past_knee_factor": curve::PAPER_PAST_KNEE,
+        "here": shape.map(|(k, at, past)| json!({"knee_ns": k, "pd_at_knee": at, "pd_past_knee": past})),
+    });
     doc["knee_interval_ns"] = json!(knee_ci.map(|(a, b)| [a, b]));
     doc["budget"] = json!({"hop_ns": hop, "percent": args.budget, "tiers": budget.tiers, "at_least": budget.at_least});
     doc["runs"] = result;
@@ -612,26 +633,11 @@ fn disk_experiment(
         }
     };
     let metric = args.metric.clone().unwrap_or(metric);
-    let exp = Experiment {
-        name: "latency-storage".into(),
-        description: format!(
-            "seed 003's degradation curve on a delayed block device (FUSE under a loop device, ext4): {}",
-            args.run.as_deref().unwrap_or(&args.workload)
-        ),
-        packages,
-        setup,
-        teardown,
-        parameters: [("delay_ns".to_owned(), steps.iter().map(|&s| toml::Value::Integer(s as i64)).collect())].into(),
-        workload: Workload {
-            run,
-            parser,
-            repetitions: args.repetitions,
-            warmup: args.warmup,
-            randomize: true,
-            timeout: Some("10m".into()),
-        },
-        telemetry: None,
-    };
+    let description = format!(
+        "seed 003's degradation curve on a delayed block device (FUSE under a loop device, ext4): {}",
+        args.run.as_deref().unwrap_or(&args.workload)
+    );
+    let exp = sweep(args, "latency-storage", description, packages, (setup, teardown), steps, run, parser);
     Ok((exp, metric))
 }
 
@@ -696,14 +702,46 @@ fn experiment_for(args: &Args, lib: &Path, steps: &[u64], dir: &Path) -> anyhow:
             (Vec::new(), Vec::new(), format!("{env} {cmd}"), parser, metric)
         }
     };
-    let exp = Experiment {
-        name: "latency".into(),
-        description: format!(
-            "seed 003's degradation curve: {} with {} delayed",
-            args.run.as_deref().unwrap_or("pgbench"),
-            args.calls
-        ),
-        packages: if args.run.is_none() { vec!["postgresql".into()] } else { Vec::new() },
+    let description = format!(
+        "seed 003's degradation curve: {} with {} delayed",
+        args.run.as_deref().unwrap_or("pgbench"),
+        args.calls
+    );
+    let packages = if args.run.is_none() { vec!["postgresql".into()] } else { Vec::new() };
+    let exp = sweep(args, "latency", description, packages, (setup, teardown), steps, run, parser);
+    Ok((exp, metric))
+}
+
+/// The sweep of `delay_ns` over `steps` as an experiment, with the host's
+/// telemetry over each run when `--telemetry` names a kansoku.
+#[allow(clippy::too_many_arguments, reason = "one constructor for the three injectors' sweeps, each argument named")]
+fn sweep(
+    args: &Args,
+    name: &str,
+    description: String,
+    packages: Vec<String>,
+    (setup, teardown): (Vec<String>, Vec<String>),
+    steps: &[u64],
+    run: String,
+    parser: Parser,
+) -> Experiment {
+    let telemetry = args.telemetry.as_ref().map(|server| experiment::spec::Telemetry {
+        server: Some(server.clone()),
+        metrics: [
+            ("host_cpu_busy", r#"sum(rate(node_cpu_seconds_total{mode!="idle"}[{window}]))"#),
+            ("host_iowait", r#"sum(rate(node_cpu_seconds_total{mode="iowait"}[{window}]))"#),
+            ("host_disk_reads_per_s", "sum(rate(node_disk_reads_completed_total[{window}]))"),
+            ("host_disk_writes_per_s", "sum(rate(node_disk_writes_completed_total[{window}]))"),
+            ("host_context_switches_per_s", "sum(rate(node_context_switches_total[{window}]))"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    });
+    Experiment {
+        name: name.into(),
+        description,
+        packages,
         setup,
         teardown,
         parameters: [("delay_ns".to_owned(), steps.iter().map(|&s| toml::Value::Integer(s as i64)).collect())].into(),
@@ -715,7 +753,6 @@ fn experiment_for(args: &Args, lib: &Path, steps: &[u64], dir: &Path) -> anyhow:
             randomize: true,
             timeout: Some("10m".into()),
         },
-        telemetry: None,
-    };
-    Ok((exp, metric))
+        telemetry,
+    }
 }

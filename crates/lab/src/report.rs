@@ -419,6 +419,26 @@ fn latency(doc: &Value) -> String {
         .collect();
     let reference = budget["percent"].as_f64().map(|b| (b, "budget"));
     out.push_str(&bars("Degradation PD by injected latency, %", " %", &groups, reference));
+    // The shape beside the paper's: knee, PD at it and at 1.4 times it.
+    let paper = &doc["paper"];
+    if paper.is_object() {
+        let here = &paper["here"];
+        let pct = |v: &Value| v.as_f64().map_or("–".into(), |v| format!("{} %", fmt(v)));
+        let _ = write!(
+            out,
+            "<table><tr><th>beside the paper<th>knee<th>PD at the knee<th>PD at {f} × the knee\
+             <tr><td>seed 003: OLTP (TPC-C-like), PCIe switch hops<td>{} ns<td>under {}<td>~{}\
+             <tr><td>this run: {}<td>{}<td>{}<td>{}</table>",
+            fmt(num(paper, "knee_ns")),
+            pct(&paper["pd_at_knee_below"]),
+            pct(&paper["pd_past_knee"]),
+            esc(doc["metric"].as_str().unwrap_or("?")),
+            here["knee_ns"].as_f64().map_or("none".into(), |k| format!("{} ns", fmt(k))),
+            pct(&here["pd_at_knee"]),
+            pct(&here["pd_past_knee"]),
+            f = fmt(num(paper, "past_knee_factor")),
+        );
+    }
     let mut table = String::from("<table><tr><th>requested ns<th>set ns<th>added p50 ns<th>added p99 ns<th>honoured");
     for c in doc["calibration"].as_array().into_iter().flatten() {
         let _ = write!(
@@ -726,6 +746,8 @@ mod tests {
                 { "requested_ns": 0, "set_ns": 0, "added_p50_ns": 0.0, "added_p99_ns": 1.0, "honoured": true },
                 { "requested_ns": 1500, "set_ns": 1455, "added_p50_ns": 1502.0, "added_p99_ns": 1540.0, "honoured": true },
             ],
+            "paper": { "knee_ns": 1500.0, "pd_at_knee_below": 5.0, "pd_past_knee": 15.0, "past_knee_factor": 1.4,
+                       "here": { "knee_ns": 1500.0, "pd_at_knee": 4.0, "pd_past_knee": null } },
         });
         let html = render(&[("l.json".into(), doc)]).unwrap();
         assert_eq!(count(&html, "<rect class=bar"), 4, "measured and model per step");
@@ -734,7 +756,12 @@ mod tests {
             html.contains("1500 ns (interval 1200 – 1800 ns)") && html.contains("5 hops of 300 ns within 5 %"),
             "{html}"
         );
-        assert_eq!(count(&html, "<tr>"), 1 + 2);
+        assert!(
+            html.contains("<td>seed 003: OLTP (TPC-C-like), PCIe switch hops<td>1500 ns<td>under 5 %<td>~15.0 %"),
+            "{html}"
+        );
+        assert!(html.contains("<td>this run: tps<td>1500 ns<td>4 %<td>–"), "{html}");
+        assert_eq!(count(&html, "<tr>"), 1 + 2 + 3);
     }
 
     #[test]

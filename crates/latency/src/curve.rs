@@ -106,7 +106,7 @@ pub struct Budget {
 }
 
 /// PD at `x` on the curve, linear between steps; None past the last.
-fn pd_at(points: &[(f64, f64)], x: f64) -> Option<f64> {
+pub fn pd_at(points: &[(f64, f64)], x: f64) -> Option<f64> {
     let i = points.iter().position(|p| p.0 >= x)?;
     if i == 0 || points[i].0 == x {
         return Some(points[i].1);
@@ -127,6 +127,23 @@ pub fn tier_budget(points: &[(f64, f64)], hop_ns: f64, budget: f64) -> Budget {
     }
 }
 
+/// Seed 003's OLTP curve as its text states it: PD under 5 % up to the
+/// knee at 1,500 ns (five switch stages), then ~15 % at 2,100 ns (seven):
+/// 1.4 times the knee. Its figure's other points are not in the text.
+pub const PAPER_KNEE_NS: f64 = 1500.0;
+pub const PAPER_PD_AT_KNEE: f64 = 5.0;
+pub const PAPER_PD_PAST_KNEE: f64 = 15.0;
+/// Where the paper's last point lies, in knees.
+pub const PAPER_PAST_KNEE: f64 = 2100.0 / 1500.0;
+
+/// A curve's shape in the paper's terms: its knee, PD at it and at 1.4
+/// times it (where the paper measured its last point); None without a
+/// knee. PD past the last step is None.
+pub fn shape(points: &[(f64, f64)], knee_ns: Option<f64>) -> Option<(f64, Option<f64>, Option<f64>)> {
+    let k = knee_ns?;
+    Some((k, pd_at(points, k), pd_at(points, k * PAPER_PAST_KNEE)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +152,15 @@ mod tests {
     /// to 15 % at 2,100.
     const XS: [f64; 8] = [0.0, 300.0, 600.0, 900.0, 1200.0, 1500.0, 1800.0, 2100.0];
     const PD: [f64; 8] = [0.0, 0.5, 1.0, 1.5, 2.5, 4.0, 9.0, 15.0];
+
+    #[test]
+    fn the_paper_s_shape_in_its_own_terms() {
+        let pairs: Vec<(f64, f64)> = XS.iter().copied().zip(PD).collect();
+        let (k, at, past) = shape(&pairs, Some(1500.0)).unwrap();
+        assert_eq!((k, at, past), (1500.0, Some(4.0), Some(15.0)));
+        assert_eq!(shape(&pairs, Some(1800.0)).unwrap().2, None, "1.4 x 1,800 is past the last step");
+        assert_eq!(shape(&pairs, None), None);
+    }
 
     #[test]
     fn the_knee_of_the_paper_s_curve() {
