@@ -176,8 +176,6 @@ fn fio_on_the_delayed_device_degrades_as_littles_law_says() {
         "0",
         "--seconds",
         "1",
-        "--model",
-        "1,1",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -194,6 +192,8 @@ fn fio_on_the_delayed_device_degrades_as_littles_law_says() {
         assert!((pd - model).abs() <= 5.0, "at {} ns: measured PD {pd} %, Little's law {model} %", p["x_ns"]);
     }
     assert_eq!(doc["inject"], "storage");
+    assert_eq!(doc["model"]["in_flight"], 1.0, "fio's iodepth, the model by construction");
+    assert_eq!(doc["model"]["given"], false);
     assert!(doc["device"]["reads"].as_u64().unwrap() > 1000, "{}", doc["device"]);
     assert_eq!(doc["device"]["errors"], 0);
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();

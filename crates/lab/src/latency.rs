@@ -96,6 +96,7 @@ pub struct Args {
     /// The closed-loop model to compare with: N,K — N requests in flight
     /// (clients), K delayed calls per operation. By Little's law
     /// throughput is N / (N/P0 + K·x), so PD[x] = K·x·P0 / (N + K·x·P0).
+    /// Default: fio iodepth,1; redis 4,2; none for pgbench and --run.
     #[arg(long, value_parser = parse_model)]
     model: Option<(f64, f64)>,
     #[arg(long)]
@@ -454,7 +455,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let pairs: Vec<(f64, f64)> = xs.iter().copied().zip(pds.iter().copied()).collect();
     let budget = curve::tier_budget(&pairs, hop, args.budget);
     let p0 = points[0].throughput;
-    let predicted = |x: f64| args.model.map(|(n, k)| curve::closed_loop_pd(p0, n, k, x));
+    // The model: the operator's N,K, else what the workload is by
+    // construction — fio: iodepth reads in flight, one delayed request
+    // each; redis-benchmark: 4 clients, each GET delayed on its way there
+    // and back. pgbench's K (device requests per transaction, most of them
+    // hidden by caches and group commit) is not known before the run.
+    let model = args.model.or(match (args.run.is_none(), args.workload.as_str()) {
+        (true, "fio") => Some((f64::from(args.iodepth), 1.0)),
+        (true, "redis") => Some((4.0, 2.0)),
+        _ => None,
+    });
+    let predicted = |x: f64| model.map(|(n, k)| curve::closed_loop_pd(p0, n, k, x));
     eprintln!("\n{:>12} {:>14} {:>9} {:>22} {:>12}", "x (ns)", metric, "PD %", "95% interval", "model PD %");
     for p in &points {
         eprintln!(
@@ -505,7 +516,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "pd_interval": p.pd_interval.map(|(a, b)| [a, b]), "model_pd": predicted(p.x_ns)}))
             .collect::<Vec<_>>()
     );
-    doc["model"] = json!(args.model.map(|(n, k)| json!({"in_flight": n, "calls_per_operation": k})));
+    doc["model"] = json!(model.map(|(n, k)| json!({"in_flight": n, "calls_per_operation": k,
+        "given": args.model.is_some()})));
     doc["knee_ns"] = json!(knee);
     doc["paper"] = json!({
         "knee_ns": curve::PAPER_KNEE_NS, "pd_at_knee_below": curve::PAPER_PD_AT_KNEE,
