@@ -399,11 +399,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         return write(args, &doc);
     }
     // The settings run, each with the x it stands for on the curve: the
-    // request when honoured, else (kept) what it really adds.
+    // request when honoured, else (kept) what it really adds. The zero
+    // step is the reference, at 0 whatever its calibration's noise.
     let used: BTreeMap<u64, f64> = calibration
         .iter()
         .filter(|(s, _)| s.honoured || s.requested_ns == 0 || args.keep_unhonoured)
-        .map(|(s, set)| (*set, if s.honoured { s.requested_ns as f64 } else { s.added_p50_ns.max(0.0) }))
+        .map(|(s, set)| {
+            (*set, if s.honoured || s.requested_ns == 0 { s.requested_ns as f64 } else { s.added_p50_ns.max(0.0) })
+        })
         .collect();
     for (s, _) in calibration.iter().filter(|(s, _)| !s.honoured && s.requested_ns > 0) {
         eprintln!(

@@ -102,6 +102,18 @@ impl Fs {
 }
 
 impl fuser::Filesystem for Fs {
+    /// Asynchronous direct I/O: the loop device's concurrent requests (it
+    /// submits them as AIO) arrive at once instead of one after another,
+    /// each then waiting out its own delay on its own thread.
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_ASYNC_DIO) {
+            tracing::warn!("the kernel's FUSE lacks {missing:?}: the delayed device takes one request at a time");
+        }
+        let _ = config.set_max_background(THREADS as u16 * 4);
+        let _ = config.set_congestion_threshold(THREADS as u16 * 3);
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let ino = match (parent, name.to_str()) {
             (INodeNo::ROOT, Some("disk.img")) => DISK,
@@ -362,7 +374,9 @@ impl Stack {
         })?;
         let mut stack = Stack { injector: Some(injector), dir: dir.to_owned(), loop_dev: None, mounted: false };
         let image = stack.injector().image();
-        let dev = run("losetup", &["--find", "--show", &image.display().to_string()])?;
+        // Direct I/O: the loop device submits its requests to the image as
+        // AIO, several at once (buffered, one worker reads them one by one).
+        let dev = run("losetup", &["--find", "--show", "--direct-io=on", &image.display().to_string()])?;
         stack.loop_dev = Some(dev.trim().to_owned());
         let dev = stack.loop_dev.clone().unwrap_or_default();
         run("mkfs.ext4", &["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", &dev])?;
