@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 /// Chunks in flight per direction, at most (the reader waits beyond).
 const IN_FLIGHT: usize = 4096;
 /// The busy-wait before a deadline.
-const SPIN: Duration = Duration::from_micros(60);
+pub const SPIN: Duration = Duration::from_micros(60);
 
 /// A running relay: connections to `local` go to the target, delayed.
 #[derive(Debug)]
