@@ -194,6 +194,9 @@ fn fio_on_the_delayed_device_degrades_as_littles_law_says() {
     assert_eq!(doc["inject"], "storage");
     assert_eq!(doc["model"]["in_flight"], 1.0, "fio's iodepth, the model by construction");
     assert_eq!(doc["model"]["given"], false);
+    // K measured from the device's own count: one request per 4 KiB read.
+    let k = doc["model"]["measured_device_requests_per_operation"].as_f64().unwrap();
+    assert!((0.95..=1.1).contains(&k), "device requests per read: {k}");
     assert!(doc["device"]["reads"].as_u64().unwrap() > 1000, "{}", doc["device"]);
     assert_eq!(doc["device"]["errors"], 0);
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();

@@ -96,7 +96,9 @@ pub struct Args {
     /// The closed-loop model to compare with: N,K — N requests in flight
     /// (clients), K delayed calls per operation. By Little's law
     /// throughput is N / (N/P0 + K·x), so PD[x] = K·x·P0 / (N + K·x·P0).
-    /// Default: fio iodepth,1; redis 4,2; none for pgbench and --run.
+    /// Default: fio iodepth,K and pgbench (--inject storage) 8,K with K the
+    /// device requests per operation measured at 0; redis 4,2; none for
+    /// --run and preload pgbench.
     #[arg(long, value_parser = parse_model)]
     model: Option<(f64, f64)>,
     #[arg(long)]
@@ -463,11 +465,27 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // each; redis-benchmark: 4 clients, each GET delayed on its way there
     // and back. pgbench's K (device requests per transaction, most of them
     // hidden by caches and group commit) is not known before the run.
-    let model = args.model.or(match (args.run.is_none(), args.workload.as_str()) {
-        (true, "fio") => Some((f64::from(args.iodepth), 1.0)),
-        (true, "redis") => Some((4.0, 2.0)),
+    // On the delayed device K is measured: the device requests a run at 0
+    // made per operation (its throughput times its seconds) — every
+    // request, so an upper bound on those an operation waits for.
+    let measured_k = stack.as_ref().and_then(|_| {
+        let at0 = result["summary"].as_array()?.iter().find(|s| s["point"]["delay_ns"] == "0")?;
+        let median = |m: &str| {
+            let v: Vec<f64> = at0["metrics"][m]["values"].as_array()?.iter().filter_map(Value::as_f64).collect();
+            (!v.is_empty()).then(|| experiment::stats::median(&v))
+        };
+        let ops = median(&metric)? * args.seconds as f64;
+        (ops > 0.0).then(|| median("device_requests").map(|r| r / ops))?
+    });
+    let model = args.model.or(match (args.run.is_none(), args.workload.as_str(), measured_k) {
+        (true, "fio", k) => Some((f64::from(args.iodepth), k.unwrap_or(1.0))),
+        (true, "pgbench", Some(k)) => Some((8.0, k)),
+        (true, "redis", _) => Some((4.0, 2.0)),
         _ => None,
     });
+    if let Some(k) = measured_k {
+        eprintln!("device requests per operation at 0 (the model's K, an upper bound on those waited for): {k:.2}");
+    }
     let predicted = |x: f64| model.map(|(n, k)| curve::closed_loop_pd(p0, n, k, x));
     eprintln!("\n{:>12} {:>14} {:>9} {:>22} {:>12}", "x (ns)", metric, "PD %", "95% interval", "model PD %");
     for p in &points {
@@ -520,7 +538,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
     );
     doc["model"] = json!(model.map(|(n, k)| json!({"in_flight": n, "calls_per_operation": k,
-        "given": args.model.is_some()})));
+        "given": args.model.is_some(), "measured_device_requests_per_operation": measured_k})));
     doc["knee_ns"] = json!(knee);
     doc["paper"] = json!({
         "knee_ns": curve::PAPER_KNEE_NS, "pd_at_knee_below": curve::PAPER_PD_AT_KNEE,
@@ -620,6 +638,17 @@ fn disk_experiment(
 ) -> anyhow::Result<(Experiment, String)> {
     let fs = stack.fs().display().to_string();
     let set = format!("echo {{delay_ns}} > {}", stack.injector().image().with_file_name("delay_ns").display());
+    // The device requests of the workload alone: the injector's count
+    // read before and after it (K of the model comes from these).
+    let requests = stack.injector().image().with_file_name("requests").display().to_string();
+    let count0 = format!("r0=$(cat {requests})");
+    let count1 = format!("echo device_requests=$(( $(cat {requests}) - r0 ))");
+    let with_requests = |m: &[(&str, &str)]| {
+        let mut metrics: std::collections::BTreeMap<String, String> =
+            m.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        metrics.insert("device_requests".into(), r"device_requests=(\d+)".into());
+        Parser::Spec(Spec { kind: "regex".into(), metrics, from: None })
+    };
     let (setup, teardown, run, parser, metric, packages) = match (&args.run, args.workload.as_str()) {
         (Some(cmd), _) => {
             let (parser, first) = run_parser(args)?;
@@ -633,15 +662,12 @@ fn disk_experiment(
             let layout = format!(
                 "fio --name=layout --filename={file} --size={size} --rw=write --bs=1M --direct=1 --output=/dev/null"
             );
+            // fio's JSON on stdout: the first "iops" is its read section's.
             let run = format!(
-                "{set} && fio --name=randread --filename={file} --size={size} --rw=randread --bs=4k --direct=1 --ioengine=libaio --iodepth={} --time_based --runtime={} --output-format=json --output={{out}}",
+                "{set} && {count0} && fio --name=randread --filename={file} --size={size} --rw=randread --bs=4k --direct=1 --ioengine=libaio --iodepth={} --time_based --runtime={} --output-format=json && {count1}",
                 args.iodepth, args.seconds
             );
-            let parser = Parser::Spec(Spec {
-                kind: "json".into(),
-                metrics: [("iops".to_owned(), "/jobs/0/read/iops".to_owned())].into(),
-                from: None,
-            });
+            let parser = with_requests(&[("iops", r#""iops" : ([0-9.]+)"#)]);
             (vec![layout], Vec::new(), run, parser, "iops".to_owned(), vec!["fio".to_owned()])
         }
         (None, _) => {
@@ -654,10 +680,10 @@ fn disk_experiment(
                 vec![format!("{pg} init 10")],
                 vec![format!("{pg} destroy")],
                 format!(
-                    "{set} && {pg} start '' && pgbench -h {state} -p 15432 -U postgres -n -c 8 -j 2 -T {} bench; rc=$?; {pg} stop; exit $rc",
+                    "{set} && {pg} start '' && {count0} && pgbench -h {state} -p 15432 -U postgres -n -c 8 -j 2 -T {} bench; rc=$?; {count1}; {pg} stop; exit $rc",
                     args.seconds
                 ),
-                Parser::Preset("pgbench".into()),
+                with_requests(&[("tps", r"tps = ([0-9.]+)"), ("latency_ms", r"latency average = ([0-9.]+) ms")]),
                 "tps".to_owned(),
                 vec!["postgresql".to_owned()],
             )

@@ -1,8 +1,9 @@
-//! The storage injector: a FUSE file system of two files — `disk.img`,
+//! The storage injector: a FUSE file system of three files — `disk.img`,
 //! passed through to a backing file, every read, write and sync of it
-//! answered `delay` after it arrived, and `delay_ns`, whose content is that
+//! answered `delay` after it arrived; `delay_ns`, whose content is that
 //! delay (`echo 2000 > MNT/delay_ns`), so one mount serves every step of a
-//! sweep. Requests are served by several threads, each waiting out its own
+//! sweep; and `requests`, the count of requests served so far (read it
+//! before and after a run: the device requests the run made). Requests are served by several threads, each waiting out its own
 //! request's delay (a delay line, as a device with that much more latency
 //! per I/O: concurrent requests are not queued behind one another's wait).
 //! The wait sleeps to the deadline less 60 µs and busy-waits the rest
@@ -33,6 +34,7 @@ use fuser::{
 
 const DISK: INodeNo = INodeNo(2);
 const DELAY: INodeNo = INodeNo(3);
+const REQUESTS: INodeNo = INodeNo(4);
 /// How long the kernel may keep our attributes: the image's size never
 /// changes; the delay file's is read anew each time.
 const TTL: Duration = Duration::from_secs(1);
@@ -66,7 +68,9 @@ impl Fs {
         let (kind, perm, size, nlink) = match ino {
             INodeNo::ROOT => (FileType::Directory, 0o755, 0, 2),
             DISK => (FileType::RegularFile, 0o600, self.size, 1),
-            _ => (FileType::RegularFile, 0o600, self.delay_text().len() as u64, 1),
+            DELAY => (FileType::RegularFile, 0o600, self.delay_text().len() as u64, 1),
+            // Its size changes with every request: read to the end.
+            _ => (FileType::RegularFile, 0o400, 32, 1),
         };
         let t = SystemTime::UNIX_EPOCH;
         FileAttr {
@@ -90,6 +94,11 @@ impl Fs {
 
     fn delay_text(&self) -> String {
         format!("{}\n", self.delay_ns.load(Relaxed))
+    }
+
+    fn requests_text(&self) -> String {
+        let c = &self.counts;
+        format!("{}\n", c.reads.load(Relaxed) + c.writes.load(Relaxed) + c.syncs.load(Relaxed))
     }
 
     /// Waits out the delay of a request that arrived at `arrived`.
@@ -118,6 +127,7 @@ impl fuser::Filesystem for Fs {
         let ino = match (parent, name.to_str()) {
             (INodeNo::ROOT, Some("disk.img")) => DISK,
             (INodeNo::ROOT, Some("delay_ns")) => DELAY,
+            (INodeNo::ROOT, Some("requests")) => REQUESTS,
             _ => return reply.error(Errno::ENOENT),
         };
         reply.entry(&TTL, &self.attr(ino), Generation(0));
@@ -125,7 +135,7 @@ impl fuser::Filesystem for Fs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match ino {
-            INodeNo::ROOT | DISK | DELAY => reply.attr(&TTL, &self.attr(ino)),
+            INodeNo::ROOT | DISK | DELAY | REQUESTS => reply.attr(&TTL, &self.attr(ino)),
             _ => reply.error(Errno::ENOENT),
         }
     }
@@ -153,6 +163,7 @@ impl fuser::Filesystem for Fs {
         match (ino, size) {
             (DISK, Some(s)) if s != self.size => reply.error(Errno::EPERM),
             (INodeNo::ROOT | DISK | DELAY, _) => reply.attr(&TTL, &self.attr(ino)),
+            (REQUESTS, _) => reply.error(Errno::EACCES),
             _ => reply.error(Errno::ENOENT),
         }
     }
@@ -161,7 +172,7 @@ impl fuser::Filesystem for Fs {
         // Direct I/O: every read and write comes to us, none is answered
         // from a page cache of this file.
         match ino {
-            DISK | DELAY => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
+            DISK | DELAY | REQUESTS => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
             _ => reply.error(Errno::EISDIR),
         }
     }
@@ -178,8 +189,8 @@ impl fuser::Filesystem for Fs {
         reply: ReplyData,
     ) {
         let arrived = Instant::now();
-        if ino == DELAY {
-            let text = self.delay_text();
+        if ino == DELAY || ino == REQUESTS {
+            let text = if ino == DELAY { self.delay_text() } else { self.requests_text() };
             let from = (offset as usize).min(text.len());
             return reply.data(&text.as_bytes()[from..(from + size as usize).min(text.len())]);
         }
@@ -213,6 +224,9 @@ impl fuser::Filesystem for Fs {
         reply: ReplyWrite,
     ) {
         let arrived = Instant::now();
+        if ino == REQUESTS {
+            return reply.error(Errno::EACCES);
+        }
         if ino == DELAY {
             return match std::str::from_utf8(data).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
                 Some(ns) if offset == 0 && ns <= 10_000_000_000 => {
@@ -272,6 +286,7 @@ impl fuser::Filesystem for Fs {
             (INodeNo::ROOT, FileType::Directory, ".."),
             (DISK, FileType::RegularFile, "disk.img"),
             (DELAY, FileType::RegularFile, "delay_ns"),
+            (REQUESTS, FileType::RegularFile, "requests"),
         ];
         for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
             if reply.add(*ino, (i + 1) as u64, *kind, name) {

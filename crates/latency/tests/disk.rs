@@ -45,6 +45,12 @@ fn bytes_pass_and_the_delay_is_what_was_set() {
         assert!((added - want).abs() <= 0.1 * want, "{ms} ms requested, {added} ns added (base {base} ns)");
     }
     assert!(inj.counts().reads.load(Relaxed) >= 400);
+    // The requests file counts every request served, and is not writable.
+    let before: u64 = std::fs::read_to_string(mnt.join("requests")).unwrap().trim().parse().unwrap();
+    probe(&inj.image(), 10).unwrap();
+    let after: u64 = std::fs::read_to_string(mnt.join("requests")).unwrap().trim().parse().unwrap();
+    assert_eq!(after - before, 10);
+    assert!(std::fs::write(mnt.join("requests"), "0").is_err());
 }
 
 #[test]
