@@ -1,6 +1,7 @@
 //! `kansoku lab transfer --cores 1,2,4,8,14,16,28`: the first experiment of
 //! seeds/000. One core-second of a real `perf record -e cpu-clock -F 10000
-//! -a` recording (under stress-ng, or `--recording`), replicated to n cores
+//! -a` recording (the committed one made under stress-ng, `--record` for a
+//! fresh one, or `--recording`), replicated to n cores
 //! as the paper did, is sent every second to a real `kansoku server`
 //! (fsync always) the way each mode sends it:
 //! - `single`: one sender encodes every core's batch and sends one frame per
@@ -160,10 +161,29 @@ pub(crate) fn core_second(batches: &[EventBatch]) -> anyhow::Result<EventBatch> 
     Ok(out)
 }
 
+/// The committed recording: one core-second (9,959 samples of CPU 1) of
+/// `perf record -e cpu-clock -F 10000 -a -- stress-ng --cpu 0` on this
+/// class of machine (2 vCPUs, AMD EPYC, Linux 6.18), as `perf script`
+/// text, zstd-compressed (57 KB). The default, so the figure is the same
+/// capture on every machine and every run.
+const COMMITTED: &[u8] = include_bytes!("../../../experiments/replay/stress-ng-core-second.txt.zst");
+
+/// The committed recording's `perf script` text.
+fn committed() -> anyhow::Result<String> {
+    let text = zstd::stream::decode_all(COMMITTED).context("the committed recording is damaged")?;
+    String::from_utf8(text).context("the committed recording is not text")
+}
+
 /// The recording's per-CPU batches: `--recording` (perf.data or `perf
-/// script` text), else recorded now under stress-ng.
+/// script` text), `--record` (recorded now under stress-ng), else the
+/// committed one.
 fn recording(args: &Args, dir: &Path) -> anyhow::Result<(Vec<EventBatch>, String)> {
     let (text, what) = match &args.recording {
+        None if !args.record => (
+            committed()?,
+            "the committed recording (experiments/replay/stress-ng-core-second.txt.zst; --record for a fresh one)"
+                .to_owned(),
+        ),
         Some(p) => {
             let head = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
             if head.starts_with(b"PERFILE2") {
@@ -425,5 +445,22 @@ impl Background {
             bail!("the replay sent nothing");
         }
         Ok(mean(&sent.latency))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default recording is the same core-second everywhere: every
+    /// sample of the committed capture, one CPU's second.
+    #[test]
+    fn the_committed_recording_is_one_core_second() {
+        let batches = crate::perf_script::parse(&committed().unwrap(), 0).unwrap();
+        assert_eq!(batches.len(), 1);
+        assert_eq!((batches[0].cpu, batches[0].len()), (1, 9959));
+        let second = core_second(&batches).unwrap();
+        assert_eq!(second.len(), 9959);
+        assert!(second.time.iter().all(|&t| (0..1_000_000_000).contains(&t)));
     }
 }

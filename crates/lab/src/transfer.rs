@@ -60,9 +60,15 @@ pub struct Args {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "single,per-core,staggered,set")]
     pub mode: Vec<crate::replay::Mode>,
     /// The recording to replay (perf.data or `perf script` text); default:
-    /// `perf record -e cpu-clock -F 10000 -a` under stress-ng, made now.
-    #[arg(long)]
+    /// the committed one (experiments/replay/, carried in the binary: one
+    /// core-second of `perf record -e cpu-clock -F 10000 -a` under
+    /// stress-ng on this class of machine), so the figure is reproducible.
+    #[arg(long, conflicts_with = "record")]
     pub recording: Option<PathBuf>,
+    /// Record a fresh core-second now instead (under stress-ng; needs perf
+    /// and stress-ng): the figure then depends on what else runs.
+    #[arg(long)]
+    pub record: bool,
     /// Core-seconds sent per configuration, a second apart (with --cores).
     #[arg(long, default_value_t = 10)]
     pub rounds: usize,
