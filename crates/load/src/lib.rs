@@ -297,10 +297,15 @@ async fn connection(
     let h2head = if cfg.http2 { h2_head(&cfg) } else { None };
     let mut stream: Option<TcpStream> = None;
     let mut buf = Buf { bytes: vec![0; http::HEAD_MAX], lo: 0, hi: 0 };
-    tokio::time::sleep_until(start.into()).await;
-    // Open loop: sends on time to the microsecond (tokio's timer, to the
-    // millisecond, where no timerfd can be had).
-    let timer = cfg.rate.and_then(|_| Precise::new().ok());
+    // The start to the microsecond: hosts given one instant begin together
+    // (tokio's timer, to the millisecond, where no timerfd can be had).
+    let timer = Precise::new().ok();
+    match &timer {
+        Some(t) if t.sleep_until(start).await.is_ok() => {}
+        _ => tokio::time::sleep_until(start.into()).await,
+    }
+    // Open loop: sends on time to the microsecond, by the same timer.
+    let timer = if cfg.rate.is_some() { timer } else { None };
     let deadline = tokio::time::sleep_until((start + cfg.timeout).into());
     // Request loops in the run: each connection's streams.
     let loops = (cfg.connections * cfg.streams) as u64;
