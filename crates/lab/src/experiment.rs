@@ -122,10 +122,9 @@ fn point_label(p: &Point) -> String {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let exp = Experiment::load(&args.file).map_err(anyhow::Error::msg)?;
+    let mut exp = Experiment::load(&args.file).map_err(anyhow::Error::msg)?;
     let dir = args.file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).canonicalize()?;
     let seed = args.seed.unwrap_or_else(|| clock::realtime_ns() as u64);
-    let mut exp = exp;
     if let Some(url) = &args.telemetry {
         match &mut exp.telemetry {
             Some(t) => t.server = Some(url.clone()),
