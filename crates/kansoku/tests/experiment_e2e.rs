@@ -130,6 +130,8 @@ fn telemetry_metrics_come_from_each_runs_window() {
     let k = common::up(&dir.path().join("k"));
     let base = format!("http://{}", k.addr);
     let file = dir.path().join("tele.toml");
+    // The workload lasts a second (its `sleep 1` is what it does, not a wait
+    // for anything): a window of ten collector rounds for `rate()`.
     std::fs::write(
         &file,
         format!(

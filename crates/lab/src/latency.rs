@@ -193,7 +193,7 @@ fn calibrate_relay(steps: &[u64], round_trips: usize, tolerance: f64) -> anyhow:
     eprintln!(
         "calibration ({round_trips} round trips of 64 bytes per step, through the relay at the step against the relay at 0, halved):"
     );
-    eprintln!("{:>12} {:>14} {:>14} {:>10}", "one way", "added p50", "added p99", "honoured");
+    calibration_head("one way");
     let mut out = Vec::new();
     for &ns in steps {
         let ((p50, p99), floor) = latency::relay::calibrate(std::time::Duration::from_nanos(ns), round_trips)?;
@@ -209,13 +209,7 @@ fn calibrate_relay(steps: &[u64], round_trips: usize, tolerance: f64) -> anyhow:
             calibrate::allowance_ns(ns, steps, tolerance),
         );
         let s = Step { added_p50_ns: p50, added_p99_ns: p99, ..s };
-        eprintln!(
-            "{:>9} ns {:>11.0} ns {:>11.0} ns {:>10}",
-            ns,
-            s.added_p50_ns,
-            s.added_p99_ns,
-            if s.honoured { "yes" } else { "NO" }
-        );
+        calibration_row(ns, ns, &s);
         out.push((s, ns));
     }
     Ok(out)
@@ -320,22 +314,32 @@ fn calibrate_steps(steps: &[u64], lib: &Path, calls: usize, tolerance: f64) -> a
     eprintln!(
         "calibration (up to {calls} timed pread calls per measurement, about 0.2 s of delay at most; medians of 3); the busy-wait overshoots by {overshoot} ns (at 10 us), subtracted from each setting:"
     );
-    eprintln!("{:>12} {:>12} {:>14} {:>14} {:>10}", "requested", "set", "added p50", "added p99", "honoured");
+    calibration_head("requested");
     let mut out = Vec::new();
     for &ns in steps {
         let set = if ns == 0 { 0 } else { ns.saturating_sub(overshoot).max(1) };
         let s = measure(lib, calls, ns, set, calibrate::allowance_ns(ns, steps, tolerance))?;
-        eprintln!(
-            "{:>10} ns {:>9} ns {:>11.0} ns {:>11.0} ns {:>10}",
-            ns,
-            set,
-            s.added_p50_ns,
-            s.added_p99_ns,
-            if s.honoured { "yes" } else { "NO" }
-        );
+        calibration_row(ns, set, &s);
         out.push((s, set));
     }
     Ok(out)
+}
+
+/// The calibration table's head and one row per step (the same columns for
+/// every injector: the relay's setting is the step itself).
+fn calibration_head(first: &str) {
+    eprintln!("{first:>12} {:>12} {:>14} {:>14} {:>10}", "set", "added p50", "added p99", "honoured");
+}
+
+fn calibration_row(ns: u64, set: u64, s: &Step) {
+    eprintln!(
+        "{:>9} ns {:>9} ns {:>11.0} ns {:>11.0} ns {:>10}",
+        ns,
+        set,
+        s.added_p50_ns,
+        s.added_p99_ns,
+        if s.honoured { "yes" } else { "NO" }
+    );
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -605,7 +609,7 @@ fn calibrate_disk(
         "calibration (4 KiB reads of the delayed image, up to {reads} per step, about 0.2 s of delay at most, against reads at 0 beside each); the FUSE round trip at 0: p50 {} ns, p99 {} ns (the injector's floor); a delayed request that sleeps overshoots by {overshoot} ns (at 500 us), subtracted from each such setting:",
         base.0, base.1
     );
-    eprintln!("{:>12} {:>12} {:>14} {:>14} {:>10}", "requested", "set", "added p50", "added p99", "honoured");
+    calibration_head("requested");
     let mut out = Vec::new();
     for &ns in steps {
         // Only a wait that sleeps pays the wakeup; one within the spin
@@ -614,14 +618,7 @@ fn calibrate_disk(
         let set = if ns <= spin { ns } else { ns.saturating_sub(overshoot).max(spin) };
         let (base, with) = measure(set, reads_for(ns))?;
         let s = calibrate::judge(ns, base, with, calibrate::allowance_ns(ns, steps, tolerance));
-        eprintln!(
-            "{:>9} ns {:>9} ns {:>11.0} ns {:>11.0} ns {:>10}",
-            ns,
-            set,
-            s.added_p50_ns,
-            s.added_p99_ns,
-            if s.honoured { "yes" } else { "NO" }
-        );
+        calibration_row(ns, set, &s);
         out.push((s, set));
     }
     Ok(out)

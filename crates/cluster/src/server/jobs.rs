@@ -181,36 +181,31 @@ impl Jobs {
             }
         }
         let start_ns = model::Timestamp::now().as_nanos() + start_in.as_nanos() as i64;
-        let mut runs = Vec::with_capacity(targets.len());
-        let mut answers = Vec::with_capacity(targets.len());
+        // Every order out first (none waits for another's answer), then the answers.
+        let mut sent = Vec::with_capacity(targets.len());
         for (host, orders, offset_ns, rtt_ns) in targets {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let (tx, rx) = oneshot::channel();
             self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, (host.clone(), tx));
             let agent_start = start_ns + offset_ns;
             let order = Order { id, kind: kind.to_owned(), start_ns: agent_start, args: args.to_vec() };
-            let sent = orders.try_send(order).is_ok();
-            answers.push((id, sent.then_some(rx)));
-            runs.push(AgentRun {
-                host,
-                offset_ns,
-                rtt_ns,
-                start_ns: agent_start,
-                result: Err(JobError::Lost(String::new())),
-            });
+            let rx = orders.try_send(order).is_ok().then_some(rx);
+            sent.push((host, offset_ns, rtt_ns, agent_start, id, rx));
         }
         let until = tokio::time::Instant::now() + start_in + timeout;
-        for (run, (id, rx)) in runs.iter_mut().zip(answers) {
-            run.result = match rx {
-                None => Err(JobError::Lost(run.host.clone())),
+        let mut runs = Vec::with_capacity(sent.len());
+        for (host, offset_ns, rtt_ns, start_ns, id, rx) in sent {
+            let result = match rx {
+                None => Err(JobError::Lost(host.clone())),
                 Some(rx) => match tokio::time::timeout_at(until, rx).await {
                     Ok(Ok(Ok(body))) => Ok(body),
-                    Ok(Ok(Err(why))) => Err(JobError::Failed(run.host.clone(), why)),
-                    Ok(Err(_)) => Err(JobError::Lost(run.host.clone())),
-                    Err(_) => Err(JobError::Timeout(run.host.clone(), start_in + timeout)),
+                    Ok(Ok(Err(why))) => Err(JobError::Failed(host.clone(), why)),
+                    Ok(Err(_)) => Err(JobError::Lost(host.clone())),
+                    Err(_) => Err(JobError::Timeout(host.clone(), start_in + timeout)),
                 },
             };
             self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
+            runs.push(AgentRun { host, offset_ns, rtt_ns, start_ns, result });
         }
         Ok((start_ns, runs))
     }

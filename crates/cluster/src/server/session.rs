@@ -42,11 +42,17 @@ impl Session<'_> {
         loop {
             let msg = tokio::select! {
                 m = frames.recv() => m.unwrap_or(Err(NetError::Closed)),
-                Some(order) = next_order(&mut self.orders) => {
-                    out.clear();
-                    Msg::Job { id: order.id, kind: order.kind, start_ns: order.start_ns, args: order.args }.encode(&mut out);
-                    wr.write_all(&out).await?;
-                    wr.flush().await?;
+                order = next_order(&mut self.orders) => {
+                    match order {
+                        Some(o) => {
+                            out.clear();
+                            Msg::Job { id: o.id, kind: o.kind, start_ns: o.start_ns, args: o.args }.encode(&mut out);
+                            wr.write_all(&out).await?;
+                            wr.flush().await?;
+                        }
+                        // A newer connection of this host took its offer over.
+                        None => self.orders = None,
+                    }
                     continue;
                 }
                 _ = ping.tick() => {
