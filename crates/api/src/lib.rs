@@ -90,6 +90,9 @@ pub struct ApiState {
     pub closing: Arc<tokio::sync::watch::Sender<bool>>,
     /// The fragmentation maps kept (`up --fragmentation`) and the paths scanned.
     pub fragmentation: Option<(extents::Snapshots, Vec<std::path::PathBuf>)>,
+    /// Agents' binaries and kernel symbol tables (`kansoku server`): what
+    /// names other hosts' samples.
+    pub symbols: Option<Arc<symstore::SymStore>>,
 }
 
 impl ApiState {
@@ -112,6 +115,7 @@ impl ApiState {
             http: Arc::default(),
             closing: Arc::new(tokio::sync::watch::channel(false).0),
             fragmentation: None,
+            symbols: None,
         }
     }
 

@@ -77,6 +77,7 @@ async fn scan<T: Send + 'static>(
     f: impl FnOnce(&Request, Vec<EventBatch>, u64, &Procs) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
     let store = Arc::clone(&st.store);
+    let symbols = st.symbols.clone();
     st.guard
         .run(move || {
             let (batches, corrupt) = store.events().scan(&req.query, want);
@@ -92,13 +93,47 @@ async fn scan<T: Send + 'static>(
             // Streams sampled on another boot (or machine) say so in their
             // `boot` label; streams without one (imports) are taken as this one's.
             let here = perf::boot_id();
-            procs.set_foreign(batches.iter().any(|(k, _)| k.get("boot").is_some_and(|b| Some(b) != here.as_deref())));
+            // The newest foreign boot's kernel table names kernel frames
+            // (a range spanning a reboot of the host names the older
+            // boot's kernel frames from the newer table: rarely right).
+            let foreign = batches
+                .iter()
+                .filter_map(|(k, b)| Some((b.time.last().copied()?, k.get("boot")?)))
+                .filter(|(_, boot)| Some(*boot) != here.as_deref())
+                .max()
+                .map(|(_, boot)| boot.to_owned());
+            procs.set_foreign(foreign.is_some());
+            let table = foreign.as_deref().and_then(symstore::Key::kallsyms);
+            if let (Some(symbols), Some(key)) = (&symbols, &table)
+                && let Some(path) = symbols.path(key)
+            {
+                symbols.touch(key);
+                procs.set_kallsyms(path);
+            }
             let mut batches: Vec<EventBatch> = batches.into_iter().map(|(_, b)| b).collect();
             batches.sort_by_key(|b| b.time.first().copied().unwrap_or(i64::MIN));
             for b in &batches {
                 procs.add(&b.procs);
             }
-            Ok(f(&req, batches, corrupt, &procs))
+            if let Some(symbols) = &symbols {
+                let lacking: Vec<(Vec<u8>, String)> = procs
+                    .build_ids()
+                    .into_iter()
+                    .filter_map(|id| Some((id.to_vec(), symbols.why_lacking(&symstore::Key::binary(id)?)?)))
+                    .collect();
+                for (id, why) in lacking {
+                    procs.set_lacking(id, why);
+                }
+            }
+            let out = f(&req, batches, corrupt, &procs);
+            if let Some(symbols) = &symbols {
+                for id in procs.used() {
+                    if let Some(key) = symstore::Key::binary(&id) {
+                        symbols.touch(&key);
+                    }
+                }
+            }
+            Ok(out)
         })
         .await?
 }

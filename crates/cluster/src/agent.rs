@@ -41,6 +41,10 @@ pub struct AgentConfig {
     pub ack_timeout: Duration,
     /// Jobs this agent takes from the server (`--jobs`); None: none.
     pub jobs: Option<JobRunner>,
+    /// The data directory whose symbol sources (`symstore`'s layout: the
+    /// sampler's build-id cache, each boot's kernel table) the server may
+    /// ask for; None: it is told they are not kept.
+    pub symbols: Option<std::path::PathBuf>,
 }
 
 /// What runs a job the server hands the agent: `(kind, start_ns on this
@@ -89,6 +93,7 @@ impl AgentConfig {
             window: 64,
             ack_timeout: Duration::from_secs(10),
             jobs: None,
+            symbols: None,
         }
     }
 }
@@ -102,6 +107,9 @@ pub struct SenderStats {
     pub sent_samples: AtomicU64,
     pub wire_bytes: AtomicU64,
     pub acked_batches: AtomicU64,
+    /// Symbol sources sent whole, and their compressed bytes.
+    pub symbols_sent: AtomicU64,
+    pub symbols_bytes: AtomicU64,
     pub last_error: Mutex<String>,
 }
 
@@ -124,7 +132,7 @@ impl std::fmt::Debug for Agent {
 }
 
 /// The agent's own series, sent with every batch.
-const OWN: [&str; 10] = [
+const OWN: [&str; 12] = [
     "kansoku_agent_spool_bytes",
     "kansoku_agent_spool_limit_bytes",
     "kansoku_agent_spool_dropped_batches_total",
@@ -135,6 +143,8 @@ const OWN: [&str; 10] = [
     "kansoku_agent_connects_total",
     "kansoku_agent_connected",
     "kansoku_agent_sent_samples_total",
+    "kansoku_agent_symbols_sent_total",
+    "kansoku_agent_symbols_wire_bytes_total",
 ];
 
 impl Agent {
@@ -224,6 +234,8 @@ impl Agent {
             self.sender.connects.load(Ordering::Relaxed) as f64,
             f64::from(u8::from(self.sender.connected.load(Ordering::Relaxed))),
             self.sender.sent_samples.load(Ordering::Relaxed) as f64,
+            self.sender.symbols_sent.load(Ordering::Relaxed) as f64,
+            self.sender.symbols_bytes.load(Ordering::Relaxed) as f64,
         ];
         let last = pending.last_mut().expect("pending rounds");
         last.points.extend(own.iter().copied().zip(values));
@@ -369,6 +381,8 @@ impl Agent {
         let mut inflight: std::collections::VecDeque<(u64, Instant)> = Default::default();
         let mut newest = self.spool.watch();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // Symbol sources packed on blocking threads, sent from here.
+        let (packed_tx, mut packed) = tokio::sync::mpsc::unbounded_channel();
         // A result left by an earlier connection.
         self.job.ended.notify_one();
         loop {
@@ -435,8 +449,32 @@ impl Agent {
                             wr.flush().await?;
                         }
                     }
+                    Some(Ok((Msg::Need { kind, ids }, _))) => self.pack(kind, ids, packed_tx.clone()),
                     Some(Ok((Msg::Reject { reason }, _))) => return Err(NetError::Rejected(reason)),
                     Some(Ok((m, _))) => return Err(NetError::Protocol(format!("unexpected {} from the server", m.name()))),
+                },
+                Some((kind, id, result)) = packed.recv() => {
+                    out.clear();
+                    match result {
+                        Ok(bytes) => {
+                            let total = bytes.len() as u64;
+                            for (i, chunk) in bytes.chunks(symstore::CHUNK).enumerate() {
+                                let offset = (i * symstore::CHUNK) as u64;
+                                Msg::Blob { kind, id: id.clone(), offset, total, data: chunk.to_vec() }.encode(&mut out);
+                                wr.write_all(&out).await?;
+                                self.sender.wire_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                                out.clear();
+                            }
+                            self.sender.symbols_sent.fetch_add(1, Ordering::Relaxed);
+                            self.sender.symbols_bytes.fetch_add(total, Ordering::Relaxed);
+                        }
+                        Err(reason) => {
+                            tracing::info!("agent: the server asked for {id}: {reason}");
+                            Msg::Lacks { kind, id, reason }.encode(&mut out);
+                            wr.write_all(&out).await?;
+                        }
+                    }
+                    wr.flush().await?;
                 },
                 _ = self.job.ended.notified() => {
                     // Copied, and taken only once sent: a connection that
@@ -469,6 +507,25 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// Packs the sources `ids` of `kind` the server asked for, one after
+    /// another on a blocking thread, each handed to `done` (bytes, or why not).
+    fn pack(&self, kind: u8, ids: Vec<String>, done: tokio::sync::mpsc::UnboundedSender<Packed>) {
+        let root = self.cfg.symbols.clone();
+        tokio::task::spawn_blocking(move || {
+            for id in ids {
+                let key = symstore::Kind::from_code(kind).and_then(|k| symstore::Key::new(k, &id));
+                let result = match (&root, key) {
+                    (_, None) => Err(format!("not a symbol source this agent knows: {kind}/{id:?}")),
+                    (None, _) => Err("this agent keeps no symbol sources (it does not sample)".to_owned()),
+                    (Some(root), Some(key)) => symstore::pack(root, &key),
+                };
+                if done.send((kind, id, result)).is_err() {
+                    return; // The connection closed: the next one is asked anew.
+                }
+            }
+        });
     }
 
     /// Starts job `id` on a thread of its own, or says why not.
@@ -509,6 +566,9 @@ impl Agent {
         self.spool.push(Kind::Events, events, time_ns, &body)
     }
 }
+
+/// A symbol source packed for the server: (kind, id, bytes or why not).
+type Packed = (u8, String, Result<Vec<u8>, String>);
 
 /// The stream and batches of a spooled event record (`spool_events`).
 fn split_events(body: &[u8]) -> Result<(SeriesKey, Vec<Vec<u8>>), NetError> {

@@ -44,10 +44,17 @@ pub struct IngestArgs {
     /// Largest frame accepted, bytes.
     #[arg(long, default_value_t = wire::FRAME_MAX)]
     max_frame: u32,
+    /// Bytes of agents' binaries and kernel symbol tables kept to name their
+    /// samples (DATA/buildid, DATA/kallsyms); past it the least recently
+    /// used go (and are asked for again when samples name them).
+    #[arg(long, default_value = "2G", value_parser = model::parse_bytes)]
+    symbols_budget: u64,
 }
 
 pub struct IngestSetup {
     pub config: ServerConfig,
+    /// `--symbols-budget`: the symbol store opens with the data directory.
+    pub symbols_budget: u64,
     pub listener: std::net::TcpListener,
 }
 
@@ -81,7 +88,7 @@ pub fn ingest_setup(args: &IngestArgs) -> anyhow::Result<IngestSetup> {
         tls,
         ..ServerConfig::default()
     };
-    Ok(IngestSetup { config, listener })
+    Ok(IngestSetup { config, listener, symbols_budget: args.symbols_budget })
 }
 
 #[derive(clap::Args, Debug)]
@@ -180,6 +187,8 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     cfg.tls = tls;
     cfg.spool_limit = args.spool_size.0;
     cfg.ack_timeout = args.ack_timeout;
+    // The sampler keeps the binaries it saw there; the server asks for them.
+    cfg.symbols = Some(args.data.clone());
     if !args.jobs.is_empty() {
         cfg.jobs = Some(cluster::agent::JobRunner {
             kinds: args.jobs.clone(),
@@ -193,6 +202,12 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         // The sampler's figures travel with every batch, beside the agent's own.
         let stats = Arc::clone(&sampler.stats);
         agent.add_figures(Box::new(move || stats.figures()));
+        // This boot's kernel symbols, for the server to name kernel frames
+        // with (kept: samples of this boot may reach it after a reboot).
+        let boot = perf::boot_id().unwrap_or_default();
+        if let Err(e) = symstore::snapshot_kallsyms(&args.data, &boot) {
+            tracing::warn!("perf: kernel symbols of boot {boot:?} not kept ({e}); the server will not name kernel frames");
+        }
     }
     let tracer = args.trace.start(&host);
     let mut others: Vec<(&'static str, node::agent::Producer)> = Vec::new();

@@ -354,8 +354,19 @@ fn serve(
     }
 
     let ingest = match ingest {
-        Some(setup) => {
+        Some(mut setup) => {
             state.tokens = setup.config.tokens.clone();
+            let symbols = symstore::SymStore::open(&args.data, setup.symbols_budget)
+                .with_context(|| format!("open the symbol store in {}", args.data.display()))?;
+            let symbols = Arc::new(symbols);
+            setup.config.symbols = Some(Arc::clone(&symbols));
+            state.symbols = Some(Arc::clone(&symbols));
+            let report = Arc::clone(&symbols);
+            state.reports.push(api::Report("symbols", Arc::new(move || report.report())));
+            let every = args.interval.max(Duration::from_secs(1));
+            jobs.spawn("symbols", move |tx, stop| {
+                node::jobs::report_series("kansoku_symbols", every, || symbols.report(), &tx, &stop);
+            })?;
             let ingest = Arc::new(cluster::server::Ingest::new(Arc::clone(&store), state.live.clone(), setup.config));
             state.cluster = Some(api::ClusterView {
                 hosts: Arc::clone(&ingest.hosts),

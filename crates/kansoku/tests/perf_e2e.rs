@@ -359,5 +359,5 @@ fn another_boot_s_kernel_addresses_are_not_named_from_this_kernel() {
         (v["rows"][0]["symbol"].as_str().unwrap().to_owned(), v["rows"][0]["module"].clone(), v["samples"].clone())
     };
     assert_eq!(top("here"), ("schedule".to_owned(), "[kernel]".into(), 20.into()));
-    assert_eq!(top("far"), ("[unknown] (kernel of another boot)".to_owned(), "[kernel]".into(), 20.into()));
+    assert_eq!(top("far"), ("[unknown] (kernel of another boot: its symbol table not received)".to_owned(), "[kernel]".into(), 20.into()));
 }

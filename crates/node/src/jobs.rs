@@ -124,3 +124,41 @@ impl Jobs {
         first.map_or(Ok(()), Err)
     }
 }
+
+/// A producer storing a component's report as series (`prefix_key`, and
+/// `_total` for counters, as `/metrics` names them) at every boundary of
+/// `interval`, until `stop`: for components that have no thread of their
+/// own to put their figures in a batch (the server's symbol store).
+pub fn report_series(
+    prefix: &'static str,
+    interval: std::time::Duration,
+    report: impl Fn() -> Vec<model::report::Figure>,
+    sink: &SyncSender<Batch>,
+    stop: &AtomicBool,
+) {
+    let missed = std::sync::atomic::AtomicU64::new(0);
+    let mut declared = false;
+    clock::schedule::every(interval.as_nanos() as i64, stop, &missed, |t| {
+        let figures = report();
+        let mut b = Batch::new(model::Timestamp(t));
+        if !declared {
+            b.defs = figures
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let labels: Vec<(&str, &str)> = f.label.into_iter().collect();
+                    (i as u32, model::SeriesKey::new(f.metric(prefix), labels))
+                })
+                .collect();
+        }
+        b.points = figures.iter().enumerate().map(|(i, f)| (i as u32, f.as_f64())).collect();
+        // A full queue loses this round's figures only: the next one
+        // carries them all (and the definitions, until they went through).
+        match sink.try_send(b) {
+            Ok(()) => declared = true,
+            Err(std::sync::mpsc::TrySendError::Full(_)) => {}
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => return false,
+        }
+        true
+    });
+}

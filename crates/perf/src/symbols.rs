@@ -8,7 +8,13 @@
 //!   matches — so processes that have exited, and binaries since deleted or
 //!   replaced, resolve;
 //! - else through the live process's mappings (batches without a side band,
-//!   such as imports); else `[unknown] (comm, pid N)`.
+//!   such as imports), for samples of this boot;
+//! - another host's or boot's kernel addresses through the kernel symbol
+//!   table its agent sent ([`Procs::set_kallsyms`]), its binaries through
+//!   the files its agent sent by build id (the same cache directory);
+//! - else `[unknown] (why)`: the module and why it named nothing (no
+//!   symbol for the address, its file not received, no build id), or the
+//!   process where the address is in no mapping (JIT code, say).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -53,12 +59,40 @@ pub struct Procs {
     /// The samples are of another boot or machine: its kernel addresses
     /// and live processes are not this machine's to name.
     foreign: bool,
+    /// The kernel symbol table of the samples' boot, when foreign.
+    kallsyms: Option<PathBuf>,
+    /// Why a build id's file is not here, where its host said.
+    lacking: HashMap<Vec<u8>, String>,
+    /// Build ids whose cached files named something (for the cache's
+    /// least-recently-used order).
+    used: std::sync::Mutex<std::collections::HashSet<Vec<u8>>>,
 }
 
 impl Procs {
     /// `cache`: the build-id cache directory (files named by hex build id).
     pub fn new(cache: Option<PathBuf>) -> Procs {
-        Procs { by_pid: HashMap::new(), cache, foreign: false }
+        Procs { cache, ..Procs::default() }
+    }
+
+    /// Names the kernel addresses of foreign samples (see
+    /// [`Procs::set_foreign`]) from this copy of their boot's `/proc/kallsyms`.
+    pub fn set_kallsyms(&mut self, path: PathBuf) {
+        self.kallsyms = Some(path);
+    }
+
+    /// Says why the file of `build_id` is not in the cache (its host's answer).
+    pub fn set_lacking(&mut self, build_id: Vec<u8>, why: String) {
+        self.lacking.insert(build_id, why);
+    }
+
+    /// The build ids of every mapping the batches described.
+    pub fn build_ids(&self) -> std::collections::HashSet<&[u8]> {
+        self.by_pid.values().flat_map(|(_, maps)| maps.iter()).map(|m| &m.build_id[..]).filter(|b| !b.is_empty()).collect()
+    }
+
+    /// The build ids whose cached files were read to name addresses.
+    pub fn used(&self) -> Vec<Vec<u8>> {
+        self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect()
     }
 
     /// Marks the samples as another boot's or machine's (see
@@ -111,12 +145,34 @@ impl Procs {
         {
             let cached = dir.join(crate::procs::hex(&m.build_id));
             if cached.is_file() {
+                self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(m.build_id.clone());
                 return Some(cached);
             }
+        }
+        if self.foreign {
+            // Another machine's path names another file, if any.
+            return None;
         }
         let path = Path::new(&m.path);
         let same = m.build_id.is_empty() || crate::procs::build_id(path).is_some_and(|id| id == m.build_id);
         (path.is_file() && same).then(|| path.to_owned())
+    }
+
+    /// Why the addresses of mapping `m` named nothing: `found` says its
+    /// file was read.
+    fn why_unnamed(&self, m: &MapInfo, found: bool) -> String {
+        let module = module_name(Some(m.path.as_ref()));
+        if found {
+            format!("{module}: no symbol for the address")
+        } else if m.build_id.is_empty() {
+            format!("{module}: no build id, and not at its path here")
+        } else if let Some(why) = self.lacking.get(&m.build_id) {
+            format!("{module}: its host did not send it: {why}")
+        } else if self.foreign {
+            format!("{module}: not received from its host yet")
+        } else {
+            format!("{module}: gone from its path and not in the build-id cache")
+        }
     }
 }
 
@@ -127,53 +183,72 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
     let mut out = HashMap::new();
     let mut kernel: Vec<(u32, Addr)> = Vec::new();
     let mut user: HashMap<u32, Vec<Addr>> = HashMap::new();
-    // File -> (module, [(pid, ip, file offset)]).
-    type Offsets = (String, Vec<(u32, u64, u64)>);
-    let mut files: HashMap<PathBuf, Offsets> = HashMap::new();
+    // Why a user address named nothing, where its mapping says: (reason, module).
+    let mut why: HashMap<(u32, u64), (String, String)> = HashMap::new();
+    // File -> (module, [(pid, ip, file offset, mapping)]).
+    type Offsets<'a> = (String, Vec<(u32, u64, u64, &'a MapInfo)>);
+    let mut files: HashMap<PathBuf, Offsets<'_>> = HashMap::new();
     let mut file_of: HashMap<(Vec<u8>, String), Option<PathBuf>> = HashMap::new();
     for (pid, ip) in addrs {
         if ip >= KERNEL_MIN {
             kernel.push((pid, ip));
             continue;
         }
-        let found = procs.find(pid, ip).and_then(|m| {
-            let file = file_of.entry((m.build_id.clone(), m.path.clone())).or_insert_with(|| procs.file(m)).clone()?;
-            Some((file, m))
-        });
-        match found {
-            Some((file, m)) => {
+        let Some(m) = procs.find(pid, ip) else {
+            user.entry(pid).or_default().push(ip);
+            continue;
+        };
+        match file_of.entry((m.build_id.clone(), m.path.clone())).or_insert_with(|| procs.file(m)).clone() {
+            Some(file) => {
                 let e = files.entry(file).or_insert_with(|| (module_name(Some(m.path.as_ref())), Vec::new()));
-                e.1.push((pid, ip, m.file_offset(ip).expect("BUG: found by its range")));
+                e.1.push((pid, ip, m.file_offset(ip).expect("BUG: found by its range"), m));
             }
-            None => user.entry(pid).or_default().push(ip),
+            None => {
+                why.insert((pid, ip), (procs.why_unnamed(m, false), module_name(Some(m.path.as_ref()))));
+                user.entry(pid).or_default().push(ip);
+            }
         }
     }
     for (file, (module, addrs)) in files {
         let offsets: Vec<u64> = addrs.iter().map(|a| a.2).collect();
         let src = Source::Elf(Elf::new(&file));
         let syms = symbolizer.symbolize(&src, Input::FileOffset(&offsets)).ok();
-        for (i, &(pid, ip, _)) in addrs.iter().enumerate() {
+        for (i, &(pid, ip, _, m)) in addrs.iter().enumerate() {
             match syms.as_ref().and_then(|s| s[i].as_sym()) {
                 Some(sym) => {
                     out.insert((pid, ip), (sym.name.to_string(), module.clone()));
                 }
                 // Not in the file's symbols (stripped): perhaps the live
                 // process knows more; else unknown below.
-                None => user.entry(pid).or_default().push(ip),
+                None => {
+                    why.insert((pid, ip), (procs.why_unnamed(m, true), module.clone()));
+                    user.entry(pid).or_default().push(ip);
+                }
             }
         }
     }
-    if !kernel.is_empty() && procs.foreign {
-        for (pid, ip) in kernel {
-            out.insert((pid, ip), ("[unknown] (kernel of another boot)".into(), "[kernel]".into()));
-        }
-    } else if !kernel.is_empty() {
-        let addrs: Vec<Addr> = kernel.iter().map(|k| k.1).collect();
-        let src = Source::Kernel(Kernel { vmlinux: blazesym::MaybeDefault::None, ..Kernel::default() });
-        let syms = symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok();
+    if !kernel.is_empty() {
+        let table = match (&procs.kallsyms, procs.foreign) {
+            (_, false) => Some(blazesym::MaybeDefault::Default),
+            (Some(k), true) => Some(blazesym::MaybeDefault::Some(k.clone())),
+            (None, true) => None,
+        };
+        let syms = table.and_then(|kallsyms| {
+            let addrs: Vec<Addr> = kernel.iter().map(|k| k.1).collect();
+            let src = Source::Kernel(Kernel {
+                kallsyms,
+                vmlinux: blazesym::MaybeDefault::None,
+                debug_syms: false,
+                ..Kernel::default()
+            });
+            symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok()
+        });
         for (i, &(pid, ip)) in kernel.iter().enumerate() {
-            let name =
-                syms.as_ref().and_then(|s| s[i].as_sym()).map_or_else(|| "[unknown]".into(), |s| s.name.to_string());
+            let name = match syms.as_ref().and_then(|s| s[i].as_sym()) {
+                Some(sym) => sym.name.to_string(),
+                None if syms.is_some() => "[unknown]".into(),
+                None => "[unknown] (kernel of another boot: its symbol table not received)".into(),
+            };
             out.insert((pid, ip), (name, "[kernel]".into()));
         }
     }
@@ -186,9 +261,10 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         let syms =
             if pid > 0 && !procs.foreign { symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok() } else { None };
         for (i, &ip) in addrs.iter().enumerate() {
-            let named = match syms.as_ref().and_then(|s| s[i].as_sym()) {
-                Some(sym) => (sym.name.to_string(), module_name(sym.module.as_deref())),
-                None => (unknown.clone(), String::new()),
+            let named = match (syms.as_ref().and_then(|s| s[i].as_sym()), why.remove(&(pid, ip))) {
+                (Some(sym), _) => (sym.name.to_string(), module_name(sym.module.as_deref())),
+                (None, Some((reason, module))) => (format!("[unknown] ({reason})"), module),
+                (None, None) => (unknown.clone(), String::new()),
             };
             out.insert((pid, ip), named);
         }

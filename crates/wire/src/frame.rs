@@ -13,10 +13,13 @@ use model::SeriesKey;
 /// First bytes of every Hello: tells a kansoku ingest port from anything else.
 pub const MAGIC: [u8; 4] = *b"KNSK";
 /// Protocol version spoken by this build. Version 3 added jobs (`Offer`,
-/// `Job`, `JobDone`); a server accepts agents of [`VERSION_MIN`] too (they
-/// offer no jobs), an agent offers jobs only to a server that welcomed it
-/// with version 3 or later.
-pub const VERSION: u16 = 3;
+/// `Job`, `JobDone`), version 4 symbol uploads (`Need`, `Blob`, `Lacks`);
+/// a server accepts agents of [`VERSION_MIN`] too (they offer no jobs and
+/// are asked for no symbols), an agent offers jobs only to a server that
+/// welcomed it with version 3 or later.
+pub const VERSION: u16 = 4;
+/// The first version whose agents answer `Need`.
+pub const VERSION_SYMBOLS: u16 = 4;
 /// The oldest agent protocol a server of this build accepts.
 pub const VERSION_MIN: u16 = 2;
 /// Bytes of a frame header (length, checksum).
@@ -36,6 +39,9 @@ const T_PONG: u8 = 9;
 const T_OFFER: u8 = 10;
 const T_JOB: u8 = 11;
 const T_JOB_DONE: u8 = 12;
+const T_NEED: u8 = 13;
+const T_BLOB: u8 = 14;
+const T_LACKS: u8 = 15;
 
 /// The agent's introduction, the first frame of every connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,6 +120,28 @@ pub enum Msg {
         ok: bool,
         body: Vec<u8>,
     },
+    /// Server -> agent: send the symbol sources of `kind` (1: binaries by
+    /// hex build id, 2: kernel symbol tables by boot id) named by `ids`;
+    /// the server lacks them and names them in the agent's samples.
+    Need {
+        kind: u8,
+        ids: Vec<String>,
+    },
+    /// Agent -> server: the bytes at `offset` of the zstd-compressed
+    /// source `id` of `kind`, `total` compressed bytes in all.
+    Blob {
+        kind: u8,
+        id: String,
+        offset: u64,
+        total: u64,
+        data: Vec<u8>,
+    },
+    /// Agent -> server: it cannot send source `id` of `kind`, and why.
+    Lacks {
+        kind: u8,
+        id: String,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -147,6 +175,9 @@ impl Msg {
             Msg::Offer { .. } => "offer",
             Msg::Job { .. } => "job",
             Msg::JobDone { .. } => "job done",
+            Msg::Need { .. } => "need",
+            Msg::Blob { .. } => "blob",
+            Msg::Lacks { .. } => "lacks",
         }
     }
 
@@ -223,6 +254,25 @@ impl Msg {
                 put_u64(out, *id);
                 out.push(u8::from(*ok));
                 out.extend_from_slice(body);
+            }
+            Msg::Need { kind, ids } => {
+                out.push(T_NEED);
+                out.push(*kind);
+                put_strs(out, ids);
+            }
+            Msg::Blob { kind, id, offset, total, data } => {
+                out.push(T_BLOB);
+                out.push(*kind);
+                put_str(out, id);
+                put_u64(out, *offset);
+                put_u64(out, *total);
+                out.extend_from_slice(data);
+            }
+            Msg::Lacks { kind, id, reason } => {
+                out.push(T_LACKS);
+                out.push(*kind);
+                put_str(out, id);
+                put_str(out, reason);
             }
         }
         let body = &out[start + HEADER..];
@@ -376,6 +426,28 @@ pub fn decode_body(body: &[u8], crc: u32) -> Result<Msg, WireError> {
             };
             Msg::JobDone { id, ok, body: r.bytes(r.remaining()).unwrap_or_default().to_vec() }
         }
+        T_NEED => {
+            let bad = WireError::Malformed("need");
+            Msg::Need { kind: r.fixed::<1>().ok_or(bad.clone())?[0], ids: get_strs(&mut r).ok_or(bad)? }
+        }
+        T_BLOB => {
+            let bad = WireError::Malformed("blob");
+            Msg::Blob {
+                kind: r.fixed::<1>().ok_or(bad.clone())?[0],
+                id: r.str().ok_or(bad.clone())?.to_owned(),
+                offset: r.u64().ok_or(bad.clone())?,
+                total: r.u64().ok_or(bad)?,
+                data: r.bytes(r.remaining()).unwrap_or_default().to_vec(),
+            }
+        }
+        T_LACKS => {
+            let bad = WireError::Malformed("lacks");
+            Msg::Lacks {
+                kind: r.fixed::<1>().ok_or(bad.clone())?[0],
+                id: r.str().ok_or(bad.clone())?.to_owned(),
+                reason: r.str().ok_or(bad)?.to_owned(),
+            }
+        }
         t => return Err(WireError::UnknownType(t)),
     };
     if r.remaining() != 0 {
@@ -433,6 +505,11 @@ mod tests {
             },
             Msg::JobDone { id: 3, ok: true, body: vec![0, 1, 2] },
             Msg::JobDone { id: u64::MAX, ok: false, body: b"busy".to_vec() },
+            Msg::Need { kind: 1, ids: vec!["ab01".into(), "cd".into()] },
+            Msg::Need { kind: 2, ids: vec![] },
+            Msg::Blob { kind: 1, id: "ab01".into(), offset: 1 << 20, total: 3 << 20, data: vec![7; 1000] },
+            Msg::Blob { kind: 2, id: "boot".into(), offset: 0, total: 0, data: vec![] },
+            Msg::Lacks { kind: 2, id: "boot".into(), reason: "no table".into() },
         ]
     }
 

@@ -52,6 +52,9 @@ pub struct ServerConfig {
     pub ping_every: Duration,
     /// A connection silent this long is closed.
     pub idle_timeout: Duration,
+    /// Where symbol sources from agents are kept; None: agents are asked
+    /// for none (their frames are named only where this machine can).
+    pub symbols: Option<Arc<symstore::SymStore>>,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +67,7 @@ impl Default for ServerConfig {
             tls: None,
             ping_every: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(60),
+            symbols: None,
         }
     }
 }
@@ -138,6 +142,8 @@ pub struct Ingest {
     /// Series each host has created (not in the store before), across all
     /// its connections: what `max_series_per_agent` bounds.
     new_series: Mutex<HashMap<String, usize>>,
+    /// This machine's boot: samples of it are named by its own kernel table.
+    boot: Option<String>,
 }
 
 /// Connections between accept and a verified hello, at most; past it a new
@@ -158,6 +164,7 @@ impl Ingest {
             marks: Mutex::default(),
             agents,
             new_series: Mutex::default(),
+            boot: std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|b| b.trim().to_owned()),
         }
     }
 
@@ -290,15 +297,21 @@ impl Ingest {
         let mut session = Session {
             ingest: self,
             host: host.clone(),
+            owner: CONNECTIONS.fetch_add(1, Ordering::Relaxed),
+            sources_seen: std::collections::HashSet::new(),
             mark_key: seq_key(&host, &format!("{:016x}", hello.spool_id)),
             n_local: 0,
             pending: Vec::new(),
-            work: Some(Work::default()),
+            work: Some(Work::new(self.cfg.symbols.is_some() && hello.version >= wire::VERSION_SYMBOLS)),
+            found: (Vec::new(), None),
             probes: Vec::new(),
             orders: None,
         };
         let (mut frames, _reader) = net::spawn_reader(rd, self.cfg.max_frame);
         let result = session.run(&mut frames, &mut wr, &mark, generation).await;
+        if let Some(symbols) = &self.cfg.symbols {
+            symbols.release(session.owner);
+        }
         if let Some((n, _)) = &session.orders {
             self.jobs.withdraw(&host, *n);
         }
@@ -362,10 +375,20 @@ async fn reject<W: tokio::io::AsyncWrite + Unpin>(wr: &mut W, why: &str) -> Resu
     Err(NetError::Rejected(why.to_owned()))
 }
 
+/// Numbers connections, for the symbol sources each was asked for.
+static CONNECTIONS: AtomicU64 = AtomicU64::new(1);
+
 /// One agent connection's state.
 struct Session<'a> {
     ingest: &'a Ingest,
     host: String,
+    /// This connection among all (symbol sources asked of it are its claims).
+    owner: u64,
+    /// Symbol sources this connection's samples named that the server has,
+    /// or asked for: not looked at again.
+    sources_seen: std::collections::HashSet<symstore::Key>,
+    /// The build ids and boot the last event batch named.
+    found: (Vec<Vec<u8>>, Option<String>),
     /// `kansoku_ingest_seq{host,spool}`: where this spool's stored mark is kept.
     mark_key: SeriesKey,
     n_local: u32,

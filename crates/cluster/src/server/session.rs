@@ -100,8 +100,15 @@ impl Session<'_> {
                     self.store_batch(mark, generation, seq, frame_bytes, Payload::Events(stream, batches)).await?;
                     out.clear();
                     Msg::Ack { seq }.encode(&mut out);
+                    self.ask_sources(&mut out);
                     wr.write_all(&out).await?;
                     wr.flush().await?;
+                }
+                Msg::Blob { kind, id, offset, total, data } => self.blob(kind, &id, offset, total, data).await?,
+                Msg::Lacks { kind, id, reason } => {
+                    let (key, symbols) = self.source(kind, &id)?;
+                    tracing::info!("ingest: {}: lacks {key}: {reason}", self.host);
+                    symbols.lacks(&key, self.owner, &reason);
                 }
                 Msg::Pong { id, time_ns } => {
                     self.pong(id, time_ns).await?;
@@ -124,6 +131,69 @@ impl Session<'_> {
                     stats.rejected_protocol.fetch_add(1, Ordering::Relaxed);
                     return Err(NetError::Rejected(format!("unexpected {} from an agent", m.name())));
                 }
+            }
+        }
+    }
+
+    /// The symbol store and `kind`/`id` as a key, or a protocol error
+    /// (no agent sends sources it was not asked for).
+    fn source(&self, kind: u8, id: &str) -> Result<(symstore::Key, Arc<symstore::SymStore>), NetError> {
+        let symbols = self.ingest.cfg.symbols.clone();
+        let key = symstore::Kind::from_code(kind).and_then(|k| symstore::Key::new(k, id));
+        match (key, symbols) {
+            (Some(key), Some(symbols)) => Ok((key, symbols)),
+            _ => {
+                self.ingest.stats.rejected_protocol.fetch_add(1, Ordering::Relaxed);
+                Err(NetError::Rejected(format!("symbol source {kind}/{id:?} was not asked for")))
+            }
+        }
+    }
+
+    /// A chunk of a symbol source: taken on a blocking thread (the last
+    /// one decompresses and checks the whole). A refused upload is logged
+    /// and counted; the connection carries on.
+    async fn blob(&mut self, kind: u8, id: &str, offset: u64, total: u64, data: Vec<u8>) -> Result<(), NetError> {
+        let (key, symbols) = self.source(kind, id)?;
+        let owner = self.owner;
+        let host = self.host.clone();
+        tokio::task::spawn_blocking(move || match symbols.receive(&key, owner, offset, total, &data) {
+            Ok(Some(bytes)) => tracing::info!("ingest: {host}: received {key} ({bytes} bytes, {total} on the wire)"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("ingest: {host}: refused {e}"),
+        })
+        .await
+        .map_err(|e| NetError::Protocol(format!("symbol task: {e}")))
+    }
+
+    /// Asks the agent (appended to `out`) for the symbol sources its last
+    /// event batch named that no one has sent yet: the binaries of its
+    /// mappings by build id, and its boot's kernel symbols unless that is
+    /// this machine's boot (whose own table names them).
+    fn ask_sources(&mut self, out: &mut Vec<u8>) {
+        let (ids, boot) = std::mem::take(&mut self.found);
+        let Some(symbols) = &self.ingest.cfg.symbols else { return };
+        let this_boot = self.ingest.boot.as_deref();
+        let boot = boot.filter(|b| Some(b.as_str()) != this_boot).and_then(|b| symstore::Key::kallsyms(&b));
+        let keys = ids.iter().filter_map(|id| symstore::Key::binary(id)).chain(boot);
+        let (mut binaries, mut tables) = (Vec::new(), Vec::new());
+        for key in keys {
+            if self.sources_seen.contains(&key) {
+                continue;
+            }
+            if symbols.has(&key) {
+                self.sources_seen.insert(key);
+            } else if symbols.claim(&key, self.owner) {
+                match key.kind {
+                    symstore::Kind::Binary => binaries.push(key.id.clone()),
+                    symstore::Kind::Kallsyms => tables.push(key.id.clone()),
+                }
+                self.sources_seen.insert(key);
+            }
+        }
+        for (kind, ids) in [(symstore::Kind::Binary, binaries), (symstore::Kind::Kallsyms, tables)] {
+            if !ids.is_empty() {
+                tracing::debug!("ingest: {}: asking for {} {}", self.host, ids.len(), kind.name());
+                Msg::Need { kind: kind.code(), ids }.encode(out);
             }
         }
     }
@@ -212,6 +282,7 @@ impl Session<'_> {
             stats.unknown_series.fetch_add(figures.unknown, Ordering::Relaxed);
         }
         ingest.hosts.agent_figures(&self.host, &figures);
+        self.found = (figures.build_ids.clone(), figures.boot.clone());
         let (n_samples, n_events) = (figures.samples, figures.events);
         match result {
             Ok(appended) => {
@@ -299,6 +370,10 @@ pub struct Figures {
     pub backlog: Option<f64>,
     pub dropped: Option<f64>,
     pub spool_bytes: Option<f64>,
+    /// Build ids of the mappings an event batch named, and its stream's
+    /// boot (when the server keeps symbol sources).
+    pub build_ids: Vec<Vec<u8>>,
+    pub boot: Option<String>,
 }
 
 /// The part of a session that moves to the blocking thread for an append.
@@ -313,9 +388,16 @@ pub(super) struct Work {
     backlog_id: Option<u32>,
     dropped_id: Option<u32>,
     spool_bytes_id: Option<u32>,
+    /// Read the build ids and boot of event batches (for symbol sources).
+    pub(super) sources: bool,
 }
 
 impl Work {
+    /// `sources`: read the build ids and boot of event batches.
+    pub(super) fn new(sources: bool) -> Work {
+        Work { sources, ..Work::default() }
+    }
+
     pub(super) fn store(
         &mut self,
         store: &Store,
@@ -380,9 +462,28 @@ impl Work {
                         e => BatchError::Store(e),
                     },
                 )? as u64;
+                if self.sources {
+                    fig.boot = stream.get("boot").map(str::to_owned);
+                    fig.build_ids = build_ids(&encoded);
+                }
                 let mark = Batch { time: Timestamp::now(), defs, points: vec![seq_point] };
                 Ok(vec![store.append(&mut self.appender, &mark)?])
             }
         }
     }
+}
+
+/// The distinct build ids of the mappings stored event batches carry (their
+/// processes' side band; the other columns are skipped, not decoded).
+fn build_ids(encoded: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let none = codec::events::Want { time: false, pid: false, tid: false, ip: false, chain: false };
+    let mut ids: Vec<Vec<u8>> = encoded
+        .iter()
+        .filter_map(|e| codec::events::EventBatch::decode(e, none).ok())
+        .flat_map(|b| b.procs.into_iter().flat_map(|p| p.maps.into_iter().map(|m| m.build_id)))
+        .filter(|id| !id.is_empty())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
