@@ -381,8 +381,9 @@ impl Agent {
         let mut inflight: std::collections::VecDeque<(u64, Instant)> = Default::default();
         let mut newest = self.spool.watch();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        // Symbol sources packed on blocking threads, sent from here.
-        let (packed_tx, mut packed) = tokio::sync::mpsc::unbounded_channel();
+        // Symbol sources packed on blocking threads, sent from here (a
+        // packer waits while two it packed wait to be sent).
+        let (packed_tx, mut packed) = tokio::sync::mpsc::channel(2);
         // A result left by an earlier connection.
         self.job.ended.notify_one();
         loop {
@@ -510,18 +511,24 @@ impl Agent {
     }
 
     /// Packs the sources `ids` of `kind` the server asked for, one after
-    /// another on a blocking thread, each handed to `done` (bytes, or why not).
-    fn pack(&self, kind: u8, ids: Vec<String>, done: tokio::sync::mpsc::UnboundedSender<Packed>) {
+    /// another (smallest first) on a blocking thread, each handed to `done`
+    /// (bytes, or why not).
+    fn pack(&self, kind: u8, ids: Vec<String>, done: tokio::sync::mpsc::Sender<Packed>) {
         let root = self.cfg.symbols.clone();
         tokio::task::spawn_blocking(move || {
+            let key_of = |id: &str| symstore::Kind::from_code(kind).and_then(|k| symstore::Key::new(k, id));
+            let mut ids = ids;
+            if let Some(root) = &root {
+                ids.sort_by_cached_key(|id| key_of(id).map_or(0, |k| symstore::size(root, &k)));
+            }
             for id in ids {
-                let key = symstore::Kind::from_code(kind).and_then(|k| symstore::Key::new(k, &id));
+                let key = key_of(&id);
                 let result = match (&root, key) {
                     (_, None) => Err(format!("not a symbol source this agent knows: {kind}/{id:?}")),
                     (None, _) => Err("this agent keeps no symbol sources (it does not sample)".to_owned()),
                     (Some(root), Some(key)) => symstore::pack(root, &key),
                 };
-                if done.send((kind, id, result)).is_err() {
+                if done.blocking_send((kind, id, result)).is_err() {
                     return; // The connection closed: the next one is asked anew.
                 }
             }

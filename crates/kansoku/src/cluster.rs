@@ -206,7 +206,9 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         // with (kept: samples of this boot may reach it after a reboot).
         let boot = perf::boot_id().unwrap_or_default();
         if let Err(e) = symstore::snapshot_kallsyms(&args.data, &boot) {
-            tracing::warn!("perf: kernel symbols of boot {boot:?} not kept ({e}); the server will not name kernel frames");
+            tracing::warn!(
+                "perf: kernel symbols of boot {boot:?} not kept ({e}); the server will not name kernel frames"
+            );
         }
     }
     let tracer = args.trace.start(&host);

@@ -60,17 +60,8 @@ fn sampler_reports(addr: &str, host: &str) -> Live {
 
 /// Asks `check` at each sampler report of `host` until it answers `Ok`;
 /// fails after 30 reports with `what` and the last answer.
-fn until<T>(addr: &str, host: &str, what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let mut reports = sampler_reports(addr, host);
-    for _ in 0..30 {
-        match check() {
-            Ok(v) => return v,
-            Err(_) => {
-                reports.next_points();
-            }
-        }
-    }
-    check().unwrap_or_else(|last| panic!("{what}: not after 30 sampler reports; last: {last}"))
+fn until<T>(addr: &str, host: &str, what: &str, check: impl FnMut() -> Result<T, String>) -> T {
+    common::until(addr, &format!("kansoku_perf_samples_total{{host=\"{host}\"}}"), 30, what, check)
 }
 
 /// Until the sampler of `host` reports `at_least` samples taken.
@@ -359,5 +350,8 @@ fn another_boot_s_kernel_addresses_are_not_named_from_this_kernel() {
         (v["rows"][0]["symbol"].as_str().unwrap().to_owned(), v["rows"][0]["module"].clone(), v["samples"].clone())
     };
     assert_eq!(top("here"), ("schedule".to_owned(), "[kernel]".into(), 20.into()));
-    assert_eq!(top("far"), ("[unknown] (kernel of another boot: its symbol table not received)".to_owned(), "[kernel]".into(), 20.into()));
+    assert_eq!(
+        top("far"),
+        ("[unknown] (kernel of another boot: its symbol table not received)".to_owned(), "[kernel]".into(), 20.into())
+    );
 }

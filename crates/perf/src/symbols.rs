@@ -87,7 +87,12 @@ impl Procs {
 
     /// The build ids of every mapping the batches described.
     pub fn build_ids(&self) -> std::collections::HashSet<&[u8]> {
-        self.by_pid.values().flat_map(|(_, maps)| maps.iter()).map(|m| &m.build_id[..]).filter(|b| !b.is_empty()).collect()
+        self.by_pid
+            .values()
+            .flat_map(|(_, maps)| maps.iter())
+            .map(|m| &m.build_id[..])
+            .filter(|b| !b.is_empty())
+            .collect()
     }
 
     /// The build ids whose cached files were read to name addresses.
@@ -439,8 +444,67 @@ mod tests {
         foreign.set_foreign(true);
         let there = top(&counts, 10, &foreign);
         assert!(there.iter().any(|r| r.symbol == format!("[unknown] (pid {me})") && r.samples == 30), "{there:?}");
-        assert!(there.iter().any(|r| r.symbol == "[unknown] (kernel of another boot)" && r.samples == 10), "{there:?}");
+        let unnamed = "[unknown] (kernel of another boot: its symbol table not received)";
+        assert!(there.iter().any(|r| r.symbol == unnamed && r.samples == 10), "{there:?}");
         assert_eq!(foreign.comm(me), None, "not this machine's /proc");
+        // With its boot's table (here, a copy of this one's) they are named.
+        let copy = std::env::temp_dir().join(format!("kansoku-kallsyms-{me}"));
+        std::fs::write(&copy, std::fs::read("/proc/kallsyms").unwrap()).unwrap();
+        foreign.set_kallsyms(copy.clone());
+        let named = top(&counts, 10, &foreign);
+        std::fs::remove_file(&copy).unwrap();
+        let kernel_row = named.iter().find(|r| r.module == "[kernel]").unwrap();
+        assert!(!kernel_row.symbol.starts_with("[unknown]"), "{named:?}");
+    }
+
+    #[test]
+    fn an_unnamed_frame_says_why() {
+        let cache = tempfile_dir();
+        let map = |build_id: Vec<u8>, path: &str| MapInfo {
+            start: 0x1000,
+            end: 0x2000,
+            pgoff: 0,
+            build_id,
+            path: path.into(),
+        };
+        let mut procs = Procs::new(Some(cache.clone()));
+        procs.set_foreign(true);
+        procs.add(&[
+            ProcInfo { pid: 7, comm: "a".into(), maps: vec![map(vec![1, 2], "/opt/app/bin/server")] },
+            ProcInfo { pid: 8, comm: "b".into(), maps: vec![map(vec![], "/usr/bin/nobuildid")] },
+            ProcInfo { pid: 9, comm: "c".into(), maps: vec![map(vec![3, 4], "/usr/lib/libgone.so")] },
+        ]);
+        procs.set_lacking(vec![3, 4], "not in the agent's build-id cache".into());
+        let names = symbolize([(7, 0x1100), (8, 0x1100), (9, 0x1100), (9, 0x9000)], &procs);
+        assert_eq!(names[&(7, 0x1100)], ("[unknown] (server: not received from its host yet)".into(), "server".into()));
+        assert_eq!(
+            names[&(8, 0x1100)],
+            ("[unknown] (nobuildid: no build id, and not at its path here)".into(), "nobuildid".into())
+        );
+        assert_eq!(
+            names[&(9, 0x1100)],
+            (
+                "[unknown] (libgone.so: its host did not send it: not in the agent's build-id cache)".into(),
+                "libgone.so".into()
+            )
+        );
+        // In no mapping (JIT code, say): the process.
+        assert_eq!(names[&(9, 0x9000)], ("[unknown] (c, pid 9)".into(), String::new()));
+        // A file received but without a symbol there: said so.
+        std::fs::copy("/bin/true", cache.join("0102")).unwrap();
+        let names = symbolize([(7, 0x1100)], &procs);
+        assert_eq!(names[&(7, 0x1100)].0, "[unknown] (server: no symbol for the address)");
+        std::fs::remove_dir_all(&cache).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "kansoku-symbols-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
     }
 }
 

@@ -46,7 +46,8 @@ fn a_binary_travels_in_chunks_and_is_filed_by_its_build_id() {
     let s = SymStore::open(server.path(), 1 << 30).unwrap();
     assert!(s.has(&key));
     // No part or temporary file is left.
-    let names: Vec<_> = std::fs::read_dir(server.path().join(BINARIES)).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> =
+        std::fs::read_dir(server.path().join(BINARIES)).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, [std::ffi::OsString::from(&key.id)]);
 }
 

@@ -111,6 +111,23 @@ impl Live {
     }
 }
 
+/// Asks `check` at each `points` event of `selector` on the live tail (a
+/// new report of what is waited for, never a clock) until it answers
+/// `Ok`; fails after `n` events with `what` and the last answer. (A
+/// subscription per wait: one left unread for long would lag.)
+pub fn until<T>(addr: &str, selector: &str, n: usize, what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let mut reports = Live::open(addr, selector);
+    for _ in 0..n {
+        match check() {
+            Ok(v) => return v,
+            Err(_) => {
+                reports.next_points();
+            }
+        }
+    }
+    check().unwrap_or_else(|last| panic!("{what}: not after {n} reports of {selector}; last: {last}"))
+}
+
 /// Reads `n` `points` events from the live tail; returns their times (ns).
 pub fn live_times(addr: &str, selector: &str, n: usize) -> Vec<i64> {
     let mut live = Live::open(addr, selector);
