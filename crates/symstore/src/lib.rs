@@ -155,6 +155,12 @@ pub fn snapshot_kallsyms(root: &Path, boot: &str) -> io::Result<PathBuf> {
     Ok(dest)
 }
 
+/// Checks that `bytes` read as a kernel symbol table with addresses (what
+/// the server requires of one before it files it).
+pub fn check_table(bytes: &[u8]) -> Result<(), String> {
+    check_kallsyms(&mut &bytes[..])
+}
+
 /// Checks that `r` reads as a kernel symbol table with addresses: lines
 /// of `address type name [module]`, at least one address not zero.
 fn check_kallsyms(r: &mut impl BufRead) -> Result<(), String> {

@@ -1,3 +1,7 @@
+//! The symbol store against real files: a binary packed on one side and
+//! filed on the other, forged and hostile uploads refused, the budget kept
+//! by least recent use, ids that cannot name a path.
+
 use super::*;
 
 /// A real ELF with a build id, as an agent's cache holds it.
