@@ -1,4 +1,4 @@
-//! What `/proc/PID/{stat,io,status}`, cgroup files, mountinfo and the
+//! What `/proc/PID/{stat,io,status,smaps_rollup}`, cgroup files, mountinfo and the
 //! kernel's taskstats messages hold: any bytes are read or refused, never a panic; an exit that ends a
 //! process names it.
 #![no_main]
@@ -18,6 +18,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = tasks::procfs::parse_io(&text);
     let _ = tasks::procfs::parse_status(&text);
+    if let Some(pss) = tasks::procfs::parse_pss(&text) {
+        assert_eq!(pss % 1024, 0);
+    }
     let _ = tasks::cgroups::blkio_bytes(&text);
     let _ = tasks::cgroups::io_stat_bytes(&text);
     let _ = tasks::cgroups::pressure(&text);

@@ -198,6 +198,10 @@ struct Proc {
     ids: Vec<u32>,
     /// Open descriptors at the last count (NaN: not counted yet).
     fds: f64,
+    /// Proportional set size at the last read, bytes (NaN: not read yet).
+    pss: f64,
+    /// Its state letter at the last read of its `stat`.
+    state: u8,
     /// Its counters when it became the program it is now (an exec): what
     /// it did before is its old group's.
     base: Counters,
@@ -219,6 +223,8 @@ struct Group {
     /// This round's live members: their counters (since their exec), how
     /// many, threads, resident bytes.
     live: (Counters, u64, u64, u64),
+    /// This round's live members by state ([`procfs::STATES`]).
+    states: [u64; 5],
 }
 
 /// The processes producer.
@@ -523,6 +529,10 @@ impl Collector {
                     Some(Sample::Unchanged) => {
                         if let Some(p) = self.procs.get_mut(&pid) {
                             p.gone = 0;
+                            // No CPU since: not running now (if it was).
+                            if p.state == b'R' {
+                                p.state = b'S';
+                            }
                             cpu_now.insert(pid, 0.0);
                         }
                         continue;
@@ -532,6 +542,9 @@ impl Collector {
                 // A zombie has exited (its record, if any, is in or on its
                 // way); its figures stay in /proc until its parent reaps it.
                 if stat.state == b'Z' || stat.state == b'X' {
+                    if let Some(p) = self.procs.get_mut(&pid) {
+                        p.state = b'Z';
+                    }
                     self.fds.remove(&pid);
                     self.sched_fds.remove(&pid);
                     continue;
@@ -567,6 +580,8 @@ impl Collector {
                             tracked: false,
                             ids: Vec::new(),
                             fds: f64::NAN,
+                            pss: f64::NAN,
+                            state: stat.state,
                             base: Counters::default(),
                         },
                     );
@@ -579,6 +594,7 @@ impl Collector {
                 p.last = p.last.max(&c);
                 p.rss = stat.rss_pages * self.page;
                 p.threads = stat.num_threads;
+                p.state = stat.state;
                 p.ticks = stat.utime + stat.stime;
                 p.runtime = runtime;
                 p.gone = 0;
@@ -649,6 +665,7 @@ impl Collector {
         let mut groups = std::mem::take(&mut self.groups);
         for g in groups.values_mut() {
             g.live = (Counters::default(), 0, 0, 0);
+            g.states = [0; 5];
         }
         for p in self.procs.values() {
             if let Some(g) = groups.get_mut(&p.group) {
@@ -656,6 +673,8 @@ impl Collector {
                 g.live.1 += 1;
                 g.live.2 += p.threads;
                 g.live.3 += p.rss;
+                let name = procfs::state_name(p.state);
+                g.states[procfs::STATES.iter().position(|s| *s == name).expect("named from the list")] += 1;
             }
         }
         for (name, g) in &mut groups {
@@ -667,7 +686,8 @@ impl Collector {
             let mut c = g.dead;
             c.add(&lc);
             let values = values(&c, threads, rss, Some(procs), None);
-            b.points.extend(g.ids.iter().copied().zip(values));
+            let states = g.states.map(|n| n as f64);
+            b.points.extend(g.ids.iter().copied().zip(values.into_iter().chain(states)));
         }
         self.groups = groups;
         let mut procs = std::mem::take(&mut self.procs);
@@ -679,10 +699,18 @@ impl Collector {
             }
             // Counting descriptors reads a directory as long as the process
             // has descriptors: on its turn only (and when first tracked).
+            // So does its proportional set size (the kernel walks its page
+            // tables for it).
             if p.fds.is_nan() || (self.round_no + u64::from(*pid)).is_multiple_of(FULL_EVERY) {
-                p.fds = std::fs::read_dir(self.cfg.proc.join(&pid_s).join("fd")).map_or(f64::NAN, |d| d.count() as f64);
+                let dir = self.cfg.proc.join(&pid_s);
+                p.fds = std::fs::read_dir(dir.join("fd")).map_or(f64::NAN, |d| d.count() as f64);
+                p.pss = std::fs::read_to_string(dir.join("smaps_rollup"))
+                    .ok()
+                    .and_then(|t| procfs::parse_pss(&t))
+                    .map_or(f64::NAN, |b| b as f64);
             }
             let values = values(&p.last, p.threads, p.rss, None, Some(p.fds));
+            let values = values.into_iter().chain([p.pss]);
             b.points.extend(p.ids.iter().copied().zip(values).filter(|(_, v)| !v.is_nan()));
         }
         self.procs = procs;
@@ -802,8 +830,10 @@ const OWN: [&str; 5] = [
     "kansoku_processes_tracked",
 ];
 
-/// The series of a group (`prefix` namedprocess_namegroup) or a process
-/// (kansoku_process, with open descriptors), in the order [`values`] gives.
+/// The series of a group (`prefix` namedprocess_namegroup, with its
+/// members by state) or a process (kansoku_process, with open descriptors
+/// and its proportional set size), in the order [`values`] gives and then
+/// the states (a group) or the PSS (a process).
 fn series_keys(prefix: &str, labels: &[(&str, &str)], process: bool) -> Vec<SeriesKey> {
     let key = |m: &str, extra: Option<(&str, &str)>| {
         let mut l = labels.to_vec();
@@ -821,7 +851,13 @@ fn series_keys(prefix: &str, labels: &[(&str, &str)], process: bool) -> Vec<Seri
         key("num_threads", None),
         key("memory_bytes", Some(("memtype", "resident"))),
     ];
-    keys.push(if process { key("open_filedesc", None) } else { key("num_procs", None) });
+    if process {
+        keys.push(key("open_filedesc", None));
+        keys.push(key("memory_bytes", Some(("memtype", "proportionalResident"))));
+    } else {
+        keys.push(key("num_procs", None));
+        keys.extend(procfs::STATES.iter().map(|s| key("states", Some(("state", s)))));
+    }
     keys
 }
 

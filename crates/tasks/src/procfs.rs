@@ -1,4 +1,4 @@
-//! `/proc/PID/{stat,io,status}` read into numbers: pure parsers, fuzzed.
+//! `/proc/PID/{stat,io,status,smaps_rollup}` read into numbers: pure parsers, fuzzed.
 
 /// The fields of `/proc/PID/stat` kept (proc(5); fields counted from 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,5 +124,47 @@ mod tests {
         let s = parse_stat(&text).unwrap();
         assert_eq!(s.pid, std::process::id());
         assert!(s.num_threads >= 1 && s.rss_pages > 0);
+    }
+}
+
+/// The proportional set size of `/proc/PID/smaps_rollup` (its `Pss:` line,
+/// kB), in bytes: the process's resident pages, each shared page divided
+/// among the processes sharing it.
+pub fn parse_pss(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("Pss:"))?;
+    let mut f = line["Pss:".len()..].split_ascii_whitespace();
+    let kb: u64 = f.next()?.parse().ok()?;
+    (f.next() == Some("kB")).then_some(kb)?.checked_mul(1024)
+}
+
+/// The state of `/proc/PID/stat`'s letter, as process-exporter names it
+/// (`namedprocess_namegroup_states{state}`).
+pub fn state_name(state: u8) -> &'static str {
+    match state {
+        b'R' => "Running",
+        b'S' => "Sleeping",
+        b'D' => "Waiting",
+        b'Z' => "Zombie",
+        _ => "Other",
+    }
+}
+
+/// The states [`state_name`] names, in the order groups store them.
+pub const STATES: [&str; 5] = ["Running", "Sleeping", "Waiting", "Zombie", "Other"];
+
+#[cfg(test)]
+mod pss_tests {
+    use super::*;
+
+    #[test]
+    fn pss_is_read_from_smaps_rollup() {
+        let text = "55d0c8a00000-7ffd3000 ---p 00000000 00:00 0                          [rollup]\n\
+                    Rss:                3412 kB\nPss:                1207 kB\nPss_Dirty:           300 kB\n";
+        assert_eq!(parse_pss(text), Some(1207 * 1024));
+        assert_eq!(parse_pss("Pss: 12 MB\n"), None);
+        assert_eq!(parse_pss("Pss_Dirty: 1 kB\n"), None);
+        assert_eq!(parse_pss(&format!("Pss: {} kB\n", u64::MAX)), None, "overflow refused");
+        assert_eq!(state_name(b'D'), "Waiting");
+        assert_eq!(state_name(b'T'), "Other");
     }
 }
