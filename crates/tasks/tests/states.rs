@@ -19,7 +19,7 @@ fn members_are_counted_by_state_and_a_tracked_process_has_its_pss() {
     cfg.min_cpu = 0.05;
     let (mut c, _) = Collector::new(cfg, false);
     let spin = common_child(Command::new(&sh).args(["-c", "while :; do :; done"]));
-    let sleep = common_child(Command::new(&sh).args(["-c", "read x"]).stdin(std::process::Stdio::piped()));
+    let _sleeping = common_child(Command::new(&sh).args(["-c", "read x"]).stdin(std::process::Stdio::piped()));
     let stopped = common_child(Command::new(&sh).args(["-c", "while :; do :; done"]));
     assert!(Command::new("kill").args(["-STOP", &stopped.0.id().to_string()]).status().unwrap().success());
     let spin_pid = spin.0.id().to_string();
