@@ -292,7 +292,7 @@ test('the processes and cgroups tables: a busy program tops it with its sparklin
   }
 });
 
-test('SNMP targets in the cluster view: a heat-map row per target', async () => {
+test('SNMP targets in the cluster view: a heat-map row per target; loss marked where it happened', async () => {
   // Three fake agents (kansoku lab snmp-farm) on a port of their own.
   const port = 20000 + (process.pid % 20000);
   const farm = spawn(BIN, ['lab', 'snmp-farm', '--count', '3', '--first', '127.3.9.1', '--port', String(port)], { stdio: ['pipe', 'ignore', 'pipe'] });
@@ -315,6 +315,22 @@ test('SNMP targets in the cluster view: a heat-map row per target', async () => 
     assert.deepEqual(names.sort(), [1, 2, 3].map((i) => `127.3.9.${i}:${port}`));
     assert.match(await page.textContent('#count'), /^3 SNMP targets/);
     await page.screenshot({ path: OUT + 'cluster-snmp.png' });
+
+    // Faults on demand: the server stopped for 2.5 s (its collector misses
+    // rounds), the agents stopped (silent targets). Each is marked where it
+    // happened, its reason on hover.
+    const pause = (pid, ms) => { process.kill(pid, 'SIGSTOP'); return new Promise((ok) => setTimeout(() => { process.kill(pid, 'SIGCONT'); ok(); }, ms)); };
+    await pause(k.pid, 2500);
+    farm.kill('SIGSTOP');
+    await page.waitForFunction(() => window.__kansoku.heatMarks > 0 && window.__kansoku.markReasons.some((r) => r.startsWith('silent')),
+      null, { timeout: 30000 });
+    farm.kill('SIGCONT');
+    await page.screenshot({ path: OUT + 'cluster-snmp-silent.png' });
+    await page.goto(k.url + '/#view=host&host=snmp-web&range=1m');
+    await page.waitForSelector('.u-over .drops i.drop', { timeout: 30000 });
+    const ticks = await page.$$eval('.u-over .drops i.drop', (is) => is.map((i) => i.title));
+    assert.ok(ticks.some((t) => /collector round\(s\) missed: a round overran its interval or the machine stalled$/.test(t)), JSON.stringify(ticks));
+    await page.screenshot({ path: OUT + 'host-drops.png' });
     assert.deepEqual(errors, []);
   } finally {
     await k.stop();

@@ -33,6 +33,7 @@ export async function startKansoku(args) {
   return {
     url,
     data,
+    pid: child.pid,
     log: () => log,
     async stop() {
       const done = new Promise((ok) => child.on('exit', ok));

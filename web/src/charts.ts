@@ -4,6 +4,7 @@
 import uPlot from 'uplot';
 import { drawBands } from './alerts';
 import { Feed } from './feed';
+import { drawMarks } from './marks';
 import type { HeatMap } from './heatmap';
 import { app, rangeOf, setView, stats } from './state';
 import { fmt, stack } from './transform';
@@ -48,6 +49,7 @@ export function lineChart(el: HTMLElement, feed: Feed): Chart {
     series,
     hooks: {
       drawClear: [drawBands],
+      draw: [drawMarks],
       setSelect: [(u) => {
         if (u.select.width < 4) return;
         const from = u.posToVal(u.select.left, 'x'), to = u.posToVal(u.select.left + u.select.width, 'x');

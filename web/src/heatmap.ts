@@ -2,7 +2,8 @@
 // cell scaled up without smoothing; a tooltip per cell, a click per row.
 
 import { Feed } from './feed';
-import { $, POINTS, rangeOf, app } from './state';
+import { targetMarks } from './marks';
+import { $, POINTS, rangeOf, app, stats } from './state';
 import { fmt, heat } from './transform';
 
 /// 256 heat colours as little-endian RGBA words, for one store per cell.
@@ -37,7 +38,10 @@ export class HeatMap {
     const i = this.order[r], v = this.feed.columns.cols[i][k];
     tip.style.display = 'block';
     tip.style.left = `${e.pageX + 12}px`; tip.style.top = `${e.pageY + 12}px`;
-    tip.textContent = `${this.feed.label(i)}  ${new Date(this.feed.columns.times[k] * 1000).toLocaleTimeString()}  ${v === null ? 'no data' : fmt(v, this.feed.spec.unit)}`;
+    const target = this.feed.defs[i]?.labels.target;
+    const lost = target ? targetMarks(target, this.feed.columns.times).get(k) ?? [] : [];
+    tip.textContent = `${this.feed.label(i)}  ${new Date(this.feed.columns.times[k] * 1000).toLocaleTimeString()}  ${v === null ? 'no data' : fmt(v, this.feed.spec.unit)}` +
+      lost.map((w) => `\n${w}`).join('');
   }
   draw(): void {
     const cols = this.feed.columns.cols, times = this.feed.columns.times, rows = this.order.length;
@@ -66,5 +70,23 @@ export class HeatMap {
     ctx.imageSmoothingEnabled = false;
     ctx.clearRect(0, 0, W, H);
     ctx.drawImage(this.off, 0, 0, W, H);
+    this.drawMarks(ctx, W, lo, span);
+  }
+  /// A dot on each cell of an SNMP target's row in which it was silent or
+  /// answered stale values (marks.ts); the tooltip says which.
+  private drawMarks(ctx: CanvasRenderingContext2D, W: number, lo: number, span: number): void {
+    const times = this.feed.columns.times, cell = Math.max(2, W * this.feed.columns.step / span);
+    ctx.fillStyle = '#e15759';
+    for (let r = 0; r < this.order.length; r++) {
+      const target = this.feed.defs[this.order[r]]?.labels.target;
+      if (!target) continue;
+      for (const k of targetMarks(target, times).keys()) {
+        const x = ((times[k] - lo) / span) * W + cell / 2, y = r * this.rowH + this.rowH / 2;
+        ctx.beginPath();
+        ctx.arc(x, y, Math.max(1.5, Math.min(this.rowH, cell) / 3), 0, 2 * Math.PI);
+        ctx.fill();
+        stats.heatMarks++;
+      }
+    }
   }
 }

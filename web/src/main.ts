@@ -6,6 +6,7 @@
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { pollAlerts } from './alerts';
+import { pollMarks } from './marks';
 import { getJson } from './api';
 import { redrawAll } from './charts';
 import { $, Superseded, app, rangeOf, setView, stats } from './state';
@@ -86,6 +87,7 @@ async function render(): Promise<void> {
   app.charts = [];
   header();
   pollAlerts();
+  marks();
   const main = $('#main');
   main.innerHTML = '<div class="loading">loading…</div>';
   try {
@@ -118,6 +120,10 @@ header();
 setInterval(health, 5000);
 setInterval(pollAlerts, 5000);
 pollAlerts();
+/// The view's marks of loss, then every chart redrawn with them (a past
+/// range is not redrawn by the live stream).
+function marks(): void { pollMarks().then(redrawAll, () => {}); }
+setInterval(marks, 5000);
 // The interval first (bucket sizes depend on it), then the first view.
 health().finally(() => {
   // With one host and no cluster, start on that host.

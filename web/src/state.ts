@@ -4,6 +4,7 @@
 // Every module reads and writes it here; nothing else is global.
 
 import type { Band } from './alerts';
+import type { Mark } from './marks';
 import type { Chart } from './charts';
 import { RANGES, View, formatView, parseView } from './transform';
 
@@ -11,7 +12,7 @@ export const POINTS = 600; // history buckets per chart
 export const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
 
 /// Measurements for the browser benchmark and the e2e test.
-export const stats = { updates: 0, frames: [] as number[], lastT: 0, renders: 0, errors: [] as string[], loadedCells: 0, alertsShown: 0, bandsDrawn: 0, kernelRows: 0, verdicts: 0, latencyRows: 0, clusterVerdicts: 0, diskMaps: 0, processRows: 0, cgroupRows: 0 };
+export const stats = { updates: 0, frames: [] as number[], lastT: 0, renders: 0, errors: [] as string[], loadedCells: 0, alertsShown: 0, bandsDrawn: 0, kernelRows: 0, verdicts: 0, latencyRows: 0, clusterVerdicts: 0, diskMaps: 0, processRows: 0, cgroupRows: 0, marksDrawn: 0, heatMarks: 0, markReasons: [] as string[] };
 (window as unknown as { __kansoku: typeof stats }).__kansoku = stats;
 
 export const app = {
@@ -28,6 +29,8 @@ export const app = {
   interval: 0.1,
   /// Spans during which an alert fired (alerts.ts), shaded on the charts.
   alertBands: [] as Band[],
+  /// Intervals in which something was lost (marks.ts), marked on the charts.
+  dropMarks: [] as Mark[],
   /// Draws the current view (set by main.ts).
   render: (): void => {},
   /// Zooms the flame graph into a program's processes (set by profile.ts).

@@ -1,0 +1,106 @@
+// What was lost, marked where it was lost: every interval in which a
+// collector round was missed or dropped, the agent's spool dropped
+// samples, or the per-CPU sampler lost samples is a red tick at the top of
+// each line chart of that host, and every interval in which an SNMP target
+// was silent or answered stale values (unchanged since its agent last
+// updated them) a dot on that target's heat-map cell — each with its reason
+// on hover. Read from the counters the parts store about themselves (by
+// PromQL, their growth per step); refreshed every 5 s and with each view.
+
+import type uPlot from 'uplot';
+import { getJson } from './api';
+import { app, rangeOf, stats, stepFor } from './state';
+import { escHtml } from './transform';
+
+/// One interval in which something was lost: its end (s), whose, and why.
+export interface Mark { t: number; host?: string; target?: string; why: string }
+
+interface Matrix { data: { result: { metric: Record<string, string>; values: [number, string][] }[] } }
+
+/// The counters of loss, each with its reason in words for `n` lost.
+/// A counter's growth over each step: its value less its value a step
+/// before (exact, and none counted twice; `increase` needs two samples in
+/// a window, and a step of the sampling interval holds one).
+const growth = (m: string, step: string) => `(${m} - ${m} offset ${step}) > 0`;
+
+const DROPS: { expr: (window: string, step: string) => string; why: (n: number) => string }[] = [
+  { expr: (_, step) => growth('kansoku_collector_missed_rounds_total', step),
+    why: (n) => `${n} collector round(s) missed: a round overran its interval or the machine stalled` },
+  { expr: (_, step) => growth('kansoku_collector_dropped_batches_total', step),
+    why: (n) => `${n} round(s) dropped: the store's queue was full` },
+  { expr: (_, step) => growth('kansoku_agent_spool_dropped_samples_total', step),
+    why: (n) => `${n} sample(s) dropped by the agent: its spool was full` },
+  { expr: (_, step) => growth('kansoku_perf_lost_samples_total', step),
+    why: (n) => `${n} per-CPU sample(s) lost by the kernel: a ring buffer overflowed` },
+  { expr: (_, step) => growth('kansoku_perf_dropped_samples_total', step),
+    why: (n) => `${n} per-CPU sample(s) dropped: the event queue was full` },
+  // Answers are 1, silences 0: the samples less their sum are the silences.
+  { expr: (s) => `(count_over_time(kansoku_snmp_up[${s}]) - sum_over_time(kansoku_snmp_up[${s}])) > 0`,
+    why: (n) => `silent: no answer in ${n} interval(s)` },
+  { expr: (s) => `sum_over_time(kansoku_snmp_stale_values[${s}]) > 0`,
+    why: (n) => `${n} stale value(s): unchanged since the agent last updated them` },
+];
+
+/// The marks of the view's range, one query per kind of loss.
+export async function pollMarks(): Promise<void> {
+  const [lo, hi] = rangeOf(app.view);
+  const step = Math.max(stepFor(lo, hi), 1);
+  const out: Mark[] = [];
+  await Promise.all(DROPS.map(async (d) => {
+    // A window of one step less a millisecond: ranges hold both their
+    // ends, and a sample on a step's boundary must count in one step only.
+    const window = `${Math.round(step * 1000) - 1}ms`;
+    const q = new URLSearchParams({ query: d.expr(window, `${Math.round(step * 1000)}ms`), start: lo.toFixed(3), end: hi.toFixed(3), step: `${step}` });
+    let r: Matrix;
+    try { r = await getJson<Matrix>(`/prometheus/api/v1/query_range?${q}`); } catch { return; }
+    for (const s of r.data.result) {
+      for (const [t, v] of s.values) {
+        const n = Math.round(Number(v));
+        if (n > 0) out.push({ t, host: s.metric.host, target: s.metric.target, why: d.why(n) });
+      }
+    }
+  }));
+  out.sort((a, b) => a.t - b.t);
+  app.dropMarks = out;
+  stats.markReasons = [...new Set(out.map((m) => m.why.replace(/^\d+ /, '')))];
+}
+
+const when = (t: number) => new Date(t * 1000).toLocaleTimeString();
+
+/// uPlot hook: a tick per mark of the view's host over the plot, its reason
+/// as the tick's title (hover).
+export function drawMarks(u: uPlot): void {
+  const host = app.view.view === 'host' ? app.view.host : undefined;
+  let layer = u.over.querySelector<HTMLElement>('.drops');
+  if (!layer) {
+    layer = document.createElement('div');
+    layer.className = 'drops';
+    u.over.appendChild(layer);
+  }
+  const width = u.over.clientWidth;
+  const ticks: string[] = [];
+  for (const m of app.dropMarks) {
+    if (!host || m.host !== host || m.target) continue;
+    const x = u.valToPos(m.t, 'x');
+    if (!(x >= 0 && x <= width)) continue;
+    ticks.push(`<i class="drop" style="left:${x.toFixed(1)}px" title="${escHtml(`${when(m.t)}: ${m.why}`)}"></i>`);
+  }
+  layer.innerHTML = ticks.join('');
+  stats.marksDrawn += ticks.length;
+}
+
+/// The marks of SNMP target `target` (a heat map's row) in the buckets of
+/// `times`: bucket index -> reasons.
+export function targetMarks(target: string, times: number[]): Map<number, string[]> {
+  const out = new Map<number, string[]>();
+  for (const m of app.dropMarks) {
+    if (m.target !== target) continue;
+    let k = times.length - 1;
+    while (k > 0 && times[k] > m.t) k--;
+    if (k < 0) continue;
+    const list = out.get(k) ?? [];
+    list.push(`${when(m.t)}: ${m.why}`);
+    out.set(k, list);
+  }
+  return out;
+}
