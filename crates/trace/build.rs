@@ -11,7 +11,7 @@ fn main() {
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
     println!("cargo:rerun-if-env-changed=CLANG");
     println!("cargo:rerun-if-changed=bpf/common.h");
-    for name in ["syscalls", "block", "sched", "lock", "mem", "net"] {
+    for name in ["syscalls", "block", "sched", "lock", "mem", "net", "tasks"] {
         let src = format!("bpf/{name}.bpf.c");
         println!("cargo:rerun-if-changed={src}");
         let obj = out.join(format!("{name}.bpf.o"));

@@ -176,10 +176,16 @@ impl ProcessArgs {
         cfg.min_cpu = self.process_min_cpu;
         cfg.min_rss_bytes = self.process_min_rss;
         cfg.max_processes = self.process_max;
-        let (c, why) = tasks::Collector::new(cfg, true);
+        let (mut c, why) = tasks::Collector::new(cfg, true);
         match why {
             Some(w) => tracing::warn!("processes: {w}"),
             None => tracing::info!("processes: every process every {every:?}, exits from taskstats"),
+        }
+        // Which processes ran, from one read of a BPF task iterator rather
+        // than a /proc walk and a file per process; without BPF, the walk.
+        match trace::tasks::TaskIter::open() {
+            Ok(mut it) => c = c.with_runtimes(Box::new(move |out| it.read(out))),
+            Err(e) => tracing::info!("processes: walking /proc each round (no BPF task iterator: {e})"),
         }
         Some(c)
     }

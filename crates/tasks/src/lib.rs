@@ -89,6 +89,9 @@ pub struct Stats {
     pub dropped_batches: AtomicU64,
     pub missed_intervals: AtomicU64,
     pub tracked: AtomicU64,
+    /// Rounds whose run times could not be read from the task iterator
+    /// (walked `/proc` instead).
+    pub runtime_errors: AtomicU64,
 }
 
 impl Stats {
@@ -106,6 +109,7 @@ impl Stats {
                 self.exit_records_dropped.load(Relaxed) + self.exit_overruns.load(Relaxed),
             ),
             Figure::counter("over_max_processes", self.over_max_processes.load(Relaxed)),
+            Figure::counter("runtime_errors", self.runtime_errors.load(Relaxed)),
             Figure::counter("over_max_groups", self.over_max_groups.load(Relaxed)),
             Figure::gauge("cgroups", self.cgroups.load(Relaxed)),
             Figure::gauge("over_max_cgroups", self.over_max_cgroups.load(Relaxed)),
@@ -227,9 +231,17 @@ struct Group {
     states: [u64; 5],
 }
 
+/// Every task's run time from somewhere cheaper than `/proc` (a BPF task
+/// iterator, `trace::tasks`): (thread group, run time ns) per thread, into
+/// the vector given.
+pub type Runtimes = Box<dyn FnMut(&mut Vec<(u32, u64)>) -> std::io::Result<()> + Send>;
+
 /// The processes producer.
-#[derive(Debug)]
 pub struct Collector {
+    /// Where the round's processes and their run times come from, if not
+    /// from a `/proc` walk and a schedstat per process.
+    runtimes: Option<Runtimes>,
+    tasks: Vec<(u32, u64)>,
     cfg: Config,
     stats: Arc<Stats>,
     exits: Option<Receiver<taskstats::Exit>>,
@@ -256,9 +268,19 @@ pub struct Collector {
     cgroup_ids: HashMap<String, [Option<u32>; 15]>,
 }
 
+impl std::fmt::Debug for Collector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collector")
+            .field("cfg", &self.cfg)
+            .field("runtimes", &self.runtimes.is_some())
+            .field("processes", &self.procs.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// What a scan of one process found.
 enum Sample {
-    /// Known, single-threaded, and it has not run since the last read.
+    /// Known, and it has not run since the last read.
     Unchanged,
     /// Its stat, its counters, its run time (`u64::MAX`: not gated).
     Fresh(procfs::Stat, Counters, u64),
@@ -295,6 +317,8 @@ impl Collector {
             (None, None)
         };
         let c = Collector {
+            runtimes: None,
+            tasks: Vec::new(),
             cfg,
             stats,
             exits: rx,
@@ -387,12 +411,18 @@ impl Collector {
     /// cost), and its io and status only when its CPU time moved, when it
     /// is new, or on its turn every [`FULL_EVERY`] rounds — an idle process
     /// costs one pread.
-    fn sample(&mut self, pid: u32, pid_s: &str) -> Option<Sample> {
-        // A single-threaded process's schedstat (its run time in ns, three
-        // numbers to format instead of fifty-two) says whether it ran at all.
+    fn sample(&mut self, pid: u32, pid_s: &str, given: Option<u64>) -> Option<Sample> {
+        // Its run time says whether it ran at all: as given (every process,
+        // from the task iterator), else a single-threaded process's
+        // schedstat (its run time in ns, three numbers to format instead
+        // of fifty-two).
         let turn = (self.round_no + u64::from(pid)).is_multiple_of(FULL_EVERY);
         let single = self.procs.get(&pid).is_some_and(|p| p.threads == 1);
-        let runtime = if single { self.runtime(pid, pid_s) } else { None };
+        let runtime = match given {
+            Some(rt) => Some(rt),
+            None if single => self.runtime(pid, pid_s),
+            None => None,
+        };
         if !turn
             && let Some(rt) = runtime
             && self.procs.get(&pid).is_some_and(|p| p.runtime == rt)
@@ -507,6 +537,51 @@ impl Collector {
         self.bury(&old_group, &so_far);
     }
 
+    /// Takes every task's run time from `runtimes` (a BPF task iterator)
+    /// instead of walking `/proc` and reading a schedstat per process: a
+    /// process whose time did not move costs nothing. A failed read falls
+    /// back to the walk for that round (counted).
+    pub fn with_runtimes(mut self, runtimes: Runtimes) -> Collector {
+        self.runtimes = Some(runtimes);
+        self
+    }
+
+    /// This round's processes: from the run-time source (each with its
+    /// threads' run time summed), else from the `/proc` walk (none given).
+    fn pids(&mut self) -> Vec<(u32, Option<u64>)> {
+        let mut out: Vec<(u32, Option<u64>)> = Vec::with_capacity(self.procs.len() + 16);
+        if let Some(read) = &mut self.runtimes {
+            match read(&mut self.tasks) {
+                Ok(()) => {
+                    self.tasks.sort_unstable_by_key(|t| t.0);
+                    for &(tgid, ns) in &self.tasks {
+                        match out.last_mut() {
+                            Some((g, Some(sum))) if *g == tgid => *sum = sum.wrapping_add(ns),
+                            _ => out.push((tgid, Some(ns))),
+                        }
+                    }
+                    return out;
+                }
+                Err(e) => {
+                    if self.stats.runtime_errors.fetch_add(1, Relaxed) == 0 {
+                        tracing::warn!("processes: {e}; walking /proc instead this round");
+                    }
+                }
+            }
+        }
+        if let Ok(dir) = std::fs::read_dir(&self.cfg.proc) {
+            for entry in dir.flatten() {
+                let name = entry.file_name();
+                let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())).and_then(|s| s.parse().ok())
+                else {
+                    continue;
+                };
+                out.push((pid, None));
+            }
+        }
+        out
+    }
+
     /// One round at `t` (wall-clock ns): exits, a scan of `/proc`, the batch.
     pub fn round(&mut self, t: i64) -> Batch {
         let started = clock::monotonic_ns();
@@ -519,12 +594,15 @@ impl Collector {
             p.gone = p.gone.saturating_add(1);
         }
         let mut cpu_now: HashMap<u32, f64> = HashMap::new();
-        if let Ok(dir) = std::fs::read_dir(&self.cfg.proc) {
-            for entry in dir.flatten() {
-                let name = entry.file_name();
-                let Some(pid_s) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else { continue };
-                let Ok(pid) = pid_s.parse::<u32>() else { continue };
-                let (stat, c, runtime) = match self.sample(pid, pid_s) {
+        let pids = self.pids();
+        let mut pid_s = String::new();
+        {
+            for &(pid, given) in &pids {
+                use std::fmt::Write;
+                pid_s.clear();
+                let _ = write!(pid_s, "{pid}");
+                let pid_s = pid_s.as_str();
+                let (stat, c, runtime) = match self.sample(pid, pid_s, given) {
                     None => continue,
                     Some(Sample::Unchanged) => {
                         if let Some(p) = self.procs.get_mut(&pid) {

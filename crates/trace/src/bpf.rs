@@ -39,6 +39,8 @@ pub enum TraceError {
         "tracefs is not mounted and mounting it at /sys/kernel/tracing failed: {0} (mount -t tracefs nodev /sys/kernel/tracing)"
     )]
     Tracefs(nix::Error),
+    #[error("the kernel's BTF (/sys/kernel/btf/vmlinux): {0}")]
+    Btf(String),
 }
 
 /// Where tracepoints are attached by name: mounted here when it is not
@@ -189,7 +191,7 @@ fn load_object(object: &[u8]) -> Result<Ebpf, TraceError> {
 
 /// Returns free heap pages to the kernel (glibc keeps them otherwise: the
 /// BTF parse's ~35 MB stayed resident for the process's life).
-fn give_back_free_heap() {
+pub(crate) fn give_back_free_heap() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only releases memory the allocator holds free.
     unsafe {

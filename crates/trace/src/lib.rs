@@ -27,6 +27,7 @@ pub mod net;
 mod producer;
 pub mod sched;
 pub mod table;
+pub mod tasks;
 
 pub use bpf::{BUCKETS, Dist, NR_MAX, Snapshot, SyscallTracer, TraceError};
 pub use producer::{Extra, Mode, TraceStats, Tracer};

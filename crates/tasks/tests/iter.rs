@@ -1,0 +1,72 @@
+//! With the BPF task iterator as the run-time source (`trace::tasks`) the
+//! collector finds the same processes and the same figures as by walking
+//! `/proc`: two collectors side by side on the real machine (root, BPF),
+//! one of each kind, agree on a group's members and a busy process's CPU;
+//! and the iterator's collector reads nothing of processes that did not run.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{busy_shell, value};
+use tasks::{Collector, Config};
+
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_iterator_s_collector_agrees_with_the_proc_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = busy_shell(dir.path(), "kskiter");
+    let cfg = || {
+        let mut c = Config::new(Duration::from_secs(1), "t".into());
+        c.min_cpu = 0.05;
+        c
+    };
+    let (mut walk, _) = Collector::new(cfg(), false);
+    let mut it = trace::tasks::TaskIter::open().expect("the task iterator loads (root, BTF)");
+    let (iter, _) = Collector::new(cfg(), false);
+    let mut iter = iter.with_runtimes(Box::new(move |out| it.read(out)));
+    let busy = Child(Command::new(&sh).args(["-c", "while :; do :; done"]).spawn().unwrap());
+    let _idle: Vec<Child> = (0..3)
+        .map(|_| Child(Command::new(&sh).args(["-c", "read x"]).stdin(std::process::Stdio::piped()).spawn().unwrap()))
+        .collect();
+    let pid = busy.0.id().to_string();
+    let group = [("groupname", "kskiter")];
+    let (mut ids_w, mut ids_i) = (std::collections::HashMap::new(), std::collections::HashMap::new());
+    let mut last = String::new();
+    for _ in 0..100_000 {
+        let t = clock::realtime_ns();
+        let (bw, bi) = (walk.round(t), iter.round(t));
+        for (id, key) in &bw.defs {
+            ids_w.insert(*id, key.clone());
+        }
+        for (id, key) in &bi.defs {
+            ids_i.insert(*id, key.clone());
+        }
+        let cpu = |b, ids| value(b, ids, "kansoku_process_cpu_seconds_total", &[("pid", &pid)]);
+        let procs = |b, ids| value(b, ids, "namedprocess_namegroup_num_procs", &group);
+        let (cw, ci) = (cpu(&bw, &ids_w), cpu(&bi, &ids_i));
+        last = format!("walk: cpu {cw:?} procs {:?}; iterator: cpu {ci:?} procs {:?}", procs(&bw, &ids_w), procs(&bi, &ids_i));
+        if let (Some(cw), Some(ci)) = (cw, ci)
+            && cw > 0.05
+        {
+            assert_eq!(procs(&bw, &ids_w), Some(4.0), "{last}");
+            assert_eq!(procs(&bi, &ids_i), Some(4.0), "{last}");
+            // Read a moment apart (the walk's round first): within a tick
+            // or two of each other.
+            assert!((ci - cw).abs() <= 0.03, "{last}");
+            assert_eq!(iter.stats().runtime_errors.load(std::sync::atomic::Ordering::Relaxed), 0);
+            return;
+        }
+        std::thread::yield_now();
+    }
+    panic!("not seen: {last}");
+}
