@@ -76,9 +76,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   # does nothing; the lab starts what it measures itself.
   shim=$(mktemp -d)
   if [ "$(cat /proc/1/comm 2>/dev/null)" != systemd ]; then
-    printf '#!/bin/sh\nexit 0\n' > "$shim/systemctl"
-    chmod +x "$shim/systemctl"
+    for tool in systemctl invoke-rc.d deb-systemd-invoke; do
+      printf '#!/bin/sh\nexit 0\n' > "$shim/$tool"
+      chmod +x "$shim/$tool"
+    done
   fi
+  # (A package left half-configured by an earlier run is configured first.)
+  PATH="$shim:$PATH" dpkg --configure -a
   PATH="$shim:$PATH" apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
   rm -rf "$shim"
 fi
