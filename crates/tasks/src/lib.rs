@@ -572,7 +572,8 @@ impl Collector {
         if let Ok(dir) = std::fs::read_dir(&self.cfg.proc) {
             for entry in dir.flatten() {
                 let name = entry.file_name();
-                let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())).and_then(|s| s.parse().ok())
+                let Some(pid) =
+                    name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())).and_then(|s| s.parse().ok())
                 else {
                     continue;
                 };

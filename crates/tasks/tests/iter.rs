@@ -54,7 +54,11 @@ fn the_iterator_s_collector_agrees_with_the_proc_walk() {
         let cpu = |b, ids| value(b, ids, "kansoku_process_cpu_seconds_total", &[("pid", &pid)]);
         let procs = |b, ids| value(b, ids, "namedprocess_namegroup_num_procs", &group);
         let (cw, ci) = (cpu(&bw, &ids_w), cpu(&bi, &ids_i));
-        last = format!("walk: cpu {cw:?} procs {:?}; iterator: cpu {ci:?} procs {:?}", procs(&bw, &ids_w), procs(&bi, &ids_i));
+        last = format!(
+            "walk: cpu {cw:?} procs {:?}; iterator: cpu {ci:?} procs {:?}",
+            procs(&bw, &ids_w),
+            procs(&bi, &ids_i)
+        );
         if let (Some(cw), Some(ci)) = (cw, ci)
             && cw > 0.05
         {

@@ -46,8 +46,12 @@ impl TaskIter {
     /// Every task now: (thread group, run time ns) per thread, into `out`.
     pub fn read(&mut self, out: &mut Vec<(u32, u64)>) -> std::io::Result<()> {
         let err = |e: String| std::io::Error::other(format!("BPF task iterator: {e}"));
-        let prog: &mut Iter =
-            self.ebpf.program_mut("tasks").ok_or_else(|| err("gone".into()))?.try_into().map_err(|e| err(format!("{e}")))?;
+        let prog: &mut Iter = self
+            .ebpf
+            .program_mut("tasks")
+            .ok_or_else(|| err("gone".into()))?
+            .try_into()
+            .map_err(|e| err(format!("{e}")))?;
         let id = prog.attach().map_err(|e| err(format!("attach: {e}")))?;
         let link = prog.take_link(id).map_err(|e| err(format!("link: {e}")))?;
         let mut file = link.into_file().map_err(|e| err(format!("iterator: {e}")))?;
@@ -85,9 +89,16 @@ mod tests {
         let mut tasks = Vec::new();
         let sum = |tasks: &[(u32, u64)]| tasks.iter().filter(|t| t.0 == me).map(|t| t.1).sum::<u64>();
         it.read(&mut tasks).unwrap();
-        let n = std::fs::read_dir("/proc").unwrap().filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().parse::<u32>().is_ok()).count();
+        let n = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().parse::<u32>().is_ok())
+            .count();
         let groups: std::collections::HashSet<u32> = tasks.iter().map(|t| t.0).collect();
-        assert!(groups.len() * 10 >= n * 9 && groups.len() <= n * 11 / 10 + 10, "{} groups, {n} in /proc", groups.len());
+        assert!(
+            groups.len() * 10 >= n * 9 && groups.len() <= n * 11 / 10 + 10,
+            "{} groups, {n} in /proc",
+            groups.len()
+        );
         let before = sum(&tasks);
         assert!(before > 0);
         let spin = std::thread::spawn(|| {
