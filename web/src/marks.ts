@@ -23,21 +23,25 @@ interface Matrix { data: { result: { metric: Record<string, string>; values: [nu
 /// a window, and a step of the sampling interval holds one).
 const growth = (m: string, step: string) => `(${m} - ${m} offset ${step}) > 0`;
 
-const DROPS: { expr: (window: string, step: string) => string; why: (n: number) => string }[] = [
-  { expr: (_, step) => growth('kansoku_collector_missed_rounds_total', step),
+/// A host's losses (`{host}` in the selector) draw on its charts; SNMP
+/// targets' on the cluster view's heat maps.
+type Scope = 'host' | 'target';
+
+const DROPS: { scope: Scope; expr: (window: string, step: string) => string; why: (n: number) => string }[] = [
+  { scope: 'host', expr: (_, step) => growth('kansoku_collector_missed_rounds_total{HOST}', step),
     why: (n) => `${n} collector round(s) missed: a round overran its interval or the machine stalled` },
-  { expr: (_, step) => growth('kansoku_collector_dropped_batches_total', step),
+  { scope: 'host', expr: (_, step) => growth('kansoku_collector_dropped_batches_total{HOST}', step),
     why: (n) => `${n} round(s) dropped: the store's queue was full` },
-  { expr: (_, step) => growth('kansoku_agent_spool_dropped_samples_total', step),
+  { scope: 'host', expr: (_, step) => growth('kansoku_agent_spool_dropped_samples_total{HOST}', step),
     why: (n) => `${n} sample(s) dropped by the agent: its spool was full` },
-  { expr: (_, step) => growth('kansoku_perf_lost_samples_total', step),
+  { scope: 'host', expr: (_, step) => growth('kansoku_perf_lost_samples_total{HOST}', step),
     why: (n) => `${n} per-CPU sample(s) lost by the kernel: a ring buffer overflowed` },
-  { expr: (_, step) => growth('kansoku_perf_dropped_samples_total', step),
+  { scope: 'host', expr: (_, step) => growth('kansoku_perf_dropped_samples_total{HOST}', step),
     why: (n) => `${n} per-CPU sample(s) dropped: the event queue was full` },
   // Answers are 1, silences 0: the samples less their sum are the silences.
-  { expr: (s) => `(count_over_time(kansoku_snmp_up[${s}]) - sum_over_time(kansoku_snmp_up[${s}])) > 0`,
+  { scope: 'target', expr: (s) => `(count_over_time(kansoku_snmp_up[${s}]) - sum_over_time(kansoku_snmp_up[${s}])) > 0`,
     why: (n) => `silent: no answer in ${n} interval(s)` },
-  { expr: (s) => `sum_over_time(kansoku_snmp_stale_values[${s}]) > 0`,
+  { scope: 'target', expr: (s) => `sum_over_time(kansoku_snmp_stale_values[${s}]) > 0`,
     why: (n) => `${n} stale value(s): unchanged since the agent last updated them` },
 ];
 
@@ -46,11 +50,15 @@ export async function pollMarks(): Promise<void> {
   const [lo, hi] = rangeOf(app.view);
   const step = Math.max(stepFor(lo, hi), 1);
   const out: Mark[] = [];
-  await Promise.all(DROPS.map(async (d) => {
+  const host = app.view.view === 'host' ? app.view.host : undefined;
+  const scope: Scope | undefined = host ? 'host' : app.view.view === 'cluster' ? 'target' : undefined;
+  const sel = host ? `{host="${host.replace(/["\\]/g, (c) => `\\${c}`)}"}` : '';
+  await Promise.all(DROPS.filter((d) => d.scope === scope).map(async (d) => {
     // A window of one step less a millisecond: ranges hold both their
     // ends, and a sample on a step's boundary must count in one step only.
     const window = `${Math.round(step * 1000) - 1}ms`;
-    const q = new URLSearchParams({ query: d.expr(window, `${Math.round(step * 1000)}ms`), start: lo.toFixed(3), end: hi.toFixed(3), step: `${step}` });
+    const query = d.expr(window, `${Math.round(step * 1000)}ms`).replaceAll('{HOST}', sel);
+    const q = new URLSearchParams({ query, start: lo.toFixed(3), end: hi.toFixed(3), step: `${step}` });
     let r: Matrix;
     try { r = await getJson<Matrix>(`/prometheus/api/v1/query_range?${q}`); } catch { return; }
     for (const s of r.data.result) {

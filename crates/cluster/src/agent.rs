@@ -384,6 +384,8 @@ impl Agent {
         // Symbol sources packed on blocking threads, sent from here (a
         // packer waits while two it packed wait to be sent).
         let (packed_tx, mut packed) = tokio::sync::mpsc::channel(2);
+        // The source being sent: (kind, id, its packed bytes, bytes sent).
+        let mut upload: Option<(u8, String, Vec<u8>, usize)> = None;
         // A result left by an earlier connection.
         self.job.ended.notify_one();
         loop {
@@ -454,28 +456,35 @@ impl Agent {
                     Some(Ok((Msg::Reject { reason }, _))) => return Err(NetError::Rejected(reason)),
                     Some(Ok((m, _))) => return Err(NetError::Protocol(format!("unexpected {} from the server", m.name()))),
                 },
-                Some((kind, id, result)) = packed.recv() => {
-                    out.clear();
-                    match result {
-                        Ok(bytes) => {
-                            let total = bytes.len() as u64;
-                            for (i, chunk) in bytes.chunks(symstore::CHUNK).enumerate() {
-                                let offset = (i * symstore::CHUNK) as u64;
-                                Msg::Blob { kind, id: id.clone(), offset, total, data: chunk.to_vec() }.encode(&mut out);
-                                wr.write_all(&out).await?;
-                                self.sender.wire_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-                                out.clear();
-                            }
-                            self.sender.symbols_sent.fetch_add(1, Ordering::Relaxed);
-                            self.sender.symbols_bytes.fetch_add(total, Ordering::Relaxed);
-                        }
-                        Err(reason) => {
-                            tracing::info!("agent: the server asked for {id}: {reason}");
-                            Msg::Lacks { kind, id, reason }.encode(&mut out);
-                            wr.write_all(&out).await?;
-                        }
+                Some((kind, id, result)) = packed.recv(), if upload.is_none() => match result {
+                    Ok(bytes) => upload = Some((kind, id, bytes, 0)),
+                    Err(reason) => {
+                        tracing::info!("agent: the server asked for {id}: {reason}");
+                        out.clear();
+                        Msg::Lacks { kind, id, reason }.encode(&mut out);
+                        wr.write_all(&out).await?;
+                        wr.flush().await?;
                     }
+                },
+                // One chunk of the source being sent per turn of the loop:
+                // acknowledgements, pings and batches keep flowing on a
+                // slow link (a source of many chunks would otherwise hold
+                // the loop past the ack timeout).
+                () = std::future::ready(()), if upload.is_some() => {
+                    let (kind, id, bytes, at) = upload.as_mut().expect("checked");
+                    let end = (*at + symstore::CHUNK).min(bytes.len());
+                    out.clear();
+                    Msg::Blob { kind: *kind, id: id.clone(), offset: *at as u64, total: bytes.len() as u64, data: bytes[*at..end].to_vec() }
+                        .encode(&mut out);
+                    wr.write_all(&out).await?;
                     wr.flush().await?;
+                    self.sender.wire_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                    *at = end;
+                    if end == bytes.len() {
+                        self.sender.symbols_sent.fetch_add(1, Ordering::Relaxed);
+                        self.sender.symbols_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                        upload = None;
+                    }
                 },
                 _ = self.job.ended.notified() => {
                     // Copied, and taken only once sent: a connection that

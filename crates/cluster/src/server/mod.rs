@@ -384,8 +384,8 @@ struct Session<'a> {
     host: String,
     /// This connection among all (symbol sources asked of it are its claims).
     owner: u64,
-    /// Symbol sources this connection's samples named that the server has,
-    /// or asked for: not looked at again.
+    /// Symbol sources asked of this connection and not kept yet (arriving,
+    /// or said lacking): not asked again on it.
     sources_seen: std::collections::HashSet<symstore::Key>,
     /// The build ids and boot the last event batch named.
     found: (Vec<Vec<u8>>, Option<String>),

@@ -177,12 +177,16 @@ impl Session<'_> {
         let keys = ids.iter().filter_map(|id| symstore::Key::binary(id)).chain(boot);
         let (mut binaries, mut tables) = (Vec::new(), Vec::new());
         for key in keys {
-            if self.sources_seen.contains(&key) {
+            // Kept (perhaps since this connection sent it): forget having
+            // asked, so that one dropped from the store later is asked again.
+            if symbols.has(&key) {
+                self.sources_seen.remove(&key);
                 continue;
             }
-            if symbols.has(&key) {
-                self.sources_seen.insert(key);
-            } else if symbols.claim(&key, self.owner) {
+            if self.sources_seen.contains(&key) {
+                continue; // asked, and arriving or said lacking
+            }
+            if symbols.claim(&key, self.owner) {
                 match key.kind {
                     symstore::Kind::Binary => binaries.push(key.id.clone()),
                     symstore::Kind::Kallsyms => tables.push(key.id.clone()),
