@@ -27,6 +27,11 @@ pub struct PerfArgs {
     /// perf_cpu_clock or perf_cycles.
     #[arg(long, requires = "perf", default_value = "cpu-clock", value_parser = parse_perf_event)]
     pub perf_event: perf::Event,
+    /// With --perf: most bytes of sampled binaries copied into DATA/buildid
+    /// (hard links, where the file system allows them, cost none); past it
+    /// the oldest copies go.
+    #[arg(long, requires = "perf", default_value = "1G", value_parser = model::parse_bytes)]
+    pub perf_cache_size: u64,
 }
 
 impl PerfArgs {
@@ -42,7 +47,7 @@ impl PerfArgs {
             self.perf_event,
             node::PERF_RING_PAGES,
             self.perf_callchain,
-            Some(&cache),
+            Some((&cache, self.perf_cache_size)),
         );
         Ok(Some(s.context("--perf")?))
     }

@@ -345,6 +345,8 @@ pub struct CacheStats {
     /// large, or their build id differed): their addresses resolve only
     /// while the file stays at its path.
     pub failed: AtomicU64,
+    /// Copies dropped (oldest first) to keep the cache within its budget.
+    pub evicted: AtomicU64,
 }
 
 /// Keeps every mapped file, once per build id, as `DIR/<hex build id>` (a
@@ -357,6 +359,8 @@ pub struct BuildIdCache {
     tx: SyncSender<(Vec<u8>, Vec<PathBuf>)>,
     /// Until [`BuildIdCache::start`]: files wait in the queue.
     rx: Option<Receiver<(Vec<u8>, Vec<PathBuf>)>>,
+    /// Most bytes of copies kept (hard links cost none).
+    budget: u64,
     pub stats: Arc<CacheStats>,
 }
 
@@ -365,7 +369,23 @@ impl BuildIdCache {
     /// (the data directory may not be a store yet).
     pub fn new(dir: &Path) -> BuildIdCache {
         let (tx, rx) = std::sync::mpsc::sync_channel(4096);
-        BuildIdCache { dir: dir.to_owned(), seen: HashSet::new(), tx, rx: Some(rx), stats: Arc::default() }
+        BuildIdCache {
+            dir: dir.to_owned(),
+            seen: HashSet::new(),
+            tx,
+            rx: Some(rx),
+            budget: u64::MAX,
+            stats: Arc::default(),
+        }
+    }
+
+    /// Keeps the copies in the cache within `bytes`: after each copy the
+    /// oldest copies go until they fit (a file that is a hard link of one
+    /// still in place elsewhere costs no space and is not counted). A
+    /// binary dropped is named only while it stays at its path.
+    pub fn with_budget(mut self, bytes: u64) -> BuildIdCache {
+        self.budget = bytes;
+        self
     }
 
     /// Creates the directory and starts copying.
@@ -373,8 +393,8 @@ impl BuildIdCache {
         let Some(rx) = self.rx.take() else { return Ok(()) };
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("build-id cache {}: {e}", self.dir.display())))?;
-        let (d, s) = (self.dir.clone(), Arc::clone(&self.stats));
-        std::thread::Builder::new().name("kansoku-buildid".into()).spawn(move || copier(&d, &rx, &s))?;
+        let (d, s, budget) = (self.dir.clone(), Arc::clone(&self.stats), self.budget);
+        std::thread::Builder::new().name("kansoku-buildid".into()).spawn(move || copier(&d, &rx, &s, budget))?;
         Ok(())
     }
 
@@ -390,7 +410,7 @@ impl BuildIdCache {
     }
 }
 
-fn copier(dir: &Path, rx: &Receiver<(Vec<u8>, Vec<PathBuf>)>, stats: &CacheStats) {
+fn copier(dir: &Path, rx: &Receiver<(Vec<u8>, Vec<PathBuf>)>, stats: &CacheStats, budget: u64) {
     for (id, from) in rx {
         let dest = dir.join(hex(&id));
         if dest.exists() {
@@ -413,6 +433,7 @@ fn copier(dir: &Path, rx: &Receiver<(Vec<u8>, Vec<PathBuf>)>, stats: &CacheStats
         });
         if copied {
             stats.files.fetch_add(1, Ordering::Relaxed);
+            prune(dir, budget, &dest, stats);
         } else {
             let _ = std::fs::remove_file(&tmp);
             stats.failed.fetch_add(1, Ordering::Relaxed);
@@ -421,9 +442,69 @@ fn copier(dir: &Path, rx: &Receiver<(Vec<u8>, Vec<PathBuf>)>, stats: &CacheStats
     }
 }
 
+/// Drops the oldest copies in `dir` (by modification time: when copied)
+/// until the copies fit `budget` bytes, never `keep` (just copied).
+/// Files with other links cost no space of the cache's own.
+fn prune(dir: &Path, budget: u64, keep: &Path, stats: &CacheStats) {
+    use std::os::unix::fs::MetadataExt;
+    if budget == u64::MAX {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut copies: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            (m.is_file() && m.nlink() == 1 && !e.file_name().to_string_lossy().starts_with('.'))
+                .then(|| (m.modified().unwrap_or(std::time::UNIX_EPOCH), m.len(), e.path()))
+        })
+        .collect();
+    let mut total: u64 = copies.iter().map(|c| c.1).sum();
+    if total <= budget {
+        return;
+    }
+    copies.sort();
+    for (_, len, path) in copies {
+        if total <= budget {
+            break;
+        }
+        if path != keep && std::fs::remove_file(&path).is_ok() {
+            total -= len;
+            stats.evicted.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!("build-id cache: dropped {} to stay within {budget} bytes", path.display());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copies_beyond_the_budget_go_oldest_first_and_links_cost_nothing() {
+        let dir = std::env::temp_dir().join(format!("kansoku-prune-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stats = CacheStats::default();
+        let file = |name: &str, age_s: u64| {
+            let p = dir.join(name);
+            std::fs::write(&p, vec![0u8; 1000]).unwrap();
+            let t = std::time::SystemTime::now() - std::time::Duration::from_secs(age_s);
+            std::fs::File::options().write(true).open(&p).unwrap().set_modified(t).unwrap();
+            p
+        };
+        let (old, mid, new) = (file("aa", 300), file("bb", 200), file("cc", 0));
+        // A hard link of a file kept elsewhere: no space of the cache's.
+        let elsewhere = dir.join(".outside");
+        std::fs::write(&elsewhere, vec![0u8; 5000]).unwrap();
+        std::fs::hard_link(&elsewhere, dir.join("dd")).unwrap();
+        prune(&dir, 2000, &new, &stats);
+        assert!(!old.exists() && mid.exists() && new.exists() && dir.join("dd").exists());
+        assert_eq!(stats.evicted.load(Ordering::Relaxed), 1);
+        // The one just copied stays even alone over the budget.
+        prune(&dir, 500, &new, &stats);
+        assert!(!mid.exists() && new.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn map(start: u64, end: u64, path: &str) -> MapInfo {
         MapInfo { start, end, pgoff: 0x1000, build_id: vec![1, 2], path: path.into() }

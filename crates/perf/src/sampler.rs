@@ -53,6 +53,7 @@ impl SamplerStats {
             max_rate,
             self.cache.as_ref().map_or(0.0, |c| c.files.load(Ordering::Relaxed) as f64),
             self.cache.as_ref().map_or(0.0, |c| c.failed.load(Ordering::Relaxed) as f64),
+            self.cache.as_ref().map_or(0.0, |c| c.evicted.load(Ordering::Relaxed) as f64),
         ];
         OWN.into_iter().zip(values).collect()
     }
@@ -65,7 +66,7 @@ pub fn monotonic_to_wall() -> i64 {
 }
 
 /// The sampler's own series (labelled with the host).
-const OWN: [&str; 8] = [
+const OWN: [&str; 9] = [
     "kansoku_perf_samples_total",
     "kansoku_perf_lost_samples_total",
     "kansoku_perf_throttled_total",
@@ -74,6 +75,7 @@ const OWN: [&str; 8] = [
     "kansoku_perf_max_sample_rate",
     "kansoku_perf_buildid_cached_total",
     "kansoku_perf_buildid_failed_total",
+    "kansoku_perf_buildid_evicted_total",
 ];
 
 #[derive(Debug)]
@@ -89,14 +91,14 @@ pub struct Sampler {
 impl Sampler {
     /// Opens `event` on every online CPU at `hz` samples per second each,
     /// with the processes' side band; `buildid_cache`: keep each mapped
-    /// file there by build id.
+    /// file there by build id, copies within the byte budget given.
     pub fn open(
         host: &str,
         hz: u64,
         event: Event,
         ring_pages: usize,
         callchain: bool,
-        buildid_cache: Option<&Path>,
+        buildid_cache: Option<(&Path, u64)>,
     ) -> std::io::Result<Sampler> {
         if !(1..=100_000).contains(&hz) {
             return Err(std::io::Error::new(
@@ -107,7 +109,7 @@ impl Sampler {
         let cfg =
             Config { event, period_ns: 1_000_000_000 / hz, ring_pages, callchain, sideband: true, ..Config::default() };
         let cap = Capture::open(&cfg)?;
-        let cache = buildid_cache.map(BuildIdCache::new);
+        let cache = buildid_cache.map(|(dir, budget)| BuildIdCache::new(dir).with_budget(budget));
         let stats =
             Arc::new(SamplerStats { cache: cache.as_ref().map(|c| Arc::clone(&c.stats)), ..Default::default() });
         // The side band announces what starts from now; the rest is in /proc.
