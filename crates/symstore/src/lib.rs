@@ -420,7 +420,7 @@ impl SymStore {
 
     fn take(&self, key: &Key, owner: u64, offset: u64, total: u64, data: &[u8]) -> Result<Option<u64>, Refused> {
         let refuse = |why: String| Err(Refused(format!("{key}: {why}")));
-        let part_path = {
+        let taken = {
             let mut g = self.lock();
             let Some(p) = g.parts.get_mut(key).filter(|p| p.owner == owner) else {
                 return refuse("not asked for on this connection".into());
@@ -435,25 +435,27 @@ impl SymStore {
                     p.got
                 ));
             }
-            // Parts are small appends; written under the lock so two chunks
-            // of one source cannot interleave.
-            let file = match &mut p.file {
+            // The chunk is taken here; its bytes are written outside the
+            // lock (a connection sends one chunk at a time, and no other
+            // connection may write this source).
+            let file = match p.file.take() {
                 Some(f) => f,
-                None => {
-                    let f = File::create(&p.path).map_err(|e| Refused(format!("{key}: {}: {e}", p.path.display())))?;
-                    p.file.insert(f)
-                }
+                None => File::create(&p.path).map_err(|e| Refused(format!("{key}: {}: {e}", p.path.display())))?,
             };
-            file.write_all(data).map_err(|e| Refused(format!("{key}: {}: {e}", p.path.display())))?;
-            self.stats.received_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
             p.got += data.len() as u64;
             p.total = total;
-            if p.got < total {
-                return Ok(None);
-            }
-            p.file = None;
-            p.path.clone()
+            (file, p.path.clone(), p.got == total)
         };
+        let (mut file, part_path, whole) = taken;
+        file.write_all(data).map_err(|e| Refused(format!("{key}: {}: {e}", part_path.display())))?;
+        self.stats.received_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+        if !whole {
+            if let Some(p) = self.lock().parts.get_mut(key).filter(|p| p.owner == owner) {
+                p.file = Some(file);
+            }
+            return Ok(None);
+        }
+        drop(file);
         // Whole: decompress, check and file it outside the lock.
         let dest = key.path(&self.root);
         let tmp = part_path.with_extension("tmp");
