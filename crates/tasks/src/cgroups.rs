@@ -6,7 +6,7 @@
 //! parsers of each file (fuzzed), the hierarchies found in
 //! `/proc/self/mountinfo`, a walk per round.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// One cgroup's figures; what its hierarchies do not offer stays None.
@@ -161,15 +161,87 @@ pub fn hierarchies(mountinfo: &str) -> Vec<Hierarchy> {
     out
 }
 
-fn read(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p).ok()
+/// Cgroup files kept open between rounds — a `pread` regenerates a
+/// cgroup file, with no path walk, open or close — at most [`OPEN_MAX`]
+/// (past that, read by path), and the cgroup directories, walked anew every
+/// [`WALK_EVERY`] rounds (a cgroup created meanwhile appears within that
+/// many rounds; one removed reads as gone at once).
+#[derive(Debug, Default)]
+pub struct Reader {
+    files: HashMap<PathBuf, Option<std::fs::File>>,
+    /// Per hierarchy, its directories (the root first), as last walked.
+    dirs: Vec<Vec<PathBuf>>,
+    rounds: u64,
+    buf: Vec<u8>,
+}
+
+/// Most cgroup files kept open (the process's descriptors are shared with
+/// the per-process files and the store).
+pub const OPEN_MAX: usize = 256;
+/// Rounds between walks of the cgroup directories.
+pub const WALK_EVERY: u64 = 10;
+
+impl Reader {
+    fn read(&mut self, p: &Path) -> Option<String> {
+        if !self.files.contains_key(p) {
+            if self.files.len() >= OPEN_MAX {
+                return std::fs::read_to_string(p).ok();
+            }
+            // A file this kernel does not have stays absent: not looked for again.
+            self.files.insert(p.to_owned(), std::fs::File::open(p).ok());
+        }
+        let file = self.files.get(p)?.as_ref()?;
+        self.buf.resize(64 << 10, 0);
+        match rustix::io::pread(file, &mut self.buf[..], 0) {
+            Ok(n) => String::from_utf8(self.buf[..n].to_vec()).ok(),
+            Err(_) => {
+                // The cgroup is gone (ENODEV): forget its descriptor.
+                self.files.remove(p);
+                None
+            }
+        }
+    }
+
+    /// The directories of hierarchy `i` rooted at `root`: as walked last,
+    /// or walked now on its turn (descriptors of directories gone are closed).
+    fn dirs(&mut self, i: usize, root: &Path) -> Vec<PathBuf> {
+        if self.dirs.len() <= i {
+            self.dirs.resize(i + 1, Vec::new());
+        }
+        if self.dirs[i].is_empty() || self.rounds.is_multiple_of(WALK_EVERY) {
+            let mut found = Vec::new();
+            let mut stack = vec![root.to_owned()];
+            while let Some(dir) = stack.pop() {
+                if let Ok(entries) = std::fs::read_dir(&dir) {
+                    for e in entries.flatten() {
+                        if e.file_type().is_ok_and(|t| t.is_dir()) {
+                            stack.push(e.path());
+                        }
+                    }
+                }
+                found.push(dir);
+            }
+            self.dirs[i] = found;
+        }
+        self.dirs[i].clone()
+    }
+
+    /// After a round: on a walk's round, closes the files of directories
+    /// no hierarchy lists now.
+    fn end_round(&mut self) {
+        if self.rounds.is_multiple_of(WALK_EVERY) {
+            let live: std::collections::HashSet<&Path> = self.dirs.iter().flatten().map(PathBuf::as_path).collect();
+            self.files.retain(|p, _| p.parent().is_some_and(|d| live.contains(d)));
+        }
+        self.rounds += 1;
+    }
 }
 
 /// Every cgroup's figures, by path from its hierarchy's root (`/` for the
 /// root), at most `max` cgroups (the rest counted in the second value).
 /// A controller mounted as v1 is read there; cgroup2 fills what v1 does
 /// not offer.
-pub fn read_all(hs: &[Hierarchy], max: usize, user_hz: f64) -> (BTreeMap<String, Figures>, u64) {
+pub fn read_all(hs: &[Hierarchy], max: usize, user_hz: f64, r: &mut Reader) -> (BTreeMap<String, Figures>, u64) {
     let mut out: BTreeMap<String, Figures> = BTreeMap::new();
     let mut over = 0u64;
     let v1 = |c: &str| hs.iter().any(|h| h.controllers.iter().any(|x| x == c));
@@ -177,27 +249,29 @@ pub fn read_all(hs: &[Hierarchy], max: usize, user_hz: f64) -> (BTreeMap<String,
     let mut ordered: Vec<&Hierarchy> = hs.iter().filter(|h| !h.controllers.is_empty()).collect();
     ordered.extend(hs.iter().filter(|h| h.controllers.is_empty()));
     for h in ordered {
-        let mut stack = vec![h.root.clone()];
-        while let Some(dir) = stack.pop() {
+        let i = hs.iter().position(|x| std::ptr::eq(x, h)).expect("one of hs");
+        for dir in r.dirs(i, &h.root) {
             let rel = dir.strip_prefix(&h.root).map(|r| format!("/{}", r.display())).unwrap_or_else(|_| "/".into());
             if !out.contains_key(&rel) && out.len() >= max {
                 over += 1;
                 continue;
             }
-            let f = out.entry(rel).or_default();
+            let known = out.contains_key(&rel);
+            let f = out.entry(rel.clone()).or_default();
             let has = |c: &str| h.controllers.iter().any(|x| x == c);
             if has("cpuacct") {
-                f.cpu_s = read(&dir.join("cpuacct.usage"))
+                f.cpu_s = r
+                    .read(&dir.join("cpuacct.usage"))
                     .and_then(|t| t.trim().parse::<u64>().ok())
                     .map(|ns| ns as f64 / 1e9);
-                if let Some(t) = read(&dir.join("cpuacct.stat")) {
+                if let Some(t) = r.read(&dir.join("cpuacct.stat")) {
                     f.user_s = kv(&t, "user").map(|v| v as f64 / user_hz);
                     f.system_s = kv(&t, "system").map(|v| v as f64 / user_hz);
                 }
             }
             if has("memory") {
-                let usage = read(&dir.join("memory.usage_in_bytes")).and_then(|t| t.trim().parse::<u64>().ok());
-                let stat = read(&dir.join("memory.stat"));
+                let usage = r.read(&dir.join("memory.usage_in_bytes")).and_then(|t| t.trim().parse::<u64>().ok());
+                let stat = r.read(&dir.join("memory.stat"));
                 f.memory_bytes = usage.map(|u| u as f64);
                 let inactive =
                     stat.as_deref().and_then(|s| kv(s, "total_inactive_file").or_else(|| kv(s, "inactive_file")));
@@ -207,55 +281,54 @@ pub fn read_all(hs: &[Hierarchy], max: usize, user_hz: f64) -> (BTreeMap<String,
             }
             if has("blkio")
                 && let Some((r, w)) =
-                    read(&dir.join("blkio.throttle.io_service_bytes")).as_deref().and_then(blkio_bytes)
+                    r.read(&dir.join("blkio.throttle.io_service_bytes")).as_deref().and_then(blkio_bytes)
             {
                 f.read_bytes = Some(r as f64);
                 f.write_bytes = Some(w as f64);
             }
             if has("pids") {
-                f.tasks = read(&dir.join("pids.current")).and_then(|t| t.trim().parse::<u64>().ok()).map(|v| v as f64);
+                f.tasks =
+                    r.read(&dir.join("pids.current")).and_then(|t| t.trim().parse::<u64>().ok()).map(|v| v as f64);
             }
             if h.controllers.is_empty() {
                 if !v1("cpuacct")
-                    && let Some(t) = read(&dir.join("cpu.stat"))
+                    && let Some(t) = r.read(&dir.join("cpu.stat"))
                 {
                     f.cpu_s = kv(&t, "usage_usec").map(|v| v as f64 / 1e6);
                     f.user_s = kv(&t, "user_usec").map(|v| v as f64 / 1e6);
                     f.system_s = kv(&t, "system_usec").map(|v| v as f64 / 1e6);
                 }
                 if !v1("memory") {
-                    let cur = read(&dir.join("memory.current")).and_then(|t| t.trim().parse::<u64>().ok());
+                    let cur = r.read(&dir.join("memory.current")).and_then(|t| t.trim().parse::<u64>().ok());
                     if let Some(cur) = cur {
-                        let stat = read(&dir.join("memory.stat")).unwrap_or_default();
+                        let stat = r.read(&dir.join("memory.stat")).unwrap_or_default();
                         f.memory_bytes = Some(cur as f64);
                         f.working_set_bytes = Some(cur.saturating_sub(kv(&stat, "inactive_file").unwrap_or(0)) as f64);
                         f.rss_bytes = kv(&stat, "anon").map(|v| v as f64);
                     }
                 }
                 if !v1("blkio")
-                    && let Some((r, w)) = read(&dir.join("io.stat")).as_deref().and_then(io_stat_bytes)
+                    && let Some((r, w)) = r.read(&dir.join("io.stat")).as_deref().and_then(io_stat_bytes)
                 {
                     f.read_bytes = Some(r as f64);
                     f.write_bytes = Some(w as f64);
                 }
                 if !v1("pids") {
                     f.tasks = f.tasks.or_else(|| {
-                        read(&dir.join("pids.current")).and_then(|t| t.trim().parse::<u64>().ok()).map(|v| v as f64)
+                        r.read(&dir.join("pids.current")).and_then(|t| t.trim().parse::<u64>().ok()).map(|v| v as f64)
                     });
                 }
-                f.cpu_pressure = read(&dir.join("cpu.pressure")).as_deref().and_then(pressure);
-                f.memory_pressure = read(&dir.join("memory.pressure")).as_deref().and_then(pressure);
-                f.io_pressure = read(&dir.join("io.pressure")).as_deref().and_then(pressure);
+                f.cpu_pressure = r.read(&dir.join("cpu.pressure")).as_deref().and_then(pressure);
+                f.memory_pressure = r.read(&dir.join("memory.pressure")).as_deref().and_then(pressure);
+                f.io_pressure = r.read(&dir.join("io.pressure")).as_deref().and_then(pressure);
             }
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                for e in entries.flatten() {
-                    if e.file_type().is_ok_and(|t| t.is_dir()) {
-                        stack.push(e.path());
-                    }
-                }
+            // Nothing read: the cgroup is gone since the last walk.
+            if !known && *f == Figures::default() {
+                out.remove(&rel);
             }
         }
     }
+    r.end_round();
     (out, over)
 }
 

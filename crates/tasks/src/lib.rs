@@ -266,6 +266,8 @@ pub struct Collector {
     hierarchies: Vec<cgroups::Hierarchy>,
     /// Each cgroup's series ids, by [`cgroups::SERIES`] slot, once declared.
     cgroup_ids: HashMap<String, [Option<u32>; 15]>,
+    /// The cgroup files kept open and the directories last walked.
+    cgroup_files: cgroups::Reader,
 }
 
 impl std::fmt::Debug for Collector {
@@ -339,6 +341,7 @@ impl Collector {
                 .map(|m| cgroups::hierarchies(&m))
                 .unwrap_or_default(),
             cgroup_ids: HashMap::new(),
+            cgroup_files: cgroups::Reader::default(),
         };
         (c, why)
     }
@@ -821,7 +824,8 @@ impl Collector {
     /// Every cgroup's figures into `b`; a cgroup gone ends its series with
     /// staleness markers.
     fn emit_cgroups(&mut self, b: &mut Batch) {
-        let (all, over) = cgroups::read_all(&self.hierarchies, self.cfg.max_cgroups, self.ticks_per_s);
+        let (all, over) =
+            cgroups::read_all(&self.hierarchies, self.cfg.max_cgroups, self.ticks_per_s, &mut self.cgroup_files);
         self.stats.over_max_cgroups.store(over, Relaxed);
         self.stats.cgroups.store(all.len() as u64, Relaxed);
         let host = self.cfg.host.clone();
