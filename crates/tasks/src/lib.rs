@@ -600,89 +600,87 @@ impl Collector {
         let mut cpu_now: HashMap<u32, f64> = HashMap::new();
         let pids = self.pids();
         let mut pid_s = String::new();
-        {
-            for &(pid, given) in &pids {
-                use std::fmt::Write;
-                pid_s.clear();
-                let _ = write!(pid_s, "{pid}");
-                let pid_s = pid_s.as_str();
-                let (stat, c, runtime) = match self.sample(pid, pid_s, given) {
-                    None => continue,
-                    Some(Sample::Unchanged) => {
-                        if let Some(p) = self.procs.get_mut(&pid) {
-                            p.gone = 0;
-                            // No CPU since: not running now (if it was).
-                            if p.state == b'R' {
-                                p.state = b'S';
-                            }
-                            cpu_now.insert(pid, 0.0);
-                        }
-                        continue;
-                    }
-                    Some(Sample::Fresh(stat, c, runtime)) => (stat, c, runtime),
-                };
-                // A zombie has exited (its record, if any, is in or on its
-                // way); its figures stay in /proc until its parent reaps it.
-                if stat.state == b'Z' || stat.state == b'X' {
+        for &(pid, given) in &pids {
+            use std::fmt::Write;
+            pid_s.clear();
+            let _ = write!(pid_s, "{pid}");
+            let pid_s = pid_s.as_str();
+            let (stat, c, runtime) = match self.sample(pid, pid_s, given) {
+                None => continue,
+                Some(Sample::Unchanged) => {
                     if let Some(p) = self.procs.get_mut(&pid) {
-                        p.state = b'Z';
+                        p.gone = 0;
+                        // No CPU since: not running now (if it was).
+                        if p.state == b'R' {
+                            p.state = b'S';
+                        }
+                        cpu_now.insert(pid, 0.0);
                     }
-                    self.fds.remove(&pid);
-                    self.sched_fds.remove(&pid);
                     continue;
                 }
-                if let Some(p) = self.procs.get(&pid)
-                    && p.start != stat.starttime
-                {
-                    // The pid was reused: the old process is gone.
-                    let old = self.procs.remove(&pid).expect("present");
-                    self.stats.exits_unaccounted.fetch_add(1, Relaxed);
-                    self.bury(&old.group.clone(), &old.last.minus(&old.base));
-                    self.recent.remove(&pid);
-                    ended.push((pid, old));
+                Some(Sample::Fresh(stat, c, runtime)) => (stat, c, runtime),
+            };
+            // A zombie has exited (its record, if any, is in or on its
+            // way); its figures stay in /proc until its parent reaps it.
+            if stat.state == b'Z' || stat.state == b'X' {
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    p.state = b'Z';
                 }
-                let prev_cpu = self.procs.get(&pid).map(|p| p.last.user_s + p.last.system_s);
-                if !self.procs.contains_key(&pid) {
-                    // Kernel threads (kthreadd's children) are one group, as
-                    // Netdata's apps has them: their names carry numbers.
-                    let kernel = stat.pid == 2 || stat.ppid == 2;
-                    let group = self.group_for(if kernel { KERNEL_GROUP } else { &stat.comm });
-                    self.procs.insert(
-                        pid,
-                        Proc {
-                            start: stat.starttime,
-                            group,
-                            name: stat.comm.clone(),
-                            last: c,
-                            rss: 0,
-                            threads: 0,
-                            ticks: 0,
-                            runtime: u64::MAX,
-                            gone: 0,
-                            tracked: false,
-                            ids: Vec::new(),
-                            fds: f64::NAN,
-                            pss: f64::NAN,
-                            state: stat.state,
-                            base: Counters::default(),
-                        },
-                    );
-                }
+                self.fds.remove(&pid);
+                self.sched_fds.remove(&pid);
+                continue;
+            }
+            if let Some(p) = self.procs.get(&pid)
+                && p.start != stat.starttime
+            {
+                // The pid was reused: the old process is gone.
+                let old = self.procs.remove(&pid).expect("present");
+                self.stats.exits_unaccounted.fetch_add(1, Relaxed);
+                self.bury(&old.group.clone(), &old.last.minus(&old.base));
+                self.recent.remove(&pid);
+                ended.push((pid, old));
+            }
+            let prev_cpu = self.procs.get(&pid).map(|p| p.last.user_s + p.last.system_s);
+            if !self.procs.contains_key(&pid) {
+                // Kernel threads (kthreadd's children) are one group, as
+                // Netdata's apps has them: their names carry numbers.
                 let kernel = stat.pid == 2 || stat.ppid == 2;
-                if !kernel && self.procs.get(&pid).is_some_and(|p| p.name != stat.comm) {
-                    self.exec(pid, &stat.comm, &mut ended);
-                }
-                let p = self.procs.get_mut(&pid).expect("inserted");
-                p.last = p.last.max(&c);
-                p.rss = stat.rss_pages * self.page;
-                p.threads = stat.num_threads;
-                p.state = stat.state;
-                p.ticks = stat.utime + stat.stime;
-                p.runtime = runtime;
-                p.gone = 0;
-                if let Some(prev) = prev_cpu {
-                    cpu_now.insert(pid, (c.user_s + c.system_s - prev) / secs);
-                }
+                let group = self.group_for(if kernel { KERNEL_GROUP } else { &stat.comm });
+                self.procs.insert(
+                    pid,
+                    Proc {
+                        start: stat.starttime,
+                        group,
+                        name: stat.comm.clone(),
+                        last: c,
+                        rss: 0,
+                        threads: 0,
+                        ticks: 0,
+                        runtime: u64::MAX,
+                        gone: 0,
+                        tracked: false,
+                        ids: Vec::new(),
+                        fds: f64::NAN,
+                        pss: f64::NAN,
+                        state: stat.state,
+                        base: Counters::default(),
+                    },
+                );
+            }
+            let kernel = stat.pid == 2 || stat.ppid == 2;
+            if !kernel && self.procs.get(&pid).is_some_and(|p| p.name != stat.comm) {
+                self.exec(pid, &stat.comm, &mut ended);
+            }
+            let p = self.procs.get_mut(&pid).expect("inserted");
+            p.last = p.last.max(&c);
+            p.rss = stat.rss_pages * self.page;
+            p.threads = stat.num_threads;
+            p.state = stat.state;
+            p.ticks = stat.utime + stat.stime;
+            p.runtime = runtime;
+            p.gone = 0;
+            if let Some(prev) = prev_cpu {
+                cpu_now.insert(pid, (c.user_s + c.system_s - prev) / secs);
             }
         }
         // Gone from /proc and no exit record within the grace: the last
@@ -755,8 +753,7 @@ impl Collector {
                 g.live.1 += 1;
                 g.live.2 += p.threads;
                 g.live.3 += p.rss;
-                let name = procfs::state_name(p.state);
-                g.states[procfs::STATES.iter().position(|s| *s == name).expect("named from the list")] += 1;
+                g.states[procfs::state_index(p.state)] += 1;
             }
         }
         for (name, g) in &mut groups {

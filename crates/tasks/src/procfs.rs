@@ -92,6 +92,32 @@ pub fn parse_status(text: &str) -> Option<Switches> {
     (v && n).then_some(s)
 }
 
+/// The proportional set size of `/proc/PID/smaps_rollup` (its `Pss:` line,
+/// kB), in bytes: the process's resident pages, each shared page divided
+/// among the processes sharing it.
+pub fn parse_pss(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("Pss:"))?;
+    let mut f = line["Pss:".len()..].split_ascii_whitespace();
+    let kb: u64 = f.next()?.parse().ok()?;
+    (f.next() == Some("kB")).then_some(kb)?.checked_mul(1024)
+}
+
+/// The states of `/proc/PID/stat`'s letter as process-exporter names them
+/// (`namedprocess_namegroup_states{state}`), in the order groups store them.
+pub const STATES: [&str; 5] = ["Running", "Sleeping", "Waiting", "Zombie", "Other"];
+
+/// The index in [`STATES`] of a state letter (`D` is Waiting, stopped and
+/// traced are Other).
+pub fn state_index(state: u8) -> usize {
+    match state {
+        b'R' => 0,
+        b'S' => 1,
+        b'D' => 2,
+        b'Z' => 3,
+        _ => 4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,36 +151,6 @@ mod tests {
         assert_eq!(s.pid, std::process::id());
         assert!(s.num_threads >= 1 && s.rss_pages > 0);
     }
-}
-
-/// The proportional set size of `/proc/PID/smaps_rollup` (its `Pss:` line,
-/// kB), in bytes: the process's resident pages, each shared page divided
-/// among the processes sharing it.
-pub fn parse_pss(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("Pss:"))?;
-    let mut f = line["Pss:".len()..].split_ascii_whitespace();
-    let kb: u64 = f.next()?.parse().ok()?;
-    (f.next() == Some("kB")).then_some(kb)?.checked_mul(1024)
-}
-
-/// The state of `/proc/PID/stat`'s letter, as process-exporter names it
-/// (`namedprocess_namegroup_states{state}`).
-pub fn state_name(state: u8) -> &'static str {
-    match state {
-        b'R' => "Running",
-        b'S' => "Sleeping",
-        b'D' => "Waiting",
-        b'Z' => "Zombie",
-        _ => "Other",
-    }
-}
-
-/// The states [`state_name`] names, in the order groups store them.
-pub const STATES: [&str; 5] = ["Running", "Sleeping", "Waiting", "Zombie", "Other"];
-
-#[cfg(test)]
-mod pss_tests {
-    use super::*;
 
     #[test]
     fn pss_is_read_from_smaps_rollup() {
@@ -164,7 +160,7 @@ mod pss_tests {
         assert_eq!(parse_pss("Pss: 12 MB\n"), None);
         assert_eq!(parse_pss("Pss_Dirty: 1 kB\n"), None);
         assert_eq!(parse_pss(&format!("Pss: {} kB\n", u64::MAX)), None, "overflow refused");
-        assert_eq!(state_name(b'D'), "Waiting");
-        assert_eq!(state_name(b'T'), "Other");
+        assert_eq!(STATES[state_index(b'D')], "Waiting");
+        assert_eq!(STATES[state_index(b'T')], "Other");
     }
 }
