@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{busy_shell, value};
+use common::{Kill, busy_shell, value};
 use tasks::{Collector, Config};
 
 /// A cgroup made for the test, removed (its processes moved out first) on drop.
@@ -39,15 +39,6 @@ impl Drop for Group {
             let _ = std::fs::write(&parent, pid);
         }
         let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-/// Kills the child on drop: a failed assertion leaves nothing running.
-struct Kill(std::process::Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

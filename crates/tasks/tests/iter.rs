@@ -9,17 +9,8 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{busy_shell, value};
+use common::{busy_shell, spawn, value};
 use tasks::{Collector, Config};
-
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn the_iterator_s_collector_agrees_with_the_proc_walk() {
@@ -34,10 +25,9 @@ fn the_iterator_s_collector_agrees_with_the_proc_walk() {
     let mut it = trace::tasks::TaskIter::open().expect("the task iterator loads (root, BTF)");
     let (iter, _) = Collector::new(cfg(), false);
     let mut iter = iter.with_runtimes(Box::new(move |out| it.read(out)));
-    let busy = Child(Command::new(&sh).args(["-c", "while :; do :; done"]).spawn().unwrap());
-    let _idle: Vec<Child> = (0..3)
-        .map(|_| Child(Command::new(&sh).args(["-c", "read x"]).stdin(std::process::Stdio::piped()).spawn().unwrap()))
-        .collect();
+    let busy = spawn(Command::new(&sh).args(["-c", "while :; do :; done"]));
+    let _idle: Vec<common::Kill> =
+        (0..3).map(|_| spawn(Command::new(&sh).args(["-c", "read x"]).stdin(std::process::Stdio::piped()))).collect();
     let pid = busy.0.id().to_string();
     let group = [("groupname", "kskiter")];
     let (mut ids_w, mut ids_i) = (std::collections::HashMap::new(), std::collections::HashMap::new());

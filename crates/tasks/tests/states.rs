@@ -8,7 +8,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{busy_shell, value};
+use common::{busy_shell, spawn, value};
 use tasks::{Collector, Config};
 
 #[test]
@@ -18,9 +18,9 @@ fn members_are_counted_by_state_and_a_tracked_process_has_its_pss() {
     let mut cfg = Config::new(Duration::from_secs(1), "t".into());
     cfg.min_cpu = 0.05;
     let (mut c, _) = Collector::new(cfg, false);
-    let spin = common_child(Command::new(&sh).args(["-c", "while :; do :; done"]));
-    let _sleeping = common_child(Command::new(&sh).args(["-c", "read x"]).stdin(std::process::Stdio::piped()));
-    let stopped = common_child(Command::new(&sh).args(["-c", "while :; do :; done"]));
+    let spin = spawn(Command::new(&sh).args(["-c", "while :; do :; done"]));
+    let _sleeping = spawn(Command::new(&sh).args(["-c", "read x"]).stdin(std::process::Stdio::piped()));
+    let stopped = spawn(Command::new(&sh).args(["-c", "while :; do :; done"]));
     assert!(Command::new("kill").args(["-STOP", &stopped.0.id().to_string()]).status().unwrap().success());
     let spin_pid = spin.0.id().to_string();
     let group = [("groupname", "kskstates")];
@@ -52,18 +52,4 @@ fn members_are_counted_by_state_and_a_tracked_process_has_its_pss() {
         std::thread::yield_now();
     }
     panic!("not seen: {last}");
-}
-
-/// A child killed (and continued, if stopped) when dropped.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn common_child(cmd: &mut Command) -> Child {
-    Child(cmd.spawn().unwrap())
 }

@@ -1,5 +1,6 @@
 //! Helpers of the tests on the real `/proc`: a shell under a name of its
-//! own, and a batch's value by series name and labels.
+//! own, a child killed when dropped, and a batch's value by series name and
+//! labels.
 #![allow(dead_code)]
 
 /// A copy of the shell under a name of its own: its processes' comm.
@@ -23,4 +24,19 @@ pub fn value(
         })
         .map(|p| p.1)
         .reduce(|a, b| a + b)
+}
+
+/// Kills the child on drop: a failed assertion leaves nothing running.
+pub struct Kill(pub std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `cmd`, to be killed when dropped.
+pub fn spawn(cmd: &mut std::process::Command) -> Kill {
+    Kill(cmd.spawn().unwrap())
 }
