@@ -10,9 +10,8 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use common::{BIN, http_get};
 
@@ -57,10 +56,10 @@ fn renamed_kallsyms(to: &Path) {
 
 /// An agent of `host` in a mount namespace of its own: the faked boot id
 /// and kernel table bound over /proc's, a tmpfs at `ns_dir` (empty
-/// outside) holding the spinner, started then deleted; its pid goes to
-/// `ns_dir`'s sibling `<host>.pid`.
-fn namespaced_agent(tmp: &Path, ingest: &str, host: &str, spinner: &Path, ns_dir: &Path) -> (Child, PathBuf) {
-    let pid_file = tmp.join(format!("{host}.pid"));
+/// outside) holding the spinner, started then deleted; returns once the
+/// script says the spinner's pid (its line on stdout, just before the
+/// agent starts).
+fn namespaced_agent(tmp: &Path, ingest: &str, host: &str, spinner: &Path, ns_dir: &Path) -> (Child, u32) {
     let script = format!(
         r#"set -e
 mount --make-rprivate /
@@ -68,22 +67,32 @@ mount --bind {boot} /proc/sys/kernel/random/boot_id
 mount --bind {kallsyms} /proc/kallsyms
 mount -t tmpfs tmpfs {dir}
 cp {spinner} {dir}/ns-spinner
-{dir}/ns-spinner &
-echo $! > {pid}.tmp && mv {pid}.tmp {pid}
-# Gone from every path before the agent starts: only the mapping holds it.
+{dir}/ns-spinner >/dev/null &
+spinner=$!
+# Once it runs the program (not the shell forked for it), the program is
+# gone from every path before the agent starts: only the mapping holds it.
+until [ "$(readlink /proc/$spinner/exe)" = {dir}/ns-spinner ]; do :; done
 rm {dir}/ns-spinner
-exec {bin} agent --server {ingest} --host {host} --perf 2000 --perf-callchain --trace off --batch 500ms --data {data}
+echo $spinner
+exec {bin} agent --server {ingest} --host {host} --perf 2000 --perf-callchain --trace off --batch 500ms --data {data} >/dev/null
 "#,
         boot = tmp.join("boot_id").display(),
         kallsyms = tmp.join("kallsyms").display(),
         dir = ns_dir.display(),
         spinner = spinner.display(),
-        pid = pid_file.display(),
         bin = BIN,
         data = tmp.join(format!("{host}-data")).display(),
     );
-    let child = Command::new("unshare").args(["-m", "sh", "-c", &script]).stderr(Stdio::null()).spawn().unwrap();
-    (child, pid_file)
+    let mut child = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let pid = line.trim().parse().unwrap_or_else(|_| panic!("{host}: no spinner started (the script said {line:?})"));
+    (child, pid)
 }
 
 /// Processes killed when dropped (the spinners outlive their agents).
@@ -120,17 +129,15 @@ fn another_node_s_user_and_kernel_frames_are_named_from_what_its_agent_sent() {
     let ingest = format!("127.0.0.1:{}", common::free_port());
     let srv = common::start(&["server", "--listen", "127.0.0.1:0", "--ingest", &ingest], &data);
     let mut agents = Vec::new();
+    let mut spinners = Pids(Vec::new());
     for host in ["ns-a", "ns-b"] {
         let ns_dir = tmp.join(format!("{host}-only"));
         std::fs::create_dir(&ns_dir).unwrap();
-        let (child, pid_file) = namespaced_agent(tmp, &ingest, host, &spinner, &ns_dir);
-        agents.push((host, common::Killed(child), pid_file, ns_dir));
-    }
-    let mut spinners = Pids(Vec::new());
-    for (host, _, pid_file, ns_dir) in &agents {
-        common::wait(&format!("{host}'s spinner"), Duration::from_secs(20), || pid_file.is_file());
-        let pid: u32 = std::fs::read_to_string(pid_file).unwrap().trim().parse().unwrap();
+        let (child, pid) = namespaced_agent(tmp, &ingest, host, &spinner, &ns_dir);
+        agents.push((host, common::Killed(child), ns_dir));
         spinners.0.push(pid);
+    }
+    for ((_, _, ns_dir), pid) in agents.iter().zip(&spinners.0) {
         // Its path exists nowhere outside the namespace.
         assert_eq!(std::fs::read_dir(ns_dir).unwrap().count(), 0);
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
