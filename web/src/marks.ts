@@ -70,6 +70,8 @@ export async function pollMarks(): Promise<void> {
   }));
   out.sort((a, b) => a.t - b.t);
   app.dropMarks = out;
+  byTarget.clear();
+  for (const m of out) if (m.target) (byTarget.get(m.target) ?? byTarget.set(m.target, []).get(m.target)!).push(m);
   stats.markReasons = [...new Set(out.map((m) => m.why.replace(/^\d+ /, '')))];
 }
 
@@ -97,15 +99,20 @@ export function drawMarks(u: uPlot): void {
   stats.marksDrawn += ticks.length;
 }
 
+/// The marks of each SNMP target, in time order (heat maps ask per row
+/// on every redraw: a lookup, not a scan of every mark).
+const byTarget = new Map<string, Mark[]>();
+
 /// The marks of SNMP target `target` (a heat map's row) in the buckets of
-/// `times`: bucket index -> reasons.
+/// `times` (ascending): bucket index -> reasons.
 export function targetMarks(target: string, times: number[]): Map<number, string[]> {
   const out = new Map<number, string[]>();
-  for (const m of app.dropMarks) {
-    if (m.target !== target) continue;
-    let k = times.length - 1;
-    while (k > 0 && times[k] > m.t) k--;
-    if (k < 0) continue;
+  for (const m of byTarget.get(target) ?? []) {
+    // The last bucket starting at or before the mark.
+    let lo = 0, hi = times.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (times[mid] <= m.t) lo = mid + 1; else hi = mid; }
+    const k = Math.max(lo - 1, 0);
+    if (times.length === 0) continue;
     const list = out.get(k) ?? [];
     list.push(`${when(m.t)}: ${m.why}`);
     out.set(k, list);
