@@ -483,6 +483,9 @@ fn build_ids(encoded: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let none = codec::events::Want { time: false, pid: false, tid: false, ip: false, chain: false };
     let mut ids: Vec<Vec<u8>> = encoded
         .iter()
+        // A batch without a process table (kernel samples only) says so
+        // in its header: nothing to decode.
+        .filter(|e| codec::events::Header::read(e).is_ok_and(|(h, _)| h.has_procs))
         .filter_map(|e| codec::events::EventBatch::decode(e, none).ok())
         .flat_map(|b| b.procs.into_iter().flat_map(|p| p.maps.into_iter().map(|m| m.build_id)))
         .filter(|id| !id.is_empty())
