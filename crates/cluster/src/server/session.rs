@@ -271,7 +271,7 @@ impl Session<'_> {
         let mark_key = self.mark_key.clone();
         // Decoding and storing run on a blocking thread (the append waits
         // for fsync); their CPU time is the server's cost per sample.
-        let (result, work, figures) = tokio::task::spawn_blocking(move || {
+        let (result, work, mut figures) = tokio::task::spawn_blocking(move || {
             let cpu0 = clock::thread_cpu_ns();
             let mut figures = Figures::default();
             let result = work.store(&store, &host, (&mark_key, seq), payload, &mut figures);
@@ -286,7 +286,7 @@ impl Session<'_> {
             stats.unknown_series.fetch_add(figures.unknown, Ordering::Relaxed);
         }
         ingest.hosts.agent_figures(&self.host, &figures);
-        self.found = (figures.build_ids.clone(), figures.boot.clone());
+        self.found = (std::mem::take(&mut figures.build_ids), figures.boot.take());
         let (n_samples, n_events) = (figures.samples, figures.events);
         match result {
             Ok(appended) => {
