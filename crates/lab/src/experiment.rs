@@ -471,13 +471,23 @@ mod tests {
         let (code, out) = shell("sleep 600 & echo $!; wait", dir.path(), Duration::from_millis(300)).unwrap();
         assert_eq!(code, None, "{out}");
         let pid: u32 = out.trim().parse().unwrap_or_else(|_| panic!("{out:?}"));
-        // Its output pipe closed, so it has exited: gone, a zombie until
-        // reaped, or its pid already reused by another program (a busy
-        // machine cycles pids fast).
+        // Its output pipe closed, so it was killed: it closes its files on
+        // its way out, before it is a zombie. Gone, a zombie, its pid
+        // already reused by another program (a busy machine cycles pids
+        // fast), or about to exit: its pidfd turns readable on the exit
+        // itself.
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let still_sleep = stat.contains("(sleep)");
         let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next());
-        assert!(!still_sleep || matches!(state, None | Some(Some('Z'))), "sleep {pid} still runs: {state:?}");
+        if still_sleep && !matches!(state, None | Some(Some('Z'))) {
+            use rustix::event::{PollFd, PollFlags, Timespec, poll};
+            let p = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
+            if let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) {
+                let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+                let exited = poll(&mut fds, Some(&Timespec { tv_sec: 10, tv_nsec: 0 })).unwrap();
+                assert_eq!(exited, 1, "sleep {pid} still runs 10 s after its shell was killed: {state:?}");
+            }
+        }
         let (code, out) = shell("echo hi; exit 3", dir.path(), Duration::from_secs(60)).unwrap();
         assert_eq!((code, out.trim()), (Some(3), "hi"));
     }
