@@ -122,8 +122,12 @@ impl Report {
 }
 
 fn put_hist<T: Counter>(out: &mut Vec<u8>, h: &Histogram<T>) {
-    let buckets: Vec<(u64, u64)> =
-        h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value().as_u64())).collect();
+    // Each bucket by its lowest value: its highest may lie past the
+    // histogram's bound (a value recorded near it), where decoding refuses it.
+    let buckets: Vec<(u64, u64)> = h
+        .iter_recorded()
+        .map(|v| (h.lowest_equivalent(v.value_iterated_to()), v.count_at_value().as_u64()))
+        .collect();
     out.extend_from_slice(&(buckets.len() as u64).to_le_bytes());
     for (value, count) in buckets {
         out.extend_from_slice(&value.to_le_bytes());
@@ -239,6 +243,20 @@ mod tests {
             data.extend(bytes);
             let _ = Report::decode(&data, Instant::now());
         }
+    }
+
+    /// Found by the fuzzer: a value recorded at the histogram's bound sits
+    /// in a bucket whose highest value is past it.
+    #[test]
+    fn a_value_at_the_histogram_s_bound_round_trips() {
+        let (start, mut r) = recorder(&[(10, 5, 200, false)]);
+        let high = r.corrected_ns.high();
+        r.corrected_ns.record(high).unwrap();
+        let high = r.intervals[0].latency_us.high();
+        r.intervals[0].latency_us.record(high).unwrap();
+        let bytes = Report { began_ns: 1, elapsed: Duration::from_secs(1), cpu_ns: 2, recorder: r.clone() }.encode();
+        let back = Report::decode(&bytes, start).expect("what was encoded decodes");
+        same(&back.recorder, &r);
     }
 
     #[test]
