@@ -124,10 +124,8 @@ impl Report {
 fn put_hist<T: Counter>(out: &mut Vec<u8>, h: &Histogram<T>) {
     // Each bucket by its lowest value: its highest may lie past the
     // histogram's bound (a value recorded near it), where decoding refuses it.
-    let buckets: Vec<(u64, u64)> = h
-        .iter_recorded()
-        .map(|v| (h.lowest_equivalent(v.value_iterated_to()), v.count_at_value().as_u64()))
-        .collect();
+    let buckets: Vec<(u64, u64)> =
+        h.iter_recorded().map(|v| (h.lowest_equivalent(v.value_iterated_to()), v.count_at_value().as_u64())).collect();
     out.extend_from_slice(&(buckets.len() as u64).to_le_bytes());
     for (value, count) in buckets {
         out.extend_from_slice(&value.to_le_bytes());
