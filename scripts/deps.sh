@@ -30,6 +30,8 @@ case "${1:-test}" in
     want redis-server              # the server across the network injector in `lab latency --workload redis`'s test
     want redis-tools               # redis-benchmark: its load
     want fio                       # random reads on the delayed device in `lab latency --inject storage`'s test
+    want clickhouse-server         # the store at scale: its tests start a cluster of 2 shards × 2 replicas on loopback
+    want zookeeper                 # (their replication)
     ;;
   build)
     want clang                     # compiles the BPF programs of crates/trace; without it tracing is left out

@@ -108,7 +108,7 @@ const LAYERS: &[&[&str]] = &[
     &["model", "clock", "client"],
     &["codec"],
     &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits", "tasks"],
-    &["symstore"],
+    &["symstore", "chstore"],
     &["influx", "cluster", "promql", "latency"],
     &["diagnose"],
     &["node", "api", "lab", "rules"],

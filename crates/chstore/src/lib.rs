@@ -1,0 +1,22 @@
+//! The store at scale (issue 27): a kansoku server in front of a ClickHouse
+//! cluster instead of its embedded store. ClickHouse keeps what one machine
+//! cannot — sharded across servers, each shard replicated through ZooKeeper,
+//! columnar and compressed — and kansoku keeps its protocol, its agents and
+//! its idea of exactly once. This crate holds the schema (`schema`: series
+//! dictionary, samples with their 1 s and 1 min tiers as materialised views,
+//! per-CPU events as columns, each agent spool's mark; plain MergeTree on
+//! one server, `Replicated*` under `Distributed` on a cluster, all of it
+//! accepted by ClickHouse 18.16), the HTTP client (`client`: RowBinary in,
+//! text out, failing over among the addresses given), the writer a server's
+//! ingest calls per batch (`writer`: deterministic blocks, so a batch resent
+//! through another server is deduplicated by the replicated tables), and a
+//! cluster on loopback for tests and the lab (`local`).
+
+pub mod client;
+pub mod local;
+pub mod schema;
+pub mod writer;
+
+pub use client::{Client, Error, Target};
+pub use schema::Layout;
+pub use writer::{OpenError, Writer, series_id};

@@ -1,0 +1,102 @@
+//! The schema and the writer on a real ClickHouse 18.16 cluster: 2 shards ×
+//! 2 replicas and ZooKeeper on loopback. A batch written twice is stored
+//! once (the replicated tables deduplicate it), also through another
+//! replica after one was killed; the tiers agree with the raw samples.
+
+use std::time::Duration;
+
+use chstore::local::{CLUSTER, LocalCluster};
+use chstore::{Writer, series_id};
+use codec::events::{EventBatch, MapInfo, ProcInfo};
+use model::SeriesKey;
+
+fn count(w: &Writer, sql: &str) -> u64 {
+    w.client().query(sql).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn a_batch_sent_twice_is_stored_once_even_across_a_dead_replica() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = LocalCluster::start(dir.path(), 2, 2).unwrap();
+    let w = Writer::open(&cluster.url("k"), Some(CLUSTER), Duration::from_secs(30)).unwrap();
+    // Opening again finds the schema made and changes nothing.
+    let w2 = Writer::open(&cluster.url("k"), Some(CLUSTER), Duration::from_secs(30)).unwrap();
+
+    let keys: Vec<SeriesKey> = (0..50).map(|i| SeriesKey::new("m", [("host", "a"), ("i", &*i.to_string())])).collect();
+    let batch = |round: u64| -> Vec<(u64, u64, f64)> {
+        keys.iter().map(|k| (series_id(k), 1_700_000_000_000_000_000 + round * 100_000_000, round as f64)).collect()
+    };
+    w.write_series(&keys).unwrap();
+    for round in 0..20 {
+        w.write_samples(&batch(round)).unwrap();
+    }
+    // The same batches again, through the other writer: all deduplicated.
+    for round in 0..20 {
+        w2.write_samples(&batch(round)).unwrap();
+    }
+    assert_eq!(count(&w, "SELECT count() FROM k.samples"), 50 * 20);
+    assert_eq!(count(&w, "SELECT uniqExact(id) FROM k.series"), 50);
+
+    // One replica of each shard dies; new batches and resent ones go to the
+    // other, and the resent ones are still recognised.
+    let shard1 = cluster.nodes.iter().position(|n| n.shard == 1 && n.replica == 1).unwrap();
+    cluster.kill(shard1);
+    for round in 15..30 {
+        w2.write_samples(&batch(round)).unwrap();
+    }
+    assert_eq!(count(&w2, "SELECT count() FROM k.samples"), 50 * 30);
+    cluster.restart(shard1).unwrap();
+
+    // Tiers: one 1 s bucket per 10 rounds, sums as the raw samples'.
+    let raw = w
+        .client()
+        .query("SELECT intDiv(t, 1000000000) AS s, sum(v), count() FROM k.samples GROUP BY s ORDER BY s")
+        .unwrap();
+    let tier = w
+        .client()
+        .query("SELECT intDiv(t, 1000000000) AS s, sumMerge(sum), countMerge(count) FROM k.samples_1s GROUP BY s ORDER BY s")
+        .unwrap();
+    assert_eq!(raw, tier);
+    assert_eq!(raw.lines().count(), 3);
+
+    // Events with their chains and processes, twice: once.
+    let stream = SeriesKey::new("perf_cpu_clock", [("host", "a"), ("boot", "b")]);
+    let b = EventBatch {
+        cpu: 1,
+        time: vec![1_700_000_000_000_000_000, 1_700_000_000_000_100_000],
+        pid: vec![7, 7],
+        tid: vec![7, 8],
+        ip: vec![0x401000, 0xffffffff81000000],
+        chain: vec![0, 1],
+        stacks: vec![vec![0x401000, 0x402000], vec![0xffffffff81000000]],
+        procs: vec![ProcInfo {
+            pid: 7,
+            comm: "spin".into(),
+            maps: vec![MapInfo {
+                start: 0x400000,
+                end: 0x500000,
+                pgoff: 0,
+                build_id: vec![1, 2, 3],
+                path: "/bin/spin".into(),
+            }],
+        }],
+    };
+    assert_eq!(w.write_events(&stream, std::slice::from_ref(&b)).unwrap(), 2);
+    assert_eq!(w2.write_events(&stream, std::slice::from_ref(&b)).unwrap(), 2);
+    assert_eq!(count(&w, "SELECT count() FROM k.events"), 2);
+    let frames = w
+        .client()
+        .query("SELECT e.tid, s.frames FROM k.events AS e GLOBAL ANY INNER JOIN (SELECT hash AS stack, frames FROM k.stacks) AS s USING stack ORDER BY e.tid")
+        .unwrap();
+    assert_eq!(frames, format!("7\t[{},{}]\n8\t[{}]\n", 0x401000, 0x402000, 0xffffffff81000000u64));
+    assert_eq!(
+        w.client().query("SELECT comm, map_path, length(map_build_id[1]) FROM k.procs").unwrap(),
+        "spin\t['/bin/spin']\t3\n"
+    );
+
+    // Marks: the newest wins, whichever server asks.
+    assert_eq!(w.mark("a'b", 9).unwrap(), 0);
+    w.set_mark("a'b", 9, 4).unwrap();
+    w2.set_mark("a'b", 9, 5).unwrap();
+    assert_eq!(w.mark("a'b", 9).unwrap(), 5);
+}
