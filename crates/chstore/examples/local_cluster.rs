@@ -1,6 +1,7 @@
 //! Starts a ClickHouse cluster on loopback (ZooKeeper, SHARDS × REPLICAS
 //! servers) under DIR and keeps it until stdin closes:
 //! `cargo run -p chstore --example local_cluster -- DIR [SHARDS REPLICAS]`.
+#![allow(clippy::print_stdout, reason = "the cluster's address is the output")]
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
