@@ -82,6 +82,9 @@ pub struct Client {
     agent: ureq::Agent,
     /// The address that answered last.
     current: AtomicUsize,
+    /// Numbers queries: `query_id` is `kansoku-PID-N`, to find this
+    /// process's queries in `system.processes` and the query log.
+    queries: std::sync::atomic::AtomicU64,
 }
 
 impl Client {
@@ -92,7 +95,7 @@ impl Client {
             .timeout_global(Some(timeout))
             .build()
             .into();
-        Client { target, agent, current: AtomicUsize::new(0) }
+        Client { target, agent, current: AtomicUsize::new(0), queries: Default::default() }
     }
 
     pub fn target(&self) -> &Target {
@@ -118,10 +121,11 @@ impl Client {
         let n = self.target.hosts.len();
         let first = self.current.load(Ordering::Relaxed);
         let mut reason = String::new();
+        let id = format!("kansoku-{}-{}", std::process::id(), self.queries.fetch_add(1, Ordering::Relaxed));
         for k in 0..n {
             let i = (first + k) % n;
             let host = &self.target.hosts[i];
-            let mut req = self.agent.post(format!("http://{host}/"));
+            let mut req = self.agent.post(format!("http://{host}/")).query("query_id", &id);
             for (k, v) in params {
                 req = req.query(*k, *v);
             }

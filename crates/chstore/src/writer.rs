@@ -45,6 +45,8 @@ pub struct Stats {
     pub bytes: AtomicU64,
     pub failed: AtomicU64,
     pub insert_ns: AtomicU64,
+    /// Samples and events at times UInt64 nanoseconds cannot hold.
+    pub refused: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -52,6 +54,9 @@ pub struct Writer {
     client: Client,
     layout: Layout,
     stats: Stats,
+    /// Ids of the series this server wrote to the dictionary: not written
+    /// again.
+    known: std::sync::Mutex<std::collections::HashSet<u64>>,
 }
 
 impl Writer {
@@ -71,7 +76,7 @@ impl Writer {
         for sql in layout.statements() {
             client.query(&sql).map_err(|e| OpenError::Schema(sql.clone(), e))?;
         }
-        Ok(Writer { client, layout, stats: Stats::default() })
+        Ok(Writer { client, layout, stats: Stats::default(), known: Default::default() })
     }
 
     pub fn client(&self) -> &Client {
@@ -86,12 +91,29 @@ impl Writer {
         &self.stats
     }
 
-    /// Writes series keys to the dictionary (again is harmless).
+    /// Counts samples or events refused for their time (before 1970 or
+    /// after 2200).
+    pub fn refuse(&self, n: u64) {
+        self.stats.refused.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Whether this server already wrote series `id` to the dictionary.
+    pub fn knows(&self, id: u64) -> bool {
+        self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&id)
+    }
+
+    /// Writes to the dictionary the keys this server has not written yet.
     pub fn write_series<'a>(&self, keys: impl IntoIterator<Item = &'a SeriesKey>) -> Result<(), Error> {
         let mut rows = Vec::new();
         let mut n = 0;
+        let mut ids = Vec::new();
         for key in keys {
-            put_u64(&mut rows, series_id(key));
+            let id = series_id(key);
+            if self.knows(id) {
+                continue;
+            }
+            ids.push(id);
+            put_u64(&mut rows, id);
             put_str(&mut rows, key.name());
             put_len(&mut rows, key.labels().len());
             for (k, _) in key.labels() {
@@ -103,7 +125,9 @@ impl Writer {
             }
             n += 1;
         }
-        self.insert("series", &rows, n)
+        self.insert("series", &rows, n)?;
+        self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(ids);
+        Ok(())
     }
 
     /// Writes samples as (series id, t ns, value), in the order given.
@@ -240,6 +264,7 @@ impl Writer {
             Figure::counter("sent_bytes", get(&s.bytes)),
             Figure::counter("failed_inserts", get(&s.failed)),
             Figure::counter_seconds("insert_seconds", get(&s.insert_ns) as f64 / 1e9),
+            Figure::counter("refused_times", get(&s.refused)),
         ]
     }
 }

@@ -22,7 +22,9 @@ use wire::{Hello, Msg};
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
     /// Where the server's ingest listens: `host:port`, `tcp://host:port` or
-    /// `tls://host:port` (TLS also when `tls` is set).
+    /// `tls://host:port` (TLS also when `tls` is set); several, separated
+    /// by commas, for servers in front of one ClickHouse store: a server
+    /// that cannot be reached or cannot store hands the agent to the next.
     pub server: String,
     pub host: String,
     pub token: Option<String>,
@@ -123,6 +125,8 @@ pub struct Agent {
     sender: Arc<SenderStats>,
     figures: Vec<Figures>,
     job: Arc<JobSlot>,
+    /// Which of the servers the next connection goes to.
+    server_at: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Agent {
@@ -151,7 +155,14 @@ impl Agent {
     /// Opens the spool in `spool_dir`.
     pub fn new(cfg: AgentConfig, spool_dir: &std::path::Path) -> io::Result<Agent> {
         let spool = Spool::open(spool_dir, cfg.spool_limit.unwrap_or(crate::spool::MIN_BYTES))?;
-        Ok(Agent { cfg, spool: Arc::new(spool), sender: Arc::default(), figures: Vec::new(), job: Arc::default() })
+        Ok(Agent {
+            cfg,
+            spool: Arc::new(spool),
+            sender: Arc::default(),
+            figures: Vec::new(),
+            job: Arc::default(),
+            server_at: Default::default(),
+        })
     }
 
     /// Adds figures read at every batch, beside the agent's own.
@@ -307,12 +318,25 @@ impl Agent {
                 Ok(false) => {}
                 Err(e) => {
                     *self.sender.last_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = e.to_string();
-                    if failures == 0 {
-                        tracing::warn!("agent: {}: {e}; retrying (spooling meanwhile)", self.cfg.server);
-                    } else if failures.is_multiple_of(100) {
-                        tracing::warn!("agent: {}: still failing after {failures} attempts: {e}", self.cfg.server);
+                    let server = self.server().to_owned();
+                    let n = self.servers().len();
+                    if n > 1 {
+                        // The next server, at once; the backoff only once
+                        // every one of them failed in a row.
+                        self.server_at.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!("agent: {server}: {e}; trying {} (spooling meanwhile)", self.server());
+                        failures += 1;
+                        if !failures.is_multiple_of(n as u64) {
+                            continue;
+                        }
+                    } else {
+                        if failures == 0 {
+                            tracing::warn!("agent: {server}: {e}; retrying (spooling meanwhile)");
+                        } else if failures.is_multiple_of(100) {
+                            tracing::warn!("agent: {server}: still failing after {failures} attempts: {e}");
+                        }
+                        failures += 1;
                     }
-                    failures += 1;
                 }
             }
             tokio::select! {
@@ -331,10 +355,22 @@ impl Agent {
         }
     }
 
+    /// The servers `--server` lists.
+    fn servers(&self) -> Vec<&str> {
+        let list: Vec<&str> = self.cfg.server.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        if list.is_empty() { vec![self.cfg.server.as_str()] } else { list }
+    }
+
+    /// The server the next connection goes to.
+    fn server(&self) -> &str {
+        let servers = self.servers();
+        servers[self.server_at.load(Ordering::Relaxed) % servers.len()]
+    }
+
     /// One connection. Ok(true): it was welcomed (reset the backoff).
     /// With `drain`, returns once the backlog is empty.
     async fn session(&self, drain: bool) -> Result<bool, NetError> {
-        let conn = net::connect(&self.cfg.server, self.cfg.tls.clone()).await?;
+        let conn = net::connect(self.server(), self.cfg.tls.clone()).await?;
         let (rd, wr) = tokio::io::split(conn);
         let mut wr = BufWriter::with_capacity(256 << 10, wr);
         let mut out = Vec::new();

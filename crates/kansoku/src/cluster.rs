@@ -49,6 +49,18 @@ pub struct IngestArgs {
     /// used go (and are asked for again when samples name them).
     #[arg(long, default_value = "2G", value_parser = model::parse_bytes)]
     symbols_budget: u64,
+    /// Where agents' samples and events are kept: `embedded` (this
+    /// server's data directory) or `clickhouse://HOST:PORT[,HOST:PORT…]/DB`
+    /// (ClickHouse's HTTP interface; several addresses are tried in turn),
+    /// so that several servers can stand in front of one store. See
+    /// docs/scale.md.
+    #[arg(long, default_value = "embedded", value_name = "STORE")]
+    store: String,
+    /// With a clickhouse:// store: the cluster's name in ClickHouse's
+    /// `remote_servers`. Tables are then replicated under Distributed ones,
+    /// and a batch resent through another server is stored once.
+    #[arg(long, value_name = "NAME")]
+    cluster: Option<String>,
 }
 
 pub struct IngestSetup {
@@ -80,7 +92,20 @@ pub fn ingest_setup(args: &IngestArgs) -> anyhow::Result<IngestSetup> {
     }
     let listener = std::net::TcpListener::bind(addr).map_err(|e| anyhow::anyhow!("--ingest {addr}: {e}"))?;
     listener.set_nonblocking(true).context("ingest socket")?;
+    let clickhouse = match args.store.as_str() {
+        "embedded" => {
+            if args.cluster.is_some() {
+                bail!("--cluster names a ClickHouse cluster: give --store clickhouse://HOST:PORT/DB too");
+            }
+            None
+        }
+        url => {
+            let writer = chstore::Writer::open(url, args.cluster.as_deref(), Duration::from_secs(30))?;
+            Some(Arc::new(writer))
+        }
+    };
     let config = ServerConfig {
+        clickhouse,
         max_frame: args.max_frame,
         max_series_per_agent: args.max_series_per_agent,
         max_connections: args.max_connections,
@@ -93,7 +118,9 @@ pub fn ingest_setup(args: &IngestArgs) -> anyhow::Result<IngestSetup> {
 
 #[derive(clap::Args, Debug)]
 pub struct AgentArgs {
-    /// The server's ingest address: HOST:PORT, tcp://HOST:PORT or tls://HOST:PORT.
+    /// The server's ingest address: HOST:PORT, tcp://HOST:PORT or
+    /// tls://HOST:PORT; several separated by commas (servers in front of
+    /// one ClickHouse store): the agent moves to the next when one fails.
     #[arg(long)]
     server: String,
     /// File holding this agent's bearer token (one line).

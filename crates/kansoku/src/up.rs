@@ -367,6 +367,13 @@ fn serve(
             jobs.spawn("symbols", move |tx, stop| {
                 node::jobs::report_series("kansoku_symbols", every, || symbols.report(), &tx, &stop);
             })?;
+            if let Some(ch) = setup.config.clickhouse.clone() {
+                let report = Arc::clone(&ch);
+                state.reports.push(api::Report("clickhouse", Arc::new(move || report.report())));
+                jobs.spawn("clickhouse", move |tx, stop| {
+                    node::jobs::report_series("kansoku_clickhouse", every, || ch.report(), &tx, &stop);
+                })?;
+            }
             let ingest = Arc::new(cluster::server::Ingest::new(Arc::clone(&store), state.live.clone(), setup.config));
             state.cluster = Some(api::ClusterView {
                 hosts: Arc::clone(&ingest.hosts),

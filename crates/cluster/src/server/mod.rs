@@ -55,6 +55,10 @@ pub struct ServerConfig {
     /// Where symbol sources from agents are kept; None: agents are asked
     /// for none (their frames are named only where this machine can).
     pub symbols: Option<Arc<symstore::SymStore>>,
+    /// `--store clickhouse://…`: agents' samples and events go to ClickHouse
+    /// (the embedded store keeps only this server's own series), and the
+    /// spool marks are read from there, so any server may take any agent.
+    pub clickhouse: Option<Arc<chstore::Writer>>,
 }
 
 impl Default for ServerConfig {
@@ -68,6 +72,7 @@ impl Default for ServerConfig {
             ping_every: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(60),
             symbols: None,
+            clickhouse: None,
         }
     }
 }
@@ -278,7 +283,14 @@ impl Ingest {
             return reject(&mut wr, "too many connections").await;
         };
         let host = hello.host.clone();
-        let mark = self.mark(&host, hello.spool_id).await;
+        let mark = match self.mark(&host, hello.spool_id).await {
+            Ok(m) => m,
+            Err(why) => {
+                self.stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!("ingest: {addr}: agent {host:?}: {why}");
+                return reject(&mut wr, &why).await;
+            }
+        };
         let generation = {
             let mut m = mark.lock().await;
             m.generation += 1;
@@ -302,7 +314,10 @@ impl Ingest {
             mark_key: seq_key(&host, &format!("{:016x}", hello.spool_id)),
             n_local: 0,
             pending: Vec::new(),
-            work: Some(Work::new(self.cfg.symbols.is_some() && hello.version >= wire::VERSION_SYMBOLS)),
+            work: Some(Work::new(
+                self.cfg.symbols.is_some() && hello.version >= wire::VERSION_SYMBOLS,
+                self.cfg.clickhouse.clone(),
+            )),
             found: (Vec::new(), None),
             probes: Vec::new(),
             orders: None,
@@ -322,26 +337,43 @@ impl Ingest {
         result
     }
 
-    /// The stored mark of a spool, read from the store the first time.
-    async fn mark(&self, host: &str, spool_id: u64) -> Mark {
+    /// The stored mark of a spool, read from the store the first time; from
+    /// ClickHouse every time (another server may have stored since).
+    async fn mark(&self, host: &str, spool_id: u64) -> Result<Mark, String> {
         let key = (host.to_owned(), spool_id);
-        if let Some(m) = self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
-            return Arc::clone(m);
+        let cached = self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned();
+        let stored = match (&self.cfg.clickhouse, &cached) {
+            (None, Some(m)) => return Ok(Arc::clone(m)),
+            (Some(ch), _) => {
+                let (ch, host) = (Arc::clone(ch), host.to_owned());
+                tokio::task::spawn_blocking(move || ch.mark(&host, spool_id))
+                    .await
+                    .map_err(|e| format!("reading the mark: {e}"))?
+                    .map_err(|e| format!("cannot read where this agent's batches stand: {e}"))?
+            }
+            (None, None) => {
+                let store = Arc::clone(&self.store);
+                let series = seq_key(host, &format!("{spool_id:016x}"));
+                // Rounds carry their mark in the WAL, events in the event
+                // log: the higher of the two is what is stored.
+                tokio::task::spawn_blocking(move || {
+                    let rounds = last_value(&store, &series).map_or(0, |v| v as u64);
+                    rounds.max(store.events().mark(&series).unwrap_or(0))
+                })
+                .await
+                .unwrap_or(0)
+            }
+        };
+        if let Some(m) = cached {
+            let mut g = m.lock().await;
+            g.stored = g.stored.max(stored);
+            drop(g);
+            return Ok(m);
         }
-        let store = Arc::clone(&self.store);
-        let series = seq_key(host, &format!("{spool_id:016x}"));
-        // Rounds carry their mark in the WAL, events in the event log: the
-        // higher of the two is what is stored.
-        let stored = tokio::task::spawn_blocking(move || {
-            let rounds = last_value(&store, &series).map_or(0, |v| v as u64);
-            rounds.max(store.events().mark(&series).unwrap_or(0))
-        })
-        .await
-        .unwrap_or(0);
         let mut marks = self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(
+        Ok(Arc::clone(
             marks.entry(key).or_insert_with(|| Arc::new(tokio::sync::Mutex::new(SpoolMark { stored, generation: 0 }))),
-        )
+        ))
     }
 }
 

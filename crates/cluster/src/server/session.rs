@@ -215,7 +215,11 @@ impl Session<'_> {
             let key = SeriesKey::new(key.name(), labels);
             // New series count per host, across its connections (three
             // connections must not get three times the limit).
-            if !self.ingest.store.contains(&key) {
+            let stored = match &self.ingest.cfg.clickhouse {
+                Some(ch) => ch.knows(chstore::series_id(&key)),
+                None => self.ingest.store.contains(&key),
+            };
+            if !stored {
                 let mut counts = self.ingest.new_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 let n = counts.entry(self.host.clone()).or_insert(0);
                 if *n >= max {
@@ -239,7 +243,11 @@ impl Session<'_> {
                 work.local.resize(aid as usize + 1, u32::MAX);
             }
             work.local[aid as usize] = self.n_local;
-            self.pending.push((self.n_local, key));
+            match &mut work.ch {
+                // The embedded store keeps only the server's own series.
+                Some(remote) => remote.define(self.n_local, key),
+                None => self.pending.push((self.n_local, key)),
+            }
             self.n_local += 1;
         }
         Ok(())
@@ -266,7 +274,11 @@ impl Session<'_> {
         }
         let store = Arc::clone(&ingest.store);
         let mut work = self.work.take().expect("put back after each append");
-        work.defs = std::mem::take(&mut self.pending);
+        if work.ch.is_none() {
+            // (With ClickHouse the pending ones are the server's own series,
+            // for the clock probes' appends.)
+            work.defs = std::mem::take(&mut self.pending);
+        }
         let host = self.host.clone();
         let mark_key = self.mark_key.clone();
         // Decoding and storing run on a blocking thread (the append waits
@@ -305,7 +317,7 @@ impl Session<'_> {
                 stats.rejected_protocol.fetch_add(1, Ordering::Relaxed);
                 Err(NetError::Rejected(format!("batch {seq}: {e}")))
             }
-            Err(BatchError::Store(e)) => {
+            Err(e @ (BatchError::Store(_) | BatchError::Remote(_))) => {
                 stats.store_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!("ingest: {}: batch {seq} not stored: {e}", self.host);
                 // Not acknowledged: the agent keeps it and sends it again.
@@ -360,6 +372,8 @@ pub(super) enum BatchError {
     Malformed(String),
     #[error("{0}")]
     Store(#[from] store::StoreError),
+    #[error("{0}")]
+    Remote(#[from] chstore::Error),
 }
 
 /// What a stored batch told about its agent.
@@ -394,12 +408,71 @@ pub(super) struct Work {
     spool_bytes_id: Option<u32>,
     /// Read the build ids and boot of event batches (for symbol sources).
     pub(super) sources: bool,
+    /// Where agents' batches go instead of the embedded store.
+    ch: Option<Remote>,
+}
+
+/// A connection's series in ClickHouse.
+#[derive(Debug)]
+pub(super) struct Remote {
+    writer: Arc<chstore::Writer>,
+    /// This connection's id -> (ClickHouse series id, key).
+    ids: Vec<(u64, SeriesKey)>,
+    /// Ids defined since the last batch, for the dictionary.
+    fresh: Vec<u32>,
+}
+
+impl Remote {
+    fn define(&mut self, local: u32, key: SeriesKey) {
+        let l = local as usize;
+        if self.ids.len() <= l {
+            self.ids.resize(l + 1, (0, SeriesKey::new("", [("", "")])));
+        }
+        self.ids[l] = (chstore::series_id(&key), key);
+        self.fresh.push(local);
+    }
+
+    /// The rounds of a batch: new keys to the dictionary, the samples in the
+    /// batch's order (the same rows each time the batch comes, so a resend
+    /// is deduplicated), then the spool's mark. Samples at times outside
+    /// 1970..2200 are refused and counted, as the embedded store does.
+    fn store_rounds(
+        &mut self,
+        rounds: &[Batch],
+        (host, spool, seq): (&str, u64, u64),
+        fig: &mut Figures,
+    ) -> Result<Vec<Appended>, BatchError> {
+        self.write_fresh()?;
+        let mut rows = Vec::with_capacity(rounds.iter().map(|r| r.points.len()).sum());
+        for r in rounds {
+            if !r.time.is_storable() {
+                self.writer.refuse(r.points.len() as u64);
+                fig.samples -= r.points.len() as u64;
+                continue;
+            }
+            let t = r.time.as_nanos() as u64;
+            rows.extend(r.points.iter().map(|p| (self.ids[p.0 as usize].0, t, p.1)));
+        }
+        self.writer.write_samples(&rows)?;
+        self.writer.set_mark(host, spool, seq)?;
+        Ok(Vec::new())
+    }
+
+    fn write_fresh(&mut self) -> Result<(), chstore::Error> {
+        let fresh = std::mem::take(&mut self.fresh);
+        let written = self.writer.write_series(fresh.iter().map(|&l| &self.ids[l as usize].1));
+        if written.is_err() {
+            self.fresh = fresh; // again with the next batch
+        }
+        written
+    }
 }
 
 impl Work {
-    /// `sources`: read the build ids and boot of event batches.
-    pub(super) fn new(sources: bool) -> Work {
-        Work { sources, ..Work::default() }
+    /// `sources`: read the build ids and boot of event batches; `ch`: store
+    /// in ClickHouse.
+    pub(super) fn new(sources: bool, ch: Option<Arc<chstore::Writer>>) -> Work {
+        Work { sources, ch: ch.map(|writer| Remote { writer, ids: Vec::new(), fresh: Vec::new() }), ..Work::default() }
     }
 
     pub(super) fn store(
@@ -442,6 +515,9 @@ impl Work {
                     });
                     fig.samples += r.points.len() as u64;
                 }
+                if let Some(remote) = &mut self.ch {
+                    return remote.store_rounds(&rounds, (host, spool_of(mark_key), seq), fig);
+                }
                 // The mark rides on the newest round the store will take (a
                 // round at a time outside the storable range is refused and
                 // counted there, and must not take the mark with it).
@@ -456,6 +532,23 @@ impl Work {
                 let mut labels: Vec<(String, String)> = stream.labels().to_vec();
                 labels.push(("host".into(), host.to_owned()));
                 let stream = SeriesKey::new(stream.name(), labels);
+                if let Some(remote) = &mut self.ch {
+                    remote.write_fresh()?;
+                    let ch = &remote.writer;
+                    let batches = encoded
+                        .iter()
+                        .map(|e| codec::events::EventBatch::decode(e, codec::events::Want::ALL))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| BatchError::Malformed(format!("event batch: {e}")))?;
+                    let batches = storable_events(batches, ch);
+                    fig.events = ch.write_events(&stream, &batches)?;
+                    if self.sources {
+                        fig.boot = stream.get("boot").map(str::to_owned);
+                        fig.build_ids = build_ids(&encoded);
+                    }
+                    ch.set_mark(host, spool_of(mark_key), seq)?;
+                    return Ok(Vec::new());
+                }
                 // The sequence number goes into the event log in the same
                 // write as the batches: a crash cannot keep one without the
                 // other (the series mark below is for reading; the event
@@ -475,6 +568,41 @@ impl Work {
             }
         }
     }
+}
+
+/// Events at times ClickHouse's UInt64 nanoseconds can hold (1970..2200);
+/// the rest refused and counted.
+fn storable_events(
+    mut batches: Vec<codec::events::EventBatch>,
+    ch: &chstore::Writer,
+) -> Vec<codec::events::EventBatch> {
+    for b in &mut batches {
+        let keep: Vec<bool> = b.time.iter().map(|&t| Timestamp(t).is_storable()).collect();
+        let refused = keep.iter().filter(|k| !**k).count();
+        if refused == 0 {
+            continue;
+        }
+        ch.refuse(refused as u64);
+        retain(&mut b.time, &keep);
+        retain(&mut b.pid, &keep);
+        retain(&mut b.tid, &keep);
+        retain(&mut b.ip, &keep);
+        if !b.chain.is_empty() {
+            retain(&mut b.chain, &keep);
+        }
+    }
+    batches
+}
+
+/// Keeps the elements of `v` whose flag in `keep` is set.
+fn retain<T>(v: &mut Vec<T>, keep: &[bool]) {
+    let mut flags = keep.iter();
+    v.retain(|_| flags.next().copied().unwrap_or(false));
+}
+
+/// The spool id a mark key names (`kansoku_ingest_seq{spool="%016x"}`).
+fn spool_of(mark_key: &SeriesKey) -> u64 {
+    mark_key.get("spool").and_then(|s| u64::from_str_radix(s, 16).ok()).unwrap_or(0)
 }
 
 /// The distinct build ids of the mappings stored event batches carry (their
