@@ -39,7 +39,7 @@ pub async fn diagnosis(
         return Err(ApiError::TooLarge(format!("more than {WINDOWS_MAX} windows: widen `window` or narrow the range")));
     }
     let with_features = matches!(get("features"), Some("true" | "1"));
-    let store = std::sync::Arc::clone(&st.store);
+    let store = std::sync::Arc::clone(&st.reader);
     let windows = st
         .guard
         .run(move || {
@@ -83,7 +83,7 @@ pub async fn hosts(
     let w = i64::try_from(window.as_nanos()).unwrap_or(i64::MAX).max(100_000_000);
     // The last window that has ended.
     let end = Timestamp::now().as_nanos().div_euclid(w) * w;
-    let store = std::sync::Arc::clone(&st.store);
+    let store = std::sync::Arc::clone(&st.reader);
     let verdicts = st
         .guard
         .run(move || {

@@ -287,7 +287,7 @@ pub async fn query(
         },
     };
     let db = params.get("db").filter(|d| !d.is_empty()).cloned();
-    let store = Arc::clone(&st.store);
+    let store = Arc::clone(&st.reader);
     let influx = Arc::clone(&st.influx);
     let results = st
         .guard

@@ -10,7 +10,6 @@ use axum::Json;
 use axum::extract::{Query, State};
 use model::{Selector, Timestamp};
 use serde_json::{Value, json};
-use store::Store;
 
 use crate::{ApiError, ApiState};
 
@@ -30,7 +29,7 @@ pub async fn syscalls(
         Some(v) => v.parse::<usize>().map_err(|_| ApiError::BadRequest("`n`: a number".into()))?,
         None => 20,
     };
-    let store = std::sync::Arc::clone(&st.store);
+    let store = std::sync::Arc::clone(&st.reader);
     let rows = st.guard.run(move || table(&store, &host, from.as_nanos(), to.as_nanos())).await??;
     let total: f64 = rows.iter().map(|r| r.sum_s).sum();
     let secs = (to.as_nanos() - from.as_nanos()).max(1) as f64 / 1e9;
@@ -69,7 +68,7 @@ pub async fn syscalls(
 type Grew = (Vec<(f64, f64)>, f64, f64);
 
 /// Every system call's row on `host` over `[from, to]`, by total time.
-fn table(store: &Store, host: &str, from: i64, to: i64) -> Result<Vec<trace::table::Row>, ApiError> {
+fn table(store: &dyn store::Source, host: &str, from: i64, to: i64) -> Result<Vec<trace::table::Row>, ApiError> {
     let esc = host.replace('\\', "\\\\").replace('"', "\\\"");
     let sel = Selector::parse(&format!("{{__name__=~\"kernel_syscall_seconds_.*\",host=\"{esc}\"}}"))
         .map_err(|e| ApiError::BadRequest(format!("host: {e}")))?;

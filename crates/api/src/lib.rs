@@ -60,6 +60,9 @@ impl std::fmt::Debug for Report {
 #[derive(Clone, Debug)]
 pub struct ApiState {
     pub store: Arc<Store>,
+    /// What queries read: the store itself, or on `kansoku server --store
+    /// clickhouse://…` the ClickHouse cluster the agents' data goes to.
+    pub reader: Arc<dyn store::Source>,
     /// Each acknowledged append, for the live tail.
     pub live: broadcast::Sender<Arc<Appended>>,
     pub collector: Option<Arc<CollectorStats>>,
@@ -98,6 +101,7 @@ pub struct ApiState {
 impl ApiState {
     pub fn new(store: Arc<Store>) -> ApiState {
         ApiState {
+            reader: store.clone(),
             store,
             live: broadcast::channel(LIVE_BUFFER).0,
             collector: None,

@@ -185,7 +185,7 @@ async fn query_inner(st: ApiState, p: Vec<(String, String)>, range: bool) -> Res
         let t = time_param(&p, "time", Some(now))?;
         (t, t, 1)
     };
-    let store = st.store.clone();
+    let store = st.reader.clone();
     let out = st
         .guard
         .run(move || {
@@ -273,7 +273,7 @@ const LIST_MAX: usize = 100_000;
 
 /// Every series the selectors match, deduplicated, as label sets.
 async fn matching(st: &ApiState, sels: Vec<Selector>) -> Result<Vec<Labels>, PromError> {
-    let store = st.store.clone();
+    let store = st.reader.clone();
     let out = st
         .guard
         .run(move || {
@@ -286,7 +286,7 @@ async fn matching(st: &ApiState, sels: Vec<Selector>) -> Result<Vec<Labels>, Pro
 }
 
 /// Every series (id, key) any selector matches, each once.
-fn matched(store: &store::Store, sels: &[Selector]) -> Result<Vec<(u32, model::SeriesKey)>, PromError> {
+fn matched(store: &dyn store::Source, sels: &[Selector]) -> Result<Vec<(u32, model::SeriesKey)>, PromError> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for sel in sels {
@@ -327,7 +327,7 @@ pub async fn federate(State(st): State<ApiState>, headers: HeaderMap, RawQuery(q
         let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
         let format =
             if accept.contains("application/openmetrics-text") { Format::OpenMetrics } else { Format::Text004 };
-        let store = st.store.clone();
+        let store = st.reader.clone();
         let now = Timestamp::now();
         let samples = st
             .guard
@@ -441,7 +441,7 @@ pub async fn remote_read(State(st): State<ApiState>, body: Bytes) -> Response {
         Ok(q) => q,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("remote read: {e}")).into_response(),
     };
-    let store = st.store.clone();
+    let store = st.reader.clone();
     let answer = st
         .guard
         .run(move || {

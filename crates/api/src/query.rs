@@ -44,7 +44,7 @@ pub async fn series(State(st): State<ApiState>, Query(params): Params) -> Result
             .filter(|l| (1..=SERIES_LIST_MAX).contains(l))
             .ok_or_else(|| ApiError::BadRequest(format!("limit {l:?}: a number from 1 to {SERIES_LIST_MAX}")))?,
     };
-    let store = st.store.clone();
+    let store = st.reader.clone();
     let body = st
         .guard
         .run(move || {
@@ -151,7 +151,7 @@ pub async fn query_range(
             return Err(ApiError::BadRequest(format!("time_unit must be s or ns, not {other:?}")));
         }
     };
-    let store = st.store.clone();
+    let store = st.reader.clone();
     let frame = st.guard.run(move || range(&store, &q)).await??;
     Ok(Json(frame_json(&frame, nanos)))
 }

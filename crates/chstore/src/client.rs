@@ -105,6 +105,16 @@ impl Client {
     /// Runs `sql` and returns its answer as text (TabSeparated unless the
     /// statement says FORMAT).
     pub fn query(&self, sql: &str) -> Result<String, Error> {
+        let bytes = self.post(&[], sql.as_bytes(), sql)?;
+        String::from_utf8(bytes).map_err(|e| Error::Answer {
+            host: self.target.hosts.join(","),
+            what: short(sql),
+            message: format!("not UTF-8: {e}"),
+        })
+    }
+
+    /// Runs `sql` and returns its answer as bytes (`FORMAT RowBinary`).
+    pub fn query_bytes(&self, sql: &str) -> Result<Vec<u8>, Error> {
         self.post(&[], sql.as_bytes(), sql)
     }
 
@@ -117,7 +127,7 @@ impl Client {
         self.post(&params, rows, &sql).map(drop)
     }
 
-    fn post(&self, params: &[(&str, &str)], body: &[u8], what: &str) -> Result<String, Error> {
+    fn post(&self, params: &[(&str, &str)], body: &[u8], what: &str) -> Result<Vec<u8>, Error> {
         let n = self.target.hosts.len();
         let first = self.current.load(Ordering::Relaxed);
         let mut reason = String::new();
@@ -143,7 +153,7 @@ impl Client {
                 }
             };
             let status = resp.status();
-            let text = match resp.body_mut().with_config().limit(1 << 30).read_to_string() {
+            let bytes = match resp.body_mut().with_config().limit(1 << 30).read_to_vec() {
                 Ok(t) => t,
                 Err(e) => {
                     reason = format!("{host}: reading the answer: {e}");
@@ -153,10 +163,10 @@ impl Client {
             self.current.store(i, Ordering::Relaxed);
             if !status.is_success() {
                 let what = short(what);
-                let message = text.trim().to_owned();
+                let message = String::from_utf8_lossy(&bytes).trim().to_owned();
                 return Err(Error::Refused { host: host.clone(), what, message });
             }
-            return Ok(text);
+            return Ok(bytes);
         }
         Err(Error::Unreachable { hosts: self.target.hosts.join(","), reason })
     }

@@ -14,9 +14,11 @@
 
 pub mod client;
 pub mod local;
+pub mod reader;
 pub mod schema;
 pub mod writer;
 
 pub use client::{Client, Error, Target};
+pub use reader::{Both, Reader};
 pub use schema::Layout;
 pub use writer::{OpenError, Writer, series_id};

@@ -83,6 +83,11 @@ impl Writer {
         &self.client
     }
 
+    /// A reader of what this writer's store holds (its own connection).
+    pub fn reader(&self) -> crate::Reader {
+        crate::Reader::new(Client::new(self.client.target().clone(), Duration::from_secs(60)))
+    }
+
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
@@ -104,29 +109,9 @@ impl Writer {
 
     /// Writes to the dictionary the keys this server has not written yet.
     pub fn write_series<'a>(&self, keys: impl IntoIterator<Item = &'a SeriesKey>) -> Result<(), Error> {
-        let mut rows = Vec::new();
-        let mut n = 0;
-        let mut ids = Vec::new();
-        for key in keys {
-            let id = series_id(key);
-            if self.knows(id) {
-                continue;
-            }
-            ids.push(id);
-            put_u64(&mut rows, id);
-            put_str(&mut rows, key.name());
-            put_len(&mut rows, key.labels().len());
-            for (k, _) in key.labels() {
-                put_str(&mut rows, k);
-            }
-            put_len(&mut rows, key.labels().len());
-            for (_, v) in key.labels() {
-                put_str(&mut rows, v);
-            }
-            n += 1;
-        }
-        self.insert("series", &rows, n)?;
-        self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(ids);
+        let new: Vec<&SeriesKey> = keys.into_iter().filter(|k| !self.knows(series_id(k))).collect();
+        self.insert("series", &series_rows(new.iter().copied()), new.len())?;
+        self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(new.iter().map(|k| series_id(k)));
         Ok(())
     }
 
@@ -277,6 +262,24 @@ pub enum OpenError {
     Client(#[from] Error),
     #[error("--store: making the schema: {1} (statement: {0})")]
     Schema(String, Error),
+}
+
+/// Dictionary rows in RowBinary: (id, name, label names, label values).
+pub fn series_rows<'a>(keys: impl IntoIterator<Item = &'a SeriesKey>) -> Vec<u8> {
+    let mut rows = Vec::new();
+    for key in keys {
+        put_u64(&mut rows, series_id(key));
+        put_str(&mut rows, key.name());
+        put_len(&mut rows, key.labels().len());
+        for (k, _) in key.labels() {
+            put_str(&mut rows, k);
+        }
+        put_len(&mut rows, key.labels().len());
+        for (_, v) in key.labels() {
+            put_str(&mut rows, v);
+        }
+    }
+    rows
 }
 
 /// A string literal for ClickHouse SQL.

@@ -54,7 +54,7 @@ fn a_batch_sent_twice_is_stored_once_even_across_a_dead_replica() {
         .unwrap();
     let tier = w
         .client()
-        .query("SELECT intDiv(t, 1000000000) AS s, sumMerge(sum), countMerge(count) FROM k.samples_1s GROUP BY s ORDER BY s")
+        .query("SELECT intDiv(t, 1000000000) AS s, sumKahanMerge(sum), countMerge(count) FROM k.samples_1s GROUP BY s ORDER BY s")
         .unwrap();
     assert_eq!(raw, tier);
     assert_eq!(raw.lines().count(), 3);

@@ -368,8 +368,15 @@ fn serve(
                 node::jobs::report_series("kansoku_symbols", every, || symbols.report(), &tx, &stop);
             })?;
             if let Some(ch) = setup.config.clickhouse.clone() {
+                // Queries read the agents' series from ClickHouse, and this
+                // server's own (its ingest, the agents' clocks) from here.
+                let reader = Arc::new(ch.reader());
+                state.reader = Arc::new(chstore::Both(Arc::clone(&store), Arc::clone(&reader)));
                 let report = Arc::clone(&ch);
-                state.reports.push(api::Report("clickhouse", Arc::new(move || report.report())));
+                state.reports.push(api::Report(
+                    "clickhouse",
+                    Arc::new(move || report.report().into_iter().chain(reader.report()).collect()),
+                ));
                 jobs.spawn("clickhouse", move |tx, stop| {
                     node::jobs::report_series("kansoku_clickhouse", every, || ch.report(), &tx, &stop);
                 })?;

@@ -71,7 +71,7 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
     let url = cluster.url("k");
     let ch = Client::new(Target::parse(&url).unwrap(), Duration::from_secs(60));
 
-    let ingest = [free_port(), free_port()].map(|p| format!("127.0.0.1:{p}"));
+    let ingest = [free_port(), free_port(), free_port()].map(|p| format!("127.0.0.1:{p}"));
     let server = |i: usize| {
         let args = ["server", "--listen", "127.0.0.1:0", "--ingest", &ingest[i], "--store", &url, "--cluster", CLUSTER];
         start(&args, &dir.path().join(format!("server{i}")))
@@ -170,6 +170,21 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
         assert!(events > 0.0, "{host}: no events stored");
         assert_eq!(events, distinct, "{host}: events stored twice");
     }
+    // A new server, its data directory empty, answers for every host from
+    // the store alone: the servers hold no state of their own.
+    let s3 = server(2);
+    let end = number(&ch, "SELECT max(t) FROM k.samples") as i64;
+    for host in HOSTS {
+        let q = format!("count_over_time(node_load1{{host=\"{host}\"}}[1h])");
+        let path = format!("/prometheus/api/v1/query?query={}&time={}", common::enc(&q), end as f64 / 1e9);
+        let (status, body) = common::http_get(&s3.addr, &path);
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let n: f64 = v["data"]["result"][0]["value"][1].as_str().unwrap().parse().unwrap();
+        assert_eq!(n, rounds(host), "{host}: PromQL through a new server against SQL");
+    }
+    drop(s3);
+
     // The guarantee at work: resent blocks were recognised and dropped.
     let deduplicated: f64 = cluster
         .nodes

@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use model::{Selector, Timestamp};
 use promql_parser::parser::{self, AtModifier, Expr, Offset, VectorSelector};
-use store::Store;
 
 use crate::value::{self, Labels, Series, Value};
 
@@ -65,7 +64,7 @@ impl Default for Limits {
 
 #[derive(Debug)]
 pub struct Engine<'a> {
-    store: &'a Store,
+    store: &'a dyn store::Source,
     pub lookback: i64,
     pub limits: Limits,
 }
@@ -98,7 +97,7 @@ impl Matrix {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(store: &'a Store) -> Engine<'a> {
+    pub fn new(store: &'a dyn store::Source) -> Engine<'a> {
         Engine { store, lookback: LOOKBACK_NS, limits: Limits::default() }
     }
 
@@ -589,7 +588,7 @@ mod tests {
     #[test]
     fn ranges_past_the_step_limit_or_backwards_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), store::Options::default()).unwrap();
+        let store = store::Store::open(dir.path(), store::Options::default()).unwrap();
         let e = Engine::new(&store);
         assert!(matches!(e.range("1", 0, STEPS_MAX as i64 * 10, 1), Err(Error::BadData(m)) if m.contains("11000")));
         assert!(matches!(e.range("1", 10, 0, 1), Err(Error::BadData(_))));
@@ -603,7 +602,7 @@ mod tests {
     #[test]
     fn a_query_past_its_time_is_a_timeout() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), store::Options::default()).unwrap();
+        let store = store::Store::open(dir.path(), store::Options::default()).unwrap();
         let mut app = store::Appender::default();
         let mut b = model::Batch::new(Timestamp(1_000_000_000));
         b.defs.push((0, model::SeriesKey::new("x", [("a", "1")])));

@@ -13,6 +13,7 @@ mod head;
 mod open_files;
 pub mod query;
 pub mod samples;
+pub mod source;
 mod store;
 pub mod tier;
 pub mod wal;
@@ -20,6 +21,7 @@ pub mod wal;
 use std::path::PathBuf;
 
 pub use block::{BlockError, BlockMeta, read_block_meta};
+pub use source::Source;
 pub use store::{
     Appended, Appender, DiskBudget, DiskUsage, FsyncPolicy, Options, Retention, SERIES_MAX_DEFAULT, Store, StoreStats,
 };

@@ -6,7 +6,6 @@ use std::str::FromStr;
 
 use model::{Selector, SeriesKey, Timestamp};
 
-use crate::Store;
 use crate::tier::Tier;
 
 /// Series one query may touch; more is almost certainly a mistyped selector.
@@ -137,7 +136,7 @@ pub struct FrameSeries {
     pub values: Vec<Option<f64>>,
 }
 
-pub fn range(store: &Store, q: &RangeQuery) -> Result<Frame, QueryError> {
+pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryError> {
     if q.from > q.to {
         return Err(QueryError::EmptyRange { from: q.from, to: q.to });
     }

@@ -1,0 +1,335 @@
+//! What queries read on a server in front of ClickHouse: series by
+//! selector from the dictionary (held in memory, reloaded when it grew),
+//! samples and tiers by SQL, as `store::Source`, so PromQL, InfluxQL, the
+//! range API and the diagnosis run unchanged. `Both` puts the server's own
+//! embedded series (its ingest figures, the agents' clock offsets) beside
+//! them.
+//!
+//! A query ClickHouse cannot answer is logged and counted
+//! (`kansoku_clickhouse_read_errors_total`) and reads as no samples.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use model::{Selector, SeriesKey, Timestamp};
+use store::Source;
+use store::tier::Tier;
+
+use crate::client::{Client, Error};
+use crate::schema::TIERS;
+
+/// The dictionary is asked whether it grew at most this often.
+const RELOAD_EVERY: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Default)]
+struct Catalogue {
+    /// By local id: the ClickHouse id and the key. Local ids never change.
+    series: Vec<(u64, SeriesKey)>,
+    by_id: HashMap<u64, u32>,
+    /// Rows the dictionary had at the last load, and when it was asked.
+    rows: u64,
+    checked: Option<Instant>,
+}
+
+#[derive(Debug)]
+pub struct Reader {
+    client: Client,
+    db: String,
+    catalogue: RwLock<Catalogue>,
+    /// One reload at a time.
+    loading: Mutex<()>,
+    pub read_errors: AtomicU64,
+    pub queries: AtomicU64,
+}
+
+impl Reader {
+    pub fn new(client: Client) -> Reader {
+        let db = client.target().db.clone();
+        Reader {
+            client,
+            db,
+            catalogue: RwLock::default(),
+            loading: Mutex::new(()),
+            read_errors: AtomicU64::new(0),
+            queries: AtomicU64::new(0),
+        }
+    }
+
+    /// The reader's figures (prefix `kansoku_clickhouse`).
+    pub fn report(&self) -> Vec<model::report::Figure> {
+        vec![
+            model::report::Figure::counter("queries", self.queries.load(Ordering::Relaxed)),
+            model::report::Figure::counter("read_errors", self.read_errors.load(Ordering::Relaxed)),
+        ]
+    }
+
+    fn failed(&self, what: &str, e: &Error) {
+        self.read_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::error!("clickhouse: {what}: {e}");
+    }
+
+    fn query_bytes(&self, sql: &str) -> Result<Vec<u8>, Error> {
+        self.queries.fetch_add(1, Ordering::Relaxed);
+        self.client.query_bytes(sql)
+    }
+
+    /// Reloads the dictionary if it grew since the last look (asked at most
+    /// every [`RELOAD_EVERY`]).
+    fn refresh(&self) {
+        let _one = self.loading.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (rows, checked) = {
+            let c = self.catalogue.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (c.rows, c.checked)
+        };
+        if checked.is_some_and(|t| t.elapsed() < RELOAD_EVERY) {
+            return;
+        }
+        let now = match self.client.query(&format!("SELECT count() FROM {}.series", self.db)) {
+            Ok(t) => t.trim().parse::<u64>().unwrap_or(u64::MAX),
+            Err(e) => return self.failed("counting the series", &e),
+        };
+        if now == rows {
+            self.catalogue.write().unwrap_or_else(std::sync::PoisonError::into_inner).checked = Some(Instant::now());
+            return;
+        }
+        let sql = format!("SELECT id, name, label_names, label_values FROM {}.series FORMAT RowBinary", self.db);
+        let bytes = match self.query_bytes(&sql) {
+            Ok(b) => b,
+            Err(e) => return self.failed("reading the series", &e),
+        };
+        let mut found = Vec::new();
+        let mut r = Rows(&bytes);
+        while !r.0.is_empty() {
+            let Some(row) = r.series() else {
+                self.read_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!("clickhouse: the series dictionary's rows do not decode");
+                return;
+            };
+            found.push(row);
+        }
+        let mut c = self.catalogue.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (id, key) in found {
+            if !c.by_id.contains_key(&id) {
+                let local = c.series.len() as u32;
+                c.by_id.insert(id, local);
+                c.series.push((id, key));
+            }
+        }
+        c.rows = now;
+        c.checked = Some(Instant::now());
+    }
+
+    fn id(&self, local: u32) -> Option<u64> {
+        let c = self.catalogue.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        c.series.get(local as usize).map(|s| s.0)
+    }
+}
+
+fn bounds(from: Timestamp, to: Timestamp) -> (u64, u64) {
+    (from.as_nanos().max(0) as u64, to.as_nanos().max(0) as u64)
+}
+
+impl Source for Reader {
+    fn series_limited(&self, sel: &Selector, limit: usize) -> (Vec<(u32, SeriesKey)>, usize) {
+        self.refresh();
+        let c = self.catalogue.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let name = sel.exact_name();
+        let mut found: Vec<(u32, SeriesKey)> = c
+            .series
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, k))| name.is_none_or(|n| k.name() == n) && sel.matches(k))
+            .map(|(i, (_, k))| (i as u32, k.clone()))
+            .collect();
+        found.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        let total = found.len();
+        found.truncate(limit);
+        (found, total)
+    }
+
+    fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>) {
+        let (Some(series), (from, to)) = (self.id(id), bounds(from, to)) else { return (Vec::new(), Vec::new()) };
+        if from > to {
+            return (Vec::new(), Vec::new());
+        }
+        let sql = format!(
+            "SELECT t, v FROM {}.samples WHERE series = {series} AND t >= {from} AND t <= {to} ORDER BY t FORMAT RowBinary",
+            self.db
+        );
+        let bytes = match self.query_bytes(&sql) {
+            Ok(b) => b,
+            Err(e) => {
+                self.failed("reading samples", &e);
+                return (Vec::new(), Vec::new());
+            }
+        };
+        let (mut ts, mut vals) = (Vec::with_capacity(bytes.len() / 16), Vec::with_capacity(bytes.len() / 16));
+        for row in bytes.chunks_exact(16) {
+            let t = u64::from_le_bytes(row[..8].try_into().expect("8 bytes")) as i64;
+            // One server without deduplication may hold a batch twice.
+            if ts.last() == Some(&t) {
+                continue;
+            }
+            ts.push(t);
+            vals.push(f64::from_le_bytes(row[8..].try_into().expect("8 bytes")));
+        }
+        (ts, vals)
+    }
+
+    fn tiers(&self) -> Vec<i64> {
+        TIERS.iter().map(|t| t.1 as i64).collect()
+    }
+
+    fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
+        let from = Timestamp(from.as_nanos().saturating_sub(from.as_nanos().rem_euclid(res)));
+        let Some(&(table, _)) = TIERS.iter().find(|t| t.1 as i64 == res) else {
+            // Not a kept tier: computed from the raw samples.
+            let raw_to = Timestamp(to.as_nanos().saturating_add(res - 1 - to.as_nanos().rem_euclid(res)));
+            let (ts, vals) = self.read(id, from, raw_to);
+            return Tier::build(&ts, &vals, res);
+        };
+        let (Some(series), (lo, hi)) = (self.id(id), bounds(from, to)) else { return Tier::default() };
+        let sql = format!(
+            "SELECT t, minMerge(min), maxMerge(max), sumKahanMerge(sum), countMerge(count) FROM {}.{table} \
+             WHERE series = {series} AND t >= {lo} AND t <= {hi} GROUP BY t ORDER BY t FORMAT RowBinary",
+            self.db
+        );
+        let bytes = match self.query_bytes(&sql) {
+            Ok(b) => b,
+            Err(e) => {
+                self.failed("reading a tier", &e);
+                return Tier::default();
+            }
+        };
+        let mut tier = Tier::default();
+        for row in bytes.chunks_exact(40) {
+            let word = |i: usize| u64::from_le_bytes(row[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            tier.ts.push(word(0) as i64);
+            tier.min.push(f64::from_bits(word(1)));
+            tier.max.push(f64::from_bits(word(2)));
+            tier.sum.push(f64::from_bits(word(3)));
+            tier.count.push(word(4) as f64);
+        }
+        tier
+    }
+}
+
+/// Two sources as one: the first's ids as they are, the second's with the
+/// top bit set. A key both hold is read from the first.
+#[derive(Debug)]
+pub struct Both<A, B>(pub A, pub B);
+
+const SECOND: u32 = 1 << 31;
+
+impl<A: Source, B: Source> Source for Both<A, B> {
+    fn series_limited(&self, sel: &Selector, limit: usize) -> (Vec<(u32, SeriesKey)>, usize) {
+        let mut all = self.0.series(sel);
+        let first: std::collections::HashSet<SeriesKey> = all.iter().map(|s| s.1.clone()).collect();
+        all.extend(self.1.series(sel).into_iter().filter(|s| !first.contains(&s.1)).map(|(i, k)| (i | SECOND, k)));
+        all.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        let total = all.len();
+        all.truncate(limit);
+        (all, total)
+    }
+
+    fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>) {
+        if id & SECOND == 0 { self.0.read(id, from, to) } else { self.1.read(id & !SECOND, from, to) }
+    }
+
+    fn tiers(&self) -> Vec<i64> {
+        let mut t = self.0.tiers();
+        t.retain(|r| self.1.tiers().contains(r));
+        t
+    }
+
+    fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
+        if id & SECOND == 0 {
+            self.0.read_tier(id, res, from, to)
+        } else {
+            self.1.read_tier(id & !SECOND, res, from, to)
+        }
+    }
+}
+
+/// RowBinary rows being read.
+struct Rows<'a>(&'a [u8]);
+
+impl Rows<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn len(&mut self) -> Option<usize> {
+        let mut n = 0usize;
+        for shift in (0..64).step_by(7) {
+            let b = *self.take(1)?.first()?;
+            n |= ((b & 0x7f) as usize) << shift;
+            if b & 0x80 == 0 {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let n = self.len()?;
+        String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+
+    fn strings(&mut self) -> Option<Vec<String>> {
+        let n = self.len()?;
+        if n > self.0.len() {
+            return None;
+        }
+        (0..n).map(|_| self.string()).collect()
+    }
+
+    /// A row of the dictionary: (id, key).
+    fn series(&mut self) -> Option<(u64, SeriesKey)> {
+        let id = self.u64()?;
+        let name = self.string()?;
+        let names = self.strings()?;
+        let values = self.strings()?;
+        (names.len() == values.len()).then(|| (id, SeriesKey::new(name, names.into_iter().zip(values))))
+    }
+}
+
+/// Decodes dictionary rows (for the fuzzer): None where they do not decode.
+pub fn decode_series(bytes: &[u8]) -> Option<Vec<(u64, SeriesKey)>> {
+    let mut r = Rows(bytes);
+    let mut out = Vec::new();
+    while !r.0.is_empty() {
+        out.push(r.series()?);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dictionary_rows_decode_as_written() {
+        let keys =
+            [SeriesKey::new("m", [("host", "a"), ("cpu", "0")]), SeriesKey::new("n", Vec::<(String, String)>::new())];
+        let bytes = crate::writer::series_rows(&keys);
+        let rows = decode_series(&bytes).unwrap();
+        assert_eq!(rows.iter().map(|r| &r.1).collect::<Vec<_>>(), keys.iter().collect::<Vec<_>>());
+        assert_eq!(rows[0].0, crate::series_id(&keys[0]));
+        // Cut anywhere, it does not decode (and does not panic).
+        for n in 0..bytes.len() - 1 {
+            assert!(decode_series(&bytes[..n]).is_none_or(|r| r.len() < 2), "{n}");
+        }
+    }
+}

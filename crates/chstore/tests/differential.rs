@@ -1,0 +1,136 @@
+//! The same samples into the embedded store and into ClickHouse (one real
+//! 18.16 server, plain MergeTree tables), the same questions to both —
+//! PromQL range queries (raw and over the tiers) and the range API — and
+//! the same answers (to 12 significant digits where tier sums enter them:
+//! see `close`).
+
+use std::time::Duration;
+
+use chstore::local::LocalCluster;
+use chstore::{Writer, series_id};
+use model::{Batch, Selector, SeriesKey, Timestamp};
+use store::query::{Agg, RangeQuery};
+
+const T0: i64 = 1_700_000_000_000_000_000;
+const STEP: i64 = 100_000_000;
+const ROUNDS: i64 = 12_000; // 20 minutes at 10 Hz
+
+fn keys() -> Vec<SeriesKey> {
+    let mut keys = Vec::new();
+    for host in ["a", "b"] {
+        for cpu in ["0", "1"] {
+            for mode in ["user", "system"] {
+                keys.push(SeriesKey::new("node_cpu_seconds_total", [("host", host), ("cpu", cpu), ("mode", mode)]));
+            }
+        }
+        keys.push(SeriesKey::new("node_load1", [("host", host)]));
+    }
+    keys
+}
+
+/// A round's value of series `i`: counters that grow by hundredths (and
+/// reset once), gauges that swing.
+fn value(i: usize, round: i64) -> f64 {
+    if i % 5 == 4 {
+        ((round as f64 / 300.0).sin() * 100.0).round() / 100.0 + 1.0
+    } else {
+        let r = if i == 1 && round > ROUNDS / 2 { round - ROUNDS / 2 } else { round };
+        (r * (i as i64 + 1)) as f64 / 100.0
+    }
+}
+
+/// Equal gaps and values equal to 12 significant digits: the embedded
+/// store rounds a tier's sums to its samples' decimals, ClickHouse sums them
+/// compensated (Kahan); the two differ in the last bits of some sums.
+fn close(a: &[Option<f64>], b: &[Option<f64>]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) => x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+            (None, None) => true,
+            _ => false,
+        })
+}
+
+#[test]
+fn promql_and_the_range_api_answer_alike_from_either_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&dir.path().join("ch"), 1, 1).unwrap();
+    let writer = Writer::open(&cluster.url("d"), None, Duration::from_secs(60)).unwrap();
+    let embedded = store::Store::open(&dir.path().join("store"), store::Options::default()).unwrap();
+    let keys = keys();
+
+    let mut app = store::Appender::default();
+    writer.write_series(&keys).unwrap();
+    let mut rows = Vec::new();
+    for round in 0..ROUNDS {
+        let time = Timestamp(T0 + round * STEP);
+        let defs = if round == 0 {
+            keys.iter().cloned().enumerate().map(|(i, k)| (i as u32, k)).collect()
+        } else {
+            Vec::new()
+        };
+        let points: Vec<(u32, f64)> = (0..keys.len()).map(|i| (i as u32, value(i, round))).collect();
+        rows.extend(points.iter().map(|&(i, v)| (series_id(&keys[i as usize]), time.as_nanos() as u64, v)));
+        embedded.append(&mut app, &Batch { time, defs, points }).unwrap();
+        if rows.len() >= 100_000 || round == ROUNDS - 1 {
+            writer.write_samples(&rows).unwrap();
+            rows.clear();
+        }
+    }
+    let ch = writer.reader();
+
+    let (start, end) = (T0 + 60_000_000_000, T0 + (ROUNDS - 1) * STEP);
+    let exprs = [
+        ("node_load1", 15_000_000_000),
+        ("rate(node_cpu_seconds_total[1m])", 30_000_000_000),
+        ("sum by (host) (rate(node_cpu_seconds_total{mode=\"user\"}[30s]))", 10_000_000_000),
+        ("increase(node_cpu_seconds_total{cpu=\"0\"}[5m])", 60_000_000_000),
+        ("avg_over_time(node_load1[10m])", 60_000_000_000),
+        ("max_over_time(node_load1[10m]) - min_over_time(node_load1[10m])", 60_000_000_000),
+        ("count_over_time(node_load1{host=\"b\"}[5m])", 60_000_000_000),
+        ("topk(2, node_load1)", 7_000_000_000),
+        ("quantile(0.9, rate(node_cpu_seconds_total[1m]))", 20_000_000_000),
+        ("node_load1 > 1.5", 5_000_000_000),
+    ];
+    for (q, step) in exprs {
+        let a = promql::Engine::new(&embedded).range(q, start, end, step).unwrap();
+        let b = promql::Engine::new(&ch).range(q, start, end, step).unwrap();
+        assert_eq!(a.times, b.times, "{q}");
+        let (promql::Value::Vector(mut a), promql::Value::Vector(mut b)) = (a.value, b.value) else {
+            panic!("{q}: not vectors")
+        };
+        // (Series come in no defined order; the API sorts them.)
+        a.sort_by(|x, y| x.labels.cmp(&y.labels));
+        b.sort_by(|x, y| x.labels.cmp(&y.labels));
+        assert_eq!(a.len(), b.len(), "{q}: series");
+        assert!(!a.is_empty(), "{q}: no series");
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.labels, y.labels, "{q}");
+            assert!(close(&x.points, &y.points), "{q} {:?}:\n{:?}\n{:?}", x.labels, x.points, y.points);
+        }
+    }
+    for (points, aggs) in [(None, vec![]), (Some(600), vec![Agg::Avg, Agg::Min, Agg::Max]), (Some(20), vec![Agg::Avg])]
+    {
+        for (sel, rate) in [("node_load1", false), ("node_cpu_seconds_total{host=\"a\"}", true)] {
+            let q = RangeQuery {
+                selector: Selector::parse(sel).unwrap(),
+                from: Timestamp(start),
+                to: Timestamp(end),
+                step_ns: None,
+                points,
+                rate,
+                aggs: aggs.clone(),
+                group: None,
+            };
+            let a = store::query::range(&embedded, &q).unwrap();
+            let b = store::query::range(&ch, &q).unwrap();
+            assert_eq!((&a.times, a.step_ns), (&b.times, b.step_ns), "{sel} over {points:?} buckets");
+            assert_eq!(a.series.len(), b.series.len());
+            for (x, y) in a.series.iter().zip(&b.series) {
+                assert_eq!((&x.key, x.agg), (&y.key, y.agg), "{sel}");
+                assert!(close(&x.values, &y.values), "{sel} {}:\n{:?}\n{:?}", x.key, x.values, y.values);
+            }
+        }
+    }
+    assert_eq!(ch.read_errors.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
