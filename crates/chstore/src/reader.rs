@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use model::{Selector, SeriesKey, Timestamp};
 use store::Source;
+use store::query::Agg;
+use store::source::Buckets;
 use store::tier::Tier;
 
 use crate::client::{Client, Error};
@@ -213,6 +215,66 @@ impl Source for Reader {
             tier.count.push(word(4) as f64);
         }
         tier
+    }
+
+    /// One GROUP BY for every series: ClickHouse buckets where the samples
+    /// are, and only the buckets travel.
+    fn buckets(
+        &self,
+        ids: &[u32],
+        from: Timestamp,
+        to: Timestamp,
+        start: i64,
+        step: i64,
+        n: usize,
+        aggs: &[Agg],
+    ) -> Option<Buckets> {
+        let (lo, hi) = bounds(from, to);
+        let mut out: Buckets = ids.iter().map(|_| aggs.iter().map(|_| vec![None; n]).collect()).collect();
+        let mut at: HashMap<u64, usize> = HashMap::with_capacity(ids.len());
+        for (i, &id) in ids.iter().enumerate() {
+            at.insert(self.id(id)?, i);
+        }
+        if at.is_empty() || lo > hi || start < 0 {
+            return Some(out);
+        }
+        let list: Vec<String> = at.keys().map(u64::to_string).collect();
+        let sql = format!(
+            "SELECT series, intDiv(t - {start}, {step}) AS b, min(v), max(v), sumKahan(v), count(), argMax(v, t)              FROM {}.samples WHERE series IN ({}) AND t >= {lo} AND t <= {hi} GROUP BY series, b FORMAT RowBinary",
+            self.db,
+            list.join(",")
+        );
+        let bytes = match self.query_bytes(&sql) {
+            Ok(b) => b,
+            Err(e) => {
+                self.failed("bucketing samples", &e);
+                return Some(out);
+            }
+        };
+        for row in bytes.chunks_exact(56) {
+            let word = |i: usize| u64::from_le_bytes(row[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            let (Some(&s), b) = (at.get(&word(0)), word(1) as usize) else { continue };
+            if b >= n {
+                continue;
+            }
+            let (min, max, sum, count, last) = (
+                f64::from_bits(word(2)),
+                f64::from_bits(word(3)),
+                f64::from_bits(word(4)),
+                word(5),
+                f64::from_bits(word(6)),
+            );
+            for (col, agg) in out[s].iter_mut().zip(aggs) {
+                col[b] = Some(match agg {
+                    Agg::Min => min,
+                    Agg::Max => max,
+                    Agg::Avg => sum / count as f64,
+                    Agg::Last => last,
+                    Agg::Count => count as f64,
+                });
+            }
+        }
+        Some(out)
     }
 }
 

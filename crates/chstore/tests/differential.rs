@@ -109,7 +109,11 @@ fn promql_and_the_range_api_answer_alike_from_either_store() {
             assert!(close(&x.points, &y.points), "{q} {:?}:\n{:?}\n{:?}", x.labels, x.points, y.points);
         }
     }
-    for (points, aggs) in [(None, vec![]), (Some(600), vec![Agg::Avg, Agg::Min, Agg::Max]), (Some(20), vec![Agg::Avg])]
+    let every = vec![Agg::Avg, Agg::Min, Agg::Max, Agg::Last, Agg::Count];
+    // Raw samples; buckets from the 1 s and 1 min tiers; raw buckets of
+    // 300 ms (which ClickHouse computes itself, one GROUP BY for all).
+    for (points, aggs) in
+        [(None, vec![]), (Some(600), every[..3].to_vec()), (Some(20), vec![Agg::Avg]), (Some(4000), every)]
     {
         for (sel, rate) in [("node_load1", false), ("node_cpu_seconds_total{host=\"a\"}", true)] {
             let q = RangeQuery {
@@ -133,4 +137,18 @@ fn promql_and_the_range_api_answer_alike_from_either_store() {
         }
     }
     assert_eq!(ch.read_errors.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // The raw buckets were ClickHouse's: two range queries, one query each.
+    let q = RangeQuery {
+        selector: Selector::parse("node_cpu_seconds_total").unwrap(),
+        from: Timestamp(start),
+        to: Timestamp(end),
+        step_ns: Some(300_000_000),
+        points: None,
+        rate: false,
+        aggs: vec![Agg::Max],
+        group: None,
+    };
+    let before = ch.queries.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(store::query::range(&ch, &q).unwrap(), store::query::range(&embedded, &q).unwrap());
+    assert_eq!(ch.queries.load(std::sync::atomic::Ordering::Relaxed) - before, 1, "one GROUP BY for 8 series");
 }

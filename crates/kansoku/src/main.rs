@@ -62,6 +62,10 @@ enum LabCmd {
     /// The store's budgets: series ingest, range query, event size, event
     /// ingest and top-N queries (peers: scripts/bench-store-peers.sh).
     Store(lab::store_bench::Args),
+    /// The store at scale beside the embedded store, same data, same run:
+    /// CPU a sample (kansoku's writer and clickhouse-server), bytes a sample
+    /// on disk, a range query (docs/scale.md).
+    Clickhouse(lab::clickhouse_bench::Args),
     /// Agents to a server: wire bytes, server and agent CPU per sample at
     /// 100 ms and 10 ms; server capacity; InfluxDB line protocol beside it.
     /// With --cores: the paper's replay of per-CPU samples to n cores.
@@ -180,6 +184,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::Compare(args)) => lab::experiment::compare(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
+        Cmd::Lab(LabCmd::Clickhouse(args)) => lab::clickhouse_bench::run(&args),
         Cmd::Lab(LabCmd::Transfer(args)) => lab::transfer::run(&args),
         Cmd::Lab(LabCmd::Interference(args)) => lab::interference::run(&args),
         Cmd::Lab(LabCmd::Report(args)) => lab::report::run(&args),

@@ -3,6 +3,7 @@
 //! need a server or an agent run the kansoku binary itself
 //! (`std::env::current_exe`): they are meant to be run as `kansoku lab …`.
 
+pub mod clickhouse_bench;
 pub mod collector_cost;
 pub mod diagnose;
 pub mod experiment;

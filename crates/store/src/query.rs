@@ -208,6 +208,28 @@ pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryEr
                 return Err(QueryError::TooManyCells(cells));
             }
             let times = (0..n as i64).map(|i| start + i * step).collect();
+            // Raw buckets where the source computes them itself (a
+            // ClickHouse cluster: one query for every series).
+            if tier_res.is_none() && !q.rate {
+                let ids: Vec<u32> = matched.iter().map(|m| m.0).collect();
+                if let Some(columns) = store.buckets(&ids, q.from, q.to, start, step, n, &aggs) {
+                    let mut series: Vec<FrameSeries> = matched
+                        .iter()
+                        .zip(columns)
+                        .flat_map(|((_, key), cols)| {
+                            cols.into_iter().zip(&aggs).map(|(values, &agg)| FrameSeries {
+                                key: key.clone(),
+                                agg: Some(agg),
+                                values,
+                            })
+                        })
+                        .collect();
+                    if let Some(group) = &q.group {
+                        series = combine(series, group);
+                    }
+                    return Ok(Frame { times, series, step_ns: Some(step) });
+                }
+            }
             // Series are independent: read, decode and bucket them on every
             // core, each keeping only its buckets.
             let bucket = |(id, key): &(u32, SeriesKey)| {

@@ -5,7 +5,11 @@
 use model::{Selector, SeriesKey, Timestamp};
 
 use crate::Store;
+use crate::query::Agg;
 use crate::tier::Tier;
+
+/// Per series, one column of buckets per aggregate.
+pub type Buckets = Vec<Vec<Vec<Option<f64>>>>;
 
 /// Series by selector and their samples. Ids are the source's own, valid
 /// for the life of the source.
@@ -27,6 +31,24 @@ pub trait Source: Send + Sync + std::fmt::Debug {
 
     /// Tier `res` of series `id` for the periods starting in `[from, to]`.
     fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier;
+
+    /// The samples of `ids` in `[from, to]` bucketed where they are kept:
+    /// `n` buckets of `step` from `start`, a column per aggregate, as
+    /// [`crate::query::downsample`] would make them. None: the source has
+    /// no such shortcut, and the caller reads the samples.
+    #[allow(clippy::too_many_arguments)]
+    fn buckets(
+        &self,
+        _ids: &[u32],
+        _from: Timestamp,
+        _to: Timestamp,
+        _start: i64,
+        _step: i64,
+        _n: usize,
+        _aggs: &[Agg],
+    ) -> Option<Buckets> {
+        None
+    }
 }
 
 impl Source for Store {
@@ -71,5 +93,18 @@ impl<T: Source + ?Sized> Source for std::sync::Arc<T> {
 
     fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
         (**self).read_tier(id, res, from, to)
+    }
+
+    fn buckets(
+        &self,
+        ids: &[u32],
+        from: Timestamp,
+        to: Timestamp,
+        start: i64,
+        step: i64,
+        n: usize,
+        aggs: &[Agg],
+    ) -> Option<Buckets> {
+        (**self).buckets(ids, from, to, start, step, n, aggs)
     }
 }

@@ -1,0 +1,245 @@
+//! `kansoku lab clickhouse`: the store at scale against the embedded store,
+//! on the same data in the same run.
+//!
+//! The data is `kansoku lab synth`'s hosts at 100 ms (node_exporter's
+//! metric set under realistic workloads), built into rounds first. Then:
+//!
+//! 1. **Embedded**: every round appended to a fresh `Store` (WAL, head,
+//!    blocks and their 1 s and 1 min tiers); CPU of the appending thread per
+//!    sample, bytes on disk per sample.
+//! 2. **ClickHouse**: the same rounds written as a server writes them — one
+//!    INSERT per second of rounds per host, rows in RowBinary — to a
+//!    ClickHouse started for the run (`chstore::local`, one server, or
+//!    `--clickhouse URL`); CPU of the writing thread and of the ClickHouse
+//!    server process per sample, wall-clock throughput, and bytes on
+//!    ClickHouse's disk per sample (the samples table, then the two tier
+//!    tables) once its parts are merged.
+//! 3. The range query of `lab store` (256 series of the span, 2,000 buckets
+//!    of min/max/avg) from either store.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clock::thread_cpu_ns;
+use model::{Batch, Selector, Timestamp};
+use store::query::{Agg, RangeQuery, range};
+use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
+
+use crate::synth::{self, Synth};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Synthetic hosts (16 cores each).
+    #[arg(long, default_value_t = 2)]
+    hosts: usize,
+    /// Length of the data at 100 ms.
+    #[arg(long, default_value = "10m")]
+    span: String,
+    /// An existing ClickHouse (`clickhouse://HOST:PORT/DB`, one server; the
+    /// database is dropped first); default: one started for the run.
+    #[arg(long)]
+    clickhouse: Option<String>,
+    /// Rounds per INSERT (per host): 10 is a 1 s agent batch at 100 ms
+    /// (`kansoku agent --batch`).
+    #[arg(long, default_value_t = 10)]
+    insert_rounds: usize,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+struct Report {
+    machine: String,
+    series: usize,
+    samples: u64,
+    embedded_ns_per_sample: f64,
+    embedded_bytes_per_sample: f64,
+    embedded_tier_bytes_per_sample: f64,
+    clickhouse_version: String,
+    writer_ns_per_sample: f64,
+    clickhouse_server_ns_per_sample: f64,
+    clickhouse_samples_per_second_wall: f64,
+    clickhouse_bytes_per_sample: f64,
+    clickhouse_tier_bytes_per_sample: f64,
+    embedded_query_ms: f64,
+    clickhouse_query_ms: f64,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let span = model::parse_duration(&args.span).map_err(|e| anyhow::anyhow!("--span: {e}"))?;
+    let tmp = tempfile::tempdir()?;
+    let mut r = Report { machine: crate::machine_line(), ..Report::default() };
+
+    let interval = Duration::from_millis(100);
+    let rounds = (span.as_nanos() / interval.as_nanos()) as usize;
+    let mut synth = Synth::new(&synth::Args { hosts: args.hosts, cores: 16, seed: 1 }, interval);
+    let keys = synth.keys();
+    r.series = keys.len();
+    eprintln!("building {rounds} rounds of {} series ({} at 100 ms) ...", keys.len(), args.span);
+    let start = Timestamp::now().as_nanos() / 1_000_000_000 * 1_000_000_000 - span.as_nanos() as i64;
+    let mut batches = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let mut b = Batch::new(Timestamp(start + i as i64 * interval.as_nanos() as i64));
+        b.points.reserve(keys.len());
+        if i == 0 {
+            b.defs = keys.iter().cloned().enumerate().map(|(i, k)| (i as u32, k)).collect();
+        }
+        synth.round(b.time, &mut b);
+        batches.push(b);
+    }
+    r.samples = batches.iter().map(|b| b.points.len() as u64).sum();
+
+    // 1. Embedded.
+    let opts = Options {
+        fsync: FsyncPolicy::Never,
+        retention: Retention { max_age: None, budget: DiskBudget::Unlimited },
+        tiers: vec![store::tier::SECOND, store::tier::MINUTE],
+        ..Options::default()
+    };
+    let embedded = Store::open(&tmp.path().join("embedded"), opts)?;
+    let mut app = Appender::default();
+    eprintln!("embedded: appending ...");
+    let cpu0 = thread_cpu_ns();
+    for b in &batches {
+        embedded.append(&mut app, b)?;
+    }
+    embedded.flush()?;
+    r.embedded_ns_per_sample = (thread_cpu_ns() - cpu0) as f64 / r.samples as f64;
+    let du = embedded.disk_usage();
+    r.embedded_bytes_per_sample = (du.block_bytes - du.tier_bytes) as f64 / du.block_samples.max(1) as f64;
+    r.embedded_tier_bytes_per_sample = du.tier_bytes as f64 / du.block_samples.max(1) as f64;
+
+    // 2. ClickHouse.
+    let (_cluster, url) = match &args.clickhouse {
+        Some(url) => (None, url.clone()),
+        None => {
+            eprintln!("clickhouse: starting one server ...");
+            let c = chstore::local::LocalCluster::start(&tmp.path().join("clickhouse"), 1, 1)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let url = c.url("bench");
+            (Some(c), url)
+        }
+    };
+    let target = chstore::Target::parse(&url).map_err(|e| anyhow::anyhow!("--clickhouse: {e}"))?;
+    let admin = chstore::Client::new(target.clone(), Duration::from_secs(600));
+    admin.query(&format!("DROP DATABASE IF EXISTS {}", target.db))?;
+    let writer = chstore::Writer::open(&url, None, Duration::from_secs(600))?;
+    r.clickhouse_version = admin.query("SELECT version()")?.trim().to_owned();
+    let server_pid = clickhouse_pid(&admin)?;
+    let ids: Vec<u64> = keys.iter().map(chstore::series_id).collect();
+    let ids = &ids;
+    writer.write_series(&keys)?;
+    // As a server writes: one INSERT per host per second of rounds.
+    let per_host = keys.len() / args.hosts.max(1);
+    eprintln!("clickhouse: inserting ...");
+    let (cpu0, server0, t0) = (thread_cpu_ns(), crate::procs::process_cpu_seconds(server_pid), Instant::now());
+    for chunk in batches.chunks(args.insert_rounds.max(1)) {
+        for h in 0..args.hosts {
+            let lo = (h * per_host) as u32;
+            let hi = if h + 1 == args.hosts { u32::MAX } else { ((h + 1) * per_host) as u32 };
+            let rows: Vec<(u64, u64, f64)> = chunk
+                .iter()
+                .flat_map(|b| {
+                    b.points
+                        .iter()
+                        .filter(move |p| p.0 >= lo && p.0 < hi)
+                        .map(move |p| (ids[p.0 as usize], b.time.as_nanos() as u64, p.1))
+                })
+                .collect();
+            writer.write_samples(&rows)?;
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    r.writer_ns_per_sample = (thread_cpu_ns() - cpu0) as f64 / r.samples as f64;
+    let server = crate::procs::process_cpu_seconds(server_pid).zip(server0).map_or(f64::NAN, |(a, b)| a - b);
+    r.clickhouse_server_ns_per_sample = server * 1e9 / r.samples as f64;
+    r.clickhouse_samples_per_second_wall = r.samples as f64 / wall;
+    for table in ["samples", "samples_1s", "samples_1m"] {
+        admin.query(&format!("OPTIMIZE TABLE {}.{table} FINAL", target.db)).context("merging the parts")?;
+    }
+    let bytes = |table: &str| -> anyhow::Result<f64> {
+        let sql = format!(
+            "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = '{}' AND table = '{table}'",
+            target.db
+        );
+        Ok(admin.query(&sql)?.trim().parse()?)
+    };
+    r.clickhouse_bytes_per_sample = bytes("samples")? / r.samples as f64;
+    r.clickhouse_tier_bytes_per_sample = (bytes("samples_1s")? + bytes("samples_1m")?) / r.samples as f64;
+
+    // 3. The range query from either store.
+    let q = RangeQuery {
+        selector: Selector::parse(r#"node_cpu_seconds_total{host=~"synth-00[01]"}"#)?,
+        from: Timestamp(start),
+        to: Timestamp(start + span.as_nanos() as i64 - 1),
+        step_ns: None,
+        points: Some(2000),
+        rate: false,
+        aggs: vec![Agg::Min, Agg::Max, Agg::Avg],
+        group: None,
+    };
+    let t = Instant::now();
+    let a = range(&embedded, &q)?;
+    r.embedded_query_ms = t.elapsed().as_secs_f64() * 1e3;
+    let reader = writer.reader();
+    let t = Instant::now();
+    let b = range(&reader, &q)?;
+    r.clickhouse_query_ms = t.elapsed().as_secs_f64() * 1e3;
+    anyhow::ensure!(a.series.len() == b.series.len(), "the stores answered with different series");
+
+    eprintln!(
+        "{} series, {} samples ({} at 100 ms); ClickHouse {}\n\
+         embedded store: {:.0} ns CPU a sample; {:.3} B a sample on disk + {:.3} B tiers\n\
+         ClickHouse: {:.0} ns CPU a sample in kansoku's writer + {:.0} ns in clickhouse-server ({:.1} M samples a second wall); \
+         {:.3} B a sample on disk + {:.3} B tiers\n\
+         range query, 256 series, 2,000 buckets: embedded {:.1} ms, ClickHouse {:.1} ms",
+        r.series,
+        r.samples,
+        args.span,
+        r.clickhouse_version,
+        r.embedded_ns_per_sample,
+        r.embedded_bytes_per_sample,
+        r.embedded_tier_bytes_per_sample,
+        r.writer_ns_per_sample,
+        r.clickhouse_server_ns_per_sample,
+        r.clickhouse_samples_per_second_wall / 1e6,
+        r.clickhouse_bytes_per_sample,
+        r.clickhouse_tier_bytes_per_sample,
+        r.embedded_query_ms,
+        r.clickhouse_query_ms,
+    );
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
+    }
+    Ok(())
+}
+
+/// The process listening on the port of `admin`'s first address (it must
+/// run on this machine): the listening socket's inode, then the process
+/// holding it.
+fn clickhouse_pid(admin: &chstore::Client) -> anyhow::Result<u32> {
+    let port = admin.target().hosts[0].rsplit_once(':').and_then(|p| p.1.parse::<u16>().ok()).unwrap_or(0);
+    let hex = format!(":{port:04X}");
+    let inode = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 9 && f[1].ends_with(&hex) && f[3] == "0A").then(|| f[9].to_owned())
+        })
+        .with_context(|| {
+            format!("nothing on this machine listens on port {port}: ClickHouse's CPU cannot be measured")
+        })?;
+    let want = format!("socket:[{inode}]");
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(pid) = entry?.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
+        if fds.filter_map(Result::ok).any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == want))
+        {
+            return Ok(pid);
+        }
+    }
+    anyhow::bail!("no process holds the socket listening on port {port}")
+}
