@@ -16,12 +16,15 @@
 //!    tables) once its parts are merged.
 //! 3. The range query of `lab store` (256 series of the span, 2,000 buckets
 //!    of min/max/avg) from either store.
+//! 4. Per-CPU samples: synthetic 10 kHz streams, a batch per CPU per second,
+//!    into the embedded event log and into ClickHouse (one INSERT per
+//!    second of every CPU's batches); CPU and bytes an event.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clock::thread_cpu_ns;
-use model::{Batch, Selector, Timestamp};
+use model::{Batch, Selector, SeriesKey, Timestamp};
 use store::query::{Agg, RangeQuery, range};
 use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
 
@@ -39,6 +42,13 @@ pub struct Args {
     /// database is dropped first); default: one started for the run.
     #[arg(long)]
     clickhouse: Option<String>,
+    /// Per-CPU samples for the events part: CPUs at 10 kHz for this many
+    /// seconds (0: none).
+    #[arg(long, default_value_t = 10)]
+    event_seconds: u32,
+    /// CPUs of the events part.
+    #[arg(long, default_value_t = 16)]
+    event_cpus: u32,
     /// Rounds per INSERT (per host): 10 is a 1 s agent batch at 100 ms
     /// (`kansoku agent --batch`).
     #[arg(long, default_value_t = 10)]
@@ -64,6 +74,12 @@ struct Report {
     clickhouse_tier_bytes_per_sample: f64,
     embedded_query_ms: f64,
     clickhouse_query_ms: f64,
+    events: u64,
+    embedded_ns_per_event: f64,
+    embedded_bytes_per_event: f64,
+    writer_ns_per_event: f64,
+    clickhouse_server_ns_per_event: f64,
+    clickhouse_bytes_per_event: f64,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -188,6 +204,48 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     r.clickhouse_query_ms = t.elapsed().as_secs_f64() * 1e3;
     anyhow::ensure!(a.series.len() == b.series.len(), "the stores answered with different series");
 
+    // 4. Per-CPU samples: synthetic 10 kHz streams, one INSERT per second
+    // of every CPU's batches (an agent's event batch).
+    if args.event_seconds > 0 {
+        let stream = SeriesKey::new("perf_cpu_clock", [("host", "synth-000"), ("boot", "b")]);
+        let seconds = events(args.event_cpus, args.event_seconds, start);
+        r.events = seconds.iter().flatten().map(|b| b.time.len() as u64).sum();
+        let cpu0 = thread_cpu_ns();
+        for second in &seconds {
+            for b in second {
+                embedded.events().append(&stream, &mut b.clone(), codec::events::Encoding::Fast)?;
+            }
+        }
+        embedded.flush()?;
+        r.embedded_ns_per_event = (thread_cpu_ns() - cpu0) as f64 / r.events as f64;
+        r.embedded_bytes_per_event = embedded.events().usage().1 as f64 / r.events as f64;
+        let (cpu0, server0) = (thread_cpu_ns(), crate::procs::process_cpu_seconds(server_pid));
+        for second in &seconds {
+            writer.write_events(&stream, second)?;
+        }
+        r.writer_ns_per_event = (thread_cpu_ns() - cpu0) as f64 / r.events as f64;
+        let server = crate::procs::process_cpu_seconds(server_pid).zip(server0).map_or(f64::NAN, |(a, b)| a - b);
+        r.clickhouse_server_ns_per_event = server * 1e9 / r.events as f64;
+        let mut total = 0.0;
+        for table in ["events", "stacks", "procs"] {
+            admin.query(&format!("OPTIMIZE TABLE {}.{table} FINAL", target.db)).context("merging the parts")?;
+            total += bytes(table)?;
+        }
+        r.clickhouse_bytes_per_event = total / r.events as f64;
+        eprintln!(
+            "{} per-CPU samples ({} CPUs at 10 kHz, {} s): embedded {:.0} ns, {:.2} B an event; \
+             ClickHouse {:.0} ns in the writer + {:.0} ns in clickhouse-server, {:.2} B an event",
+            r.events,
+            args.event_cpus,
+            args.event_seconds,
+            r.embedded_ns_per_event,
+            r.embedded_bytes_per_event,
+            r.writer_ns_per_event,
+            r.clickhouse_server_ns_per_event,
+            r.clickhouse_bytes_per_event
+        );
+    }
+
     eprintln!(
         "{} series, {} samples ({} at 100 ms); ClickHouse {}\n\
          embedded store: {:.0} ns CPU a sample; {:.3} B a sample on disk + {:.3} B tiers\n\
@@ -213,6 +271,53 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
     }
     Ok(())
+}
+
+/// `seconds` seconds of `cpus` CPUs sampled at 10 kHz, one batch per CPU
+/// per second: a few busy threads, instruction pointers drawn unevenly from
+/// a few thousand, call chains from a few hundred.
+fn events(cpus: u32, seconds: u32, start: i64) -> Vec<Vec<codec::events::EventBatch>> {
+    let mut rng = fastrand::Rng::with_seed(7);
+    let chains: Vec<Vec<u64>> =
+        (0..300).map(|_| (0..rng.usize(4..16)).map(|_| 0x40_0000 + rng.u64(0..0x10_0000) * 16).collect()).collect();
+    let procs = [(100u32, "postgres"), (200, "nginx"), (300, "kansoku"), (400, "java")];
+    (0..seconds)
+        .map(|s| {
+            (0..cpus)
+                .map(|cpu| {
+                    let mut b = codec::events::EventBatch { cpu, ..Default::default() };
+                    let t0 = start + s as i64 * 1_000_000_000;
+                    for i in 0..10_000i64 {
+                        let (pid, _) = procs[(rng.f64().powi(2) * procs.len() as f64) as usize];
+                        let c = (rng.f64().powi(3) * chains.len() as f64) as usize;
+                        b.time.push(t0 + i * 100_000 + rng.i64(0..2_000));
+                        b.pid.push(pid);
+                        b.tid.push(pid + rng.u32(0..4));
+                        b.ip.push(chains[c][0]);
+                        b.chain.push(b.stacks.len() as u32);
+                        b.stacks.push(chains[c].clone());
+                    }
+                    dedup_stacks(&mut b);
+                    b
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// One entry per distinct chain, as the sampler makes batches.
+fn dedup_stacks(b: &mut codec::events::EventBatch) {
+    let mut seen: std::collections::HashMap<Vec<u64>, u32> = std::collections::HashMap::new();
+    let mut stacks = Vec::new();
+    for c in &mut b.chain {
+        let s = std::mem::take(&mut b.stacks[*c as usize]);
+        let n = stacks.len() as u32;
+        *c = *seen.entry(s.clone()).or_insert_with(|| {
+            stacks.push(s);
+            n
+        });
+    }
+    b.stacks = stacks;
 }
 
 /// The process listening on the port of `admin`'s first address (it must
