@@ -208,6 +208,32 @@ impl LocalCluster {
         self.ready(i)
     }
 
+    /// Waits until every node's replicated tables have fetched what their
+    /// peers took: a read after it sees every acknowledged insert on any
+    /// replica (ClickHouse replicates asynchronously).
+    pub fn settle(&self) -> Result<(), String> {
+        let clients: Vec<crate::Client> =
+            self.nodes.iter().filter(|n| n.child.is_some()).map(|n| self.admin(n)).collect();
+        wait("replication to settle", Duration::from_secs(60), || {
+            clients.iter().all(|c| {
+                // Every log entry pulled (log_pointer reached the log's
+                // end) and carried out (empty queue), none read-only.
+                c.query(
+                    "SELECT count() FROM system.replicas \
+                     WHERE is_readonly OR queue_size > 0 OR (log_max_index > 0 AND log_pointer <= log_max_index)",
+                )
+                .is_ok_and(|t| t.trim() == "0")
+            })
+        })
+    }
+
+    fn admin(&self, node: &Node) -> crate::Client {
+        crate::Client::new(
+            crate::Target { hosts: vec![node.http()], db: "system".into(), user: None, password: None },
+            Duration::from_secs(5),
+        )
+    }
+
     /// Waits until node `i` answers and reaches ZooKeeper.
     fn ready(&self, i: usize) -> Result<(), String> {
         let http = self.nodes[i].http();

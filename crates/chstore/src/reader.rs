@@ -194,7 +194,7 @@ impl Source for Reader {
         };
         let (Some(series), (lo, hi)) = (self.id(id), bounds(from, to)) else { return Tier::default() };
         let sql = format!(
-            "SELECT t, minMerge(min), maxMerge(max), sumKahanMerge(sum), countMerge(count) FROM {}.{table} \
+            "SELECT t, minMerge(min), maxMerge(max), sumMerge(sum), countMerge(count) FROM {}.{table} \
              WHERE series = {series} AND t >= {lo} AND t <= {hi} GROUP BY t ORDER BY t FORMAT RowBinary",
             self.db
         );
@@ -240,7 +240,7 @@ impl Source for Reader {
         }
         let list: Vec<String> = at.keys().map(u64::to_string).collect();
         let sql = format!(
-            "SELECT series, intDiv(t - {start}, {step}) AS b, min(v), max(v), sumKahan(v), count(), argMax(v, t)              FROM {}.samples WHERE series IN ({}) AND t >= {lo} AND t <= {hi} GROUP BY series, b FORMAT RowBinary",
+            "SELECT series, intDiv(t - {start}, {step}) AS b, min(v), max(v), sum(v), count(), argMax(v, t)              FROM {}.samples WHERE series IN ({}) AND t >= {lo} AND t <= {hi} GROUP BY series, b FORMAT RowBinary",
             self.db,
             list.join(",")
         );

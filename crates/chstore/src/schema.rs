@@ -132,7 +132,7 @@ const TABLES: &[Table] = &[
 ];
 
 const TIER_COLUMNS: &str = "series UInt64, t UInt64, min AggregateFunction(min, Float64), \
-                            max AggregateFunction(max, Float64), sum AggregateFunction(sumKahan, Float64), \
+                            max AggregateFunction(max, Float64), sum AggregateFunction(sum, Float64), \
                             count AggregateFunction(count)";
 
 impl Layout {
@@ -188,7 +188,7 @@ impl Layout {
             let (src, dst) = (self.local("samples"), self.local(name));
             out.push(format!(
                 "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.{name}_mv{on} TO {db}.{dst} AS SELECT series, \
-                 intDiv(t, {res}) * {res} AS t, minState(v) AS min, maxState(v) AS max, sumKahanState(v) AS sum, \
+                 intDiv(t, {res}) * {res} AS t, minState(v) AS min, maxState(v) AS max, sumState(v) AS sum, \
                  countState() AS count FROM {db}.{src} GROUP BY series, t"
             ));
         }

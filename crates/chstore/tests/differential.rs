@@ -40,8 +40,8 @@ fn value(i: usize, round: i64) -> f64 {
 }
 
 /// Equal gaps and values equal to 12 significant digits: the embedded
-/// store rounds a tier's sums to its samples' decimals, ClickHouse sums them
-/// compensated (Kahan); the two differ in the last bits of some sums.
+/// store rounds a tier's sums to its samples' decimals, ClickHouse adds
+/// floats in its own order; the two differ in the last bits of some sums.
 fn close(a: &[Option<f64>], b: &[Option<f64>]) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| match (x, y) {

@@ -136,13 +136,7 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
     drop(s2);
     cluster.restart(replica).unwrap();
     // Replication catches up: the parts the dead replica alone took.
-    wait("empty replication queues", Duration::from_secs(60), || {
-        cluster.nodes.iter().all(|n| {
-            let c =
-                Client::new(Target::parse(&format!("clickhouse://{}/k", n.http())).unwrap(), Duration::from_secs(5));
-            c.query("SELECT count() FROM system.replication_queue").is_ok_and(|t| t.trim() == "0")
-        })
-    });
+    cluster.settle().unwrap();
 
     for host in HOSTS {
         let sel = of_host(host);
