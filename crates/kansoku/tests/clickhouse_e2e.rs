@@ -10,12 +10,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use chstore::local::{CLUSTER, LocalCluster};
 use chstore::{Client, Target};
-use common::{BIN, free_port, start, wait};
+use common::{BIN, Killed, free_port, start, wait};
 
 const HOSTS: [&str; 3] = ["ch-a", "ch-b", "ch-c"];
 
@@ -45,8 +45,9 @@ fn series_value(ch: &Client, name: &str, host: &str) -> f64 {
     )
 }
 
-fn agent(servers: &str, data: &Path, host: &str, log: &Path) -> Child {
-    Command::new(BIN)
+/// An agent, killed if the test fails before it is stopped.
+fn agent(servers: &str, data: &Path, host: &str, log: &Path) -> Killed {
+    let child = Command::new(BIN)
         .args(["agent", "--server", servers, "--host", host, "--interval", "100ms", "--batch", "500ms"])
         .args(["--ack-timeout", "2s", "--trace", "off", "--perf", "49"])
         .arg("--data")
@@ -54,13 +55,14 @@ fn agent(servers: &str, data: &Path, host: &str, log: &Path) -> Child {
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Killed(child)
 }
 
 /// SIGTERM, and the exit (the agent sends what it spooled first).
-fn stop(mut child: Child, what: &str) {
-    signal(child.id(), "TERM");
-    let st = child.wait().unwrap();
+fn stop(child: &mut Killed, what: &str) {
+    signal(child.0.id(), "TERM");
+    let st = child.0.wait().unwrap();
     assert!(st.success(), "{what} exited with {st}");
 }
 
@@ -79,7 +81,7 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
     let mut s1 = server(0);
     let s2 = server(1);
     let servers = [format!("{},{}", ingest[0], ingest[1]), format!("{},{}", ingest[1], ingest[0])];
-    let agents: Vec<Child> = HOSTS
+    let mut agents: Vec<Killed> = HOSTS
         .iter()
         .enumerate()
         .map(|(i, h)| agent(&servers[i % 2], &dir.path().join(h), h, &dir.path().join(format!("{h}.log"))))
@@ -130,7 +132,7 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
     let replica = cluster.nodes.iter().position(|n| n.shard == 2 && n.replica == 1).unwrap();
     cluster.kill(replica);
     through_s2(10.0);
-    for (a, h) in agents.into_iter().zip(HOSTS) {
+    for (a, h) in agents.iter_mut().zip(HOSTS) {
         stop(a, h);
     }
     drop(s2);
