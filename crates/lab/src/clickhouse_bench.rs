@@ -25,11 +25,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clock::thread_cpu_ns;
-use model::{Batch, Selector, SeriesKey, Timestamp};
+use model::{Selector, SeriesKey, Timestamp};
 use store::query::{Agg, RangeQuery, range};
 use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
 
-use crate::synth::{self, Synth};
+use crate::synth;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -90,21 +90,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
     let interval = Duration::from_millis(100);
     let rounds = (span.as_nanos() / interval.as_nanos()) as usize;
-    let mut synth = Synth::new(&synth::Args { hosts: args.hosts, cores: 16, seed: 1 }, interval);
-    let keys = synth.keys();
+    eprintln!("building {rounds} rounds of synthetic hosts ({} at 100 ms) ...", args.span);
+    let (keys, start, batches) = synth::rounds(args.hosts, rounds, interval);
     r.series = keys.len();
-    eprintln!("building {rounds} rounds of {} series ({} at 100 ms) ...", keys.len(), args.span);
-    let start = Timestamp::now().as_nanos() / 1_000_000_000 * 1_000_000_000 - span.as_nanos() as i64;
-    let mut batches = Vec::with_capacity(rounds);
-    for i in 0..rounds {
-        let mut b = Batch::new(Timestamp(start + i as i64 * interval.as_nanos() as i64));
-        b.points.reserve(keys.len());
-        if i == 0 {
-            b.defs = keys.iter().cloned().enumerate().map(|(i, k)| (i as u32, k)).collect();
-        }
-        synth.round(b.time, &mut b);
-        batches.push(b);
-    }
     r.samples = batches.iter().map(|b| b.points.len() as u64).sum();
 
     // 1. Embedded.

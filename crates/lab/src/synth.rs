@@ -219,6 +219,27 @@ impl Synth {
 }
 
 /// Series per synthetic host with `cores` cores.
+/// `rounds` rounds of `hosts` synthetic 16-core hosts at `interval`, ending
+/// at the last whole second: (keys, first round's time, rounds; the first
+/// round declares every key). What the store benchmarks ingest.
+pub fn rounds(hosts: usize, rounds: usize, interval: Duration) -> (Vec<SeriesKey>, i64, Vec<Batch>) {
+    let mut synth = Synth::new(&Args { hosts, cores: 16, seed: 1 }, interval);
+    let keys = synth.keys();
+    let step = interval.as_nanos() as i64;
+    let start = Timestamp::now().as_nanos() / 1_000_000_000 * 1_000_000_000 - rounds as i64 * step;
+    let mut batches = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let mut b = Batch::new(Timestamp(start + i as i64 * step));
+        b.points.reserve(keys.len());
+        if i == 0 {
+            b.defs = keys.iter().cloned().enumerate().map(|(i, k)| (i as u32, k)).collect();
+        }
+        synth.round(b.time, &mut b);
+        batches.push(b);
+    }
+    (keys, start, batches)
+}
+
 pub fn per_host_series(cores: usize) -> usize {
     cores * MODES.len() + NICS.len() * 2 + 2 + 3 + 3 + 2
 }

@@ -317,6 +317,7 @@ impl Ingest {
             work: Some(Work::new(
                 self.cfg.symbols.is_some() && hello.version >= wire::VERSION_SYMBOLS,
                 self.cfg.clickhouse.clone(),
+                hello.spool_id,
             )),
             found: (Vec::new(), None),
             probes: Vec::new(),

@@ -420,6 +420,8 @@ pub(super) struct Remote {
     ids: Vec<(u64, SeriesKey)>,
     /// Ids defined since the last batch, for the dictionary.
     fresh: Vec<u32>,
+    /// The agent's spool, whose mark each batch moves.
+    spool: u64,
 }
 
 impl Remote {
@@ -439,7 +441,7 @@ impl Remote {
     fn store_rounds(
         &mut self,
         rounds: &[Batch],
-        (host, spool, seq): (&str, u64, u64),
+        (host, seq): (&str, u64),
         fig: &mut Figures,
     ) -> Result<Vec<Appended>, BatchError> {
         self.write_fresh()?;
@@ -454,7 +456,7 @@ impl Remote {
             rows.extend(r.points.iter().map(|p| (self.ids[p.0 as usize].0, t, p.1)));
         }
         self.writer.write_samples(&rows)?;
-        self.writer.set_mark(host, spool, seq)?;
+        self.writer.set_mark(host, self.spool, seq)?;
         Ok(Vec::new())
     }
 
@@ -470,9 +472,10 @@ impl Remote {
 
 impl Work {
     /// `sources`: read the build ids and boot of event batches; `ch`: store
-    /// in ClickHouse.
-    pub(super) fn new(sources: bool, ch: Option<Arc<chstore::Writer>>) -> Work {
-        Work { sources, ch: ch.map(|writer| Remote { writer, ids: Vec::new(), fresh: Vec::new() }), ..Work::default() }
+    /// in ClickHouse, marking the agent's spool `spool`.
+    pub(super) fn new(sources: bool, ch: Option<Arc<chstore::Writer>>, spool: u64) -> Work {
+        let ch = ch.map(|writer| Remote { writer, ids: Vec::new(), fresh: Vec::new(), spool });
+        Work { sources, ch, ..Work::default() }
     }
 
     pub(super) fn store(
@@ -516,7 +519,7 @@ impl Work {
                     fig.samples += r.points.len() as u64;
                 }
                 if let Some(remote) = &mut self.ch {
-                    return remote.store_rounds(&rounds, (host, spool_of(mark_key), seq), fig);
+                    return remote.store_rounds(&rounds, (host, seq), fig);
                 }
                 // The mark rides on the newest round the store will take (a
                 // round at a time outside the storable range is refused and
@@ -543,10 +546,11 @@ impl Work {
                     let batches = storable_events(batches, ch);
                     fig.events = ch.write_events(&stream, &batches)?;
                     if self.sources {
+                        // (Decoded whole already: no second decode.)
                         fig.boot = stream.get("boot").map(str::to_owned);
-                        fig.build_ids = build_ids(&encoded);
+                        fig.build_ids = distinct_build_ids(&batches);
                     }
-                    ch.set_mark(host, spool_of(mark_key), seq)?;
+                    ch.set_mark(host, remote.spool, seq)?;
                     return Ok(Vec::new());
                 }
                 // The sequence number goes into the event log in the same
@@ -600,22 +604,25 @@ fn retain<T>(v: &mut Vec<T>, keep: &[bool]) {
     v.retain(|_| flags.next().copied().unwrap_or(false));
 }
 
-/// The spool id a mark key names (`kansoku_ingest_seq{spool="%016x"}`).
-fn spool_of(mark_key: &SeriesKey) -> u64 {
-    mark_key.get("spool").and_then(|s| u64::from_str_radix(s, 16).ok()).unwrap_or(0)
-}
-
 /// The distinct build ids of the mappings stored event batches carry (their
 /// processes' side band; the other columns are skipped, not decoded).
 fn build_ids(encoded: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let none = codec::events::Want { time: false, pid: false, tid: false, ip: false, chain: false };
-    let mut ids: Vec<Vec<u8>> = encoded
+    let decoded: Vec<codec::events::EventBatch> = encoded
         .iter()
         // A batch without a process table (kernel samples only) says so
         // in its header: nothing to decode.
         .filter(|e| codec::events::Header::read(e).is_ok_and(|(h, _)| h.has_procs))
         .filter_map(|e| codec::events::EventBatch::decode(e, none).ok())
-        .flat_map(|b| b.procs.into_iter().flat_map(|p| p.maps.into_iter().map(|m| m.build_id)))
+        .collect();
+    distinct_build_ids(&decoded)
+}
+
+/// The distinct build ids of decoded batches' mappings.
+fn distinct_build_ids(batches: &[codec::events::EventBatch]) -> Vec<Vec<u8>> {
+    let mut ids: Vec<Vec<u8>> = batches
+        .iter()
+        .flat_map(|b| b.procs.iter().flat_map(|p| p.maps.iter().map(|m| m.build_id.clone())))
         .filter(|id| !id.is_empty())
         .collect();
     ids.sort_unstable();
