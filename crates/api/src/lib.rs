@@ -63,6 +63,8 @@ pub struct ApiState {
     /// What queries read: the store itself, or on `kansoku server --store
     /// clickhouse://…` the ClickHouse cluster the agents' data goes to.
     pub reader: Arc<dyn store::Source>,
+    /// What profiles count: the store's event log, or ClickHouse's events.
+    pub events: Arc<dyn store::source::EventSource>,
     /// Each acknowledged append, for the live tail.
     pub live: broadcast::Sender<Arc<Appended>>,
     pub collector: Option<Arc<CollectorStats>>,
@@ -102,6 +104,7 @@ impl ApiState {
     pub fn new(store: Arc<Store>) -> ApiState {
         ApiState {
             reader: store.clone(),
+            events: store.clone(),
             store,
             live: broadcast::channel(LIVE_BUFFER).0,
             collector: None,

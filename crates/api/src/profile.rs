@@ -19,15 +19,15 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::response::IntoResponse;
-use codec::events::{EventBatch, Want};
 use model::{Selector, Timestamp};
 use perf::symbols::Procs;
 use store::events::EventQuery;
+use store::source::{EventCounts, EventsError, Shape};
 
 use crate::{ApiError, ApiState};
 
 /// Most events one request may scan (a minute of 64 CPUs at 10 kHz is 38 M).
-const SCAN_MAX: usize = 50_000_000;
+const SCAN_MAX: u64 = 50_000_000;
 
 /// The range, stream and filters of a profile request.
 struct Request {
@@ -68,40 +68,33 @@ fn request(params: &HashMap<String, String>) -> Result<Request, ApiError> {
     })
 }
 
-/// Scans the request's events (the columns of `want`) on a blocking
-/// thread and hands them to `f`.
-async fn scan<T: Send + 'static>(
+/// Counts the request's events by `shape` where they are kept (on a
+/// blocking thread), gathers what names them, and hands both to `f`.
+async fn count<T: Send + 'static>(
     st: &ApiState,
     req: Request,
-    want: Want,
-    f: impl FnOnce(&Request, Vec<EventBatch>, u64, &Procs) -> T + Send + 'static,
+    shape: Shape,
+    f: impl FnOnce(&Request, EventCounts, &Procs) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
-    let store = Arc::clone(&st.store);
+    let (events, root) = (Arc::clone(&st.events), st.store.root().to_path_buf());
     let symbols = st.symbols.clone();
     st.guard
         .run(move || {
-            let (batches, corrupt) = store.events().scan(&req.query, want);
-            let total: usize = batches.iter().map(|(_, b)| b.len()).sum();
-            if total > SCAN_MAX {
-                return Err(ApiError::TooLarge(format!(
-                    "{total} samples in the range; narrow it (at most {SCAN_MAX})"
-                )));
-            }
+            let mut counts = events.count(&req.query, req.pid, shape, SCAN_MAX).map_err(|e| match e {
+                EventsError::TooLarge(..) => ApiError::TooLarge(e.to_string()),
+                EventsError::Unavailable(m) => ApiError::Unavailable(format!("reading the events: {m}")),
+            })?;
             // The processes as the batches saw them (in time order: the latest
             // description of a process wins), and the store's build-id cache.
-            let mut procs = Procs::new(Some(store.root().join(perf::procs::CACHE_DIR)));
+            let mut procs = Procs::new(Some(root.join(perf::procs::CACHE_DIR)));
             // Streams sampled on another boot (or machine) say so in their
             // `boot` label; streams without one (imports) are taken as this one's.
             let here = perf::boot_id();
             // The newest foreign boot's kernel table names kernel frames
             // (a range spanning a reboot of the host names the older
             // boot's kernel frames from the newer table: rarely right).
-            let foreign = batches
-                .iter()
-                .filter_map(|(k, b)| Some((b.time.last().copied()?, k.get("boot")?)))
-                .filter(|(_, boot)| Some(*boot) != here.as_deref())
-                .max()
-                .map(|(_, boot)| boot.to_owned());
+            let foreign =
+                counts.boots.iter().filter(|(_, boot)| Some(boot) != here.as_ref()).max().map(|(_, b)| b.clone());
             procs.set_foreign(foreign.is_some());
             let table = foreign.as_deref().and_then(symstore::Key::kallsyms);
             if let (Some(symbols), Some(key)) = (&symbols, &table)
@@ -110,11 +103,7 @@ async fn scan<T: Send + 'static>(
                 symbols.touch(key);
                 procs.set_kallsyms(path);
             }
-            let mut batches: Vec<EventBatch> = batches.into_iter().map(|(_, b)| b).collect();
-            batches.sort_by_key(|b| b.time.first().copied().unwrap_or(i64::MIN));
-            for b in &batches {
-                procs.add(&b.procs);
-            }
+            procs.add(&std::mem::take(&mut counts.procs));
             if let Some(symbols) = &symbols {
                 let lacking: Vec<(Vec<u8>, String)> = procs
                     .build_ids()
@@ -125,7 +114,7 @@ async fn scan<T: Send + 'static>(
                     procs.set_lacking(id, why);
                 }
             }
-            let out = f(&req, batches, corrupt, &procs);
+            let out = f(&req, counts, &procs);
             if let Some(symbols) = &symbols {
                 for id in procs.used() {
                     if let Some(key) = symstore::Key::binary(&id) {
@@ -142,55 +131,23 @@ pub async fn top(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let want = Want { time: true, pid: true, tid: false, ip: true, chain: false };
-    let v = scan(&st, request(&params)?, want, |req, batches, corrupt, procs| {
-        let mut counts: HashMap<(u32, u64), u64> = HashMap::new();
-        for b in &batches {
-            for (p, ip) in b.pid.iter().zip(&b.ip) {
-                if req.pid.is_none_or(|want| want == *p) {
-                    *counts.entry((*p, *ip)).or_default() += 1;
-                }
-            }
-        }
-        let samples: u64 = counts.values().sum();
+    let v = count(&st, request(&params)?, Shape::Ips, |req, c, procs| {
+        let counts: HashMap<(u32, u64), u64> = c.stacks.iter().map(|((p, s), n)| ((*p, s[0]), *n)).collect();
         let rows: Vec<_> = perf::symbols::top(&counts, req.n, procs).iter().map(crate::views::top_row).collect();
-        serde_json::json!({ "samples": samples, "corrupt_batches": corrupt, "rows": rows })
+        serde_json::json!({ "samples": c.events, "corrupt_batches": c.corrupt, "rows": rows })
     })
     .await?;
     Ok(Json(v))
 }
 
-/// (pid, call chain) -> samples over the request.
-fn stacks(req: &Request, batches: &[EventBatch]) -> HashMap<(u32, Vec<u64>), u64> {
-    let mut out: HashMap<(u32, Vec<u64>), u64> = HashMap::new();
-    for b in batches {
-        // Counted per batch-local chain first: one key built per stack.
-        let mut local: HashMap<(u32, usize), u64> = HashMap::new();
-        for i in 0..b.len() {
-            if req.pid.is_none_or(|want| want == b.pid[i]) {
-                let key = if b.chain.is_empty() { usize::MAX - i } else { b.chain[i] as usize };
-                *local.entry((b.pid[i], key)).or_default() += 1;
-            }
-        }
-        for ((pid, key), c) in local {
-            let stack = if b.chain.is_empty() { vec![b.ip[usize::MAX - key]] } else { b.stacks[key].clone() };
-            *out.entry((pid, stack)).or_default() += c;
-        }
-    }
-    out
-}
-
-const CHAINS: Want = Want { time: true, pid: true, tid: false, ip: true, chain: true };
-
 pub async fn flame(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let v = scan(&st, request(&params)?, CHAINS, |req, batches, corrupt, procs| {
-        let with_chains = batches.iter().filter(|b| !b.chain.is_empty()).map(EventBatch::len).sum::<usize>();
-        let root = perf::symbols::flame(&stacks(req, &batches), procs);
+    let v = count(&st, request(&params)?, Shape::Stacks, |_, c, procs| {
+        let root = perf::symbols::flame(&c.stacks, procs);
         serde_json::json!({
-            "samples": root.value, "with_call_chains": with_chains, "corrupt_batches": corrupt, "frames": root.flatten(),
+            "samples": root.value, "with_call_chains": c.with_chains, "corrupt_batches": c.corrupt, "frames": root.flatten(),
         })
     })
     .await?;
@@ -201,10 +158,8 @@ pub async fn folded(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let text = scan(&st, request(&params)?, CHAINS, |req, batches, _, procs| {
-        perf::symbols::folded(&stacks(req, &batches), procs)
-    })
-    .await?;
+    let text =
+        count(&st, request(&params)?, Shape::Stacks, |_, c, procs| perf::symbols::folded(&c.stacks, procs)).await?;
     Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
 }
 
@@ -213,8 +168,8 @@ pub async fn pprof(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
     use std::io::Write;
-    let bytes = scan(&st, request(&params)?, CHAINS, |req, batches, _, procs| {
-        let p = perf::pprof::profile(&stacks(req, &batches), procs, req.query.from, req.query.to);
+    let bytes = count(&st, request(&params)?, Shape::Stacks, |req, c, procs| {
+        let p = perf::pprof::profile(&c.stacks, procs, req.query.from, req.query.to);
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(&perf::pprof::encode(&p)).and_then(|()| gz.finish())
     })
@@ -231,24 +186,14 @@ pub async fn timeline(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let want = Want { time: true, pid: true, tid: false, ip: false, chain: false };
-    let v = scan(&st, request(&params)?, want, |req, batches, corrupt, procs| {
+    let req = request(&params)?;
+    let shape = Shape::Timeline { buckets: req.buckets };
+    let v = count(&st, req, shape, |req, c, procs| {
         let (from, to) = (req.query.from, req.query.to);
-        let width = ((to - from) / req.buckets as i64).max(1);
-        // cpu -> bucket -> pid -> samples
-        let mut cells: std::collections::BTreeMap<u32, Vec<HashMap<u32, u32>>> = Default::default();
-        for b in &batches {
-            let row = cells.entry(b.cpu).or_insert_with(|| vec![HashMap::new(); req.buckets]);
-            for (t, p) in b.time.iter().zip(&b.pid) {
-                if req.pid.is_some_and(|want| want != *p) {
-                    continue;
-                }
-                let k = (((t - from) / width) as usize).min(req.buckets - 1);
-                *row[k].entry(*p).or_default() += 1;
-            }
-        }
+        let width = store::source::bucket_width(&req.query, req.buckets);
         let mut names: HashMap<u32, String> = HashMap::new();
-        let cpus: Vec<serde_json::Value> = cells
+        let cpus: Vec<serde_json::Value> = c
+            .cells
             .into_iter()
             .map(|(cpu, row)| {
                 let cells: Vec<serde_json::Value> = row
@@ -266,7 +211,7 @@ pub async fn timeline(
             })
             .collect();
         serde_json::json!({
-            "from": from, "to": to, "bucket_ns": width, "corrupt_batches": corrupt,
+            "from": from, "to": to, "bucket_ns": width, "corrupt_batches": c.corrupt,
             "cpus": cpus, "processes": names,
         })
     })

@@ -9,10 +9,13 @@
 //! accepted by ClickHouse 18.16), the HTTP client (`client`: RowBinary in,
 //! text out, failing over among the addresses given), the writer a server's
 //! ingest calls per batch (`writer`: deterministic blocks, so a batch resent
-//! through another server is deduplicated by the replicated tables), and a
+//! through another server is deduplicated by the replicated tables), the
+//! reader queries use (`reader`: series and samples as `store::Source`;
+//! `events`: profiles counted by SQL as `store::source::EventSource`), and a
 //! cluster on loopback for tests and the lab (`local`).
 
 pub mod client;
+pub mod events;
 pub mod local;
 pub mod reader;
 pub mod schema;

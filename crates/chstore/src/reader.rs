@@ -67,19 +67,19 @@ impl Reader {
         ]
     }
 
-    fn failed(&self, what: &str, e: &Error) {
+    pub(crate) fn failed(&self, what: &str, e: &Error) {
         self.read_errors.fetch_add(1, Ordering::Relaxed);
         tracing::error!("clickhouse: {what}: {e}");
     }
 
-    fn query_bytes(&self, sql: &str) -> Result<Vec<u8>, Error> {
+    pub(crate) fn query_bytes(&self, sql: &str) -> Result<Vec<u8>, Error> {
         self.queries.fetch_add(1, Ordering::Relaxed);
         self.client.query_bytes(sql)
     }
 
     /// Reloads the dictionary if it grew since the last look (asked at most
     /// every [`RELOAD_EVERY`]).
-    fn refresh(&self) {
+    pub(crate) fn refresh(&self) {
         let _one = self.loading.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (rows, checked) = {
             let c = self.catalogue.read().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -121,6 +121,18 @@ impl Reader {
         }
         c.rows = now;
         c.checked = Some(Instant::now());
+    }
+
+    /// The ClickHouse ids and keys of the series (or event streams)
+    /// matching `sel`, from a fresh look at the dictionary.
+    pub(crate) fn matching(&self, sel: &Selector) -> Vec<(u64, SeriesKey)> {
+        self.refresh();
+        let c = self.catalogue.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        c.series.iter().filter(|(_, k)| sel.matches(k)).cloned().collect()
+    }
+
+    pub(crate) fn db(&self) -> &str {
+        &self.db
     }
 
     fn id(&self, local: u32) -> Option<u64> {
@@ -315,10 +327,61 @@ impl<A: Source, B: Source> Source for Both<A, B> {
     }
 }
 
+/// Two event sources as one: both counted, the counts added.
+impl<A: store::source::EventSource, B: store::source::EventSource> store::source::EventSource for Both<A, B> {
+    fn count(
+        &self,
+        q: &store::events::EventQuery,
+        pid: Option<u32>,
+        shape: store::source::Shape,
+        max: u64,
+    ) -> Result<store::source::EventCounts, store::source::EventsError> {
+        let mut a = self.0.count(q, pid, shape, max)?;
+        a.merge(self.1.count(q, pid, shape, max)?);
+        Ok(a)
+    }
+}
+
 /// RowBinary rows being read.
-struct Rows<'a>(&'a [u8]);
+pub(crate) struct Rows<'a>(pub &'a [u8]);
 
 impl Rows<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
+
+    pub fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    /// An `Array(UInt64)`.
+    pub fn u64s(&mut self) -> Option<Vec<u64>> {
+        let n = self.len()?;
+        if n > self.0.len() / 8 {
+            return None;
+        }
+        (0..n).map(|_| self.u64()).collect()
+    }
+
+    /// A `String` that may hold any bytes.
+    pub fn bytes(&mut self) -> Option<Vec<u8>> {
+        let n = self.len()?;
+        Some(self.take(n)?.to_vec())
+    }
+
+    /// An `Array(String)` of any bytes.
+    pub fn byte_strings(&mut self) -> Option<Vec<Vec<u8>>> {
+        let n = self.len()?;
+        if n > self.0.len() {
+            return None;
+        }
+        (0..n).map(|_| self.bytes()).collect()
+    }
+
     fn take(&mut self, n: usize) -> Option<&[u8]> {
         if self.0.len() < n {
             return None;
@@ -328,7 +391,7 @@ impl Rows<'_> {
         Some(a)
     }
 
-    fn u64(&mut self) -> Option<u64> {
+    pub fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
 
@@ -344,12 +407,12 @@ impl Rows<'_> {
         None
     }
 
-    fn string(&mut self) -> Option<String> {
+    pub fn string(&mut self) -> Option<String> {
         let n = self.len()?;
         String::from_utf8(self.take(n)?.to_vec()).ok()
     }
 
-    fn strings(&mut self) -> Option<Vec<String>> {
+    pub fn strings(&mut self) -> Option<Vec<String>> {
         let n = self.len()?;
         if n > self.0.len() {
             return None;

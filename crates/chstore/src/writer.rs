@@ -163,24 +163,7 @@ impl Writer {
             for p in &b.procs {
                 put_u64(&mut procs, sid);
                 put_u64(&mut procs, t0);
-                procs.extend_from_slice(&p.pid.to_le_bytes());
-                put_str(&mut procs, &p.comm);
-                let fields: [fn(&codec::events::MapInfo) -> u64; 3] = [|m| m.start, |m| m.end, |m| m.pgoff];
-                for field in fields {
-                    put_len(&mut procs, p.maps.len());
-                    for m in &p.maps {
-                        put_u64(&mut procs, field(m));
-                    }
-                }
-                put_len(&mut procs, p.maps.len());
-                for m in &p.maps {
-                    put_len(&mut procs, m.build_id.len());
-                    procs.extend_from_slice(&m.build_id);
-                }
-                put_len(&mut procs, p.maps.len());
-                for m in &p.maps {
-                    put_str(&mut procs, &m.path);
-                }
+                put_proc(&mut procs, p);
                 n_procs += 1;
             }
         }
@@ -280,6 +263,30 @@ pub fn series_rows<'a>(keys: impl IntoIterator<Item = &'a SeriesKey>) -> Vec<u8>
         }
     }
     rows
+}
+
+/// A process table's row after its (stream, t): pid, comm, and the
+/// mappings as five arrays (start, end, pgoff, build id, path) — the
+/// order `chstore::events::decode_procs` reads.
+pub fn put_proc(out: &mut Vec<u8>, p: &codec::events::ProcInfo) {
+    out.extend_from_slice(&p.pid.to_le_bytes());
+    put_str(out, &p.comm);
+    let fields: [fn(&codec::events::MapInfo) -> u64; 3] = [|m| m.start, |m| m.end, |m| m.pgoff];
+    for field in fields {
+        put_len(out, p.maps.len());
+        for m in &p.maps {
+            put_u64(out, field(m));
+        }
+    }
+    put_len(out, p.maps.len());
+    for m in &p.maps {
+        put_len(out, m.build_id.len());
+        out.extend_from_slice(&m.build_id);
+    }
+    put_len(out, p.maps.len());
+    for m in &p.maps {
+        put_str(out, &m.path);
+    }
 }
 
 /// A string literal for ClickHouse SQL.

@@ -152,3 +152,118 @@ fn promql_and_the_range_api_answer_alike_from_either_store() {
     assert_eq!(store::query::range(&ch, &q).unwrap(), store::query::range(&embedded, &q).unwrap());
     assert_eq!(ch.queries.load(std::sync::atomic::Ordering::Relaxed) - before, 1, "one GROUP BY for 8 series");
 }
+
+/// Event batches of `cpus` CPUs over `seconds`, one a CPU a second, 1 kHz:
+/// a few processes, ips from a small set, call chains in every other
+/// second's batches (the rest chainless, as a sampler without `-g` sends).
+fn event_batches(cpus: u32, seconds: i64) -> Vec<codec::events::EventBatch> {
+    use codec::events::{EventBatch, MapInfo, ProcInfo};
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut out = Vec::new();
+    for s in 0..seconds {
+        for cpu in 0..cpus {
+            let mut b = EventBatch { cpu, ..EventBatch::default() };
+            let chains = s % 2 == 0;
+            for i in 0..1000 {
+                b.time.push(T0 + s * 1_000_000_000 + i * 1_000_000 + i64::from(cpu));
+                let pid = [0, 100, 101, 102][next(4) as usize];
+                b.pid.push(pid);
+                b.tid.push(pid + next(2) as u32);
+                let ip = 0x40_0000 + next(40) * 16;
+                b.ip.push(ip);
+                if chains {
+                    let depth = 1 + next(4) as usize;
+                    let mut stack = vec![ip];
+                    stack.extend((1..depth).map(|d| 0x50_0000 + d as u64 * 0x100 + next(3)));
+                    let at = b.stacks.iter().position(|st| *st == stack).unwrap_or_else(|| {
+                        b.stacks.push(stack);
+                        b.stacks.len() - 1
+                    });
+                    b.chain.push(at as u32);
+                }
+            }
+            // Process 102 is renamed halfway: the newest name wins.
+            for pid in [100u32, 101, 102] {
+                let comm = if pid == 102 && s >= seconds / 2 { "renamed".to_owned() } else { format!("p{pid}") };
+                let maps = vec![MapInfo {
+                    start: 0x40_0000,
+                    end: 0x60_0000,
+                    pgoff: 0x1000,
+                    build_id: vec![pid as u8, 0xab, 0xcd],
+                    path: format!("/usr/bin/p{pid}"),
+                }];
+                b.procs.push(ProcInfo { pid, comm, maps });
+            }
+            out.push(b);
+        }
+    }
+    out
+}
+
+#[test]
+fn profiles_count_alike_from_either_store() {
+    use store::events::EventQuery;
+    use store::source::{EventSource, Shape};
+
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&dir.path().join("ch"), 1, 1).unwrap();
+    let writer = Writer::open(&cluster.url("e"), None, Duration::from_secs(60)).unwrap();
+    let embedded = store::Store::open(&dir.path().join("store"), store::Options::default()).unwrap();
+    let streams = [
+        SeriesKey::new("perf_cpu_clock", [("host", "a"), ("boot", "boot-a")]),
+        SeriesKey::new("perf_cpu_clock", [("host", "b")]),
+    ];
+    for (i, stream) in streams.iter().enumerate() {
+        let mut batches = event_batches(3 + i as u32, 20);
+        writer.write_events(stream, &batches).unwrap();
+        for b in &mut batches {
+            embedded.events().append(stream, b, codec::events::Encoding::Fast).unwrap();
+        }
+    }
+    let ch = writer.reader();
+    let sec = 1_000_000_000;
+    for host in ["a", "b"] {
+        // The whole range, and one that starts and ends inside batches.
+        for (from, to) in [(T0, T0 + 20 * sec), (T0 + 3 * sec + 400_000_000, T0 + 13 * sec + 250_000_000)] {
+            for cpus in [vec![], vec![1]] {
+                for pid in [None, Some(102)] {
+                    for shape in [Shape::Ips, Shape::Stacks, Shape::Timeline { buckets: 37 }] {
+                        let q = EventQuery {
+                            streams: Selector::parse(&format!("{{__name__=\"perf_cpu_clock\",host=\"{host}\"}}"))
+                                .unwrap(),
+                            cpus: cpus.clone(),
+                            from,
+                            to,
+                        };
+                        let what = format!("{host} {from}..{to} cpus {cpus:?} pid {pid:?} {shape:?}");
+                        let a = embedded.count(&q, pid, shape, u64::MAX).unwrap();
+                        let b = ch.count(&q, pid, shape, u64::MAX).unwrap();
+                        assert!(a.events > 0, "{what}: nothing counted");
+                        assert_eq!(a.events, b.events, "{what}");
+                        assert_eq!(a.stacks, b.stacks, "{what}");
+                        assert_eq!(a.with_chains, b.with_chains, "{what}");
+                        assert_eq!(a.cells, b.cells, "{what}");
+                        assert_eq!(a.boots.iter().max(), b.boots.iter().max(), "{what}");
+                        // The process tables name the counted processes alike:
+                        // the newest description of each.
+                        let newest = |procs: &[codec::events::ProcInfo]| {
+                            procs
+                                .iter()
+                                .filter(|p| pid.is_none_or(|want| want == p.pid))
+                                .map(|p| (p.pid, p.clone()))
+                                .collect::<std::collections::BTreeMap<_, _>>()
+                        };
+                        assert_eq!(newest(&a.procs), newest(&b.procs), "{what}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(ch.read_errors.load(std::sync::atomic::Ordering::Relaxed), 0);
+}

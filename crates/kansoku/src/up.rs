@@ -369,9 +369,11 @@ fn serve(
             })?;
             if let Some(ch) = setup.config.clickhouse.clone() {
                 // Queries read the agents' series from ClickHouse, and this
-                // server's own (its ingest, the agents' clocks) from here.
+                // server's own (its ingest, the agents' clocks) from here;
+                // profiles count the agents' events in ClickHouse.
                 let reader = Arc::new(ch.reader());
                 state.reader = Arc::new(chstore::Both(Arc::clone(&store), Arc::clone(&reader)));
+                state.events = Arc::new(chstore::Both(Arc::clone(&store), Arc::clone(&reader)));
                 let report = Arc::clone(&ch);
                 state.reports.push(api::Report(
                     "clickhouse",

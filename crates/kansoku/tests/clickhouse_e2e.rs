@@ -140,6 +140,7 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
     // Replication catches up: the parts the dead replica alone took.
     cluster.settle().unwrap();
 
+    let mut stored_events = std::collections::HashMap::new();
     for host in HOSTS {
         let sel = of_host(host);
         let dup = number(&ch, &format!("SELECT count() - uniqExact(series, t) FROM k.samples WHERE {sel}"));
@@ -165,6 +166,7 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
         let distinct = number(&ch, &format!("SELECT uniqExact(cpu, t, tid) FROM k.events WHERE {stream}"));
         assert!(events > 0.0, "{host}: no events stored");
         assert_eq!(events, distinct, "{host}: events stored twice");
+        stored_events.insert(host, events as u64);
     }
     // A new server, its data directory empty, answers for every host from
     // the store alone: the servers hold no state of their own.
@@ -178,6 +180,26 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         let n: f64 = v["data"]["result"][0]["value"][1].as_str().unwrap().parse().unwrap();
         assert_eq!(n, rounds(host), "{host}: PromQL through a new server against SQL");
+        // Profiles too, counted by ClickHouse: every stored event, once.
+        for view in ["top", "flame", "timeline"] {
+            let (status, body) = common::http_get(&s3.addr, &format!("/api/v1/profile/{view}?host={host}&since=1h"));
+            assert_eq!(status, 200, "{view}: {body}");
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let n = match view {
+                "timeline" => v["cpus"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|c| c["cells"].as_array().unwrap())
+                    .filter_map(|c| c[2].as_u64())
+                    .sum(),
+                _ => v["samples"].as_u64().unwrap(),
+            };
+            if view == "top" {
+                assert!(!v["rows"].as_array().unwrap().is_empty(), "{host}: an empty top table");
+            }
+            assert_eq!(n, stored_events[host], "{host}: the {view} profile through a new server against SQL");
+        }
     }
     drop(s3);
 

@@ -1,10 +1,16 @@
 //! What the readers of series need from a store — the query languages, the
 //! range API, the diagnosis — as one trait, so that they read the embedded
-//! store and a ClickHouse cluster (`chstore::Reader`) alike.
+//! store and a ClickHouse cluster (`chstore::Reader`) alike; and what
+//! profiles need from the per-CPU events, counted where they are kept
+//! (`EventSource`).
 
+use std::collections::{BTreeMap, HashMap};
+
+use codec::events::{EventBatch, ProcInfo, Want};
 use model::{Selector, SeriesKey, Timestamp};
 
 use crate::Store;
+use crate::events::EventQuery;
 use crate::query::Agg;
 use crate::tier::Tier;
 
@@ -106,5 +112,183 @@ impl<T: Source + ?Sized> Source for std::sync::Arc<T> {
         aggs: &[Agg],
     ) -> Option<Buckets> {
         (**self).buckets(ids, from, to, start, step, n, aggs)
+    }
+}
+
+/// What a profile counts its events by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Per (pid, sampled ip): the top table.
+    Ips,
+    /// Per (pid, call chain): flame graphs, folded stacks, pprof. An event
+    /// without a chain counts as the chain of its sampled ip alone.
+    Stacks,
+    /// Per CPU, time bucket (`buckets` equal parts of the range) and pid:
+    /// the timeline.
+    Timeline { buckets: usize },
+}
+
+/// A profile's events, counted where they are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventCounts {
+    /// Events counted (those of the pid asked for, if one was).
+    pub events: u64,
+    /// [`Shape::Ips`]: (pid, [ip]) -> events; [`Shape::Stacks`]: (pid,
+    /// chain, leaf first) -> events.
+    pub stacks: HashMap<(u32, Vec<u64>), u64>,
+    /// Of `events`, those with a call chain.
+    pub with_chains: u64,
+    /// [`Shape::Timeline`]: cpu -> per bucket, pid -> events.
+    pub cells: BTreeMap<u32, Vec<HashMap<u32, u32>>>,
+    /// The process tables of the events' batches, oldest first (the latest
+    /// description of a process wins).
+    pub procs: Vec<ProcInfo>,
+    /// Of the streams read, those with a `boot` label: the boot and the
+    /// time of their newest event.
+    pub boots: Vec<(i64, String)>,
+    /// Batches that failed their checksum or did not decode: skipped.
+    pub corrupt: u64,
+}
+
+impl EventCounts {
+    /// Adds `other`'s counts to these (two sources as one).
+    pub fn merge(&mut self, other: EventCounts) {
+        self.events += other.events;
+        self.with_chains += other.with_chains;
+        for (k, v) in other.stacks {
+            *self.stacks.entry(k).or_default() += v;
+        }
+        for (cpu, row) in other.cells {
+            match self.cells.get_mut(&cpu) {
+                None => {
+                    self.cells.insert(cpu, row);
+                }
+                Some(mine) => {
+                    for (a, b) in mine.iter_mut().zip(row) {
+                        for (pid, n) in b {
+                            *a.entry(pid).or_default() += n;
+                        }
+                    }
+                }
+            }
+        }
+        self.procs.extend(other.procs);
+        self.boots.extend(other.boots);
+        self.corrupt += other.corrupt;
+    }
+}
+
+/// Why events could not be counted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventsError {
+    #[error("{0} samples in the range; narrow it (at most {1})")]
+    TooLarge(u64, u64),
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The per-CPU events profiles read: the embedded store's event log, or
+/// ClickHouse's `events` table (counted there, by SQL).
+pub trait EventSource: Send + Sync + std::fmt::Debug {
+    /// Counts the events of `q` (of process `pid` only, if given) by
+    /// `shape`. A source that must bring the events to count them refuses
+    /// more than `max` (bounded memory).
+    fn count(&self, q: &EventQuery, pid: Option<u32>, shape: Shape, max: u64) -> Result<EventCounts, EventsError>;
+}
+
+impl EventSource for Store {
+    fn count(&self, q: &EventQuery, pid: Option<u32>, shape: Shape, max: u64) -> Result<EventCounts, EventsError> {
+        let want = Want {
+            time: true,
+            pid: true,
+            tid: false,
+            ip: !matches!(shape, Shape::Timeline { .. }),
+            chain: shape == Shape::Stacks,
+        };
+        let (batches, corrupt) = self.events().scan(q, want);
+        let total: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
+        if total > max {
+            return Err(EventsError::TooLarge(total, max));
+        }
+        Ok(count_batches(batches, corrupt, q, pid, shape))
+    }
+}
+
+/// Counts scanned batches by `shape` (what a source without a query
+/// engine of its own does).
+pub fn count_batches(
+    mut batches: Vec<(SeriesKey, EventBatch)>,
+    corrupt: u64,
+    q: &EventQuery,
+    pid: Option<u32>,
+    shape: Shape,
+) -> EventCounts {
+    let mut out = EventCounts { corrupt, ..EventCounts::default() };
+    let mut boots: HashMap<&str, i64> = HashMap::new();
+    for (k, b) in &batches {
+        if let (Some(boot), Some(&t)) = (k.get("boot"), b.time.last()) {
+            let e = boots.entry(boot).or_insert(t);
+            *e = (*e).max(t);
+        }
+    }
+    out.boots = boots.into_iter().map(|(b, t)| (t, b.to_owned())).collect();
+    out.boots.sort();
+    batches.sort_by_key(|(_, b)| b.time.first().copied().unwrap_or(i64::MIN));
+    let keep = |p: u32| pid.is_none_or(|want| want == p);
+    for (_, b) in &batches {
+        out.procs.extend(b.procs.iter().cloned());
+        match shape {
+            Shape::Ips => {
+                for (p, ip) in b.pid.iter().zip(&b.ip) {
+                    if keep(*p) {
+                        *out.stacks.entry((*p, vec![*ip])).or_default() += 1;
+                        out.events += 1;
+                    }
+                }
+            }
+            Shape::Stacks => {
+                // Counted per batch-local chain first: one key built per stack.
+                let mut local: HashMap<(u32, usize), u64> = HashMap::new();
+                for i in 0..b.len() {
+                    if keep(b.pid[i]) {
+                        let key = if b.chain.is_empty() { usize::MAX - i } else { b.chain[i] as usize };
+                        *local.entry((b.pid[i], key)).or_default() += 1;
+                    }
+                }
+                for ((p, key), c) in local {
+                    let stack = if b.chain.is_empty() { vec![b.ip[usize::MAX - key]] } else { b.stacks[key].clone() };
+                    *out.stacks.entry((p, stack)).or_default() += c;
+                    out.events += c;
+                    if !b.chain.is_empty() {
+                        out.with_chains += c;
+                    }
+                }
+            }
+            Shape::Timeline { buckets } => {
+                let width = bucket_width(q, buckets);
+                let row = out.cells.entry(b.cpu).or_insert_with(|| vec![HashMap::new(); buckets]);
+                for (t, p) in b.time.iter().zip(&b.pid) {
+                    if keep(*p) {
+                        let k = (((t - q.from) / width) as usize).min(buckets - 1);
+                        *row[k].entry(*p).or_default() += 1;
+                        out.events += 1;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The width of a timeline bucket: `buckets` equal parts of the query's
+/// range (at least 1 ns).
+pub fn bucket_width(q: &EventQuery, buckets: usize) -> i64 {
+    ((q.to - q.from) / buckets.max(1) as i64).max(1)
+}
+
+/// A shared event source counts as the source itself.
+impl<T: EventSource + ?Sized> EventSource for std::sync::Arc<T> {
+    fn count(&self, q: &EventQuery, pid: Option<u32>, shape: Shape, max: u64) -> Result<EventCounts, EventsError> {
+        (**self).count(q, pid, shape, max)
     }
 }
