@@ -20,6 +20,9 @@
 //! 4. Per-CPU samples: synthetic 10 kHz streams, a batch per CPU per second,
 //!    into the embedded event log and into ClickHouse (one INSERT per
 //!    second of every CPU's batches); CPU and bytes an event.
+//! 5. A profile of every event (the top table's and the flame graph's
+//!    counts) from either store: the embedded store scans its batches,
+//!    ClickHouse answers one GROUP BY.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +30,7 @@ use anyhow::Context;
 use clock::thread_cpu_ns;
 use model::{Selector, SeriesKey, Timestamp};
 use store::query::{Agg, RangeQuery, range};
+use store::source::{EventSource, Shape};
 use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
 
 use crate::synth;
@@ -81,6 +85,12 @@ struct Report {
     writer_ns_per_event: f64,
     clickhouse_server_ns_per_event: f64,
     clickhouse_bytes_per_event: f64,
+    /// A profile over every event (the top table's counts, the flame
+    /// graph's), as the API computes them: ms.
+    embedded_top_ms: f64,
+    clickhouse_top_ms: f64,
+    embedded_flame_ms: f64,
+    clickhouse_flame_ms: f64,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -223,9 +233,31 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let server = crate::procs::process_cpu_seconds(server_pid).zip(server0).map_or(f64::NAN, |(a, b)| a - b);
         r.clickhouse_server_ns_per_event = server * 1e9 / r.events as f64;
         r.clickhouse_bytes_per_event = total / r.events as f64;
+        // 5. Profiles over every event: counted by the embedded store's scan,
+        // and by ClickHouse's GROUP BY.
+        let q = store::events::EventQuery {
+            streams: Selector::parse(r#"{__name__="perf_cpu_clock",host="synth-000"}"#)?,
+            cpus: Vec::new(),
+            from: start,
+            to: i64::MAX,
+        };
+        let reader = writer.reader();
+        for (shape, embedded_ms, clickhouse_ms) in [
+            (Shape::Ips, &mut r.embedded_top_ms, &mut r.clickhouse_top_ms),
+            (Shape::Stacks, &mut r.embedded_flame_ms, &mut r.clickhouse_flame_ms),
+        ] {
+            let t = Instant::now();
+            let a = embedded.count(&q, None, shape, u64::MAX)?;
+            *embedded_ms = t.elapsed().as_secs_f64() * 1e3;
+            let t = Instant::now();
+            let b = reader.count(&q, None, shape, u64::MAX)?;
+            *clickhouse_ms = t.elapsed().as_secs_f64() * 1e3;
+            anyhow::ensure!(a.stacks == b.stacks, "the stores counted {shape:?} differently");
+        }
         eprintln!(
             "{} per-CPU samples ({} CPUs at 10 kHz, {} s): embedded {:.0} ns, {:.2} B an event; \
-             ClickHouse {:.0} ns in the writer + {:.0} ns in clickhouse-server, {:.2} B an event",
+             ClickHouse {:.0} ns in the writer + {:.0} ns in clickhouse-server, {:.2} B an event\n\
+             profile of every event: top embedded {:.0} ms, ClickHouse {:.0} ms; flame embedded {:.0} ms, ClickHouse {:.0} ms",
             r.events,
             args.event_cpus,
             args.event_seconds,
@@ -233,7 +265,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             r.embedded_bytes_per_event,
             r.writer_ns_per_event,
             r.clickhouse_server_ns_per_event,
-            r.clickhouse_bytes_per_event
+            r.clickhouse_bytes_per_event,
+            r.embedded_top_ms,
+            r.clickhouse_top_ms,
+            r.embedded_flame_ms,
+            r.clickhouse_flame_ms,
         );
     }
 
