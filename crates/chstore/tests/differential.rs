@@ -151,6 +151,10 @@ fn promql_and_the_range_api_answer_alike_from_either_store() {
     let before = ch.queries.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(store::query::range(&ch, &q).unwrap(), store::query::range(&embedded, &q).unwrap());
     assert_eq!(ch.queries.load(std::sync::atomic::Ordering::Relaxed) - before, 1, "one GROUP BY for 8 series");
+    // PromQL reads a selector's series in one query too.
+    let before = ch.queries.load(std::sync::atomic::Ordering::Relaxed);
+    promql::Engine::new(&ch).range("sum(rate(node_cpu_seconds_total[1m]))", start, end, 30_000_000_000).unwrap();
+    assert_eq!(ch.queries.load(std::sync::atomic::Ordering::Relaxed) - before, 1, "one SELECT for 8 series");
 }
 
 /// Event batches of `cpus` CPUs over `seconds`, one a CPU a second, 1 kHz:

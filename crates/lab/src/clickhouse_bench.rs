@@ -17,6 +17,8 @@
 //!    (the samples table, then the two tier tables) once merged.
 //! 3. The range query of `lab store` (256 series of the span, 2,000 buckets
 //!    of min/max/avg) from either store.
+//!    And a PromQL range query over the same series (`sum by (host)
+//!    (rate(…[1m]))` at 10 s steps).
 //! 4. Per-CPU samples: synthetic 10 kHz streams, a batch per CPU per second,
 //!    into the embedded event log and into ClickHouse (one INSERT per
 //!    second of every CPU's batches); CPU and bytes an event.
@@ -79,6 +81,14 @@ struct Report {
     clickhouse_tier_bytes_per_sample: f64,
     embedded_query_ms: f64,
     clickhouse_query_ms: f64,
+    /// `sum by (host) (rate(node_cpu_seconds_total[1m]))` over the span at
+    /// 10 s steps: ms, and ClickHouse's queries for it.
+    embedded_promql_ms: f64,
+    clickhouse_promql_ms: f64,
+    clickhouse_promql_queries: u64,
+    /// The same through a reader that asks for each series alone (how it
+    /// read before `Source::read_many`).
+    clickhouse_promql_per_series_ms: f64,
     events: u64,
     embedded_ns_per_event: f64,
     embedded_bytes_per_event: f64,
@@ -204,6 +214,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let b = range(&reader, &q)?;
     r.clickhouse_query_ms = t.elapsed().as_secs_f64() * 1e3;
     anyhow::ensure!(a.series.len() == b.series.len(), "the stores answered with different series");
+    let promql = r#"sum by (host) (rate(node_cpu_seconds_total{host=~"synth-00[01]"}[1m]))"#;
+    let (from, to) = (start + 60_000_000_000, start + span.as_nanos() as i64 - 1);
+    let t = Instant::now();
+    let a = promql::Engine::new(&embedded).range(promql, from, to, 10_000_000_000)?;
+    r.embedded_promql_ms = t.elapsed().as_secs_f64() * 1e3;
+    let q0 = reader.queries.load(std::sync::atomic::Ordering::Relaxed);
+    let t = Instant::now();
+    let b = promql::Engine::new(&reader).range(promql, from, to, 10_000_000_000)?;
+    r.clickhouse_promql_ms = t.elapsed().as_secs_f64() * 1e3;
+    r.clickhouse_promql_queries = reader.queries.load(std::sync::atomic::Ordering::Relaxed) - q0;
+    anyhow::ensure!(a.times == b.times, "the stores answered PromQL at different times");
+    let t = Instant::now();
+    promql::Engine::new(&PerSeries(&reader)).range(promql, from, to, 10_000_000_000)?;
+    r.clickhouse_promql_per_series_ms = t.elapsed().as_secs_f64() * 1e3;
 
     // 4. Per-CPU samples: synthetic 10 kHz streams, one INSERT per second
     // of every CPU's batches (an agent's event batch).
@@ -278,7 +302,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
          embedded store: {:.0} ns CPU a sample; {:.3} B a sample on disk + {:.3} B tiers\n\
          ClickHouse: {:.0} ns CPU a sample in kansoku's writer + {:.0} ns in clickhouse-server ({:.1} M samples a second wall); \
          {:.3} B a sample on disk + {:.3} B tiers\n\
-         range query, 256 series, 2,000 buckets: embedded {:.1} ms, ClickHouse {:.1} ms",
+         range query, 256 series, 2,000 buckets: embedded {:.1} ms, ClickHouse {:.1} ms\n\
+         PromQL sum by (host) (rate(…[1m])) over 256 series: embedded {:.1} ms, ClickHouse {:.1} ms ({} queries; \
+         {:.1} ms a query per series)",
         r.series,
         r.samples,
         args.span,
@@ -293,6 +319,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         r.clickhouse_tier_bytes_per_sample,
         r.embedded_query_ms,
         r.clickhouse_query_ms,
+        r.embedded_promql_ms,
+        r.clickhouse_promql_ms,
+        r.clickhouse_promql_queries,
+        r.clickhouse_promql_per_series_ms,
     );
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
@@ -303,6 +333,29 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 /// Merges `table` into one part per partition, as it will be at rest
 /// (`OPTIMIZE … FINAL` does nothing while another merge of the partition
 /// runs: it is repeated until the parts are merged).
+/// A source that reads each series alone (the trait's default
+/// `read_many`): the baseline of one query for all.
+#[derive(Debug)]
+struct PerSeries<'a>(&'a chstore::Reader);
+
+impl store::Source for PerSeries<'_> {
+    fn series_limited(&self, sel: &Selector, limit: usize) -> (Vec<(u32, SeriesKey)>, usize) {
+        self.0.series_limited(sel, limit)
+    }
+
+    fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>) {
+        self.0.read(id, from, to)
+    }
+
+    fn tiers(&self) -> Vec<i64> {
+        self.0.tiers()
+    }
+
+    fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> store::tier::Tier {
+        self.0.read_tier(id, res, from, to)
+    }
+}
+
 fn merge(admin: &chstore::Client, db: &str, table: &str) -> anyhow::Result<()> {
     let sql = format!(
         "SELECT count() - uniqExact(partition) FROM system.parts WHERE active AND database = '{db}' AND table = '{table}'"

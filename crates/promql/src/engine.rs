@@ -279,6 +279,16 @@ impl Ev<'_, '_> {
         Ok((t, v))
     }
 
+    /// Reads the samples of every series of a selector in `[from, to]`
+    /// (one round trip where the store is remote), counted against the
+    /// limit.
+    fn read_all(&self, ids: &[u32], from: i64, to: i64) -> Result<Vec<(Vec<i64>, Vec<f64>)>> {
+        let left = self.engine.limits.samples.saturating_sub(self.read.get());
+        let reads = self.engine.store.read_many(ids, Timestamp(from), Timestamp(to), left);
+        self.count(reads.iter().map(|r| r.0.len()).sum())?;
+        Ok(reads)
+    }
+
     /// Counts `n` samples (or tier points) read against the limit, and
     /// checks the deadline (every read passes here).
     fn count(&self, n: usize) -> Result<()> {
@@ -307,8 +317,10 @@ impl Ev<'_, '_> {
         let (Some(&lo), Some(&hi)) = (refs.iter().min(), refs.iter().max()) else { return Ok(Vec::new()) };
         let lookback = self.engine.lookback;
         let mut out = Vec::new();
-        for (id, key) in self.select(vs)? {
-            let (t, v) = self.read(id, lo.saturating_sub(lookback), hi)?;
+        let selected = self.select(vs)?;
+        let ids: Vec<u32> = selected.iter().map(|s| s.0).collect();
+        let reads = self.read_all(&ids, lo.saturating_sub(lookback), hi)?;
+        for ((_, key), (t, v)) in selected.into_iter().zip(reads) {
             if t.is_empty() {
                 continue;
             }
@@ -339,8 +351,10 @@ impl Ev<'_, '_> {
                     return Ok(Matrix { series: Vec::new(), ends, range });
                 };
                 let mut series = Vec::new();
-                for (id, key) in self.select(vs)? {
-                    let (mut t, mut v) = self.read(id, lo.saturating_sub(range), hi)?;
+                let selected = self.select(vs)?;
+                let ids: Vec<u32> = selected.iter().map(|s| s.0).collect();
+                let reads = self.read_all(&ids, lo.saturating_sub(range), hi)?;
+                for ((_, key), (mut t, mut v)) in selected.into_iter().zip(reads) {
                     // Range vectors leave staleness markers out.
                     if v.iter().any(|&x| is_stale(x)) {
                         let keep: Vec<bool> = v.iter().map(|&x| !is_stale(x)).collect();

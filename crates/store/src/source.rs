@@ -32,6 +32,23 @@ pub trait Source: Send + Sync + std::fmt::Debug {
     /// Samples of series `id` with `from <= t <= to`, in time order.
     fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>);
 
+    /// Samples of each of `ids` in `[from, to]`, in the order of `ids`: one
+    /// round trip where the source is remote. Stops once more than `limit`
+    /// samples are read (the caller refuses such a query).
+    fn read_many(&self, ids: &[u32], from: Timestamp, to: Timestamp, limit: usize) -> Vec<(Vec<i64>, Vec<f64>)> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut total = 0;
+        for &id in ids {
+            if total > limit {
+                break;
+            }
+            let r = self.read(id, from, to);
+            total += r.0.len();
+            out.push(r);
+        }
+        out
+    }
+
     /// The tier resolutions the source keeps, ascending.
     fn tiers(&self) -> Vec<i64>;
 
@@ -91,6 +108,10 @@ impl<T: Source + ?Sized> Source for std::sync::Arc<T> {
 
     fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>) {
         (**self).read(id, from, to)
+    }
+
+    fn read_many(&self, ids: &[u32], from: Timestamp, to: Timestamp, limit: usize) -> Vec<(Vec<i64>, Vec<f64>)> {
+        (**self).read_many(ids, from, to, limit)
     }
 
     fn tiers(&self) -> Vec<i64> {
