@@ -67,6 +67,10 @@ pub struct ApiState {
     pub events: Arc<dyn store::source::EventSource>,
     /// Each acknowledged append, for the live tail.
     pub live: broadcast::Sender<Arc<Appended>>,
+    /// On a server in front of ClickHouse: the live tail polls `reader`
+    /// this far behind now (the agents' batches land late), instead of
+    /// following `live`.
+    pub live_delay: Option<std::time::Duration>,
     pub collector: Option<Arc<CollectorStats>>,
     pub interval: Option<std::time::Duration>,
     pub snmp: Option<Arc<snmp::PollerStats>>,
@@ -107,6 +111,7 @@ impl ApiState {
             events: store.clone(),
             store,
             live: broadcast::channel(LIVE_BUFFER).0,
+            live_delay: None,
             collector: None,
             interval: None,
             snmp: None,

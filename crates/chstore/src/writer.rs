@@ -57,6 +57,8 @@ pub struct Writer {
     /// Ids of the series this server wrote to the dictionary: not written
     /// again.
     known: std::sync::Mutex<std::collections::HashSet<u64>>,
+    /// Replicas of a shard each insert must reach (`insert_quorum`); 0: one.
+    quorum: u32,
 }
 
 impl Writer {
@@ -76,7 +78,13 @@ impl Writer {
         for sql in layout.statements() {
             client.query(&sql).map_err(|e| OpenError::Schema(sql.clone(), e))?;
         }
-        Ok(Writer { client, layout, stats: Stats::default(), known: Default::default() })
+        Ok(Writer { client, layout, stats: Stats::default(), known: Default::default(), quorum: 0 })
+    }
+
+    /// Every insert from now on waits for `n` replicas of its shard
+    /// (ClickHouse's `insert_quorum`; 0 or 1: the replica that takes it).
+    pub fn set_insert_quorum(&mut self, n: u32) {
+        self.quorum = n;
     }
 
     pub fn client(&self) -> &Client {
@@ -205,9 +213,15 @@ impl Writer {
         // every shard's replica took its part (an asynchronous one would
         // merge blocks in the background, and deduplication needs the blocks
         // a batch makes to be the same each time it is sent).
-        let settings: &[(&str, &str)] =
-            if self.layout.cluster.is_some() { &[("insert_distributed_sync", "1")] } else { &[] };
-        let result = self.client.insert(table, rows, settings);
+        let quorum = self.quorum.to_string();
+        let mut settings: Vec<(&str, &str)> = Vec::new();
+        if self.layout.cluster.is_some() {
+            settings.push(("insert_distributed_sync", "1"));
+            if self.quorum > 1 {
+                settings.push(("insert_quorum", &quorum));
+            }
+        }
+        let result = self.client.insert(table, rows, &settings);
         self.stats.insert_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         match &result {
             Ok(()) => {

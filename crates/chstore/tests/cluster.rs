@@ -1,7 +1,8 @@
 //! The schema and the writer on a real ClickHouse 18.16 cluster: 2 shards ×
 //! 2 replicas and ZooKeeper on loopback. A batch written twice is stored
 //! once (the replicated tables deduplicate it), also through another
-//! replica after one was killed; the tiers agree with the raw samples.
+//! replica after one was killed; the tiers agree with the raw samples; an
+//! insert below its quorum is refused and its resend stored once.
 
 use std::time::Duration;
 
@@ -102,4 +103,21 @@ fn a_batch_sent_twice_is_stored_once_even_across_a_dead_replica() {
     w.set_mark("a'b", 9, 4).unwrap();
     w2.set_mark("a'b", 9, 5).unwrap();
     assert_eq!(w.mark("a'b", 9).unwrap(), 5);
+
+    // With a quorum of 2, an insert a shard cannot give two replicas is
+    // refused (not acknowledged: the agent resends it); once the replica
+    // is back the resend is stored, once.
+    let mut wq = Writer::open(&cluster.url("k"), Some(CLUSTER), Duration::from_secs(30)).unwrap();
+    wq.set_insert_quorum(2);
+    wq.write_samples(&batch(30)).unwrap();
+    cluster.kill(shard1);
+    let refused = wq.write_samples(&batch(31));
+    assert!(refused.is_err(), "an insert below its quorum was accepted");
+    assert!(format!("{}", refused.unwrap_err()).contains("uorum"), "the error names the quorum");
+    cluster.restart(shard1).unwrap();
+    cluster.settle().unwrap();
+    wq.write_samples(&batch(31)).unwrap();
+    cluster.settle().unwrap();
+    assert_eq!(count(&w, "SELECT count() FROM k.samples"), 50 * 32);
+    assert_eq!(count(&w, "SELECT count() - uniqExact(series, t) FROM k.samples"), 0);
 }

@@ -61,10 +61,24 @@ pub struct IngestArgs {
     /// and a batch resent through another server is stored once.
     #[arg(long, value_name = "NAME")]
     cluster: Option<String>,
+    /// With --cluster: every insert waits until this many replicas of its
+    /// shard hold it (ClickHouse's insert_quorum), so an acknowledged batch
+    /// survives the death of all but one of them; an insert that cannot
+    /// reach the quorum is refused and the agent resends it. 0: one replica
+    /// (the fastest; see docs/scale.md).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    insert_quorum: u32,
+    /// With a clickhouse:// store: how far behind now the live tail runs
+    /// (`/api/v1/live` polls ClickHouse, and samples reach it when their
+    /// agent's batch does: keep it above the agents' --batch).
+    #[arg(long, default_value = "3s", value_parser = parse_dur)]
+    live_delay: Duration,
 }
 
 pub struct IngestSetup {
     pub config: ServerConfig,
+    /// `--live-delay`, for a ClickHouse-backed server's live tail.
+    pub live_delay: Duration,
     /// `--symbols-budget`: the symbol store opens with the data directory.
     pub symbols_budget: u64,
     pub listener: std::net::TcpListener,
@@ -100,10 +114,17 @@ pub fn ingest_setup(args: &IngestArgs) -> anyhow::Result<IngestSetup> {
             None
         }
         url => {
-            let writer = chstore::Writer::open(url, args.cluster.as_deref(), Duration::from_secs(30))?;
+            if args.insert_quorum > 0 && args.cluster.is_none() {
+                bail!("--insert-quorum counts the replicas of a cluster: give --cluster NAME too");
+            }
+            let mut writer = chstore::Writer::open(url, args.cluster.as_deref(), Duration::from_secs(30))?;
+            writer.set_insert_quorum(args.insert_quorum);
             Some(Arc::new(writer))
         }
     };
+    if args.insert_quorum > 0 && clickhouse.is_none() {
+        bail!("--insert-quorum is for a ClickHouse cluster: give --store clickhouse://… --cluster NAME");
+    }
     let config = ServerConfig {
         clickhouse,
         max_frame: args.max_frame,
@@ -113,7 +134,7 @@ pub fn ingest_setup(args: &IngestArgs) -> anyhow::Result<IngestSetup> {
         tls,
         ..ServerConfig::default()
     };
-    Ok(IngestSetup { config, listener, symbols_budget: args.symbols_budget })
+    Ok(IngestSetup { config, listener, symbols_budget: args.symbols_budget, live_delay: args.live_delay })
 }
 
 #[derive(clap::Args, Debug)]

@@ -374,6 +374,7 @@ fn serve(
                 let reader = Arc::new(ch.reader());
                 state.reader = Arc::new(chstore::Both(Arc::clone(&store), Arc::clone(&reader)));
                 state.events = Arc::new(chstore::Both(Arc::clone(&store), Arc::clone(&reader)));
+                state.live_delay = Some(setup.live_delay);
                 let report = Arc::clone(&ch);
                 state.reports.push(api::Report(
                     "clickhouse",

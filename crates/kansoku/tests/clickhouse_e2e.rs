@@ -66,6 +66,36 @@ fn stop(child: &mut Killed, what: &str) {
     assert!(st.success(), "{what} exited with {st}");
 }
 
+/// The live tail of one server follows the hosts whose agents send to the
+/// other server too (it polls ClickHouse): points in time order, each value
+/// as ClickHouse holds it, every host seen.
+fn live_tail_shows_every_server_s_agents(addr: &str, ch: &Client) {
+    let mut live = common::Live::open(addr, "node_load1");
+    let mut seen = std::collections::HashSet::new();
+    let (mut last, mut checked) = (i64::MIN, 0);
+    for _ in 0..2000 {
+        let (t, values) = live.next_points();
+        assert!(t > last, "live points out of time order: {t} after {last}");
+        last = t;
+        for (s, v) in live.series.iter().zip(&values) {
+            let (Some(v), Some(host)) = (v, s["labels"]["host"].as_str()) else { continue };
+            seen.insert(host.to_owned());
+            if checked < 20 {
+                let sql = format!(
+                    "SELECT any(v) FROM k.samples WHERE t = {t} AND series GLOBAL IN (SELECT id FROM k.series \
+                     WHERE name = 'node_load1' AND label_values[indexOf(label_names, 'host')] = '{host}')"
+                );
+                assert_eq!(number(ch, &sql), *v, "{host} at {t}: the tail against ClickHouse");
+                checked += 1;
+            }
+        }
+        if seen.len() == HOSTS.len() && checked >= 20 {
+            return;
+        }
+    }
+    panic!("the live tail showed only {seen:?}");
+}
+
 #[test]
 fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -75,7 +105,19 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
 
     let ingest = [free_port(), free_port(), free_port()].map(|p| format!("127.0.0.1:{p}"));
     let server = |i: usize| {
-        let args = ["server", "--listen", "127.0.0.1:0", "--ingest", &ingest[i], "--store", &url, "--cluster", CLUSTER];
+        let args = [
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--ingest",
+            &ingest[i],
+            "--store",
+            &url,
+            "--cluster",
+            CLUSTER,
+            "--live-delay",
+            "2s",
+        ];
         start(&args, &dir.path().join(format!("server{i}")))
     };
     let mut s1 = server(0);
@@ -96,6 +138,7 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
         )
     };
     wait("every agent's first rounds", Duration::from_secs(60), || HOSTS.iter().all(|h| rounds(h) >= 10.0));
+    live_tail_shows_every_server_s_agents(&s2.addr, &ch);
 
     // Shard 2 stops answering: inserts wait for it. One of the first
     // server's is in flight when that server is killed; ClickHouse carries

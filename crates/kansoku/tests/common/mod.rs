@@ -82,6 +82,8 @@ pub fn enc(s: &str) -> String {
 /// as they come, each read within [`IO_TIMEOUT`].
 pub struct Live {
     lines: std::io::Lines<BufReader<TcpStream>>,
+    /// The newest `series` list: what the values of `points` index into.
+    pub series: Vec<serde_json::Value>,
 }
 
 impl Live {
@@ -89,7 +91,7 @@ impl Live {
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         write!(s, "GET /api/v1/live?match={} HTTP/1.1\r\nHost: {addr}\r\n\r\n", enc(selector)).unwrap();
-        Live { lines: BufReader::new(s).lines() }
+        Live { lines: BufReader::new(s).lines(), series: Vec::new() }
     }
 
     /// The next `points` event: its time (ns) and values.
@@ -101,6 +103,10 @@ impl Live {
                 event = e.to_owned();
             } else if let Some(data) = line.strip_prefix("data: ") {
                 assert_ne!(event, "lagged", "test client lagged: {data}");
+                if event == "series" {
+                    let v: serde_json::Value = serde_json::from_str(data).unwrap();
+                    self.series = v["series"].as_array().unwrap().clone();
+                }
                 if event == "points" {
                     let v: serde_json::Value = serde_json::from_str(data).unwrap();
                     let values = v["values"].as_array().unwrap().iter().map(serde_json::Value::as_f64).collect();
