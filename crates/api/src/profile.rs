@@ -98,6 +98,7 @@ async fn count<T: Send + 'static>(
             procs.set_foreign(foreign.is_some());
             let table = foreign.as_deref().and_then(symstore::Key::kallsyms);
             if let (Some(symbols), Some(key)) = (&symbols, &table)
+                && symbols.ensure(key)
                 && let Some(path) = symbols.path(key)
             {
                 symbols.touch(key);
@@ -105,6 +106,13 @@ async fn count<T: Send + 'static>(
             }
             procs.add(&std::mem::take(&mut counts.procs));
             if let Some(symbols) = &symbols {
+                // Binaries another server received come from the shared
+                // store (on a server in front of ClickHouse).
+                for id in procs.build_ids() {
+                    if let Some(key) = symstore::Key::binary(id) {
+                        symbols.ensure(&key);
+                    }
+                }
                 let lacking: Vec<(Vec<u8>, String)> = procs
                     .build_ids()
                     .into_iter()

@@ -16,6 +16,9 @@
 //!   mappings, what names its user frames).
 //! - `marks`: per agent spool, the newest batch stored, for the `Welcome`
 //!   of whichever server the agent connects to next.
+//! - `symbols`: the symbol sources agents uploaded (binaries by build id,
+//!   kernel tables by boot id), zstd-packed as they arrived, so that every
+//!   server names every host's frames.
 //!
 //! On a cluster (`--cluster NAME`) each table is a `Replicated*MergeTree`
 //! named `NAME_local` on every node (`ON CLUSTER`, its ZooKeeper path from
@@ -53,6 +56,8 @@ struct Table {
     order: &'static str,
     /// The `Distributed` sharding expression.
     shard_by: &'static str,
+    /// Rows per index mark (ClickHouse's default: 8192).
+    granularity: u32,
 }
 
 const TABLES: &[Table] = &[
@@ -64,6 +69,7 @@ const TABLES: &[Table] = &[
         partition: None,
         order: "id",
         shard_by: "id",
+        granularity: 8192,
     },
     Table {
         name: "samples",
@@ -73,6 +79,7 @@ const TABLES: &[Table] = &[
         partition: Some("intDiv(t, 86400000000000)"),
         order: "(series, t)",
         shard_by: "series",
+        granularity: 8192,
     },
     Table {
         name: "samples_1s",
@@ -82,6 +89,7 @@ const TABLES: &[Table] = &[
         partition: Some("intDiv(t, 86400000000000)"),
         order: "(series, t)",
         shard_by: "series",
+        granularity: 8192,
     },
     Table {
         name: "samples_1m",
@@ -91,6 +99,7 @@ const TABLES: &[Table] = &[
         partition: Some("intDiv(t, 86400000000000)"),
         order: "(series, t)",
         shard_by: "series",
+        granularity: 8192,
     },
     Table {
         name: "events",
@@ -100,6 +109,7 @@ const TABLES: &[Table] = &[
         partition: Some("intDiv(t, 86400000000000)"),
         order: "(stream, cpu, t)",
         shard_by: "stream",
+        granularity: 8192,
     },
     Table {
         name: "stacks",
@@ -109,6 +119,7 @@ const TABLES: &[Table] = &[
         partition: None,
         order: "(stream, hash)",
         shard_by: "stream",
+        granularity: 8192,
     },
     Table {
         name: "procs",
@@ -119,6 +130,7 @@ const TABLES: &[Table] = &[
         partition: Some("intDiv(t, 86400000000000)"),
         order: "(stream, pid, t)",
         shard_by: "stream",
+        granularity: 8192,
     },
     Table {
         name: "marks",
@@ -128,6 +140,18 @@ const TABLES: &[Table] = &[
         partition: None,
         order: "(host, spool)",
         shard_by: "spool",
+        granularity: 8192,
+    },
+    Table {
+        name: "symbols",
+        columns: "kind String, id String, packed String",
+        engine: "ReplacingMergeTree",
+        engine_arg: "",
+        partition: None,
+        order: "(kind, id)",
+        shard_by: "sipHash64(id)",
+        // Rows of megabytes: a lookup reads one row, not 8192.
+        granularity: 1,
     },
 ];
 
@@ -166,10 +190,11 @@ impl Layout {
             };
             let partition = t.partition.map(|p| format!(" PARTITION BY {p}")).unwrap_or_default();
             let settings = match &self.cluster {
-                Some(_) => {
-                    format!(" SETTINGS index_granularity = 8192, replicated_deduplication_window = {DEDUP_WINDOW}")
-                }
-                None => String::new(),
+                Some(_) => format!(
+                    " SETTINGS index_granularity = {}, replicated_deduplication_window = {DEDUP_WINDOW}",
+                    t.granularity
+                ),
+                None => format!(" SETTINGS index_granularity = {}", t.granularity),
             };
             out.push(format!(
                 "CREATE TABLE IF NOT EXISTS {db}.{local}{on} ({}) ENGINE = {engine}{partition} ORDER BY {}{settings}",

@@ -204,6 +204,40 @@ impl Writer {
         self.insert("marks", &row, 1)
     }
 
+    /// Keeps a symbol source (`kind` "binary" or "kallsyms", its id, its
+    /// packed bytes) for every server.
+    pub fn put_symbol(&self, kind: &str, id: &str, packed: &[u8]) -> Result<(), Error> {
+        let mut row = Vec::with_capacity(packed.len() + 64);
+        put_str(&mut row, kind);
+        put_str(&mut row, id);
+        put_len(&mut row, packed.len());
+        row.extend_from_slice(packed);
+        self.insert("symbols", &row, 1)
+    }
+
+    /// The packed bytes of a symbol source, if any server kept it.
+    pub fn get_symbol(&self, kind: &str, id: &str) -> Result<Option<Vec<u8>>, Error> {
+        let sql = format!(
+            "SELECT packed FROM {}.symbols WHERE kind = {} AND id = {} LIMIT 1 FORMAT RowBinary",
+            self.layout.db,
+            quote(kind),
+            quote(id)
+        );
+        let bytes = self.client.query_bytes(&sql)?;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let mut r = crate::reader::Rows(&bytes);
+        match r.bytes() {
+            Some(packed) if r.is_empty() => Ok(Some(packed)),
+            _ => Err(Error::Answer {
+                host: self.client.target().hosts.join(","),
+                what: format!("the symbol source {kind} {id}"),
+                message: "the row does not decode".into(),
+            }),
+        }
+    }
+
     fn insert(&self, table: &str, rows: &[u8], n: usize) -> Result<(), Error> {
         if n == 0 {
             return Ok(());

@@ -359,6 +359,10 @@ fn serve(
             let symbols = symstore::SymStore::open(&args.data, setup.symbols_budget)
                 .with_context(|| format!("open the symbol store in {}", args.data.display()))?;
             let symbols = Arc::new(symbols);
+            if let Some(ch) = &setup.config.clickhouse {
+                // Symbol sources one server received name frames on all.
+                symbols.set_shared(Arc::new(cluster::server::SharedSymbols(Arc::clone(ch))));
+            }
             setup.config.symbols = Some(Arc::clone(&symbols));
             state.symbols = Some(Arc::clone(&symbols));
             let report = Arc::clone(&symbols);

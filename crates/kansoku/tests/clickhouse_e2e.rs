@@ -244,6 +244,12 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
             assert_eq!(n, stored_events[host], "{host}: the {view} profile through a new server against SQL");
         }
     }
+    // The binaries the agents uploaded (to whichever server asked) are in
+    // ClickHouse, and the new server took them from there to name frames.
+    assert!(number(&ch, "SELECT count() FROM k.symbols") > 0.0, "no symbol source shared");
+    let (_, status) = common::http_get(&s3.addr, "/api/v1/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert!(status["symbols"]["shared_fetched"].as_u64().unwrap() > 0, "{}", status["symbols"]);
     drop(s3);
 
     // The guarantee at work: resent blocks were recognised and dropped.

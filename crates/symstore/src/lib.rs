@@ -12,6 +12,13 @@
 //! recently used. Content addressing makes the store shared: a binary that
 //! twenty agents run arrives once.
 //!
+//! Several servers in front of one ClickHouse store share their sources
+//! through a [`Shared`] backend (ClickHouse's `symbols` table): what one
+//! server received it also puts there, packed as it arrived; a server that
+//! lacks a source looks there before it asks an agent, and a profile query
+//! looks there before it names a frame `[unknown]`. What comes from the
+//! backend passes the same checks as an upload.
+//!
 //! Whole binaries are shipped, not extracted symbol tables: the file is what
 //! blazesym reads, so symbols, DWARF line tables and inlined frames come out
 //! exactly as on the host; zstd takes most of the size (see
@@ -45,6 +52,29 @@ pub const LEVEL: i32 = 3;
 const CLAIM_TIMEOUT: Duration = Duration::from_secs(120);
 /// An agent's "I do not have it" holds this long before it is asked again.
 const LACK_TIMEOUT: Duration = Duration::from_secs(600);
+/// The shared backend's "not here" holds this long before it is asked again.
+const ABSENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where servers share the sources they received (their packed bytes, as
+/// an agent sent them), e.g. a table of the ClickHouse store.
+pub trait Shared: Send + Sync + std::fmt::Debug {
+    /// Keeps `packed` (zstd) as the source `key`.
+    fn put(&self, key: &Key, packed: &[u8]) -> Result<(), String>;
+    /// The packed bytes of `key`, if kept.
+    fn get(&self, key: &Key) -> Result<Option<Vec<u8>>, String>;
+}
+
+/// What to do about a source this server does not keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Ask an agent: there is no shared backend, or it lacks the source.
+    Ask,
+    /// Another task is fetching it from the shared backend.
+    Wait,
+    /// Fetch it from the shared backend ([`SymStore::fetch_shared`]): now
+    /// reserved for the caller.
+    Fetch,
+}
 
 /// What a symbol source is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -245,6 +275,11 @@ pub struct Stats {
     pub lacking: AtomicU64,
     pub evicted: AtomicU64,
     pub evicted_bytes: AtomicU64,
+    /// Sources put into the shared backend, taken from it, and its failures
+    /// (either way).
+    pub shared_put: AtomicU64,
+    pub shared_fetched: AtomicU64,
+    pub shared_failed: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -270,6 +305,9 @@ struct Inner {
     total: u64,
     parts: HashMap<Key, Part>,
     lacking: HashMap<Key, (Instant, String)>,
+    /// Sources being fetched from the shared backend (None), or that it
+    /// lacked at the time.
+    shared: HashMap<Key, Option<Instant>>,
     /// The latest use time handed out: uses are strictly ordered.
     clock: u64,
 }
@@ -282,6 +320,7 @@ pub struct SymStore {
     budget: u64,
     inner: Mutex<Inner>,
     pub stats: Stats,
+    backend: std::sync::OnceLock<std::sync::Arc<dyn Shared>>,
 }
 
 fn now_ns() -> u64 {
@@ -319,7 +358,13 @@ impl SymStore {
                 }
             }
         }
-        let store = SymStore { root: root.to_owned(), budget, inner: Mutex::new(inner), stats: Stats::default() };
+        let store = SymStore {
+            root: root.to_owned(),
+            budget,
+            inner: Mutex::new(inner),
+            stats: Stats::default(),
+            backend: std::sync::OnceLock::new(),
+        };
         store.lock().evict(&store.root, budget, None, &store.stats);
         Ok(store)
     }
@@ -456,24 +501,45 @@ impl SymStore {
             return Ok(None);
         }
         drop(file);
-        // Whole: decompress, check and file it outside the lock.
+        // Whole: shared with the other servers as it came, once filed.
+        let packed = match self.backend.get() {
+            Some(_) => std::fs::read(&part_path).ok(),
+            None => None,
+        };
+        let filed = self.file(key, &part_path);
+        let _ = std::fs::remove_file(&part_path);
+        let bytes = filed.map_err(|why| Refused(format!("{key}: {why}")))?;
+        self.lock().parts.remove(key);
+        if let (Some(backend), Some(packed)) = (self.backend.get(), packed) {
+            match backend.put(key, &packed) {
+                Ok(()) => self.stats.shared_put.fetch_add(1, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::warn!("symbols: sharing {key}: {e}");
+                    self.stats.shared_failed.fetch_add(1, Ordering::Relaxed)
+                }
+            };
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Decompresses, checks and files the packed source at `packed` (outside
+    /// the lock); returns its size.
+    fn file(&self, key: &Key, packed: &Path) -> Result<u64, String> {
         let dest = key.path(&self.root);
-        let tmp = part_path.with_extension("tmp");
-        let filed = unpack(&part_path, &tmp).and_then(|bytes| {
+        let tmp = packed.with_extension("tmp");
+        let filed = unpack(packed, &tmp).and_then(|bytes| {
             check(key, &tmp)?;
             std::fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
             Ok(bytes)
         });
-        let _ = std::fs::remove_file(&part_path);
         let bytes = match filed {
             Ok(b) => b,
             Err(why) => {
                 let _ = std::fs::remove_file(&tmp);
-                return refuse(why);
+                return Err(why);
             }
         };
         let mut g = self.lock();
-        g.parts.remove(key);
         g.lacking.remove(key);
         let used = g.stamp();
         if let Some(old) = g.files.insert(key.clone(), Entry { bytes, used }) {
@@ -482,7 +548,71 @@ impl SymStore {
         g.total += bytes;
         self.stats.received.fetch_add(1, Ordering::Relaxed);
         g.evict(&self.root, self.budget, Some(key), &self.stats);
-        Ok(Some(bytes))
+        Ok(bytes)
+    }
+
+    /// Shares this store's sources with other servers through `backend`
+    /// (set once).
+    pub fn set_shared(&self, backend: std::sync::Arc<dyn Shared>) {
+        let _ = self.backend.set(backend);
+    }
+
+    /// What to do about `key`, which this server may not keep: fetch it
+    /// from the shared backend (reserved for the caller), wait for another
+    /// fetch, or ask an agent.
+    pub fn lookup(&self, key: &Key) -> Lookup {
+        if self.backend.get().is_none() {
+            return Lookup::Ask;
+        }
+        let mut g = self.lock();
+        match g.shared.get(key) {
+            Some(None) => Lookup::Wait,
+            Some(Some(at)) if at.elapsed() < ABSENT_TIMEOUT => Lookup::Ask,
+            _ => {
+                g.shared.insert(key.clone(), None);
+                Lookup::Fetch
+            }
+        }
+    }
+
+    /// Takes `key` from the shared backend (blocking: a caller holding
+    /// [`Lookup::Fetch`]); whether it is kept now. A source the backend
+    /// lacks, or that fails its checks, is not asked of it again for a
+    /// while.
+    pub fn fetch_shared(&self, key: &Key) -> bool {
+        let Some(backend) = self.backend.get() else { return self.has(key) };
+        let got = backend.get(key).and_then(|packed| {
+            let Some(packed) = packed else { return Ok(false) };
+            let part = self.root.join(key.kind.dir()).join(format!(".{}.shared.part", key.id));
+            std::fs::write(&part, &packed).map_err(|e| format!("{}: {e}", part.display()))?;
+            let filed = self.file(key, &part);
+            let _ = std::fs::remove_file(&part);
+            filed.map(|_| true).map_err(|why| format!("the shared copy: {why}"))
+        });
+        let mut g = self.lock();
+        match got {
+            Ok(true) => {
+                g.shared.remove(key);
+                self.stats.shared_fetched.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Ok(false) => {
+                g.shared.insert(key.clone(), Some(Instant::now()));
+                false
+            }
+            Err(e) => {
+                tracing::warn!("symbols: {key} from the shared store: {e}");
+                g.shared.insert(key.clone(), Some(Instant::now()));
+                self.stats.shared_failed.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// `key` kept here, or taken from the shared backend now (blocking):
+    /// what a query calls before it names frames.
+    pub fn ensure(&self, key: &Key) -> bool {
+        self.has(key) || (self.lookup(key) == Lookup::Fetch && self.fetch_shared(key))
     }
 
     /// The store's figures: `symbols` in `/api/v1/status`,
@@ -504,6 +634,9 @@ impl SymStore {
             Figure::counter("lacking", n(&self.stats.lacking)),
             Figure::counter("evicted", n(&self.stats.evicted)),
             Figure::counter("evicted_bytes", n(&self.stats.evicted_bytes)),
+            Figure::counter("shared_put", n(&self.stats.shared_put)),
+            Figure::counter("shared_fetched", n(&self.stats.shared_fetched)),
+            Figure::counter("shared_failed", n(&self.stats.shared_failed)),
         ]
     }
 }

@@ -33,12 +33,14 @@ use wire::rounds;
 
 mod jobs;
 mod session;
+mod shared;
 mod tokens;
 
 pub use jobs::{AgentRun, JobError, JobTimes, Jobs};
 
 pub use session::Figures;
 use session::Work;
+pub use shared::SharedSymbols;
 pub use tokens::{Access, Tokens, check_private};
 
 #[derive(Clone, Debug)]

@@ -186,6 +186,18 @@ impl Session<'_> {
             if self.sources_seen.contains(&key) {
                 continue; // asked, and arriving or said lacking
             }
+            // Another server may have received it: taken from the shared
+            // store (in the background) rather than asked of the agent; a
+            // source it lacks is asked at the next batch.
+            match symbols.lookup(&key) {
+                symstore::Lookup::Fetch => {
+                    let symbols = Arc::clone(symbols);
+                    tokio::task::spawn_blocking(move || symbols.fetch_shared(&key));
+                    continue;
+                }
+                symstore::Lookup::Wait => continue,
+                symstore::Lookup::Ask => {}
+            }
             if symbols.claim(&key, self.owner) {
                 match key.kind {
                     symstore::Kind::Binary => binaries.push(key.id.clone()),
