@@ -113,6 +113,12 @@ impl Client {
         })
     }
 
+    /// Runs `sql` with ClickHouse settings as parameters; its answer as text.
+    pub fn query_with(&self, sql: &str, settings: &[(&str, &str)]) -> Result<String, Error> {
+        let bytes = self.post(settings, sql.as_bytes(), sql)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// Runs `sql` and returns its answer as bytes (`FORMAT RowBinary`).
     pub fn query_bytes(&self, sql: &str) -> Result<Vec<u8>, Error> {
         self.post(&[], sql.as_bytes(), sql)

@@ -56,8 +56,9 @@ fn free_port() -> Result<u16, String> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-/// Polls `ready` every 50 ms until it holds or `within` passes.
-fn wait(what: &str, within: Duration, mut ready: impl FnMut() -> bool) -> Result<(), String> {
+/// Polls `ready` every 50 ms until it holds or `within` passes (ClickHouse
+/// offers nothing to wait on: the condition is asked, never a time).
+pub fn wait(what: &str, within: Duration, mut ready: impl FnMut() -> bool) -> Result<(), String> {
     let t0 = Instant::now();
     while !ready() {
         if t0.elapsed() > within {

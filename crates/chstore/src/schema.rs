@@ -160,6 +160,11 @@ const TIER_COLUMNS: &str = "series UInt64, t UInt64, min AggregateFunction(min, 
                             count AggregateFunction(count)";
 
 impl Layout {
+    /// The tables partitioned by day (what retention drops a day at a time).
+    pub fn partitioned() -> impl Iterator<Item = &'static str> {
+        TABLES.iter().filter(|t| t.partition.is_some()).map(|t| t.name)
+    }
+
     /// The table inserts and local reads go to: `NAME_local` on a cluster.
     pub fn local(&self, table: &str) -> String {
         match self.cluster {
@@ -206,6 +211,12 @@ impl Layout {
                     t.name, t.shard_by
                 ));
             }
+        }
+        // Every shard's parts, for retention (one replica per shard answers).
+        if let Some(cluster) = &self.cluster {
+            out.push(format!(
+                "CREATE TABLE IF NOT EXISTS {db}.cluster_parts{on} AS system.parts ENGINE = Distributed({cluster}, system, parts)"
+            ));
         }
         // The tiers fill on the node that takes each insert into the local
         // samples table, and replicate from there like any insert.

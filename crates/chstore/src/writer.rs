@@ -47,6 +47,18 @@ pub struct Stats {
     pub insert_ns: AtomicU64,
     /// Samples and events at times UInt64 nanoseconds cannot hold.
     pub refused: AtomicU64,
+    /// Day partitions retention asked ClickHouse to drop.
+    pub dropped_partitions: AtomicU64,
+}
+
+/// What one retention pass did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Retained {
+    /// (table, day) asked to be dropped.
+    pub dropped: Vec<(String, u64)>,
+    /// Drops ClickHouse did not confirm in time (a replica down: it carries
+    /// them out when it is back).
+    pub errors: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -204,6 +216,54 @@ impl Writer {
         self.insert("marks", &row, 1)
     }
 
+    /// Drops every day partition wholly older than `cutoff_ns` from the
+    /// partitioned tables (on a cluster `ON CLUSTER`: each replica carries it
+    /// out, one that is down when it comes back). Returns the (table, day)
+    /// asked to be dropped, and the errors of those ClickHouse did not
+    /// confirm in `ddl_timeout` (a replica down: it drops them when it is
+    /// back). Idempotent: several servers may run it.
+    pub fn drop_before(&self, cutoff_ns: u64, ddl_timeout: Duration) -> Result<Retained, Error> {
+        let db = &self.layout.db;
+        let parts = match &self.layout.cluster {
+            Some(_) => format!("{db}.cluster_parts"),
+            None => "system.parts".to_owned(),
+        };
+        let tables: Vec<String> = Layout::partitioned().map(|t| quote(&self.layout.local(t))).collect();
+        let sql = format!(
+            "SELECT DISTINCT table, partition FROM {parts} WHERE database = {} AND active AND table IN ({})",
+            quote(db),
+            tables.join(",")
+        );
+        let cutoff_day = cutoff_ns / crate::schema::DAY_NS;
+        let mut old: Vec<(String, u64)> = self
+            .client
+            .query(&sql)?
+            .lines()
+            .filter_map(|l| {
+                let (table, day) = l.split_once('\t')?;
+                Some((table.to_owned(), day.trim_matches('\'').parse::<u64>().ok()?))
+            })
+            .filter(|(_, day)| *day < cutoff_day)
+            .collect();
+        old.sort();
+        old.dedup();
+        let on = self.layout.cluster.as_ref().map(|c| format!(" ON CLUSTER {c}")).unwrap_or_default();
+        let timeout = ddl_timeout.as_secs().max(1).to_string();
+        let mut errors = Vec::new();
+        for (table, day) in &old {
+            let sql = format!("ALTER TABLE {db}.{table}{on} DROP PARTITION {day}");
+            match self.client.query_with(&sql, &[("distributed_ddl_task_timeout", &timeout)]) {
+                Ok(_) => tracing::info!("clickhouse: dropped {table} day {day} (retention)"),
+                Err(e) => {
+                    tracing::warn!("clickhouse: dropping {table} day {day} (retention): {e}");
+                    errors.push(format!("{table} day {day}: {e}"));
+                }
+            }
+        }
+        self.stats.dropped_partitions.fetch_add(old.len() as u64, Ordering::Relaxed);
+        Ok(Retained { dropped: old, errors })
+    }
+
     /// Keeps a symbol source (`kind` "binary" or "kallsyms", its id, its
     /// packed bytes) for every server.
     pub fn put_symbol(&self, kind: &str, id: &str, packed: &[u8]) -> Result<(), Error> {
@@ -281,6 +341,7 @@ impl Writer {
             Figure::counter("failed_inserts", get(&s.failed)),
             Figure::counter_seconds("insert_seconds", get(&s.insert_ns) as f64 / 1e9),
             Figure::counter("refused_times", get(&s.refused)),
+            Figure::counter("dropped_partitions", get(&s.dropped_partitions)),
         ]
     }
 }

@@ -2,7 +2,8 @@
 //! 2 replicas and ZooKeeper on loopback. A batch written twice is stored
 //! once (the replicated tables deduplicate it), also through another
 //! replica after one was killed; the tiers agree with the raw samples; an
-//! insert below its quorum is refused and its resend stored once.
+//! insert below its quorum is refused and its resend stored once;
+//! retention drops old days from every replica, one that was down included.
 
 use std::time::Duration;
 
@@ -120,4 +121,54 @@ fn a_batch_sent_twice_is_stored_once_even_across_a_dead_replica() {
     cluster.settle().unwrap();
     assert_eq!(count(&w, "SELECT count() FROM k.samples"), 50 * 32);
     assert_eq!(count(&w, "SELECT count() - uniqExact(series, t) FROM k.samples"), 0);
+
+    // Retention: three days later, everything of the first day goes, a
+    // partition at a time, also from a replica that was down when it was
+    // decided; the newer day stays whole on every replica.
+    let later = |round: u64| -> Vec<(u64, u64, f64)> {
+        keys.iter().map(|k| (series_id(k), 1_700_259_200_000_000_000 + round * 100_000_000, round as f64)).collect()
+    };
+    for round in 0..10 {
+        w.write_samples(&later(round)).unwrap();
+    }
+    cluster.settle().unwrap();
+    cluster.kill(shard1);
+    let cutoff = 1_700_259_200_000_000_000 - 86_400_000_000_000;
+    // (The replica that is down makes ON CLUSTER wait; it carries the drop
+    // out when it is back, and the answer may say it timed out.)
+    let dropped = w.drop_before(cutoff, Duration::from_secs(1)).unwrap();
+    let tables: std::collections::BTreeSet<&str> = dropped.dropped.iter().map(|d| d.0.as_str()).collect();
+    assert_eq!(tables.len(), 5, "{dropped:?}");
+    cluster.restart(shard1).unwrap();
+    cluster.settle().unwrap();
+    let nodes: Vec<chstore::Client> = cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            chstore::Client::new(
+                chstore::Target::parse(&format!("clickhouse://{}/k", n.http())).unwrap(),
+                Duration::from_secs(10),
+            )
+        })
+        .collect();
+    let old = format!("t < {cutoff}");
+    let on = |c: &chstore::Client, table: &str, cond: &str| -> u64 {
+        c.query(&format!("SELECT count() FROM k.{table}_local WHERE {cond}")).unwrap().trim().parse().unwrap()
+    };
+    chstore::local::wait("every replica to drop the old day", Duration::from_secs(60), || {
+        nodes
+            .iter()
+            .all(|c| ["samples", "samples_1s", "samples_1m", "events", "procs"].iter().all(|t| on(c, t, &old) == 0))
+    })
+    .unwrap_or_else(|e| panic!("{e} (dropped {dropped:?})"));
+    // The newer day: each replica holds its shard's rows, the two shards all.
+    let new = format!("t >= {cutoff}");
+    let per_node: Vec<u64> = nodes.iter().map(|c| on(c, "samples", &new)).collect();
+    let shard_of = |i: usize| cluster.nodes[i].shard;
+    let (s1, s2): (Vec<usize>, Vec<usize>) = (0..nodes.len()).partition(|&i| shard_of(i) == 1);
+    assert_eq!(per_node[s1[0]], per_node[s1[1]], "shard 1's replicas differ: {per_node:?}");
+    assert_eq!(per_node[s2[0]], per_node[s2[1]], "shard 2's replicas differ: {per_node:?}");
+    assert_eq!(per_node[s1[0]] + per_node[s2[0]], 50 * 10, "{per_node:?}");
+    // Run again (another server's job): nothing left to drop.
+    assert_eq!(w.drop_before(cutoff, Duration::from_secs(30)).unwrap(), chstore::writer::Retained::default());
 }

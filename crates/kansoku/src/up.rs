@@ -137,7 +137,9 @@ struct CommonArgs {
     /// Head time span written out as one compressed block.
     #[arg(long, default_value = "5m", value_parser = parse_dur)]
     block_duration: Duration,
-    /// Remove data older than this (e.g. 30d); default: keep until the disk budget.
+    /// Remove data older than this (e.g. 30d); default: keep until the disk
+    /// budget. With --store clickhouse://…: whole days older than this are
+    /// dropped from ClickHouse too (a partition a day and table).
     #[arg(long, value_parser = parse_dur)]
     retention_time: Option<Duration>,
     /// Most disk the data directory may use, oldest data removed first:
@@ -384,6 +386,22 @@ fn serve(
                     "clickhouse",
                     Arc::new(move || report.report().into_iter().chain(reader.report()).collect()),
                 ));
+                // --retention-time: whole days older than it are dropped
+                // from ClickHouse (checked every 10 minutes, by every server:
+                // a drop is idempotent).
+                if let Some(keep) = args.retention_time {
+                    let ch = Arc::clone(&ch);
+                    jobs.spawn("clickhouse-retention", move |_, stop| {
+                        let missed = std::sync::atomic::AtomicU64::new(0);
+                        clock::schedule::every(600_000_000_000, &stop, &missed, |t| {
+                            let cutoff = (t as u64).saturating_sub(keep.as_nanos() as u64);
+                            if let Err(e) = ch.drop_before(cutoff, Duration::from_secs(60)) {
+                                tracing::warn!("clickhouse retention: {e}");
+                            }
+                            true
+                        });
+                    })?;
+                }
                 jobs.spawn("clickhouse", move |tx, stop| {
                     node::jobs::report_series("kansoku_clickhouse", every, || ch.report(), &tx, &stop);
                 })?;
