@@ -333,8 +333,10 @@ pub async fn federate(State(st): State<ApiState>, headers: HeaderMap, RawQuery(q
             .guard
             .run(move || {
                 let mut out = Vec::new();
-                for (id, key) in matched(&store, &sels)? {
-                    let (ts, vals) = store.read(id, now.saturating_sub(LOOKBACK), now);
+                let found = matched(&store, &sels)?;
+                let ids: Vec<u32> = found.iter().map(|f| f.0).collect();
+                let reads = store.read_many(&ids, now.saturating_sub(LOOKBACK), now, usize::MAX);
+                for ((_, key), (ts, vals)) in found.into_iter().zip(reads) {
                     if let (Some(&t), Some(&v)) = (ts.last(), vals.last())
                         && v.to_bits() != model::STALE_NAN
                     {
@@ -453,8 +455,10 @@ pub async fn remote_read(State(st): State<ApiState>, body: Bytes) -> Response {
                     return Err(format!("{n} series match a query; at most {LIST_MAX}"));
                 }
                 let mut series = Vec::with_capacity(found.len());
-                for (id, key) in found {
-                    let (t, v) = store.read(id, Timestamp(*from), Timestamp(*to));
+                let ids: Vec<u32> = found.iter().map(|f| f.0).collect();
+                let left = READ_SAMPLES_MAX.saturating_sub(total);
+                let reads = store.read_many(&ids, Timestamp(*from), Timestamp(*to), left);
+                for ((_, key), (t, v)) in found.into_iter().zip(reads) {
                     total += t.len();
                     if total > READ_SAMPLES_MAX {
                         return Err(format!("more than {READ_SAMPLES_MAX} samples; narrow the range"));

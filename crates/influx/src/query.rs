@@ -186,6 +186,9 @@ impl Table {
         let mut t = Table { measurement: s.measurement.clone(), tag_keys, fields, sets: BTreeMap::new() };
         let field_set: BTreeSet<String> = field_names.iter().map(|f| (*f).to_owned()).collect();
         let (from, to) = (Timestamp(s.from), Timestamp(s.to));
+        // The series the tags admit, then all of them in one read (one
+        // round trip where the store is remote).
+        let mut wanted: Vec<(u32, usize, TagSet)> = Vec::new();
         for (id, key) in &all {
             let Some(col) = t.fields.iter().position(|(f, _)| Some(f.as_str()) == key.get(FIELD_LABEL)) else {
                 continue;
@@ -196,8 +199,12 @@ impl Table {
             {
                 continue;
             }
-            let (ts, vs) = store.read(*id, from, to);
-            let width = t.fields.len();
+            wanted.push((*id, col, tags));
+        }
+        let ids: Vec<u32> = wanted.iter().map(|w| w.0).collect();
+        let reads = store.read_many(&ids, from, to, usize::MAX);
+        let width = t.fields.len();
+        for ((_, col, tags), (ts, vs)) in wanted.into_iter().zip(reads) {
             let rows = t.sets.entry(tags).or_default();
             for (time, v) in ts.into_iter().zip(vs) {
                 rows.entry(time).or_insert_with(|| vec![None; width])[col] = Some(v);

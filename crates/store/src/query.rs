@@ -167,8 +167,7 @@ pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryEr
     // A rate at the first sample in range needs the sample before it: look
     // back 60 s, the longest collection interval.
     let read_from = if q.rate { q.from.saturating_sub(std::time::Duration::from_secs(60)) } else { q.from };
-    let read = |id: u32| {
-        let (mut ts, mut vals) = store.read(id, read_from, q.to);
+    let finish = |mut ts: Vec<i64>, mut vals: Vec<f64>| {
         if q.rate {
             (ts, vals) = rate(&ts, &vals);
         }
@@ -177,12 +176,21 @@ pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryEr
         vals.drain(..lo);
         (ts, vals)
     };
+    let read = |id: u32| {
+        let (ts, vals) = store.read(id, read_from, q.to);
+        finish(ts, vals)
+    };
     match step {
         None => {
+            // Every series in one read (one round trip where the source is
+            // remote).
+            let ids: Vec<u32> = matched.iter().map(|m| m.0).collect();
+            let reads = store.read_many(&ids, read_from, q.to, usize::MAX);
             let columns: Vec<_> = matched
                 .into_iter()
-                .map(|(id, key)| {
-                    let (ts, vals) = read(id);
+                .zip(reads)
+                .map(|((_, key), (ts, vals))| {
+                    let (ts, vals) = finish(ts, vals);
                     (key, ts, vals)
                 })
                 .collect();
