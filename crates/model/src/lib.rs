@@ -8,6 +8,7 @@ mod batch;
 pub mod report;
 mod selector;
 mod series;
+pub mod task;
 mod timestamp;
 
 pub use batch::Batch;

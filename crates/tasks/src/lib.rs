@@ -231,17 +231,17 @@ struct Group {
     states: [u64; 5],
 }
 
-/// Every task's run time from somewhere cheaper than `/proc` (a BPF task
-/// iterator, `trace::tasks`): (thread group, run time ns) per thread, into
-/// the vector given.
-pub type Runtimes = Box<dyn FnMut(&mut Vec<(u32, u64)>) -> std::io::Result<()> + Send>;
+pub use model::task::Thread;
+
+/// Every thread, from a source cheaper than `/proc`, into the vector given.
+pub type Runtimes = Box<dyn FnMut(&mut Vec<Thread>) -> std::io::Result<()> + Send>;
 
 /// The processes producer.
 pub struct Collector {
     /// Where the round's processes and their run times come from, if not
     /// from a `/proc` walk and a schedstat per process.
     runtimes: Option<Runtimes>,
-    tasks: Vec<(u32, u64)>,
+    tasks: Vec<Thread>,
     cfg: Config,
     stats: Arc<Stats>,
     exits: Option<Receiver<taskstats::Exit>>,
@@ -414,7 +414,7 @@ impl Collector {
     /// cost), and its io and status only when its CPU time moved, when it
     /// is new, or on its turn every [`FULL_EVERY`] rounds — an idle process
     /// costs one pread.
-    fn sample(&mut self, pid: u32, pid_s: &str, given: Option<u64>) -> Option<Sample> {
+    fn sample(&mut self, pid: u32, pid_s: &str, given: Option<Thread>) -> Option<Sample> {
         // Its run time says whether it ran at all: as given (every process,
         // from the task iterator), else a single-threaded process's
         // schedstat (its run time in ns, three numbers to format instead
@@ -422,7 +422,7 @@ impl Collector {
         let turn = (self.round_no + u64::from(pid)).is_multiple_of(FULL_EVERY);
         let single = self.procs.get(&pid).is_some_and(|p| p.threads == 1);
         let runtime = match given {
-            Some(rt) => Some(rt),
+            Some(g) => Some(g.runtime_ns),
             None if single => self.runtime(pid, pid_s),
             None => None,
         };
@@ -467,7 +467,13 @@ impl Collector {
         // Kernel threads do no storage I/O of their own (writeback is
         // accounted to whoever dirtied the pages): no io file to read.
         let kernel = stat.pid == 2 || stat.ppid == 2;
-        let (io, sw) = if full {
+        let (io, sw) = if let Some(g) = given {
+            // The iterator counted them: no file to read.
+            (
+                procfs::Io { read_bytes: g.read_bytes, write_bytes: g.write_bytes },
+                procfs::Switches { voluntary: g.voluntary, nonvoluntary: g.nonvoluntary },
+            )
+        } else if full {
             let io = if kernel {
                 None
             } else {
@@ -550,17 +556,17 @@ impl Collector {
     }
 
     /// This round's processes: from the run-time source (each with its
-    /// threads' run time summed), else from the `/proc` walk (none given).
-    fn pids(&mut self) -> Vec<(u32, Option<u64>)> {
-        let mut out: Vec<(u32, Option<u64>)> = Vec::with_capacity(self.procs.len() + 16);
+    /// threads' figures summed), else from the `/proc` walk (none given).
+    fn pids(&mut self) -> Vec<(u32, Option<Thread>)> {
+        let mut out: Vec<(u32, Option<Thread>)> = Vec::with_capacity(self.procs.len() + 16);
         if let Some(read) = &mut self.runtimes {
             match read(&mut self.tasks) {
                 Ok(()) => {
-                    self.tasks.sort_unstable_by_key(|t| t.0);
-                    for &(tgid, ns) in &self.tasks {
+                    self.tasks.sort_unstable_by_key(|t| t.tgid);
+                    for t in &self.tasks {
                         match out.last_mut() {
-                            Some((g, Some(sum))) if *g == tgid => *sum = sum.wrapping_add(ns),
-                            _ => out.push((tgid, Some(ns))),
+                            Some((g, Some(sum))) if *g == t.tgid => sum.add(t),
+                            _ => out.push((t.tgid, Some(*t))),
                         }
                     }
                     return out;

@@ -1,7 +1,8 @@
-//! Every task's run time in one read, by a BPF task iterator
-//! (`bpf/tasks.bpf.c`): the processes collector's way to find the
-//! processes that ran since its last round without walking `/proc` and
-//! reading a file per process. Each read attaches the iterator anew (a
+//! Every task's run time, context switches and storage I/O in one read, by
+//! a BPF task iterator (`bpf/tasks.bpf.c`): the processes collector's way
+//! to find the processes that ran since its last round without walking
+//! `/proc`, and to count their switches and I/O without reading their
+//! `status` and `io` files. Each read attaches the iterator anew (a
 //! link, then an iterator file read to its end): two system calls and the
 //! kernel's walk of its task list.
 
@@ -14,8 +15,13 @@ use crate::TraceError;
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tasks.bpf.o"));
 
-/// Bytes of one record: tgid, pid (u32 each), run time ns (u64), little-endian.
-pub const RECORD: usize = 16;
+/// Bytes of one record: tgid, pid (u32 each), run time ns, voluntary and
+/// involuntary context switches, bytes read from and written to storage
+/// (u64 each), little-endian.
+pub const RECORD: usize = 48;
+
+/// One thread as the iterator saw it (`model::task::Thread`).
+pub use model::task::Thread as Task;
 
 /// The loaded iterator.
 #[derive(Debug)]
@@ -43,8 +49,8 @@ impl TaskIter {
         Ok(TaskIter { ebpf, buf: Vec::new() })
     }
 
-    /// Every task now: (thread group, run time ns) per thread, into `out`.
-    pub fn read(&mut self, out: &mut Vec<(u32, u64)>) -> std::io::Result<()> {
+    /// Every task now, one per thread, into `out`.
+    pub fn read(&mut self, out: &mut Vec<Task>) -> std::io::Result<()> {
         let err = |e: String| std::io::Error::other(format!("BPF task iterator: {e}"));
         let prog: &mut Iter = self
             .ebpf
@@ -61,17 +67,23 @@ impl TaskIter {
     }
 }
 
-/// The records of `bytes` into `out` (cleared first): (tgid, run time ns);
-/// None if the bytes are not whole records.
-pub fn parse(bytes: &[u8], out: &mut Vec<(u32, u64)>) -> Option<()> {
+/// The records of `bytes` into `out` (cleared first); None if the bytes
+/// are not whole records.
+pub fn parse(bytes: &[u8], out: &mut Vec<Task>) -> Option<()> {
     out.clear();
     if !bytes.len().is_multiple_of(RECORD) {
         return None;
     }
     out.extend(bytes.chunks_exact(RECORD).map(|r| {
-        let tgid = u32::from_le_bytes(r[0..4].try_into().expect("4 bytes"));
-        let ns = u64::from_le_bytes(r[8..16].try_into().expect("8 bytes"));
-        (tgid, ns)
+        let word = |i: usize| u64::from_le_bytes(r[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        Task {
+            tgid: u32::from_le_bytes(r[0..4].try_into().expect("4 bytes")),
+            runtime_ns: word(1),
+            voluntary: word(2),
+            nonvoluntary: word(3),
+            read_bytes: word(4),
+            write_bytes: word(5),
+        }
     }));
     Some(())
 }
@@ -87,13 +99,13 @@ mod tests {
         let mut it = TaskIter::open().expect("the task iterator loads (root, BTF)");
         let me = std::process::id();
         let mut tasks = Vec::new();
-        let sum = |tasks: &[(u32, u64)]| tasks.iter().filter(|t| t.0 == me).map(|t| t.1).sum::<u64>();
+        let sum = |tasks: &[Task]| tasks.iter().filter(|t| t.tgid == me).map(|t| t.runtime_ns).sum::<u64>();
         it.read(&mut tasks).unwrap();
         let n = std::fs::read_dir("/proc")
             .unwrap()
             .filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().parse::<u32>().is_ok())
             .count();
-        let groups: std::collections::HashSet<u32> = tasks.iter().map(|t| t.0).collect();
+        let groups: std::collections::HashSet<u32> = tasks.iter().map(|t| t.tgid).collect();
         assert!(
             groups.len() * 10 >= n * 9 && groups.len() <= n * 11 / 10 + 10,
             "{} groups, {n} in /proc",
@@ -114,17 +126,74 @@ mod tests {
         assert_ne!(sum(&tasks), before);
     }
 
+    /// The process's switches and storage bytes summed over its threads
+    /// are `/proc/self/status`'s and `/proc/self/io`'s, exited threads
+    /// included: between a read before and a read after.
+    #[test]
+    fn a_group_s_switches_and_io_are_its_threads_and_its_dead_threads() {
+        let mut it = TaskIter::open().expect("the task iterator loads (root, BTF)");
+        let me = std::process::id();
+        let of_me = |it: &mut TaskIter| {
+            let mut tasks = Vec::new();
+            it.read(&mut tasks).unwrap();
+            tasks
+                .iter()
+                .filter(|t| t.tgid == me)
+                .fold((0u64, 0u64), |a, t| (a.0 + t.voluntary + t.nonvoluntary, a.1 + t.write_bytes))
+        };
+        // getrusage counts as the iterator does: live threads and exited ones.
+        let rusage_switches = || -> u64 {
+            let ru = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).unwrap();
+            (ru.voluntary_context_switches() + ru.involuntary_context_switches()) as u64
+        };
+        // A thread that switches a hundred times and writes 1 MiB to disk,
+        // then exits: its counts stay with the group.
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let path = dir.path().join("w");
+        std::thread::spawn(move || {
+            use std::io::Write;
+            for _ in 0..100 {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            let mut f = std::fs::File::create(path).unwrap();
+            f.write_all(&vec![7u8; 1 << 20]).unwrap();
+            f.sync_all().unwrap();
+        })
+        .join()
+        .unwrap();
+        let io_before = std::fs::read_to_string("/proc/self/io").unwrap();
+        let (sw_lo, wr_lo) = (rusage_switches(), field(&io_before, "write_bytes"));
+        let (sw, wr) = of_me(&mut it);
+        let io_after = std::fs::read_to_string("/proc/self/io").unwrap();
+        let wr_hi = field(&io_after, "write_bytes");
+        assert!(wr >= 1 << 20, "the exited thread's 1 MiB written is not counted: {wr}");
+        assert!((wr_lo..=wr_hi).contains(&wr), "write bytes {wr}, /proc/self/io {wr_lo}..{wr_hi}");
+        // Switches grow between reads (this thread switches too): the
+        // iterator's sum lies between getrusage's before and after.
+        let sw_hi = rusage_switches();
+        assert!(sw >= 100, "the exited thread's switches are not counted: {sw}");
+        assert!((sw_lo..=sw_hi).contains(&sw), "switches {sw}, getrusage {sw_lo}..{sw_hi}");
+    }
+
+    fn field(text: &str, name: &str) -> u64 {
+        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok()).unwrap()
+    }
+
     #[test]
     fn records_are_whole_or_refused() {
-        let mut out = vec![(9, 9)];
+        let mut out = vec![Task::default()];
         let mut bytes = Vec::new();
         for (g, p, ns) in [(1u32, 1u32, 5u64), (1, 2, 7), (30, 30, u64::MAX)] {
             bytes.extend_from_slice(&g.to_le_bytes());
             bytes.extend_from_slice(&p.to_le_bytes());
-            bytes.extend_from_slice(&ns.to_le_bytes());
+            for v in [ns, 1, 2, 3, 4] {
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
         }
         assert_eq!(parse(&bytes, &mut out), Some(()));
-        assert_eq!(out, [(1, 5), (1, 7), (30, u64::MAX)]);
+        let t =
+            |tgid, runtime_ns| Task { tgid, runtime_ns, voluntary: 1, nonvoluntary: 2, read_bytes: 3, write_bytes: 4 };
+        assert_eq!(out, [t(1, 5), t(1, 7), t(30, u64::MAX)]);
         assert_eq!(parse(&bytes[..20], &mut out), None);
     }
 }
