@@ -70,9 +70,9 @@ pub struct IngestArgs {
     insert_quorum: u32,
     /// With a clickhouse:// store: how far behind now the live tail runs
     /// (`/api/v1/live` polls ClickHouse, and samples reach it when their
-    /// agent's batch does: keep it above the agents' --batch).
-    #[arg(long, default_value = "3s", value_parser = parse_dur)]
-    live_delay: Duration,
+    /// agent's batch does: keep it above the agents' --batch). Default 3s.
+    #[arg(long, value_parser = parse_dur)]
+    live_delay: Option<Duration>,
 }
 
 pub struct IngestSetup {
@@ -122,6 +122,9 @@ pub fn ingest_setup(args: &IngestArgs) -> anyhow::Result<IngestSetup> {
             Some(Arc::new(writer))
         }
     };
+    if args.live_delay.is_some() && clickhouse.is_none() {
+        bail!("--live-delay is for a ClickHouse-backed server's live tail: give --store clickhouse://… too");
+    }
     if args.insert_quorum > 0 && clickhouse.is_none() {
         bail!("--insert-quorum is for a ClickHouse cluster: give --store clickhouse://… --cluster NAME");
     }
@@ -134,7 +137,12 @@ pub fn ingest_setup(args: &IngestArgs) -> anyhow::Result<IngestSetup> {
         tls,
         ..ServerConfig::default()
     };
-    Ok(IngestSetup { config, listener, symbols_budget: args.symbols_budget, live_delay: args.live_delay })
+    Ok(IngestSetup {
+        config,
+        listener,
+        symbols_budget: args.symbols_budget,
+        live_delay: args.live_delay.unwrap_or(Duration::from_secs(3)),
+    })
 }
 
 #[derive(clap::Args, Debug)]

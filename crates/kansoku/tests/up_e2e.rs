@@ -92,6 +92,16 @@ fn bad_input_gets_one_line_errors_and_nonzero_exit() {
     check(&["query", "node_load1", "--data", d], "does not exist");
     check(&["up", "--interval", "5ms", "--data", d], "out of range");
     check(&["up", "--listen", "nonsense", "--data", d], "expected IP:PORT");
+    // ClickHouse's flags without a ClickHouse store.
+    let server = ["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0", "--data", d];
+    check(&[&server[..], &["--cluster", "c"]].concat(), "give --store clickhouse://");
+    check(&[&server[..], &["--live-delay", "2s"]].concat(), "give --store clickhouse://");
+    check(&[&server[..], &["--insert-quorum", "2"]].concat(), "give --store clickhouse://");
+    check(
+        &[&server[..], &["--store", "clickhouse://127.0.0.1:1/db", "--insert-quorum", "2"]].concat(),
+        "--cluster NAME",
+    );
+    check(&[&server[..], &["--store", "postgres://x/y"]].concat(), "clickhouse://");
     std::fs::create_dir(&data).unwrap();
     std::fs::write(data.join("precious.txt"), "keep me").unwrap();
     check(&["up", "--listen", "127.0.0.1:0", "--data", d], "not a kansoku data directory");
