@@ -149,7 +149,8 @@ async fn poll(st: ApiState, sel: Selector, delay: std::time::Duration, tx: mpsc:
         // Listing and reading block (ClickHouse answers over HTTP).
         let read = tokio::task::spawn_blocking(move || {
             let found = reader.series(&sel2);
-            let new: Vec<(u32, model::SeriesKey)> = found.into_iter().filter(|(id, _)| !known.contains(id)).collect();
+            let seen: HashSet<u32> = known.iter().copied().collect();
+            let new: Vec<(u32, model::SeriesKey)> = found.into_iter().filter(|(id, _)| !seen.contains(id)).collect();
             let mut all = known;
             all.extend(new.iter().map(|s| s.0));
             let reads = if watermark > from {
