@@ -140,8 +140,7 @@ pub async fn top(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let v = count(&st, request(&params)?, Shape::Ips, |req, c, procs| {
-        let counts: HashMap<(u32, u64), u64> = c.stacks.iter().map(|((p, s), n)| ((*p, s[0]), *n)).collect();
-        let rows: Vec<_> = perf::symbols::top(&counts, req.n, procs).iter().map(crate::views::top_row).collect();
+        let rows: Vec<_> = perf::symbols::top(&c.ips, req.n, procs).iter().map(crate::views::top_row).collect();
         serde_json::json!({ "samples": c.events, "corrupt_batches": c.corrupt, "rows": rows })
     })
     .await?;

@@ -61,7 +61,7 @@ impl EventSource for Reader {
                 let mut r = Rows(&bytes);
                 while !r.is_empty() {
                     let (Some(p), Some(ip), Some(n)) = (r.u32(), r.u64(), r.u64()) else { return Err(bad("the ips")) };
-                    *out.stacks.entry((p, vec![ip])).or_default() += n;
+                    *out.ips.entry((p, ip)).or_default() += n;
                     out.events += n;
                 }
             }

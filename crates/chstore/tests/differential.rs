@@ -250,6 +250,7 @@ fn profiles_count_alike_from_either_store() {
                         let b = ch.count(&q, pid, shape, u64::MAX).unwrap();
                         assert!(a.events > 0, "{what}: nothing counted");
                         assert_eq!(a.events, b.events, "{what}");
+                        assert_eq!(a.ips, b.ips, "{what}");
                         assert_eq!(a.stacks, b.stacks, "{what}");
                         assert_eq!(a.with_chains, b.with_chains, "{what}");
                         assert_eq!(a.cells, b.cells, "{what}");

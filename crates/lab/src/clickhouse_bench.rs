@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clock::thread_cpu_ns;
 use model::{Selector, SeriesKey, Timestamp};
-use store::query::{Agg, RangeQuery, range};
+use store::query::range;
 use store::source::{EventSource, Shape};
-use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
+use store::{Appender, Store};
 
 use crate::synth;
 
@@ -116,12 +116,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     r.samples = batches.iter().map(|b| b.points.len() as u64).sum();
 
     // 1. Embedded.
-    let opts = Options {
-        fsync: FsyncPolicy::Never,
-        retention: Retention { max_age: None, budget: DiskBudget::Unlimited },
-        tiers: vec![store::tier::SECOND, store::tier::MINUTE],
-        ..Options::default()
-    };
+    let opts = synth::bench_store_options();
     let embedded = Store::open(&tmp.path().join("embedded"), opts)?;
     let mut app = Appender::default();
     eprintln!("embedded: appending ...");
@@ -196,16 +191,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     r.clickhouse_tier_bytes_per_sample = (bytes("samples_1s")? + bytes("samples_1m")?) / r.samples as f64;
 
     // 3. The range query from either store.
-    let q = RangeQuery {
-        selector: Selector::parse(r#"node_cpu_seconds_total{host=~"synth-00[01]"}"#)?,
-        from: Timestamp(start),
-        to: Timestamp(start + span.as_nanos() as i64 - 1),
-        step_ns: None,
-        points: Some(2000),
-        rate: false,
-        aggs: vec![Agg::Min, Agg::Max, Agg::Avg],
-        group: None,
-    };
+    let q = synth::budget_query(start, span);
     let t = Instant::now();
     let a = range(&embedded, &q)?;
     r.embedded_query_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -215,7 +201,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     r.clickhouse_query_ms = t.elapsed().as_secs_f64() * 1e3;
     anyhow::ensure!(a.series.len() == b.series.len(), "the stores answered with different series");
     let promql = r#"sum by (host) (rate(node_cpu_seconds_total{host=~"synth-00[01]"}[1m]))"#;
-    let (from, to) = (start + 60_000_000_000, start + span.as_nanos() as i64 - 1);
+    // From a minute in (a rate's first window full), or halfway in a shorter span.
+    let span_ns = span.as_nanos() as i64;
+    let (from, to) = (start + (span_ns / 2).min(60_000_000_000), start + span_ns - 1);
     let t = Instant::now();
     let a = promql::Engine::new(&embedded).range(promql, from, to, 10_000_000_000)?;
     r.embedded_promql_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -276,7 +264,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             let t = Instant::now();
             let b = reader.count(&q, None, shape, u64::MAX)?;
             *clickhouse_ms = t.elapsed().as_secs_f64() * 1e3;
-            anyhow::ensure!(a.stacks == b.stacks, "the stores counted {shape:?} differently");
+            anyhow::ensure!((&a.ips, &a.stacks) == (&b.ips, &b.stacks), "the stores counted {shape:?} differently");
         }
         eprintln!(
             "{} per-CPU samples ({} CPUs at 10 kHz, {} s): embedded {:.0} ns, {:.2} B an event; \
@@ -330,9 +318,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Merges `table` into one part per partition, as it will be at rest
-/// (`OPTIMIZE … FINAL` does nothing while another merge of the partition
-/// runs: it is repeated until the parts are merged).
 /// A source that reads each series alone (the trait's default
 /// `read_many`): the baseline of one query for all.
 #[derive(Debug)]
@@ -356,6 +341,9 @@ impl store::Source for PerSeries<'_> {
     }
 }
 
+/// Merges `table` into one part per partition, as it will be at rest
+/// (`OPTIMIZE … FINAL` does nothing while another merge of the partition
+/// runs: it is repeated until the parts are merged).
 fn merge(admin: &chstore::Client, db: &str, table: &str) -> anyhow::Result<()> {
     let sql = format!(
         "SELECT count() - uniqExact(partition) FROM system.parts WHERE active AND database = '{db}' AND table = '{table}'"

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clock::thread_cpu_ns;
 use codec::events::{Column, Encoding, EventBatch};
-use model::{Selector, SeriesKey, Timestamp};
+use model::{Selector, SeriesKey};
 use store::events::EventQuery;
-use store::query::{Agg, RangeQuery, range};
-use store::{Appender, DiskBudget, FsyncPolicy, Options, Retention, Store};
+use store::query::{RangeQuery, range};
+use store::{Appender, Store};
 
 use crate::synth;
 
@@ -102,12 +102,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if data.exists() {
         bail!("{} exists; the benchmark writes a fresh data directory", data.display());
     }
-    let opts = Options {
-        fsync: FsyncPolicy::Never,
-        retention: Retention { max_age: None, budget: DiskBudget::Unlimited },
-        tiers: vec![store::tier::SECOND, store::tier::MINUTE],
-        ..Options::default()
-    };
+    let opts = synth::bench_store_options();
     let mut r = Report { machine: crate::machine_line(), ..Report::default() };
 
     // 1. Series ingest.
@@ -143,16 +138,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
 
     // 2. Range query: 256 series, 2,000 buckets, min/max/avg.
-    let q = RangeQuery {
-        selector: Selector::parse(r#"node_cpu_seconds_total{host=~"synth-00[01]"}"#)?,
-        from: Timestamp(start),
-        to: Timestamp(start + span.as_nanos() as i64 - 1),
-        step_ns: None,
-        points: Some(2000),
-        rate: false,
-        aggs: vec![Agg::Min, Agg::Max, Agg::Avg],
-        group: None,
-    };
+    let q = synth::budget_query(start, span);
     let cold = Store::open_read_only(&data)?;
     let t = Instant::now();
     let frame = range(&cold, &q)?;

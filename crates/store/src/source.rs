@@ -154,8 +154,9 @@ pub enum Shape {
 pub struct EventCounts {
     /// Events counted (those of the pid asked for, if one was).
     pub events: u64,
-    /// [`Shape::Ips`]: (pid, [ip]) -> events; [`Shape::Stacks`]: (pid,
-    /// chain, leaf first) -> events.
+    /// [`Shape::Ips`]: (pid, sampled ip) -> events.
+    pub ips: HashMap<(u32, u64), u64>,
+    /// [`Shape::Stacks`]: (pid, chain, leaf first) -> events.
     pub stacks: HashMap<(u32, Vec<u64>), u64>,
     /// Of `events`, those with a call chain.
     pub with_chains: u64,
@@ -176,6 +177,9 @@ impl EventCounts {
     pub fn merge(&mut self, other: EventCounts) {
         self.events += other.events;
         self.with_chains += other.with_chains;
+        for (k, v) in other.ips {
+            *self.ips.entry(k).or_default() += v;
+        }
         for (k, v) in other.stacks {
             *self.stacks.entry(k).or_default() += v;
         }
@@ -262,7 +266,7 @@ pub fn count_batches(
             Shape::Ips => {
                 for (p, ip) in b.pid.iter().zip(&b.ip) {
                     if keep(*p) {
-                        *out.stacks.entry((*p, vec![*ip])).or_default() += 1;
+                        *out.ips.entry((*p, *ip)).or_default() += 1;
                         out.events += 1;
                     }
                 }

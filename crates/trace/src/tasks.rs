@@ -152,6 +152,7 @@ mod tests {
         let path = dir.path().join("w");
         std::thread::spawn(move || {
             use std::io::Write;
+            // The workload, not a wait: each sleep is a voluntary switch.
             for _ in 0..100 {
                 std::thread::sleep(std::time::Duration::from_micros(100));
             }
