@@ -147,14 +147,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     r.query_buckets = frame.times.len();
     let n_series = frame.series.len() / 3;
     r.query_points = store.series(&q.selector).iter().map(|(id, _)| store.read(*id, q.from, q.to).0.len() as u64).sum();
-    for _ in 0..7 {
+    for _ in 0..21 {
         let t = Instant::now();
         let f = range(&store, &q)?;
         r.query_ms.push(ms(t.elapsed()));
         assert_eq!(f.series.len(), frame.series.len());
     }
     let raw_q = RangeQuery { points: None, step_ns: Some(1_800_000_000), ..q.clone() };
-    for _ in 0..5 {
+    for _ in 0..11 {
         let t = Instant::now();
         range(&store, &raw_q)?;
         r.query_raw_ms.push(ms(t.elapsed()));

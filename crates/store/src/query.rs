@@ -241,9 +241,10 @@ pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryEr
             // Series are independent: read, decode and bucket them on every
             // core, each keeping only its buckets.
             let bucket = |(id, key): &(u32, SeriesKey)| {
-                if let Some(res) = tier_res {
-                    let tier = store.read_tier(*id, res, Timestamp(start), q.to);
-                    let mut columns = downsample_tier_all(&tier, start, step, n, &aggs);
+                let mut b = Bucketer::new(start, step, n);
+                let columns = if let Some(res) = tier_res {
+                    store.scan_tier(*id, res, Timestamp(start), q.to, &mut |t| b.add_tier(&t));
+                    let mut columns = b.finish(&aggs);
                     // A tier period holds samples outside [from, to] where the
                     // range cuts a bucket: those edge buckets come from raw
                     // samples, so the answer is the one raw data gives.
@@ -255,25 +256,27 @@ pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryEr
                     edges.dedup();
                     for k in edges {
                         let lo = start + k as i64 * step;
-                        let (ts, vals) =
-                            store.read(*id, Timestamp(lo.max(q.from.0)), Timestamp((lo + step - 1).min(q.to.0)));
-                        for (column, &agg) in columns.iter_mut().zip(&aggs) {
-                            column[k] = downsample(&ts, &vals, lo, step, 1, agg)[0];
+                        let mut edge = Bucketer::new(lo, step, 1);
+                        let (from, to) = (Timestamp(lo.max(q.from.0)), Timestamp((lo + step - 1).min(q.to.0)));
+                        store.scan(*id, from, to, &mut |ts, vals| edge.add(ts, vals));
+                        for (column, e) in columns.iter_mut().zip(edge.finish(&aggs)) {
+                            column[k] = e[0];
                         }
                     }
-                    return columns
-                        .into_iter()
-                        .zip(&aggs)
-                        .map(|(values, &agg)| FrameSeries { key: key.clone(), agg: Some(agg), values })
-                        .collect::<Vec<_>>();
-                }
-                let (ts, vals) = read(*id);
-                aggs.iter()
-                    .map(|&agg| FrameSeries {
-                        key: key.clone(),
-                        agg: Some(agg),
-                        values: downsample(&ts, &vals, start, step, n, agg),
-                    })
+                    columns
+                } else if q.rate {
+                    let (ts, vals) = read(*id);
+                    b.add(&ts, &vals);
+                    b.finish(&aggs)
+                } else {
+                    // Decoded a chunk at a time into the buckets.
+                    store.scan(*id, q.from, q.to, &mut |ts, vals| b.add(ts, vals));
+                    b.finish(&aggs)
+                };
+                columns
+                    .into_iter()
+                    .zip(&aggs)
+                    .map(|(values, &agg)| FrameSeries { key: key.clone(), agg: Some(agg), values })
                     .collect::<Vec<_>>()
             };
             let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(matched.len().max(1));
@@ -359,27 +362,114 @@ pub fn rate(ts: &[i64], vals: &[f64]) -> (Vec<i64>, Vec<f64>) {
 /// Aggregates samples into `n` buckets of `step` ns from `start`; empty
 /// buckets are `None` (gaps stay gaps).
 pub fn downsample(ts: &[i64], vals: &[f64], start: i64, step: i64, n: usize, agg: Agg) -> Vec<Option<f64>> {
-    let mut out = vec![None; n];
-    let mut i = 0;
-    while i < ts.len() {
-        let b = (ts[i] - start).div_euclid(step);
-        if b < 0 || b as usize >= n {
-            i += 1;
-            continue;
+    let mut b = Bucketer::new(start, step, n);
+    b.add(ts, vals);
+    b.finish(&[agg]).pop().expect("one aggregate asked, one column")
+}
+
+/// Samples folded into `n` buckets of `step` ns from `start`, every
+/// aggregate at once and a part at a time (a block's chunk, then the next):
+/// what [`downsample`] gives for each aggregate, in one pass, holding only
+/// the buckets. Min and max ignore NaN as `f64::min` does; a sum starts
+/// from `-0.0`, as `Iterator::sum` does.
+#[derive(Debug)]
+pub struct Bucketer {
+    start: i64,
+    step: i64,
+    min: Vec<f64>,
+    max: Vec<f64>,
+    sum: Vec<f64>,
+    count: Vec<f64>,
+    last: Vec<f64>,
+    /// The bucket being filled, `[begin, end)`: parts come in time order,
+    /// so the index is computed once a bucket.
+    cur: usize,
+    begin: i64,
+    end: i64,
+}
+
+impl Bucketer {
+    pub fn new(start: i64, step: i64, n: usize) -> Bucketer {
+        Bucketer {
+            start,
+            step,
+            min: vec![f64::INFINITY; n],
+            max: vec![f64::NEG_INFINITY; n],
+            sum: vec![-0.0; n],
+            count: vec![0.0; n],
+            last: vec![f64::NAN; n],
+            cur: 0,
+            begin: i64::MAX,
+            end: i64::MIN,
         }
-        let end = start + (b + 1) * step;
-        let j = i + ts[i..].partition_point(|&t| t < end);
-        let v = &vals[i..j];
-        out[b as usize] = Some(match agg {
-            Agg::Min => v.iter().copied().fold(f64::INFINITY, f64::min),
-            Agg::Max => v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-            Agg::Avg => v.iter().sum::<f64>() / v.len() as f64,
-            Agg::Last => v[v.len() - 1],
-            Agg::Count => v.len() as f64,
-        });
-        i = j;
     }
-    out
+
+    /// Moves to the bucket of `t`; false if `t` is in none.
+    #[inline]
+    fn seek(&mut self, t: i64) -> bool {
+        if t >= self.begin && t < self.end {
+            return true;
+        }
+        let k = (t - self.start).div_euclid(self.step);
+        if k < 0 || k as usize >= self.count.len() {
+            return false;
+        }
+        self.cur = k as usize;
+        self.begin = self.start + k * self.step;
+        self.end = self.begin + self.step;
+        true
+    }
+
+    /// Time-ordered samples, after those already added.
+    pub fn add(&mut self, ts: &[i64], vals: &[f64]) {
+        for (&t, &v) in ts.iter().zip(vals) {
+            if !self.seek(t) {
+                continue;
+            }
+            let b = self.cur;
+            self.min[b] = self.min[b].min(v);
+            self.max[b] = self.max[b].max(v);
+            self.sum[b] += v;
+            self.count[b] += 1.0;
+            self.last[b] = v;
+        }
+    }
+
+    /// Tier periods whose width tiles the buckets, after those already
+    /// added: min of minima, max of maxima, sum of sums over sum of counts.
+    pub fn add_tier(&mut self, t: &Tier) {
+        for i in 0..t.ts.len() {
+            if !self.seek(t.ts[i]) {
+                continue;
+            }
+            let b = self.cur;
+            self.min[b] = self.min[b].min(t.min[i]);
+            self.max[b] = self.max[b].max(t.max[i]);
+            self.sum[b] += t.sum[i];
+            self.count[b] += t.count[i];
+            self.last[b] = f64::NAN; // a tier keeps no last values
+        }
+    }
+
+    /// A column of buckets per aggregate; an empty bucket is `None`.
+    pub fn finish(&self, aggs: &[Agg]) -> Vec<Vec<Option<f64>>> {
+        aggs.iter()
+            .map(|&agg| {
+                (0..self.count.len())
+                    .map(|b| {
+                        let c = self.count[b];
+                        (c > 0.0).then(|| match agg {
+                            Agg::Min => self.min[b],
+                            Agg::Max => self.max[b],
+                            Agg::Avg => self.sum[b] / c,
+                            Agg::Last => self.last[b],
+                            Agg::Count => c,
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 /// Rounds a bucket width of a minute or more up to whole minutes, of a second
@@ -391,53 +481,6 @@ fn snap_step(step: i64) -> i64 {
         }
     }
     step
-}
-
-/// [`downsample`] from a tier whose periods tile the buckets, for several
-/// aggregates in one pass: min of minima, max of maxima, sum of sums over
-/// sum of counts.
-pub fn downsample_tier_all(t: &Tier, start: i64, step: i64, n: usize, aggs: &[Agg]) -> Vec<Vec<Option<f64>>> {
-    let mut out: Vec<Vec<Option<f64>>> = aggs.iter().map(|_| vec![None; n]).collect();
-    let mut counts = vec![0.0; if aggs.contains(&Agg::Avg) { n } else { 0 }];
-    // Periods ascend: the bucket index changes only at bucket boundaries.
-    let (mut b, mut end) = (usize::MAX, i64::MIN);
-    for i in 0..t.ts.len() {
-        let p = t.ts[i];
-        if p < start {
-            continue;
-        }
-        if p >= end {
-            let k = (p - start) / step;
-            if k as usize >= n {
-                break;
-            }
-            b = k as usize;
-            end = start + (k + 1) * step;
-        }
-        for (o, &agg) in out.iter_mut().zip(aggs) {
-            let cur = o[b];
-            o[b] = Some(match agg {
-                Agg::Min => cur.map_or(t.min[i], |c| c.min(t.min[i])),
-                Agg::Max => cur.map_or(t.max[i], |c| c.max(t.max[i])),
-                Agg::Avg => cur.unwrap_or(0.0) + t.sum[i],
-                Agg::Count => cur.unwrap_or(0.0) + t.count[i],
-                Agg::Last => unreachable!("BUG: last values are never read from a tier"),
-            });
-        }
-        if !counts.is_empty() {
-            counts[b] += t.count[i];
-        }
-    }
-    for (o, &agg) in out.iter_mut().zip(aggs) {
-        if agg == Agg::Avg {
-            for (v, c) in o.iter_mut().zip(&counts) {
-                if let Some(sum) = v {
-                    *sum /= c;
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Puts several series on the union of their timestamps.
@@ -483,6 +526,94 @@ mod tests {
         assert_eq!(got(Agg::Avg), [Some(3.0), Some(8.0), None, Some(2.0)]);
         assert_eq!(got(Agg::Last), [Some(3.0), Some(9.0), None, Some(2.0)]);
         assert_eq!(got(Agg::Count), [Some(3.0), Some(2.0), None, Some(1.0)]);
+    }
+
+    /// The definition: each bucket's samples gathered, then aggregated.
+    fn naive(ts: &[i64], vals: &[f64], start: i64, step: i64, n: usize, agg: Agg) -> Vec<Option<f64>> {
+        (0..n as i64)
+            .map(|k| {
+                let v: Vec<f64> =
+                    ts.iter().zip(vals).filter(|(t, _)| (**t - start).div_euclid(step) == k).map(|(_, v)| *v).collect();
+                (!v.is_empty()).then(|| match agg {
+                    Agg::Min => v.iter().copied().fold(f64::INFINITY, f64::min),
+                    Agg::Max => v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    Agg::Avg => v.iter().sum::<f64>() / v.len() as f64,
+                    Agg::Last => v[v.len() - 1],
+                    Agg::Count => v.len() as f64,
+                })
+            })
+            .collect()
+    }
+
+    fn bits(c: &[Option<f64>]) -> Vec<Option<u64>> {
+        c.iter().map(|v| v.map(f64::to_bits)).collect()
+    }
+
+    const ALL: [Agg; 5] = [Agg::Min, Agg::Max, Agg::Avg, Agg::Last, Agg::Count];
+
+    proptest::proptest! {
+        /// Every aggregate in one pass, the samples in parts cut anywhere:
+        /// bit for bit what gathering each bucket's samples gives (NaN,
+        /// -0.0 and samples outside the buckets included).
+        #[test]
+        fn one_pass_in_parts_is_the_definition(
+            gaps in proptest::collection::vec(1i64..40, 0..120),
+            pick in proptest::collection::vec(0usize..6, 120),
+            cuts in proptest::collection::vec(0usize..120, 0..4),
+            start in -50i64..50, step in 1i64..30, n in 1usize..12,
+        ) {
+            const VALUES: [f64; 6] = [1.5, -0.0, 0.0, f64::NAN, -3.25, 1e300];
+            let mut t = -60;
+            let ts: Vec<i64> = gaps.iter().map(|g| { t += g; t }).collect();
+            let vals: Vec<f64> = ts.iter().zip(&pick).map(|(_, &p)| VALUES[p]).collect();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(ts.len())).chain([0, ts.len()]).collect();
+            cuts.sort_unstable();
+            let mut b = Bucketer::new(start, step, n);
+            for w in cuts.windows(2) {
+                b.add(&ts[w[0]..w[1]], &vals[w[0]..w[1]]);
+            }
+            for (agg, got) in ALL.into_iter().zip(b.finish(&ALL)) {
+                let want = naive(&ts, &vals, start, step, n, agg);
+                // Which zero `f64::min`/`max` return for -0.0 and 0.0 is
+                // unspecified: there the two zeros are one.
+                let zero = |c: Vec<Option<f64>>| match agg {
+                    Agg::Min | Agg::Max => c.into_iter().map(|v| v.map(|x| if x == 0.0 { 0.0 } else { x })).collect(),
+                    _ => c,
+                };
+                proptest::prop_assert_eq!(bits(&zero(got)), bits(&zero(want)), "{:?}", agg);
+            }
+        }
+
+        /// From a tier: a bucket's min, max, sum and count are those of the
+        /// raw samples in it (the periods tile the buckets; the tier built in
+        /// parts, a period split between two).
+        #[test]
+        fn tier_buckets_are_the_raw_buckets(
+            gaps in proptest::collection::vec(1i64..700, 1..200),
+            pick in proptest::collection::vec(-400i64..400, 200),
+            cut in 0usize..200, per in 1i64..5, n in 1usize..20,
+        ) {
+            let mut t = 0;
+            let ts: Vec<i64> = gaps.iter().map(|g| { t += g; t }).collect();
+            // Hundredths, exact as the tier's sums are.
+            let vals: Vec<f64> = ts.iter().zip(&pick).map(|(_, &p)| p as f64 / 100.0).collect();
+            let (res, step) = (1000, 1000 * per);
+            let cut = cut.min(ts.len());
+            let mut b = Bucketer::new(0, step, n);
+            b.add_tier(&Tier::build(&ts[..cut], &vals[..cut], res));
+            b.add_tier(&Tier::build(&ts[cut..], &vals[cut..], res));
+            let aggs = [Agg::Min, Agg::Max, Agg::Count];
+            for (agg, got) in aggs.into_iter().zip(b.finish(&aggs)) {
+                proptest::prop_assert_eq!(bits(&got), bits(&naive(&ts, &vals, 0, step, n, agg)), "{:?}", agg);
+            }
+            let avg = b.finish(&[Agg::Avg]).pop().unwrap();
+            for (got, want) in avg.iter().zip(naive(&ts, &vals, 0, step, n, Agg::Avg)) {
+                proptest::prop_assert_eq!(got.is_some(), want.is_some());
+                if let (Some(g), Some(w)) = (got, want) {
+                    proptest::prop_assert!((g - w).abs() <= 1e-9 * w.abs().max(1.0), "{} vs {}", g, w);
+                }
+            }
+        }
     }
 
     #[test]

@@ -49,11 +49,25 @@ pub trait Source: Send + Sync + std::fmt::Debug {
         out
     }
 
+    /// What [`Source::read`] returns, a part at a time in time order: a
+    /// source that keeps samples in parts (the embedded store's blocks)
+    /// hands them over without gathering the range.
+    fn scan(&self, id: u32, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&[i64], &[f64])) {
+        let (ts, vals) = self.read(id, from, to);
+        f(&ts, &vals);
+    }
+
     /// The tier resolutions the source keeps, ascending.
     fn tiers(&self) -> Vec<i64>;
 
     /// Tier `res` of series `id` for the periods starting in `[from, to]`.
     fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier;
+
+    /// What [`Source::read_tier`] returns, a part at a time in time order (a
+    /// part's first period may continue the previous part's last).
+    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(Tier)) {
+        f(self.read_tier(id, res, from, to));
+    }
 
     /// The samples of `ids` in `[from, to]` bucketed where they are kept:
     /// `n` buckets of `step` from `start`, a column per aggregate, as
@@ -94,6 +108,14 @@ impl Source for Store {
     fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
         Store::read_tier(self, id, res, from, to)
     }
+
+    fn scan(&self, id: u32, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&[i64], &[f64])) {
+        Store::scan(self, id, from, to, f)
+    }
+
+    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(Tier)) {
+        Store::scan_tier(self, id, res, from, to, f)
+    }
 }
 
 /// A shared source reads as the source itself.
@@ -120,6 +142,14 @@ impl<T: Source + ?Sized> Source for std::sync::Arc<T> {
 
     fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
         (**self).read_tier(id, res, from, to)
+    }
+
+    fn scan(&self, id: u32, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&[i64], &[f64])) {
+        (**self).scan(id, from, to, f)
+    }
+
+    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(Tier)) {
+        (**self).scan_tier(id, res, from, to, f)
     }
 
     fn buckets(

@@ -415,32 +415,84 @@ impl ValueDecoder {
     }
 
     /// Decodes `n` more values into `out` (a regular chunk: values only in
-    /// the stream). Decimal runs of zero deltas-of-delta (a counter at a
-    /// steady rate, a constant gauge) are taken a 56-bit window at a time.
+    /// the stream). Decimal values are taken from one 57-bit window at a
+    /// time, as many whole symbols as it holds (six of the common 9-bit
+    /// form), and runs of zero deltas-of-delta (a counter at a steady rate,
+    /// a constant gauge) all at once: one load per window, not per value.
     fn decode_rest(&mut self, r: &mut BitReader<'_>, n: usize, out: &mut Vec<f64>) -> Option<()> {
-        let end = out.len() + n;
-        if let ValueDecoder::Decimal { p, m0, g, prev, prev_d, cur } = self {
-            while out.len() < end {
-                let zeros = (r.peek().leading_zeros().min(56) as usize).min(end - out.len()).min(r.remaining());
-                if zeros == 0 {
-                    let dod = get_dod(r)?;
-                    *prev_d = prev_d.wrapping_add(dod);
-                    *prev = prev.wrapping_add(*prev_d);
-                    *cur = m0.wrapping_add(prev.wrapping_mul(*g)) as f64 / *p;
-                    out.push(*cur);
-                    continue;
-                }
-                r.consume(zeros as u32)?;
-                for _ in 0..zeros {
-                    *prev = prev.wrapping_add(*prev_d);
-                    out.push(m0.wrapping_add(prev.wrapping_mul(*g)) as f64 / *p);
-                }
-                *cur = *out.last().expect("pushed above");
+        let ValueDecoder::Decimal { p, m0, g, prev, prev_d, cur } = self else {
+            for _ in 0..n {
+                out.push(self.next(r)?);
             }
             return Some(());
+        };
+        // Written into place, the state in locals: no push that could
+        // reallocate (and so spill every register) per value.
+        let base = out.len();
+        out.resize(base + n, 0.0);
+        let dst = &mut out[base..];
+        let (p, m0, g) = (*p, *m0, *g);
+        let (mut m, mut d) = (*prev, *prev_d);
+        let mut i = 0;
+        while i < n {
+            let w = r.peek();
+            let valid = r.remaining().min(57) as u32;
+            let mut used = 0;
+            while i < n && used < valid {
+                let x = w << used;
+                let room = valid - used;
+                if x >> 63 == 0 {
+                    // A run of zeros: the delta stays.
+                    let zeros = (x.leading_zeros().min(room) as usize).min(n - i);
+                    for v in &mut dst[i..i + zeros] {
+                        m = m.wrapping_add(d);
+                        *v = m0.wrapping_add(m.wrapping_mul(g)) as f64 / p;
+                    }
+                    used += zeros as u32;
+                    i += zeros;
+                    continue;
+                }
+                // The prefix's ones (1-4) pick the form: the symbol's length
+                // and payload bits from a byte of a constant, not a table in
+                // memory (the load would sit on the chain from one symbol to
+                // the next).
+                let ones = (!x).leading_zeros();
+                if ones > 4 {
+                    break; // 64 bits: longer than any window
+                }
+                let shift = (ones - 1) * 8;
+                let len = ((0x25_10_0c_09_u64 >> shift) & 0xff) as u32;
+                let bits = ((0x20_0c_09_07_u64 >> shift) & 0xff) as u32;
+                if len > room {
+                    break;
+                }
+                let dod = (((x << (len - bits)) >> (64 - bits)) << (64 - bits)) as i64 >> (64 - bits);
+                d = d.wrapping_add(dod);
+                m = m.wrapping_add(d);
+                dst[i] = m0.wrapping_add(m.wrapping_mul(g)) as f64 / p;
+                used += len;
+                i += 1;
+            }
+            if used > 0 {
+                if r.consume(used).is_none() {
+                    out.truncate(base + i);
+                    return None;
+                }
+                continue;
+            }
+            // A symbol past the window (a 64-bit delta) or past the end.
+            let Some(dod) = get_dod(r) else {
+                out.truncate(base + i);
+                return None;
+            };
+            d = d.wrapping_add(dod);
+            m = m.wrapping_add(d);
+            dst[i] = m0.wrapping_add(m.wrapping_mul(g)) as f64 / p;
+            i += 1;
         }
-        for _ in 0..n {
-            out.push(self.next(r)?);
+        (*prev, *prev_d) = (m, d);
+        if n > 0 {
+            *cur = dst[n - 1];
         }
         Some(())
     }
@@ -607,6 +659,26 @@ mod tests {
             let grid = decode_values(&enc, &mut only).unwrap();
             prop_assert_eq!(grid, Grid { n: ts.len(), t0: 1_000, step: 100 });
             prop_assert_eq!(only, vals);
+        }
+
+        /// The windowed decoder takes the same symbols as one at a time
+        /// would, and fails where it would, on any bit stream.
+        #[test]
+        fn windows_decode_as_symbols_do(stream in proptest::collection::vec(any::<u8>(), 8..200), n in 0usize..400, g in 1u64..5000, scale in 0u8..4) {
+            let mut a = BitReader::new(&stream);
+            let mut b = a.clone();
+            let mut fast = ValueDecoder::new(Some((scale, g)), &mut a).unwrap();
+            let mut slow = ValueDecoder::new(Some((scale, g)), &mut b).unwrap();
+            let mut got = Vec::new();
+            let ok = fast.decode_rest(&mut a, n, &mut got).is_some();
+            let mut want = Vec::new();
+            let want_ok = (0..n).try_for_each(|_| { want.push(slow.next(&mut b)?); Some(()) }).is_some();
+            prop_assert_eq!(ok, want_ok);
+            if ok {
+                prop_assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+                prop_assert_eq!(a.remaining(), b.remaining());
+                prop_assert_eq!(fast.current().to_bits(), slow.current().to_bits());
+            }
         }
 
         #[test]

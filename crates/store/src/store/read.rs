@@ -55,11 +55,43 @@ impl Store {
     /// Samples of series `id` with `from <= t <= to`, in time order. A corrupt
     /// chunk is logged, counted and skipped; its samples are never returned.
     pub fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>) {
-        let (from, to) = (from.as_nanos(), to.as_nanos());
         let (mut ts, mut vals) = (Vec::new(), Vec::new());
+        // Each part decoded in place after the last: no copy.
+        self.read_parts(id, from, to, &mut ts, &mut vals, &mut |_, _| {});
+        debug_assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: read returned unordered samples");
+        (ts, vals)
+    }
+
+    /// What [`Store::read`] returns, handed to `f` a part at a time (a
+    /// block's chunk, the generation being flushed, the head) from buffers
+    /// reused between parts: a query bucketing a long range holds its
+    /// buckets, never the range's samples.
+    pub fn scan(&self, id: u32, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&[i64], &[f64])) {
+        let (mut ts, mut vals) = (Vec::new(), Vec::new());
+        self.read_parts(id, from, to, &mut ts, &mut vals, &mut |ts, vals| {
+            if !ts.is_empty() {
+                f(ts, vals);
+            }
+            ts.clear();
+            vals.clear();
+        });
+    }
+
+    /// Appends each part's samples in `[from, to]` to `ts`/`vals` and calls
+    /// `part` after each (which may take them away).
+    fn read_parts(
+        &self,
+        id: u32,
+        from: Timestamp,
+        to: Timestamp,
+        ts: &mut Vec<i64>,
+        vals: &mut Vec<f64>,
+        part: &mut dyn FnMut(&mut Vec<i64>, &mut Vec<f64>),
+    ) {
+        let (from, to) = (from.as_nanos(), to.as_nanos());
         if from > to {
             // An empty range (`time >= 5s AND time < 3s`): nothing, not a panic.
-            return (ts, vals);
+            return;
         }
         // Snapshot under one read lock so a concurrent flush cannot hide data
         // between the block list and the head.
@@ -77,20 +109,21 @@ impl Store {
                 .open_files
                 .get(&b.meta.path)
                 .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source });
-            if let Err(err) = read.and_then(|f| read_chunk(&f, &b.meta.path, e, from, to, &mut ts, &mut vals)) {
+            if let Err(err) = read.and_then(|f| read_chunk(&f, &b.meta.path, e, from, to, ts, vals)) {
                 ts.truncate(n_ts);
                 vals.truncate(n_vals);
                 self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
                 tracing::error!("skipping corrupt chunk: {err}");
             }
+            part(ts, vals);
         }
         if let Some(f) = frozen {
-            f.read(id, from, to, &mut ts, &mut vals);
+            f.read(id, from, to, ts, vals);
+            part(ts, vals);
         }
         ts.extend_from_slice(&head_ts);
         vals.extend_from_slice(&head_vals);
-        debug_assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: read returned unordered samples");
-        (ts, vals)
+        part(ts, vals);
     }
 
     /// The tiers this store writes (see [`Options::tiers`]) and any found in
@@ -107,6 +140,15 @@ impl Store {
     /// periods starting in `[from, to]`: read from blocks where they hold it,
     /// computed from raw samples elsewhere (the head, older blocks).
     pub fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
+        let mut out = Tier::default();
+        self.scan_tier(id, res, from, to, &mut |t| out.extend(t));
+        out
+    }
+
+    /// What [`Store::read_tier`] returns, handed to `f` a part at a time in
+    /// time order (a part's first period may continue the last one's, where
+    /// a block boundary falls inside a period).
+    pub fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(Tier)) {
         let (from, to) = (from.as_nanos(), to.as_nanos());
         let from = from.saturating_sub(from.rem_euclid(res));
         let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
@@ -117,23 +159,21 @@ impl Store {
             st.head.read(id, from, raw_to, &mut ht, &mut hv);
             (blocks, st.frozen.clone(), Tier::build(&ht, &hv, res))
         };
-        let mut out = Tier::default();
         for b in blocks {
             match self.read_block_tier(&b, id, res, from, to) {
-                Ok(t) => out.extend(t),
+                Ok(t) => f(t),
                 Err(err) => {
                     self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
                     tracing::error!("skipping corrupt chunk: {err}");
                 }
             }
         }
-        if let Some(f) = frozen {
+        if let Some(fr) = frozen {
             let (mut ft, mut fv) = (Vec::new(), Vec::new());
-            f.read(id, from, raw_to, &mut ft, &mut fv);
-            out.extend(Tier::build(&ft, &fv, res));
+            fr.read(id, from, raw_to, &mut ft, &mut fv);
+            f(Tier::build(&ft, &fv, res));
         }
-        out.extend(head);
-        out
+        f(head);
     }
 
     fn read_block_tier(&self, b: &Block, id: u32, res: i64, from: i64, to: i64) -> Result<Tier, crate::BlockError> {
