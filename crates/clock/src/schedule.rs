@@ -1,13 +1,11 @@
 //! When to sample: absolute boundaries of the interval in wall-clock time, so
 //! every host with the same interval samples the same instant. Pure integer
 //! arithmetic on nanoseconds; the collector feeds it the clock. The one
-//! impure function, [`sleep_until`], sleeps on an absolute deadline.
+//! impure function, [`sleep_until`], sleeps to a wall-clock deadline.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use rustix::time::{ClockId, Timespec};
-
-use crate::{monotonic_ns, realtime_ns};
+use crate::realtime_ns;
 
 /// The first boundary strictly after `now_ns`.
 pub fn next_boundary(now_ns: i64, interval_ns: i64) -> i64 {
@@ -28,9 +26,12 @@ pub fn after_round(scheduled_ns: i64, now_ns: i64, interval_ns: i64) -> (i64, u6
     (next, ((next - following) / interval_ns) as u64)
 }
 
-/// Longest single sleep, so a stop request is noticed within this time even
-/// at a 60 s interval.
-const SLEEP_SLICE_NS: i64 = 100_000_000;
+/// Longest single sleep: a stop request is noticed within this time even
+/// at a 60 s interval (at once where the stopper unparks the thread, as
+/// `node::jobs` does), and so is a wall clock stepped back. Each slice is a
+/// wake-up (~44 µs of CPU on a VM): at 100 ms slices a producer running
+/// every second woke ten times for one round.
+const SLEEP_SLICE_NS: i64 = 1_000_000_000;
 
 /// How a sleep to a boundary ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +54,10 @@ pub fn clock_stepped_back(deadline_ns: i64, now_ns: i64, interval_ns: i64) -> bo
 /// [`SLEEP_SLICE_NS`] on CLOCK_MONOTONIC, each recomputed from the wall
 /// clock: an absolute CLOCK_REALTIME sleep would follow a clock stepped back
 /// by an hour and stall sampling for that hour. Returns early if `stop` is
-/// set or the clock stepped back.
+/// set or the clock stepped back. The sleep is a park (a futex wait to an
+/// absolute CLOCK_MONOTONIC time, as precise as `clock_nanosleep`), so
+/// whoever sets `stop` can end it at once with `Thread::unpark`; any other
+/// wake-up just sleeps again.
 pub fn sleep_until(deadline_ns: i64, interval_ns: i64, stop: &AtomicBool) -> Wake {
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -66,10 +70,8 @@ pub fn sleep_until(deadline_ns: i64, interval_ns: i64, stop: &AtomicBool) -> Wak
         if clock_stepped_back(deadline_ns, now, interval_ns) {
             return Wake::ClockSteppedBack;
         }
-        let until = monotonic_ns() + (deadline_ns - now).min(SLEEP_SLICE_NS);
-        let ts = Timespec { tv_sec: until.div_euclid(1_000_000_000), tv_nsec: until.rem_euclid(1_000_000_000) };
-        // EINTR just loops; the target is absolute.
-        let _ = rustix::thread::clock_nanosleep_absolute(ClockId::Monotonic, &ts);
+        let slice = (deadline_ns - now).min(SLEEP_SLICE_NS);
+        std::thread::park_timeout(std::time::Duration::from_nanos(slice as u64));
     }
 }
 
@@ -141,6 +143,43 @@ mod tests {
         assert_eq!(sleep_until(realtime_ns() + 3_600_000 * MS, iv, &never), Wake::ClockSteppedBack);
         let stop = AtomicBool::new(true);
         assert_eq!(sleep_until(realtime_ns() + iv, iv, &stop), Wake::Stopped);
+    }
+
+    /// A stop ends a sleep at once when the stopper unparks the sleeper
+    /// (not at the end of the slice, a second away); any other wake-up
+    /// sleeps on to the boundary.
+    #[test]
+    fn an_unpark_ends_a_stopped_sleep_and_only_that() {
+        use std::sync::Arc;
+        let iv = 600_000 * MS;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let started = Arc::new(std::sync::Barrier::new(2));
+        let b = Arc::clone(&started);
+        let sleeper = std::thread::spawn(move || {
+            b.wait();
+            let w = sleep_until(realtime_ns() + iv, iv, &s);
+            (w, realtime_ns())
+        });
+        started.wait();
+        stop.store(true, Ordering::Relaxed);
+        let asked = realtime_ns();
+        sleeper.thread().unpark();
+        let (wake, at) = sleeper.join().unwrap();
+        assert_eq!(wake, Wake::Stopped);
+        // Generous: an unpark wakes in microseconds, the slice is a second.
+        assert!(at - asked < SLEEP_SLICE_NS / 2, "stopped {} ms after the unpark", (at - asked) / MS);
+
+        let never = Arc::new(AtomicBool::new(false));
+        let deadline = next_boundary(realtime_ns(), 300 * MS) + 300 * MS;
+        let n = Arc::clone(&never);
+        let sleeper = std::thread::spawn(move || (sleep_until(deadline, 300 * MS, &n), realtime_ns()));
+        for _ in 0..5 {
+            sleeper.thread().unpark();
+        }
+        let (wake, at) = sleeper.join().unwrap();
+        assert_eq!(wake, Wake::Reached);
+        assert!(at >= deadline, "woke {} ms early", (deadline - at) / MS);
     }
 
     #[test]

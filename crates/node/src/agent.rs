@@ -65,6 +65,10 @@ pub fn run(
         crate::signal::shutdown_signal().await;
         tracing::info!("stopping: last batch to the spool, then up to {DRAIN:?} to send the backlog");
         stop.store(true, Ordering::Relaxed);
+        // Producers asleep to a boundary up to a second away wake now.
+        for t in other_threads.iter().chain(&perf_threads).chain([&producer]) {
+            t.thread().unpark();
+        }
         // The spooler ends once the collector's channel closes.
         let _ = tokio::task::spawn_blocking(move || {
             let _ = producer.join();

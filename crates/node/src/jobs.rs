@@ -114,6 +114,11 @@ impl Jobs {
     /// end once their queues are drained); the first panic is the error.
     pub fn stop_and_join(self) -> Result<(), Panicked> {
         self.stop.store(true, Ordering::Relaxed);
+        // A producer asleep to its next boundary (up to a second away) ends
+        // the sleep now (`clock::schedule::sleep_until` parks).
+        for t in &self.threads {
+            t.thread().unpark();
+        }
         let mut first = None;
         for t in self.threads {
             let name = t.thread().name().unwrap_or("unnamed").to_owned();

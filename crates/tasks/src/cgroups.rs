@@ -6,7 +6,9 @@
 //! parsers of each file (fuzzed), the hierarchies found in
 //! `/proc/self/mountinfo`, a walk per round.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::path::{Path, PathBuf};
 
 /// One cgroup's figures; what its hierarchies do not offer stays None.

@@ -19,7 +19,7 @@ pub mod cgroups;
 pub mod procfs;
 pub mod taskstats;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -268,6 +268,8 @@ pub struct Collector {
     cgroup_ids: HashMap<String, [Option<u32>; 15]>,
     /// The cgroup files kept open and the directories last walked.
     cgroup_files: cgroups::Reader,
+    /// This round's CPU share per process (kept for its allocation).
+    cpu_now: HashMap<u32, f64>,
 }
 
 impl std::fmt::Debug for Collector {
@@ -324,24 +326,25 @@ impl Collector {
             cfg,
             stats,
             exits: rx,
-            procs: HashMap::new(),
-            groups: HashMap::new(),
+            procs: HashMap::default(),
+            groups: HashMap::default(),
             own_ids: Vec::new(),
             free_ids: Vec::new(),
             next_id: 0,
             ticks_per_s: user_hz(),
             page: rustix::param::page_size() as u64,
             last_t: None,
-            recent: HashMap::new(),
-            fds: HashMap::new(),
-            sched_fds: HashMap::new(),
+            recent: HashMap::default(),
+            fds: HashMap::default(),
+            sched_fds: HashMap::default(),
             buf: Vec::with_capacity(4096),
             round_no: 0,
             hierarchies: std::fs::read_to_string("/proc/self/mountinfo")
                 .map(|m| cgroups::hierarchies(&m))
                 .unwrap_or_default(),
-            cgroup_ids: HashMap::new(),
+            cgroup_ids: HashMap::default(),
             cgroup_files: cgroups::Reader::default(),
+            cpu_now: HashMap::default(),
         };
         (c, why)
     }
@@ -603,7 +606,9 @@ impl Collector {
         for p in self.procs.values_mut() {
             p.gone = p.gone.saturating_add(1);
         }
-        let mut cpu_now: HashMap<u32, f64> = HashMap::new();
+        // Reused round to round (cleared): no table built per round.
+        let mut cpu_now = std::mem::take(&mut self.cpu_now);
+        cpu_now.clear();
         let pids = self.pids();
         let mut pid_s = String::new();
         for &(pid, given) in &pids {
@@ -734,6 +739,7 @@ impl Collector {
                 self.sched_fds.remove(pid);
             }
         }
+        self.cpu_now = cpu_now;
         let mut batch = self.emit(t, &ended);
         if self.cfg.max_cgroups > 0 {
             self.emit_cgroups(&mut batch);
