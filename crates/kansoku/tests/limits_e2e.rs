@@ -71,8 +71,12 @@ fn limits_are_measured_beside_theory() {
     assert!(bps(0) < bps(1), "4 KiB reads move fewer bytes than 1 MiB reads: {sizes:?}");
     let w = d["writes"].as_array().unwrap();
     let p50 = |name: &str| w.iter().find(|x| x["sync"] == name).unwrap()["p50_us"].as_f64().unwrap();
-    assert!(p50("fsync") > 5.0 * p50("buffered"), "{w:?}");
-    assert!(p50("o_dsync") > 5.0 * p50("buffered"), "{w:?}");
+    // A synced write waits for the device, a buffered one does not: well
+    // apart, though a loaded machine slows the buffered ones too (31 us at
+    // p50 beside 131 us with O_DSYNC under CI's parallel tests).
+    for sync in ["fsync", "fdatasync", "o_dsync"] {
+        assert!(p50(sync) > 2.0 * p50("buffered"), "{sync}: {w:?}");
+    }
     // Two to three rotations at 7200 rpm.
     assert!((d["fsync_theory_us"]["low"].as_f64().unwrap() - 16_666.67).abs() < 1.0);
 
