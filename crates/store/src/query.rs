@@ -240,8 +240,8 @@ pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryEr
             }
             // Series are independent: read, decode and bucket them on every
             // core, each keeping only its buckets.
-            let bucket = |(id, key): &(u32, SeriesKey)| {
-                let mut b = Bucketer::new(start, step, n);
+            let bucket = |(id, key): &(u32, SeriesKey), b: &mut Bucketer| {
+                b.reset();
                 let columns = if let Some(res) = tier_res {
                     store.scan_tier(*id, res, Timestamp(start), q.to, &mut |t| b.add_tier(&t));
                     let mut columns = b.finish(&aggs);
@@ -284,7 +284,13 @@ pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryEr
             let mut series: Vec<FrameSeries> = std::thread::scope(|s| {
                 let parts: Vec<_> = matched
                     .chunks(per)
-                    .map(|part| s.spawn(|| part.iter().flat_map(bucket).collect::<Vec<_>>()))
+                    .map(|part| {
+                        s.spawn(|| {
+                            // One set of buckets per thread, reset per series.
+                            let mut b = Bucketer::new(start, step, n);
+                            part.iter().flat_map(|m| bucket(m, &mut b)).collect::<Vec<_>>()
+                        })
+                    })
                     .collect();
                 parts.into_iter().flat_map(|h| h.join().expect("BUG: query thread panicked")).collect()
             });
@@ -402,6 +408,16 @@ impl Bucketer {
             begin: i64::MAX,
             end: i64::MIN,
         }
+    }
+
+    /// Empties every bucket (to fold another series into the same ones).
+    pub fn reset(&mut self) {
+        self.min.fill(f64::INFINITY);
+        self.max.fill(f64::NEG_INFINITY);
+        self.sum.fill(-0.0);
+        self.count.fill(0.0);
+        self.last.fill(f64::NAN);
+        (self.cur, self.begin, self.end) = (0, i64::MAX, i64::MIN);
     }
 
     /// Moves to the bucket of `t`; false if `t` is in none.
@@ -568,7 +584,10 @@ mod tests {
             let vals: Vec<f64> = ts.iter().zip(&pick).map(|(_, &p)| VALUES[p]).collect();
             let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(ts.len())).chain([0, ts.len()]).collect();
             cuts.sort_unstable();
+            // Reused: another series folded first, then reset.
             let mut b = Bucketer::new(start, step, n);
+            b.add(&[start, start + step], &[7.0, f64::NAN]);
+            b.reset();
             for w in cuts.windows(2) {
                 b.add(&ts[w[0]..w[1]], &vals[w[0]..w[1]]);
             }
