@@ -452,7 +452,8 @@ impl Bucketer {
     }
 
     /// Tier periods whose width tiles the buckets, after those already
-    /// added: min of minima, max of maxima, sum of sums over sum of counts.
+    /// added: min of minima, max of maxima, sum of sums over sum of counts
+    /// (a tier keeps no last values: never asked of one).
     pub fn add_tier(&mut self, t: &Tier) {
         for i in 0..t.ts.len() {
             if !self.seek(t.ts[i]) {
@@ -463,7 +464,6 @@ impl Bucketer {
             self.max[b] = self.max[b].max(t.max[i]);
             self.sum[b] += t.sum[i];
             self.count[b] += t.count[i];
-            self.last[b] = f64::NAN; // a tier keeps no last values
         }
     }
 

@@ -432,6 +432,7 @@ impl ValueDecoder {
         out.resize(base + n, 0.0);
         let dst = &mut out[base..];
         let (p, m0, g) = (*p, *m0, *g);
+        let value = |m: i64| m0.wrapping_add(m.wrapping_mul(g)) as f64 / p;
         let (mut m, mut d) = (*prev, *prev_d);
         let mut i = 0;
         while i < n {
@@ -446,7 +447,7 @@ impl ValueDecoder {
                     let zeros = (x.leading_zeros().min(room) as usize).min(n - i);
                     for v in &mut dst[i..i + zeros] {
                         m = m.wrapping_add(d);
-                        *v = m0.wrapping_add(m.wrapping_mul(g)) as f64 / p;
+                        *v = value(m);
                     }
                     used += zeros as u32;
                     i += zeros;
@@ -469,7 +470,7 @@ impl ValueDecoder {
                 let dod = (((x << (len - bits)) >> (64 - bits)) << (64 - bits)) as i64 >> (64 - bits);
                 d = d.wrapping_add(dod);
                 m = m.wrapping_add(d);
-                dst[i] = m0.wrapping_add(m.wrapping_mul(g)) as f64 / p;
+                dst[i] = value(m);
                 used += len;
                 i += 1;
             }
@@ -487,7 +488,7 @@ impl ValueDecoder {
             };
             d = d.wrapping_add(dod);
             m = m.wrapping_add(d);
-            dst[i] = m0.wrapping_add(m.wrapping_mul(g)) as f64 / p;
+            dst[i] = value(m);
             i += 1;
         }
         (*prev, *prev_d) = (m, d);
