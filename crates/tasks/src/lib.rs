@@ -204,8 +204,10 @@ struct Proc {
     fds: f64,
     /// Proportional set size at the last read, bytes (NaN: not read yet).
     pss: f64,
-    /// Its state letter at the last read of its `stat`.
+    /// Its state letter at the last read of its `stat` (or the iterator's).
     state: u8,
+    /// A kernel thread (kthreadd and its children).
+    kernel: bool,
     /// Its counters when it became the program it is now (an exec): what
     /// it did before is its old group's.
     base: Counters,
@@ -293,6 +295,27 @@ enum Sample {
 /// A process whose CPU time did not move has its io and status read on
 /// its turn, once in this many rounds.
 const FULL_EVERY: u64 = 30;
+
+/// With the task iterator (which gives every process's run time,
+/// switches, storage bytes and state each round), a process that did not
+/// run has its `stat` read on its turn once in this many rounds: for its
+/// resident set, which moves without it running only when the kernel
+/// reclaims or swaps its pages (five minutes at 1 s).
+const GIVEN_FULL_EVERY: u64 = 300;
+
+/// A kernel thread's counters from the task iterator: its run time is
+/// system time (the tick-sampled split `stat` gives is all system too).
+fn kernel_counters(g: &Thread) -> Counters {
+    Counters {
+        user_s: 0.0,
+        system_s: g.runtime_ns as f64 / 1e9,
+        majflt: 0,
+        read_bytes: g.read_bytes,
+        write_bytes: g.write_bytes,
+        voluntary: g.voluntary,
+        nonvoluntary: g.nonvoluntary,
+    }
+}
 
 /// The group of every kernel thread.
 pub const KERNEL_GROUP: &str = "[kernel]";
@@ -422,7 +445,8 @@ impl Collector {
         // from the task iterator), else a single-threaded process's
         // schedstat (its run time in ns, three numbers to format instead
         // of fifty-two).
-        let turn = (self.round_no + u64::from(pid)).is_multiple_of(FULL_EVERY);
+        let every = if given.is_some() { GIVEN_FULL_EVERY } else { FULL_EVERY };
+        let turn = (self.round_no + u64::from(pid)).is_multiple_of(every);
         let single = self.procs.get(&pid).is_some_and(|p| p.threads == 1);
         let runtime = match given {
             Some(g) => Some(g.runtime_ns),
@@ -434,6 +458,30 @@ impl Collector {
             && self.procs.get(&pid).is_some_and(|p| p.runtime == rt)
         {
             return Some(Sample::Unchanged);
+        }
+        // A known kernel thread that ran: the iterator says all its stat
+        // would (its run time is its system time; it has no memory, faults
+        // or storage bytes of its own), unless its run time went back (a
+        // new thread under a dead one's pid: read its stat).
+        if let Some(g) = given
+            && g.kernel
+            && let Some(p) = self.procs.get(&pid)
+            && p.kernel
+            && (p.runtime == u64::MAX || g.runtime_ns >= p.runtime)
+        {
+            let stat = procfs::Stat {
+                pid,
+                comm: p.name.clone(),
+                state: if g.state == 0 { p.state } else { g.state },
+                ppid: if pid == 2 { 0 } else { 2 },
+                majflt: 0,
+                utime: 0,
+                stime: p.ticks,
+                num_threads: 1,
+                starttime: p.start,
+                rss_pages: 0,
+            };
+            return Some(Sample::Fresh(stat, kernel_counters(&g), g.runtime_ns));
         }
         let mut stat = None;
         for attempt in 0..2 {
@@ -493,6 +541,11 @@ impl Collector {
                 procfs::Switches { voluntary: l.voluntary, nonvoluntary: l.nonvoluntary },
             )
         };
+        if let Some(g) = given
+            && g.kernel
+        {
+            return Some(Sample::Fresh(stat, kernel_counters(&g), g.runtime_ns));
+        }
         let c = Counters {
             user_s: stat.utime as f64 / self.ticks_per_s,
             system_s: stat.stime as f64 / self.ticks_per_s,
@@ -621,9 +674,12 @@ impl Collector {
                 Some(Sample::Unchanged) => {
                     if let Some(p) = self.procs.get_mut(&pid) {
                         p.gone = 0;
-                        // No CPU since: not running now (if it was).
-                        if p.state == b'R' {
-                            p.state = b'S';
+                        match given.map_or(0, |g| g.state) {
+                            // No CPU since: not running now (if it was).
+                            0 if p.state == b'R' => p.state = b'S',
+                            0 => {}
+                            // The iterator read its state.
+                            s => p.state = s,
                         }
                         cpu_now.insert(pid, 0.0);
                     }
@@ -655,7 +711,7 @@ impl Collector {
             if !self.procs.contains_key(&pid) {
                 // Kernel threads (kthreadd's children) are one group, as
                 // Netdata's apps has them: their names carry numbers.
-                let kernel = stat.pid == 2 || stat.ppid == 2;
+                let kernel = stat.pid == 2 || stat.ppid == 2 || given.is_some_and(|g| g.kernel);
                 let group = self.group_for(if kernel { KERNEL_GROUP } else { &stat.comm });
                 self.procs.insert(
                     pid,
@@ -674,11 +730,12 @@ impl Collector {
                         fds: f64::NAN,
                         pss: f64::NAN,
                         state: stat.state,
+                        kernel,
                         base: Counters::default(),
                     },
                 );
             }
-            let kernel = stat.pid == 2 || stat.ppid == 2;
+            let kernel = self.procs.get(&pid).is_some_and(|p| p.kernel);
             if !kernel && self.procs.get(&pid).is_some_and(|p| p.name != stat.comm) {
                 self.exec(pid, &stat.comm, &mut ended);
             }

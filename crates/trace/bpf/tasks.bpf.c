@@ -7,6 +7,9 @@
 // `status` at all: a group leader's record carries, added to its own, what
 // its group's exited threads did (the signal struct's totals), so the sum
 // over a thread group is what `/proc/PID/io` and `/proc/PID/status` say.
+// Each record also carries the thread's scheduler state (the leader's is
+// the process's, as `/proc/PID/stat` reports it) and whether it is a
+// kernel thread: a kernel thread that ran needs no `stat` read at all.
 // The structs are the few fields read, relocated against the running
 // kernel's BTF (CO-RE), so one object fits every kernel.
 
@@ -28,6 +31,9 @@ struct signal_struct {
 } __attribute__((preserve_access_index));
 
 struct task_struct {
+    unsigned int __state;
+    int exit_state;
+    unsigned int flags;
     int pid;
     int tgid;
     struct sched_entity se;
@@ -50,10 +56,17 @@ struct bpf_iter__task {
 
 static long (*bpf_seq_write)(struct seq_file *m, const void *data, u32 len) = (void *)127;
 
-// One record per task, 48 bytes: what src/tasks.rs reads.
+// PF_KTHREAD (include/linux/sched.h): a kernel thread.
+#define PF_KTHREAD 0x00200000
+
+// One record per task, 64 bytes: what src/tasks.rs reads.
 struct rec {
     u32 tgid;
     u32 pid;
+    u32 state;
+    u32 exit_state;
+    u32 kernel;
+    u32 pad;
     u64 runtime_ns;
     u64 nvcsw;
     u64 nivcsw;
@@ -69,6 +82,9 @@ int tasks(struct bpf_iter__task *ctx) {
     struct rec r = {
         .tgid = t->tgid,
         .pid = t->pid,
+        .state = t->__state,
+        .exit_state = t->exit_state,
+        .kernel = (t->flags & PF_KTHREAD) != 0,
         .runtime_ns = t->se.sum_exec_runtime,
         .nvcsw = t->nvcsw,
         .nivcsw = t->nivcsw,

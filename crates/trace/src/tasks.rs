@@ -15,10 +15,11 @@ use crate::TraceError;
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tasks.bpf.o"));
 
-/// Bytes of one record: tgid, pid (u32 each), run time ns, voluntary and
+/// Bytes of one record: tgid, pid, `__state`, `exit_state`, kernel
+/// thread (0 or 1), padding (u32 each), run time ns, voluntary and
 /// involuntary context switches, bytes read from and written to storage
 /// (u64 each), little-endian.
-pub const RECORD: usize = 48;
+pub const RECORD: usize = 64;
 
 /// One thread as the iterator saw it (`model::task::Thread`).
 pub use model::task::Thread as Task;
@@ -75,14 +76,19 @@ pub fn parse(bytes: &[u8], out: &mut Vec<Task>) -> Option<()> {
         return None;
     }
     out.extend(bytes.chunks_exact(RECORD).map(|r| {
+        let half = |i: usize| u32::from_le_bytes(r[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
         let word = |i: usize| u64::from_le_bytes(r[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let (tgid, pid) = (half(0), half(1));
         Task {
-            tgid: u32::from_le_bytes(r[0..4].try_into().expect("4 bytes")),
-            runtime_ns: word(1),
-            voluntary: word(2),
-            nonvoluntary: word(3),
-            read_bytes: word(4),
-            write_bytes: word(5),
+            tgid,
+            // The leader's state is the process's; its threads' are not read.
+            state: if pid == tgid { model::task::state_letter(half(2), half(3)) } else { 0 },
+            kernel: half(4) != 0,
+            runtime_ns: word(3),
+            voluntary: word(4),
+            nonvoluntary: word(5),
+            read_bytes: word(6),
+            write_bytes: word(7),
         }
     }));
     Some(())
@@ -124,6 +130,41 @@ mod tests {
         // The spinning thread has exited: its time left the live threads'
         // sum, but this thread ran meanwhile too; the group's sum changed.
         assert_ne!(sum(&tasks), before);
+    }
+
+    /// States and kernel threads as `/proc/PID/stat` has them: a stopped
+    /// child is `T`, a sleeping one `S`, kthreadd (pid 2) is a kernel
+    /// thread and this process is not.
+    #[test]
+    fn states_and_kernel_threads_are_proc_s() {
+        let mut it = TaskIter::open().expect("the task iterator loads (root, BTF)");
+        let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut stopped = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let stopped_pid = nix::unistd::Pid::from_raw(stopped.id() as i32);
+        nix::sys::signal::kill(stopped_pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        // Wait for each to reach its state as /proc shows it: the condition, not a time.
+        let proc_state = |pid: u32| {
+            let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            s.as_bytes()[s.rfind(')').unwrap() + 2]
+        };
+        for (pid, want) in [(sleeper.id(), b'S'), (stopped.id(), b'T')] {
+            while proc_state(pid) != want {
+                std::thread::yield_now();
+            }
+        }
+        let mut tasks = Vec::new();
+        it.read(&mut tasks).unwrap();
+        let leader = |pid: u32| *tasks.iter().find(|t| t.tgid == pid && t.state != 0).unwrap();
+        assert!(!leader(std::process::id()).kernel);
+        assert_eq!(leader(sleeper.id()).state, b'S');
+        assert_eq!(leader(stopped.id()).state, b'T');
+        assert!(leader(2).kernel, "kthreadd is a kernel thread");
+        // Exactly one leader record per process.
+        assert_eq!(tasks.iter().filter(|t| t.tgid == std::process::id() && t.state != 0).count(), 1);
+        for c in [&mut sleeper, &mut stopped] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 
     /// The process's switches and storage bytes summed over its threads
@@ -184,17 +225,27 @@ mod tests {
     fn records_are_whole_or_refused() {
         let mut out = vec![Task::default()];
         let mut bytes = Vec::new();
-        for (g, p, ns) in [(1u32, 1u32, 5u64), (1, 2, 7), (30, 30, u64::MAX)] {
-            bytes.extend_from_slice(&g.to_le_bytes());
-            bytes.extend_from_slice(&p.to_le_bytes());
+        // (tgid, pid, __state, kernel, run time)
+        for (g, p, st, k, ns) in [(1u32, 1u32, 1u32, 0u32, 5u64), (1, 2, 0, 0, 7), (30, 30, 0x402, 1, u64::MAX)] {
+            for h in [g, p, st, 0, k, 0] {
+                bytes.extend_from_slice(&h.to_le_bytes());
+            }
             for v in [ns, 1, 2, 3, 4] {
                 bytes.extend_from_slice(&v.to_le_bytes());
             }
         }
         assert_eq!(parse(&bytes, &mut out), Some(()));
-        let t =
-            |tgid, runtime_ns| Task { tgid, runtime_ns, voluntary: 1, nonvoluntary: 2, read_bytes: 3, write_bytes: 4 };
-        assert_eq!(out, [t(1, 5), t(1, 7), t(30, u64::MAX)]);
+        let t = |tgid, state, kernel, runtime_ns| Task {
+            tgid,
+            state,
+            kernel,
+            runtime_ns,
+            voluntary: 1,
+            nonvoluntary: 2,
+            read_bytes: 3,
+            write_bytes: 4,
+        };
+        assert_eq!(out, [t(1, b'S', false, 5), t(1, 0, false, 7), t(30, b'I', true, u64::MAX)]);
         assert_eq!(parse(&bytes[..20], &mut out), None);
     }
 }
