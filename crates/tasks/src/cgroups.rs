@@ -167,14 +167,26 @@ pub fn hierarchies(mountinfo: &str) -> Vec<Hierarchy> {
 /// cgroup file, with no path walk, open or close — at most [`OPEN_MAX`]
 /// (past that, read by path), and the cgroup directories, walked anew every
 /// [`WALK_EVERY`] rounds (a cgroup created meanwhile appears within that
-/// many rounds; one removed reads as gone at once).
+/// many rounds; one removed reads as gone at once). Each directory keeps
+/// its own few files by name: a round joins no paths and hashes none.
 #[derive(Debug, Default)]
 pub struct Reader {
-    files: HashMap<PathBuf, Option<std::fs::File>>,
     /// Per hierarchy, its directories (the root first), as last walked.
-    dirs: Vec<Vec<PathBuf>>,
+    dirs: Vec<Vec<Dir>>,
+    /// Files open now, over every directory.
+    open: usize,
     rounds: u64,
     buf: Vec<u8>,
+}
+
+/// One cgroup directory: its path, its path from the hierarchy's root
+/// (`/` for the root), and its files by name — open, or absent (this
+/// kernel does not have it: not looked for again).
+#[derive(Debug)]
+struct Dir {
+    path: PathBuf,
+    rel: String,
+    files: Vec<(&'static str, Option<std::fs::File>)>,
 }
 
 /// Most cgroup files kept open (the process's descriptors are shared with
@@ -183,60 +195,64 @@ pub const OPEN_MAX: usize = 256;
 /// Rounds between walks of the cgroup directories.
 pub const WALK_EVERY: u64 = 10;
 
-impl Reader {
-    fn read(&mut self, p: &Path) -> Option<String> {
-        if !self.files.contains_key(p) {
-            if self.files.len() >= OPEN_MAX {
-                return std::fs::read_to_string(p).ok();
+impl Dir {
+    /// File `name` of this directory, read whole into `buf`.
+    fn read<'b>(&mut self, name: &'static str, buf: &'b mut Vec<u8>, open: &mut usize) -> Option<&'b str> {
+        let at = match self.files.iter().position(|(n, _)| *n == name) {
+            Some(at) => at,
+            None if *open >= OPEN_MAX => {
+                let text = std::fs::read(self.path.join(name)).ok()?;
+                *buf = text;
+                return std::str::from_utf8(buf).ok();
             }
-            // A file this kernel does not have stays absent: not looked for again.
-            self.files.insert(p.to_owned(), std::fs::File::open(p).ok());
-        }
-        let file = self.files.get(p)?.as_ref()?;
-        self.buf.resize(64 << 10, 0);
-        match rustix::io::pread(file, &mut self.buf[..], 0) {
-            Ok(n) => String::from_utf8(self.buf[..n].to_vec()).ok(),
+            None => {
+                let file = std::fs::File::open(self.path.join(name)).ok();
+                *open += usize::from(file.is_some());
+                self.files.push((name, file));
+                self.files.len() - 1
+            }
+        };
+        let file = self.files[at].1.as_ref()?;
+        buf.resize(64 << 10, 0);
+        match rustix::io::pread(file, &mut buf[..], 0) {
+            Ok(n) => std::str::from_utf8(&buf[..n]).ok(),
             Err(_) => {
                 // The cgroup is gone (ENODEV): forget its descriptor.
-                self.files.remove(p);
+                self.files.swap_remove(at);
+                *open -= 1;
                 None
             }
         }
     }
+}
 
-    /// The directories of hierarchy `i` rooted at `root`: as walked last,
-    /// or walked now on its turn (descriptors of directories gone are closed).
-    fn dirs(&mut self, i: usize, root: &Path) -> Vec<PathBuf> {
-        if self.dirs.len() <= i {
-            self.dirs.resize(i + 1, Vec::new());
-        }
-        if self.dirs[i].is_empty() || self.rounds.is_multiple_of(WALK_EVERY) {
-            let mut found = Vec::new();
-            let mut stack = vec![root.to_owned()];
-            while let Some(dir) = stack.pop() {
-                if let Ok(entries) = std::fs::read_dir(&dir) {
-                    for e in entries.flatten() {
-                        if e.file_type().is_ok_and(|t| t.is_dir()) {
-                            stack.push(e.path());
-                        }
-                    }
+/// Hierarchy `i`'s directories under `root` into `dirs[i]`, walked anew
+/// on its turn: a directory still there keeps its open files, one gone
+/// closes them.
+fn walk(dirs: &mut Vec<Vec<Dir>>, open: &mut usize, rounds: u64, i: usize, root: &Path) {
+    if dirs.len() <= i {
+        dirs.resize_with(i + 1, Vec::new);
+    }
+    if !dirs[i].is_empty() && !rounds.is_multiple_of(WALK_EVERY) {
+        return;
+    }
+    let mut old: HashMap<PathBuf, Dir> = dirs[i].drain(..).map(|d| (d.path.clone(), d)).collect();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
                 }
-                found.push(dir);
             }
-            self.dirs[i] = found;
         }
-        self.dirs[i].clone()
+        let d = old.remove(&dir).unwrap_or_else(|| {
+            let rel = dir.strip_prefix(root).map_or_else(|_| "/".into(), |r| format!("/{}", r.display()));
+            Dir { path: dir, rel, files: Vec::new() }
+        });
+        dirs[i].push(d);
     }
-
-    /// After a round: on a walk's round, closes the files of directories
-    /// no hierarchy lists now.
-    fn end_round(&mut self) {
-        if self.rounds.is_multiple_of(WALK_EVERY) {
-            let live: std::collections::HashSet<&Path> = self.dirs.iter().flatten().map(PathBuf::as_path).collect();
-            self.files.retain(|p, _| p.parent().is_some_and(|d| live.contains(d)));
-        }
-        self.rounds += 1;
-    }
+    *open -= old.values().map(|d| d.files.iter().filter(|f| f.1.is_some()).count()).sum::<usize>();
 }
 
 /// Every cgroup's figures, by path from its hierarchy's root (`/` for the
@@ -248,89 +264,86 @@ pub fn read_all(hs: &[Hierarchy], max: usize, user_hz: f64, r: &mut Reader) -> (
     let mut over = 0u64;
     let v1 = |c: &str| hs.iter().any(|h| h.controllers.iter().any(|x| x == c));
     // v1 first, so cgroup2 only fills gaps.
-    let mut ordered: Vec<&Hierarchy> = hs.iter().filter(|h| !h.controllers.is_empty()).collect();
-    ordered.extend(hs.iter().filter(|h| h.controllers.is_empty()));
-    for h in ordered {
-        let i = hs.iter().position(|x| std::ptr::eq(x, h)).expect("one of hs");
-        for dir in r.dirs(i, &h.root) {
-            let rel = dir.strip_prefix(&h.root).map(|r| format!("/{}", r.display())).unwrap_or_else(|_| "/".into());
-            if !out.contains_key(&rel) && out.len() >= max {
+    let mut ordered: Vec<(usize, &Hierarchy)> = hs.iter().enumerate().filter(|h| !h.1.controllers.is_empty()).collect();
+    ordered.extend(hs.iter().enumerate().filter(|h| h.1.controllers.is_empty()));
+    let Reader { dirs, open, buf, rounds } = r;
+    for (i, h) in ordered {
+        walk(dirs, open, *rounds, i, &h.root);
+        let has = |c: &str| h.controllers.iter().any(|x| x == c);
+        for dir in &mut dirs[i] {
+            if !out.contains_key(&dir.rel) && out.len() >= max {
                 over += 1;
                 continue;
             }
-            let known = out.contains_key(&rel);
-            let f = out.entry(rel.clone()).or_default();
-            let has = |c: &str| h.controllers.iter().any(|x| x == c);
+            let known = out.contains_key(&dir.rel);
+            let f = out.entry(dir.rel.clone()).or_default();
+            // A file's text, borrowed from the one buffer until the next read.
+            macro_rules! read {
+                ($name:literal) => {
+                    dir.read($name, buf, open)
+                };
+            }
+            let number = |t: Option<&str>| t.and_then(|t| t.trim().parse::<u64>().ok());
             if has("cpuacct") {
-                f.cpu_s = r
-                    .read(&dir.join("cpuacct.usage"))
-                    .and_then(|t| t.trim().parse::<u64>().ok())
-                    .map(|ns| ns as f64 / 1e9);
-                if let Some(t) = r.read(&dir.join("cpuacct.stat")) {
-                    f.user_s = kv(&t, "user").map(|v| v as f64 / user_hz);
-                    f.system_s = kv(&t, "system").map(|v| v as f64 / user_hz);
+                f.cpu_s = number(read!("cpuacct.usage")).map(|ns| ns as f64 / 1e9);
+                if let Some(t) = read!("cpuacct.stat") {
+                    f.user_s = kv(t, "user").map(|v| v as f64 / user_hz);
+                    f.system_s = kv(t, "system").map(|v| v as f64 / user_hz);
                 }
             }
             if has("memory") {
-                let usage = r.read(&dir.join("memory.usage_in_bytes")).and_then(|t| t.trim().parse::<u64>().ok());
-                let stat = r.read(&dir.join("memory.stat"));
+                let usage = number(read!("memory.usage_in_bytes"));
                 f.memory_bytes = usage.map(|u| u as f64);
-                let inactive =
-                    stat.as_deref().and_then(|s| kv(s, "total_inactive_file").or_else(|| kv(s, "inactive_file")));
+                let stat = read!("memory.stat");
+                let inactive = stat.and_then(|s| kv(s, "total_inactive_file").or_else(|| kv(s, "inactive_file")));
                 f.working_set_bytes = usage.map(|u| u.saturating_sub(inactive.unwrap_or(0)) as f64);
-                f.rss_bytes =
-                    stat.as_deref().and_then(|s| kv(s, "total_rss").or_else(|| kv(s, "rss"))).map(|v| v as f64);
+                f.rss_bytes = stat.and_then(|s| kv(s, "total_rss").or_else(|| kv(s, "rss"))).map(|v| v as f64);
             }
             if has("blkio")
-                && let Some((r, w)) =
-                    r.read(&dir.join("blkio.throttle.io_service_bytes")).as_deref().and_then(blkio_bytes)
+                && let Some((r, w)) = read!("blkio.throttle.io_service_bytes").and_then(blkio_bytes)
             {
                 f.read_bytes = Some(r as f64);
                 f.write_bytes = Some(w as f64);
             }
             if has("pids") {
-                f.tasks =
-                    r.read(&dir.join("pids.current")).and_then(|t| t.trim().parse::<u64>().ok()).map(|v| v as f64);
+                f.tasks = number(read!("pids.current")).map(|v| v as f64);
             }
             if h.controllers.is_empty() {
                 if !v1("cpuacct")
-                    && let Some(t) = r.read(&dir.join("cpu.stat"))
+                    && let Some(t) = read!("cpu.stat")
                 {
-                    f.cpu_s = kv(&t, "usage_usec").map(|v| v as f64 / 1e6);
-                    f.user_s = kv(&t, "user_usec").map(|v| v as f64 / 1e6);
-                    f.system_s = kv(&t, "system_usec").map(|v| v as f64 / 1e6);
+                    f.cpu_s = kv(t, "usage_usec").map(|v| v as f64 / 1e6);
+                    f.user_s = kv(t, "user_usec").map(|v| v as f64 / 1e6);
+                    f.system_s = kv(t, "system_usec").map(|v| v as f64 / 1e6);
                 }
-                if !v1("memory") {
-                    let cur = r.read(&dir.join("memory.current")).and_then(|t| t.trim().parse::<u64>().ok());
-                    if let Some(cur) = cur {
-                        let stat = r.read(&dir.join("memory.stat")).unwrap_or_default();
-                        f.memory_bytes = Some(cur as f64);
-                        f.working_set_bytes = Some(cur.saturating_sub(kv(&stat, "inactive_file").unwrap_or(0)) as f64);
-                        f.rss_bytes = kv(&stat, "anon").map(|v| v as f64);
-                    }
+                if !v1("memory")
+                    && let Some(cur) = number(read!("memory.current"))
+                {
+                    f.memory_bytes = Some(cur as f64);
+                    let stat = read!("memory.stat").unwrap_or_default();
+                    f.working_set_bytes = Some(cur.saturating_sub(kv(stat, "inactive_file").unwrap_or(0)) as f64);
+                    f.rss_bytes = kv(stat, "anon").map(|v| v as f64);
                 }
                 if !v1("blkio")
-                    && let Some((r, w)) = r.read(&dir.join("io.stat")).as_deref().and_then(io_stat_bytes)
+                    && let Some((r, w)) = read!("io.stat").and_then(io_stat_bytes)
                 {
                     f.read_bytes = Some(r as f64);
                     f.write_bytes = Some(w as f64);
                 }
-                if !v1("pids") {
-                    f.tasks = f.tasks.or_else(|| {
-                        r.read(&dir.join("pids.current")).and_then(|t| t.trim().parse::<u64>().ok()).map(|v| v as f64)
-                    });
+                if !v1("pids") && f.tasks.is_none() {
+                    f.tasks = number(read!("pids.current")).map(|v| v as f64);
                 }
-                f.cpu_pressure = r.read(&dir.join("cpu.pressure")).as_deref().and_then(pressure);
-                f.memory_pressure = r.read(&dir.join("memory.pressure")).as_deref().and_then(pressure);
-                f.io_pressure = r.read(&dir.join("io.pressure")).as_deref().and_then(pressure);
+                f.cpu_pressure = read!("cpu.pressure").and_then(pressure);
+                f.memory_pressure = read!("memory.pressure").and_then(pressure);
+                f.io_pressure = read!("io.pressure").and_then(pressure);
             }
             // Nothing read: the cgroup is gone since the last walk.
             if !known && *f == Figures::default() {
-                out.remove(&rel);
+                out.remove(&dir.rel);
             }
         }
     }
-    r.end_round();
+    *rounds += 1;
     (out, over)
 }
 

@@ -666,6 +666,24 @@ impl Collector {
         let mut pid_s = String::new();
         for &(pid, given) in &pids {
             use std::fmt::Write;
+            // Most processes, most rounds: the iterator says it did not run
+            // (one lookup, nothing formatted or read).
+            if let Some(g) = given
+                && !(self.round_no + u64::from(pid)).is_multiple_of(GIVEN_FULL_EVERY)
+                && let Some(p) = self.procs.get_mut(&pid)
+                && p.runtime == g.runtime_ns
+            {
+                p.gone = 0;
+                match g.state {
+                    0 if p.state == b'R' => p.state = b'S',
+                    0 => {}
+                    s => p.state = s,
+                }
+                if self.cfg.min_cpu <= 0.0 {
+                    cpu_now.insert(pid, 0.0);
+                }
+                continue;
+            }
             pid_s.clear();
             let _ = write!(pid_s, "{pid}");
             let pid_s = pid_s.as_str();
