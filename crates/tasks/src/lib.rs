@@ -204,6 +204,8 @@ struct Proc {
     fds: f64,
     /// Proportional set size at the last read, bytes (NaN: not read yet).
     pss: f64,
+    /// Its resident bytes when its PSS was read.
+    pss_rss: u64,
     /// Its state letter at the last read of its `stat` (or the iterator's).
     state: u8,
     /// A kernel thread (kthreadd and its children).
@@ -302,6 +304,10 @@ const FULL_EVERY: u64 = 30;
 /// resident set, which moves without it running only when the kernel
 /// reclaims or swaps its pages (five minutes at 1 s).
 const GIVEN_FULL_EVERY: u64 = 300;
+
+/// A tracked process's proportional set size is re-read on its turn once
+/// in this many rounds (sooner when its resident set moves by an eighth).
+const PSS_EVERY: u64 = 300;
 
 /// A kernel thread's counters from the task iterator: its run time is
 /// system time (the tick-sampled split `stat` gives is all system too).
@@ -597,6 +603,7 @@ impl Collector {
             let ids = std::mem::take(&mut p.ids);
             p.tracked = false;
             p.fds = f64::NAN;
+            p.pss = f64::NAN;
             ended.push((pid, Proc { ids, ..p.clone_shell() }));
         }
         self.bury(&old_group, &so_far);
@@ -747,6 +754,7 @@ impl Collector {
                         ids: Vec::new(),
                         fds: f64::NAN,
                         pss: f64::NAN,
+                        pss_rss: 0,
                         state: stat.state,
                         kernel,
                         base: Counters::default(),
@@ -865,15 +873,22 @@ impl Collector {
             }
             // Counting descriptors reads a directory as long as the process
             // has descriptors: on its turn only (and when first tracked).
-            // So does its proportional set size (the kernel walks its page
-            // tables for it).
-            if p.fds.is_nan() || (self.round_no + u64::from(*pid)).is_multiple_of(FULL_EVERY) {
-                let dir = self.cfg.proc.join(&pid_s);
-                p.fds = std::fs::read_dir(dir.join("fd")).map_or(f64::NAN, |d| d.count() as f64);
-                p.pss = std::fs::read_to_string(dir.join("smaps_rollup"))
+            let turn = (self.round_no + u64::from(*pid)).is_multiple_of(FULL_EVERY);
+            let dir = || self.cfg.proc.join(&pid_s);
+            if p.fds.is_nan() || turn {
+                p.fds = std::fs::read_dir(dir().join("fd")).map_or(f64::NAN, |d| d.count() as f64);
+            }
+            // Its proportional set size costs the kernel a walk of its page
+            // tables (milliseconds for a process of gigabytes): read when
+            // first tracked, when its resident set moved by an eighth since,
+            // else on its turn every PSS_EVERY rounds.
+            let moved = p.rss.abs_diff(p.pss_rss) > p.pss_rss / 8;
+            if p.pss.is_nan() || moved || (self.round_no + u64::from(*pid)).is_multiple_of(PSS_EVERY) {
+                p.pss = std::fs::read_to_string(dir().join("smaps_rollup"))
                     .ok()
                     .and_then(|t| procfs::parse_pss(&t))
                     .map_or(f64::NAN, |b| b as f64);
+                p.pss_rss = p.rss;
             }
             let values = values(&p.last, p.threads, p.rss, None, Some(p.fds));
             let values = values.into_iter().chain([p.pss]);
