@@ -49,6 +49,14 @@ pub async fn serve(
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let (closing_tx, closing_rx) = watch::channel(false);
+    // Query columns kept for the next query are let go once queries stop.
+    let trimmer = tokio::spawn(async {
+        let mut tick = tokio::time::interval(store::query::pool::POOL_IDLE);
+        loop {
+            tick.tick().await;
+            store::query::pool::trim();
+        }
+    });
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let slot = tokio::select! {
@@ -92,6 +100,7 @@ pub async fn serve(
             drop(slot);
         });
     }
+    trimmer.abort();
     closing_tx.send_replace(true);
     // Connections finish their request; a few seconds at most.
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);

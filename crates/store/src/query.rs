@@ -127,6 +127,99 @@ pub struct Frame {
     pub step_ns: Option<i64>,
 }
 
+/// A dropped answer's columns go back to the [`pool`] for the next query.
+impl Drop for Frame {
+    fn drop(&mut self) {
+        pool::give(self.series.iter_mut().map(|s| std::mem::take(&mut s.values)));
+    }
+}
+
+/// Value columns of answers already dropped, kept for the next query's.
+///
+/// An hour of 256 series at 1,800 buckets × 3 aggregates is 22 MB of
+/// columns. Freed, glibc returns such memory to the kernel, and the next
+/// query's columns are fresh pages the kernel zeroes and maps one fault at
+/// a time: a third of a tier query's time (`docs/benchmarks.md`). Kept
+/// here instead — at most [`POOL_BYTES_MAX`], and all let go once no query
+/// took one for [`POOL_IDLE`] ([`trim`], which a server calls on a timer) —
+/// a dashboard's queries reuse the same pages.
+pub mod pool {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    /// Most bytes of columns kept.
+    pub const POOL_BYTES_MAX: usize = 64 << 20;
+    /// Kept columns are let go after this long without a query.
+    pub const POOL_IDLE: Duration = Duration::from_secs(10);
+    /// Columns shorter than this are not worth keeping.
+    const KEEP_MIN: usize = 64;
+
+    type Column = Vec<Option<f64>>;
+
+    struct Pool {
+        columns: Vec<Column>,
+        bytes: usize,
+        used: Option<Instant>,
+    }
+
+    static POOL: Mutex<Pool> = Mutex::new(Pool { columns: Vec::new(), bytes: 0, used: None });
+
+    fn lock() -> std::sync::MutexGuard<'static, Pool> {
+        POOL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn bytes(c: &Column) -> usize {
+        c.capacity() * std::mem::size_of::<Option<f64>>()
+    }
+
+    /// An empty column with room for `n` values: a kept one if one is
+    /// large enough.
+    pub fn take(n: usize) -> Column {
+        if n >= KEEP_MIN {
+            let mut p = lock();
+            p.used = Some(Instant::now());
+            if let Some(at) = p.columns.iter().rposition(|c| c.capacity() >= n) {
+                let c = p.columns.swap_remove(at);
+                p.bytes -= bytes(&c);
+                return c;
+            }
+        }
+        Vec::with_capacity(n)
+    }
+
+    /// Keeps `columns` (emptied) while there is room.
+    pub fn give(columns: impl Iterator<Item = Column>) {
+        let mut p = lock();
+        for mut c in columns {
+            if c.capacity() < KEEP_MIN || p.bytes + bytes(&c) > POOL_BYTES_MAX {
+                continue;
+            }
+            c.clear();
+            p.bytes += bytes(&c);
+            p.columns.push(c);
+        }
+    }
+
+    /// Lets every kept column go if no query took one for [`POOL_IDLE`].
+    pub fn trim() {
+        trim_if_idle_for(POOL_IDLE);
+    }
+
+    /// Lets every kept column go if no query took one for `idle`.
+    pub fn trim_if_idle_for(idle: Duration) {
+        let mut p = lock();
+        if p.used.is_none_or(|t| t.elapsed() >= idle) {
+            p.columns = Vec::new();
+            p.bytes = 0;
+        }
+    }
+
+    /// Bytes of columns kept now.
+    pub fn kept_bytes() -> usize {
+        lock().bytes
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct FrameSeries {
     pub key: SeriesKey,
@@ -471,18 +564,18 @@ impl Bucketer {
     pub fn finish(&self, aggs: &[Agg]) -> Vec<Vec<Option<f64>>> {
         aggs.iter()
             .map(|&agg| {
-                (0..self.count.len())
-                    .map(|b| {
-                        let c = self.count[b];
-                        (c > 0.0).then(|| match agg {
-                            Agg::Min => self.min[b],
-                            Agg::Max => self.max[b],
-                            Agg::Avg => self.sum[b] / c,
-                            Agg::Last => self.last[b],
-                            Agg::Count => c,
-                        })
+                let mut column = pool::take(self.count.len());
+                column.extend((0..self.count.len()).map(|b| {
+                    let c = self.count[b];
+                    (c > 0.0).then(|| match agg {
+                        Agg::Min => self.min[b],
+                        Agg::Max => self.max[b],
+                        Agg::Avg => self.sum[b] / c,
+                        Agg::Last => self.last[b],
+                        Agg::Count => c,
                     })
-                    .collect()
+                }));
+                column
             })
             .collect()
     }
@@ -506,7 +599,8 @@ pub fn align<'a>(columns: impl Iterator<Item = (&'a [i64], &'a [f64])> + Clone) 
     times.dedup();
     let values = columns
         .map(|(ts, vals)| {
-            let mut out = vec![None; times.len()];
+            let mut out = pool::take(times.len());
+            out.resize(times.len(), None);
             let mut k = 0;
             for (&t, &v) in ts.iter().zip(vals) {
                 while times[k] < t {
