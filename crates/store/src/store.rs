@@ -202,10 +202,11 @@ impl Appender {
 #[derive(Debug)]
 struct Block {
     meta: BlockMeta,
-    /// Store series id -> index into `meta.entries`.
-    by_id: HashMap<u32, usize>,
+    /// Store series id -> index into `meta.entries` (ids are the store's
+    /// own: FxHash, looked up for every block a query's series touches).
+    by_id: rustc_hash::FxHashMap<u32, usize>,
     /// (series id, tier resolution ns) -> index into `meta.entries`.
-    tiers: HashMap<(u32, i64), usize>,
+    tiers: rustc_hash::FxHashMap<(u32, i64), usize>,
     /// Raw samples (tier columns excluded).
     raw_samples: u64,
     /// Bytes of the tier columns' chunks.
@@ -219,8 +220,8 @@ struct Block {
 impl Block {
     /// Indexes a block's entries, interning the series it holds.
     fn new(meta: BlockMeta, st: &mut State) -> Block {
-        let mut by_id = HashMap::with_capacity(meta.entries.len());
-        let mut tiers = HashMap::new();
+        let mut by_id = rustc_hash::FxHashMap::with_capacity_and_hasher(meta.entries.len(), Default::default());
+        let mut tiers = rustc_hash::FxHashMap::default();
         let (mut raw_samples, mut tier_bytes) = (0, 0);
         for (i, e) in meta.entries.iter().enumerate() {
             if let Some((raw, res)) = tier::parse_tier_key(&e.key) {

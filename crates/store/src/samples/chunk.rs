@@ -445,9 +445,14 @@ impl ValueDecoder {
                 if x >> 63 == 0 {
                     // A run of zeros: the delta stays.
                     let zeros = (x.leading_zeros().min(room) as usize).min(n - i);
-                    for v in &mut dst[i..i + zeros] {
-                        m = m.wrapping_add(d);
-                        *v = value(m);
+                    if d == 0 {
+                        // A constant (a tier's count, a gauge at rest): one value.
+                        dst[i..i + zeros].fill(value(m));
+                    } else {
+                        for v in &mut dst[i..i + zeros] {
+                            m = m.wrapping_add(d);
+                            *v = value(m);
+                        }
                     }
                     used += zeros as u32;
                     i += zeros;
