@@ -68,7 +68,8 @@ fn buckets(store: &Store) -> Vec<Vec<Option<f64>>> {
         aggs: vec![Agg::Min, Agg::Max, Agg::Count],
         group: None,
     };
-    range(store, &q).unwrap().series.into_iter().map(|s| s.values).collect()
+    let mut frame = range(store, &q).unwrap();
+    std::mem::take(&mut frame.series).into_iter().map(|s| s.values).collect()
 }
 
 fn block_files(dir: &Path) -> usize {
