@@ -681,6 +681,8 @@ impl Collector {
                 && p.runtime == g.runtime_ns
             {
                 p.gone = 0;
+                // The leader's state (a group whose leader is gone has
+                // none: not running, as it used no CPU).
                 match g.state {
                     0 if p.state == b'R' => p.state = b'S',
                     0 => {}
@@ -699,12 +701,10 @@ impl Collector {
                 Some(Sample::Unchanged) => {
                     if let Some(p) = self.procs.get_mut(&pid) {
                         p.gone = 0;
-                        match given.map_or(0, |g| g.state) {
-                            // No CPU since: not running now (if it was).
-                            0 if p.state == b'R' => p.state = b'S',
-                            0 => {}
-                            // The iterator read its state.
-                            s => p.state = s,
+                        // No CPU since: not running now (if it was). With
+                        // the iterator, the path above took this process.
+                        if p.state == b'R' {
+                            p.state = b'S';
                         }
                         cpu_now.insert(pid, 0.0);
                     }
