@@ -262,16 +262,25 @@ pub struct Blob {
 
 /// Reads one entry's bytes and verifies their checksum.
 pub fn read_entry(file: &File, path: &Path, e: &BlockEntry) -> Result<Vec<u8>, BlockError> {
-    let mut data = vec![0u8; e.len as usize];
-    file.read_exact_at(&mut data, e.offset).map_err(|source| BlockError::Io { path: path.to_path_buf(), source })?;
-    if crc32fast::hash(&data) != e.crc {
+    let mut data = Vec::new();
+    read_entry_into(file, path, e, &mut data)?;
+    Ok(data)
+}
+
+/// [`read_entry`] into `data` (its old bytes replaced): a reader going
+/// through many entries allocates once.
+pub fn read_entry_into(file: &File, path: &Path, e: &BlockEntry, data: &mut Vec<u8>) -> Result<(), BlockError> {
+    data.clear();
+    data.resize(e.len as usize, 0);
+    file.read_exact_at(data, e.offset).map_err(|source| BlockError::Io { path: path.to_path_buf(), source })?;
+    if crc32fast::hash(data) != e.crc {
         return Err(BlockError::Corrupt {
             path: path.to_path_buf(),
             offset: e.offset,
             what: format!("entry of {} checksum mismatch", e.key),
         });
     }
-    Ok(data)
+    Ok(())
 }
 
 /// Reads, verifies and decodes one chunk, appending samples in `[from, to]`.

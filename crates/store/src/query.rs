@@ -335,8 +335,14 @@ pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryEr
             // core, each keeping only its buckets.
             let bucket = |(id, key): &(u32, SeriesKey), b: &mut Bucketer| {
                 b.reset();
-                let columns = if let Some(res) = tier_res {
-                    store.scan_tier(*id, res, Timestamp(start), q.to, &mut |t| b.add_tier(&t));
+                // A range of whole tier periods: every sample in it is in a
+                // period wholly inside it, so those periods alone are exact.
+                let whole = |res: i64| q.from.0.rem_euclid(res) == 0 && (q.to.0 + 1).rem_euclid(res) == 0;
+                let columns = if let Some(res) = tier_res.filter(|&res| whole(res)) {
+                    store.scan_tier(*id, res, q.from, Timestamp(q.to.0 + 1 - res), &mut |t| b.add_tier(t));
+                    b.finish(&aggs)
+                } else if let Some(res) = tier_res {
+                    store.scan_tier(*id, res, Timestamp(start), q.to, &mut |t| b.add_tier(t));
                     let mut columns = b.finish(&aggs);
                     // A tier period holds samples outside [from, to] where the
                     // range cuts a bucket: those edge buckets come from raw

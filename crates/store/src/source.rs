@@ -65,8 +65,8 @@ pub trait Source: Send + Sync + std::fmt::Debug {
 
     /// What [`Source::read_tier`] returns, a part at a time in time order (a
     /// part's first period may continue the previous part's last).
-    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(Tier)) {
-        f(self.read_tier(id, res, from, to));
+    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&Tier)) {
+        f(&self.read_tier(id, res, from, to));
     }
 
     /// The samples of `ids` in `[from, to]` bucketed where they are kept:
@@ -113,7 +113,7 @@ impl Source for Store {
         Store::scan(self, id, from, to, f)
     }
 
-    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(Tier)) {
+    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&Tier)) {
         Store::scan_tier(self, id, res, from, to, f)
     }
 }
@@ -148,7 +148,7 @@ impl<T: Source + ?Sized> Source for std::sync::Arc<T> {
         (**self).scan(id, from, to, f)
     }
 
-    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(Tier)) {
+    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&Tier)) {
         (**self).scan_tier(id, res, from, to, f)
     }
 

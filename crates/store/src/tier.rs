@@ -54,12 +54,7 @@ impl Tier {
     }
 
     pub fn column_mut(&mut self, agg: TierAgg) -> &mut Vec<f64> {
-        match agg {
-            TierAgg::Min => &mut self.min,
-            TierAgg::Max => &mut self.max,
-            TierAgg::Sum => &mut self.sum,
-            TierAgg::Count => &mut self.count,
-        }
+        self.parts_mut(agg).1
     }
 
     /// Aggregates raw samples (time-ordered) into periods of `res` ns.
@@ -97,7 +92,7 @@ impl Tier {
 
     /// Appends `other`, which starts after this one ends (or merges a period
     /// both hold, as happens when a block boundary falls inside a second).
-    pub fn extend(&mut self, other: Tier) {
+    pub fn extend(&mut self, other: &Tier) {
         let mut k = 0;
         if let (Some(&last), Some(&first)) = (self.ts.last(), other.ts.first())
             && last == first
@@ -146,27 +141,46 @@ impl Tier {
 
     /// Decodes a tier entry of `n` periods, keeping those starting in `[from, to]`.
     pub fn decode(data: &[u8], n: usize, from: i64, to: i64) -> Result<Tier, ChunkError> {
-        let mut r = Reader::new(data);
         let mut t = Tier::default();
+        t.decode_into(data, n, from, to)?;
+        Ok(t)
+    }
+
+    /// [`Tier::decode`] into this tier's buffers (emptied first): a reader
+    /// going through many entries allocates once.
+    pub fn decode_into(&mut self, data: &[u8], n: usize, from: i64, to: i64) -> Result<(), ChunkError> {
+        self.ts.clear();
+        for agg in AGGS {
+            self.column_mut(agg).clear();
+        }
+        let mut r = Reader::new(data);
         // The four columns share their timestamps: decoded from the first,
         // and where that is a regular grid, only checked against it in the others.
         let mut grid: Option<Grid> = None;
+        let mut other_ts = Vec::new();
         for agg in AGGS {
             let len = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Truncated)?;
             let chunk = r.bytes(len).ok_or(ChunkError::Truncated)?;
+            let (ts, column) = self.parts_mut(agg);
             match grid {
                 Some(g) if g.step != 0 => {
-                    if decode_values(chunk, t.column_mut(agg))? != g {
+                    if decode_values(chunk, column)? != g {
                         return Err(ChunkError::Header("tier columns disagree"));
                     }
                 }
-                _ => {
-                    let mut ts = Vec::with_capacity(n);
-                    let g = decode_chunk(chunk, &mut ts, t.column_mut(agg))?;
-                    if ts.len() != n || (!t.ts.is_empty() && ts != t.ts) {
+                Some(_) => {
+                    other_ts.clear();
+                    decode_chunk(chunk, &mut other_ts, column)?;
+                    if other_ts != *ts {
                         return Err(ChunkError::Header("tier columns disagree"));
                     }
-                    t.ts = ts;
+                }
+                None => {
+                    ts.reserve(n);
+                    let g = decode_chunk(chunk, ts, column)?;
+                    if ts.len() != n {
+                        return Err(ChunkError::Header("tier columns disagree"));
+                    }
                     grid = Some(g);
                 }
             }
@@ -174,16 +188,26 @@ impl Tier {
         if r.remaining() != 0 {
             return Err(ChunkError::Header("trailing bytes after the tier"));
         }
-        let lo = t.ts.partition_point(|&x| x < from);
-        let hi = t.ts.partition_point(|&x| x <= to);
+        let lo = self.ts.partition_point(|&x| x < from);
+        let hi = self.ts.partition_point(|&x| x <= to);
         for agg in AGGS {
-            let c = t.column_mut(agg);
+            let c = self.column_mut(agg);
             c.truncate(hi);
             c.drain(..lo);
         }
-        t.ts.truncate(hi);
-        t.ts.drain(..lo);
-        Ok(t)
+        self.ts.truncate(hi);
+        self.ts.drain(..lo);
+        Ok(())
+    }
+
+    /// The timestamps and one column, both mutable.
+    fn parts_mut(&mut self, agg: TierAgg) -> (&mut Vec<i64>, &mut Vec<f64>) {
+        match agg {
+            TierAgg::Min => (&mut self.ts, &mut self.min),
+            TierAgg::Max => (&mut self.ts, &mut self.max),
+            TierAgg::Sum => (&mut self.ts, &mut self.sum),
+            TierAgg::Count => (&mut self.ts, &mut self.count),
+        }
     }
 }
 
@@ -204,7 +228,7 @@ mod tests {
         // Split anywhere and merged back: the same tier.
         for cut in 0..=ts.len() {
             let mut a = Tier::build(&ts[..cut], &vals[..cut], 1000);
-            a.extend(Tier::build(&ts[cut..], &vals[cut..], 1000));
+            a.extend(&Tier::build(&ts[cut..], &vals[cut..], 1000));
             assert_eq!(a, t, "cut at {cut}");
         }
         // A staleness marker is no sample: left out, a period of only one gone.
@@ -262,5 +286,23 @@ mod tests {
         for cut in 0..enc.len() {
             assert!(Tier::decode(&enc[..cut], 3, i64::MIN, i64::MAX).is_err());
         }
+    }
+
+    /// Decoding into buffers that held a longer entry (or a failed one)
+    /// gives what a fresh decode gives.
+    #[test]
+    fn decoding_into_used_buffers_is_a_fresh_decode() {
+        let long = Tier::build(&(0..50).map(|i| i * 100).collect::<Vec<_>>(), &[7.5; 50], 1000);
+        let short = Tier::build(&[0, 400, 1000, 2500], &[1.0, 2.0, -3.0, 4.25], 1000);
+        let (long_enc, short_enc) = (long.encode(), short.encode());
+        let mut scratch = Tier::default();
+        scratch.decode_into(&long_enc, long.ts.len(), i64::MIN, i64::MAX).unwrap();
+        assert_eq!(scratch, long);
+        scratch.decode_into(&short_enc, short.ts.len(), i64::MIN, i64::MAX).unwrap();
+        assert_eq!(scratch, short);
+        assert!(scratch.decode_into(&short_enc[..short_enc.len() - 1], 3, i64::MIN, i64::MAX).is_err());
+        scratch.decode_into(&short_enc, short.ts.len(), 1000, 1000).unwrap();
+        assert_eq!(scratch, Tier::decode(&short_enc, short.ts.len(), 1000, 1000).unwrap());
+        assert_eq!(scratch.ts, [1000]);
     }
 }

@@ -178,10 +178,17 @@ fn a_tier_answers_exactly_as_raw_samples_do_where_the_range_cuts_a_bucket() {
     tiered.flush().unwrap();
     assert!(!tiered.tiers().is_empty());
     let mut rng = fastrand::Rng::with_seed(7);
-    for round in 0..60 {
-        let from = start + rng.i64(0..1200 * SEC);
-        let to = from + rng.i64(0..900 * SEC);
+    for round in 0..120 {
+        let mut from = start + rng.i64(0..1200 * SEC);
+        let mut to = from + rng.i64(0..900 * SEC);
         let step = [SEC, 10 * SEC, 60 * SEC, 120 * SEC][round % 4];
+        if round >= 60 {
+            // Whole seconds or whole minutes, cutting buckets all the same:
+            // the tier periods inside the range answer alone.
+            let unit = [SEC, 60 * SEC][round % 2];
+            from -= from.rem_euclid(unit);
+            to = to - to.rem_euclid(unit) + unit - 1;
+        }
         let q = RangeQuery {
             selector: Selector::all(),
             from: Timestamp(from),

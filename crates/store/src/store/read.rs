@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use model::{Selector, SeriesKey, Timestamp};
 
 use super::{Block, Store, read_lock};
-use crate::block::{read_chunk, read_entry};
+use crate::block::{read_chunk, read_entry_into};
 use crate::tier::Tier;
 
 impl Store {
@@ -148,7 +148,8 @@ impl Store {
     /// What [`Store::read_tier`] returns, handed to `f` a part at a time in
     /// time order (a part's first period may continue the last one's, where
     /// a block boundary falls inside a period).
-    pub fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(Tier)) {
+    /// Block parts are decoded into one tier's buffers, reused.
+    pub fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&Tier)) {
         let (from, to) = (from.as_nanos(), to.as_nanos());
         let from = from.saturating_sub(from.rem_euclid(res));
         let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
@@ -159,9 +160,10 @@ impl Store {
             st.head.read(id, from, raw_to, &mut ht, &mut hv);
             (blocks, st.frozen.clone(), Tier::build(&ht, &hv, res))
         };
+        let (mut part, mut bytes) = (Tier::default(), Vec::new());
         for b in blocks {
-            match self.read_block_tier(&b, id, res, from, to) {
-                Ok(t) => f(t),
+            match self.read_block_tier(&b, id, res, from, to, &mut part, &mut bytes) {
+                Ok(()) => f(&part),
                 Err(err) => {
                     self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
                     tracing::error!("skipping corrupt chunk: {err}");
@@ -171,20 +173,32 @@ impl Store {
         if let Some(fr) = frozen {
             let (mut ft, mut fv) = (Vec::new(), Vec::new());
             fr.read(id, from, raw_to, &mut ft, &mut fv);
-            f(Tier::build(&ft, &fv, res));
+            f(&Tier::build(&ft, &fv, res));
         }
-        f(head);
+        f(&head);
     }
 
-    fn read_block_tier(&self, b: &Block, id: u32, res: i64, from: i64, to: i64) -> Result<Tier, crate::BlockError> {
+    /// Block `b`'s part of tier `res` of series `id` into `out`, its
+    /// entry's bytes read into `bytes`.
+    #[allow(clippy::too_many_arguments)]
+    fn read_block_tier(
+        &self,
+        b: &Block,
+        id: u32,
+        res: i64,
+        from: i64,
+        to: i64,
+        out: &mut Tier,
+        bytes: &mut Vec<u8>,
+    ) -> Result<(), crate::BlockError> {
         let file = self
             .open_files
             .get(&b.meta.path)
             .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source })?;
         if let Some(&i) = b.tiers.get(&(id, res)) {
             let e = &b.meta.entries[i];
-            let data = read_entry(&file, &b.meta.path, e)?;
-            return Tier::decode(&data, e.n_samples as usize, from, to).map_err(|err| crate::BlockError::Corrupt {
+            read_entry_into(&file, &b.meta.path, e, bytes)?;
+            return out.decode_into(bytes, e.n_samples as usize, from, to).map_err(|err| crate::BlockError::Corrupt {
                 path: b.meta.path.clone(),
                 offset: e.offset,
                 what: format!("tier {res} ns of {}: {err}", b.meta.entries[b.by_id[&id]].key),
@@ -195,6 +209,7 @@ impl Store {
         let (mut ts, mut vals) = (Vec::new(), Vec::new());
         let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
         read_chunk(&file, &b.meta.path, e, from, raw_to, &mut ts, &mut vals)?;
-        Ok(Tier::build(&ts, &vals, res))
+        *out = Tier::build(&ts, &vals, res);
+        Ok(())
     }
 }
