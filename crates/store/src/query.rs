@@ -535,34 +535,54 @@ impl Bucketer {
         true
     }
 
-    /// Time-ordered samples, after those already added.
+    /// Time-ordered samples, after those already added. A bucket's run of
+    /// samples is folded in registers, in order (the same sums).
     pub fn add(&mut self, ts: &[i64], vals: &[f64]) {
-        for (&t, &v) in ts.iter().zip(vals) {
-            if !self.seek(t) {
+        let n = ts.len().min(vals.len());
+        let mut i = 0;
+        while i < n {
+            if !self.seek(ts[i]) {
+                i += 1;
                 continue;
             }
             let b = self.cur;
-            self.min[b] = self.min[b].min(v);
-            self.max[b] = self.max[b].max(v);
-            self.sum[b] += v;
-            self.count[b] += 1.0;
-            self.last[b] = v;
+            let (mut min, mut max, mut sum, mut count) = (self.min[b], self.max[b], self.sum[b], self.count[b]);
+            while i < n && ts[i] < self.end {
+                let v = vals[i];
+                min = min.min(v);
+                max = max.max(v);
+                sum += v;
+                count += 1.0;
+                i += 1;
+            }
+            (self.min[b], self.max[b], self.sum[b], self.count[b]) = (min, max, sum, count);
+            // The run holds at least the sample seek placed.
+            self.last[b] = vals[i - 1];
         }
     }
 
     /// Tier periods whose width tiles the buckets, after those already
     /// added: min of minima, max of maxima, sum of sums over sum of counts
-    /// (a tier keeps no last values: never asked of one).
+    /// (a tier keeps no last values: never asked of one). A bucket's run of
+    /// periods is folded in registers, in order.
     pub fn add_tier(&mut self, t: &Tier) {
-        for i in 0..t.ts.len() {
+        let n = t.ts.len();
+        let mut i = 0;
+        while i < n {
             if !self.seek(t.ts[i]) {
+                i += 1;
                 continue;
             }
             let b = self.cur;
-            self.min[b] = self.min[b].min(t.min[i]);
-            self.max[b] = self.max[b].max(t.max[i]);
-            self.sum[b] += t.sum[i];
-            self.count[b] += t.count[i];
+            let (mut min, mut max, mut sum, mut count) = (self.min[b], self.max[b], self.sum[b], self.count[b]);
+            while i < n && t.ts[i] < self.end {
+                min = min.min(t.min[i]);
+                max = max.max(t.max[i]);
+                sum += t.sum[i];
+                count += t.count[i];
+                i += 1;
+            }
+            (self.min[b], self.max[b], self.sum[b], self.count[b]) = (min, max, sum, count);
         }
     }
 
