@@ -333,12 +333,13 @@ pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryEr
             }
             // Series are independent: read, decode and bucket them on every
             // core, each keeping only its buckets.
+            // A range of whole tier periods: every sample in it is in a
+            // period wholly inside it, so those periods alone are exact.
+            let whole_periods =
+                tier_res.filter(|&res| q.from.0.rem_euclid(res) == 0 && (q.to.0 + 1).rem_euclid(res) == 0);
             let bucket = |(id, key): &(u32, SeriesKey), b: &mut Bucketer| {
                 b.reset();
-                // A range of whole tier periods: every sample in it is in a
-                // period wholly inside it, so those periods alone are exact.
-                let whole = |res: i64| q.from.0.rem_euclid(res) == 0 && (q.to.0 + 1).rem_euclid(res) == 0;
-                let columns = if let Some(res) = tier_res.filter(|&res| whole(res)) {
+                let columns = if let Some(res) = whole_periods {
                     store.scan_tier(*id, res, q.from, Timestamp(q.to.0 + 1 - res), &mut |t| b.add_tier(t));
                     b.finish(&aggs)
                 } else if let Some(res) = tier_res {
@@ -535,54 +536,50 @@ impl Bucketer {
         true
     }
 
-    /// Time-ordered samples, after those already added. A bucket's run of
-    /// samples is folded in registers, in order (the same sums).
+    /// Time-ordered samples, after those already added.
     pub fn add(&mut self, ts: &[i64], vals: &[f64]) {
         let n = ts.len().min(vals.len());
+        self.fold(&ts[..n], |i| [vals[i]; 3], |_| 1.0, |s, b, i| s.last[b] = vals[i]);
+    }
+
+    /// Tier periods whose width tiles the buckets, after those already
+    /// added: min of minima, max of maxima, sum of sums over sum of counts
+    /// (a tier keeps no last values: never asked of one).
+    pub fn add_tier(&mut self, t: &Tier) {
+        self.fold(&t.ts, |i| [t.min[i], t.max[i], t.sum[i]], |i| t.count[i], |_, _, _| {});
+    }
+
+    /// Folds time-ordered entries into their buckets: entry `i`'s minimum,
+    /// maximum and sum from `mms`, its count from `count`. A bucket's run
+    /// of entries is folded in registers, in order (the same sums as one
+    /// at a time); `ran(self, bucket, last entry)` after each run.
+    #[inline(always)]
+    fn fold(
+        &mut self,
+        ts: &[i64],
+        mms: impl Fn(usize) -> [f64; 3],
+        count: impl Fn(usize) -> f64,
+        mut ran: impl FnMut(&mut Self, usize, usize),
+    ) {
         let mut i = 0;
-        while i < n {
+        while i < ts.len() {
             if !self.seek(ts[i]) {
                 i += 1;
                 continue;
             }
             let b = self.cur;
-            let (mut min, mut max, mut sum, mut count) = (self.min[b], self.max[b], self.sum[b], self.count[b]);
-            while i < n && ts[i] < self.end {
-                let v = vals[i];
-                min = min.min(v);
-                max = max.max(v);
-                sum += v;
-                count += 1.0;
+            let (mut lo, mut hi, mut sum, mut c) = (self.min[b], self.max[b], self.sum[b], self.count[b]);
+            // The run holds at least the entry seek placed.
+            while i < ts.len() && ts[i] < self.end {
+                let [min, max, s] = mms(i);
+                lo = lo.min(min);
+                hi = hi.max(max);
+                sum += s;
+                c += count(i);
                 i += 1;
             }
-            (self.min[b], self.max[b], self.sum[b], self.count[b]) = (min, max, sum, count);
-            // The run holds at least the sample seek placed.
-            self.last[b] = vals[i - 1];
-        }
-    }
-
-    /// Tier periods whose width tiles the buckets, after those already
-    /// added: min of minima, max of maxima, sum of sums over sum of counts
-    /// (a tier keeps no last values: never asked of one). A bucket's run of
-    /// periods is folded in registers, in order.
-    pub fn add_tier(&mut self, t: &Tier) {
-        let n = t.ts.len();
-        let mut i = 0;
-        while i < n {
-            if !self.seek(t.ts[i]) {
-                i += 1;
-                continue;
-            }
-            let b = self.cur;
-            let (mut min, mut max, mut sum, mut count) = (self.min[b], self.max[b], self.sum[b], self.count[b]);
-            while i < n && t.ts[i] < self.end {
-                min = min.min(t.min[i]);
-                max = max.max(t.max[i]);
-                sum += t.sum[i];
-                count += t.count[i];
-                i += 1;
-            }
-            (self.min[b], self.max[b], self.sum[b], self.count[b]) = (min, max, sum, count);
+            (self.min[b], self.max[b], self.sum[b], self.count[b]) = (lo, hi, sum, c);
+            ran(self, b, i - 1);
         }
     }
 
