@@ -160,10 +160,10 @@ impl Store {
             st.head.read(id, from, raw_to, &mut ht, &mut hv);
             (blocks, st.frozen.clone(), Tier::build(&ht, &hv, res))
         };
-        let (mut part, mut bytes) = (Tier::default(), Vec::new());
+        let mut part = TierBuffers::default();
         for b in blocks {
-            match self.read_block_tier(&b, id, res, from, to, &mut part, &mut bytes) {
-                Ok(()) => f(&part),
+            match self.read_block_tier(&b, id, res, from, to, &mut part) {
+                Ok(()) => f(&part.tier),
                 Err(err) => {
                     self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
                     tracing::error!("skipping corrupt chunk: {err}");
@@ -178,9 +178,7 @@ impl Store {
         f(&head);
     }
 
-    /// Block `b`'s part of tier `res` of series `id` into `out`, its
-    /// entry's bytes read into `bytes`.
-    #[allow(clippy::too_many_arguments)]
+    /// Block `b`'s part of tier `res` of series `id` into `out`.
     fn read_block_tier(
         &self,
         b: &Block,
@@ -188,8 +186,7 @@ impl Store {
         res: i64,
         from: i64,
         to: i64,
-        out: &mut Tier,
-        bytes: &mut Vec<u8>,
+        out: &mut TierBuffers,
     ) -> Result<(), crate::BlockError> {
         let file = self
             .open_files
@@ -197,11 +194,13 @@ impl Store {
             .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source })?;
         if let Some(&i) = b.tiers.get(&(id, res)) {
             let e = &b.meta.entries[i];
-            read_entry_into(&file, &b.meta.path, e, bytes)?;
-            return out.decode_into(bytes, e.n_samples as usize, from, to).map_err(|err| crate::BlockError::Corrupt {
-                path: b.meta.path.clone(),
-                offset: e.offset,
-                what: format!("tier {res} ns of {}: {err}", b.meta.entries[b.by_id[&id]].key),
+            read_entry_into(&file, &b.meta.path, e, &mut out.bytes)?;
+            return out.tier.decode_into(&out.bytes, e.n_samples as usize, from, to).map_err(|err| {
+                crate::BlockError::Corrupt {
+                    path: b.meta.path.clone(),
+                    offset: e.offset,
+                    what: format!("tier {res} ns of {}: {err}", b.meta.entries[b.by_id[&id]].key),
+                }
             });
         }
         // A block without this tier: from its raw samples.
@@ -209,7 +208,14 @@ impl Store {
         let (mut ts, mut vals) = (Vec::new(), Vec::new());
         let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
         read_chunk(&file, &b.meta.path, e, from, raw_to, &mut ts, &mut vals)?;
-        *out = Tier::build(&ts, &vals, res);
+        out.tier = Tier::build(&ts, &vals, res);
         Ok(())
     }
+}
+
+/// A tier part and its entry's bytes, reused from block to block.
+#[derive(Default)]
+struct TierBuffers {
+    tier: Tier,
+    bytes: Vec<u8>,
 }
