@@ -448,11 +448,10 @@ impl Collector {
     /// costs one pread.
     fn sample(&mut self, pid: u32, pid_s: &str, given: Option<Thread>) -> Option<Sample> {
         // Its run time says whether it ran at all: as given (every process,
-        // from the task iterator), else a single-threaded process's
-        // schedstat (its run time in ns, three numbers to format instead
-        // of fifty-two).
-        let every = if given.is_some() { GIVEN_FULL_EVERY } else { FULL_EVERY };
-        let turn = (self.round_no + u64::from(pid)).is_multiple_of(every);
+        // from the task iterator; `round` has passed over those that did
+        // not run already), else a single-threaded process's schedstat (its
+        // run time in ns, three numbers to format instead of fifty-two).
+        let turn = (self.round_no + u64::from(pid)).is_multiple_of(FULL_EVERY);
         let single = self.procs.get(&pid).is_some_and(|p| p.threads == 1);
         let runtime = match given {
             Some(g) => Some(g.runtime_ns),
@@ -517,6 +516,11 @@ impl Collector {
             }
         }
         let stat = stat?;
+        if let Some(g) = given
+            && g.kernel
+        {
+            return Some(Sample::Fresh(stat, kernel_counters(&g), g.runtime_ns));
+        }
         let ticks = stat.utime + stat.stime;
         let known = self.procs.get(&pid).filter(|p| p.start == stat.starttime);
         let full =
@@ -547,11 +551,6 @@ impl Collector {
                 procfs::Switches { voluntary: l.voluntary, nonvoluntary: l.nonvoluntary },
             )
         };
-        if let Some(g) = given
-            && g.kernel
-        {
-            return Some(Sample::Fresh(stat, kernel_counters(&g), g.runtime_ns));
-        }
         let c = Counters {
             user_s: stat.utime as f64 / self.ticks_per_s,
             system_s: stat.stime as f64 / self.ticks_per_s,
