@@ -209,13 +209,7 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
 }
 
 pub fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
-    match s {
-        "always" => Ok(FsyncPolicy::Always),
-        "never" => Ok(FsyncPolicy::Never),
-        d => {
-            parse_dur(d).map(FsyncPolicy::Every).map_err(|_| format!("{d:?}: use always, never, or a duration like 1s"))
-        }
-    }
+    s.parse()
 }
 
 pub fn hostname() -> String {

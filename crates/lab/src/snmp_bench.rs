@@ -13,7 +13,8 @@
 //! answers recorded within their slice, CPU time of the poller thread per
 //! interval (`CLOCK_THREAD_CPUTIME_ID`, from the poller's own metric), and
 //! CPU time of the store writer thread appending every answer to a temporary
-//! data directory (WAL with fsync, head) — the paper's "with writing".
+//! data directory (WAL, head, blocks) — the paper's "with writing". The
+//! WAL is fsynced as `kansoku snmp` does by default (once a second, `--fsync`).
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -64,6 +65,12 @@ pub struct Args {
     /// Threads answering in the farm process.
     #[arg(long, default_value_t = 1)]
     farm_threads: usize,
+    /// WAL fsync policy of the store kansoku's answers are written to:
+    /// always, never or a duration. The default is what `kansoku snmp` and
+    /// `kansoku up` do with their own samples (`--local-fsync 1s`); `always`
+    /// adds an fsync every interval.
+    #[arg(long, default_value = "1s", value_parser = parse_fsync)]
+    fsync: store::FsyncPolicy,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -174,6 +181,8 @@ pub struct Report {
     pub interval_ms: f64,
     pub duration_s: f64,
     pub oids_per_target: usize,
+    /// The store writer's WAL fsync policy (`--fsync`).
+    pub fsync: String,
     pub machine: String,
     pub rows: Vec<Row>,
 }
@@ -192,6 +201,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         interval_ms: interval.as_secs_f64() * 1e3,
         duration_s: duration.as_secs_f64(),
         oids_per_target: OIDS.len(),
+        fsync: format!("{:?}", args.fsync),
         machine: machine(),
         rows: Vec::new(),
     };
@@ -209,7 +219,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
         eprintln!("snmp: {k} targets: kansoku for {duration:?}");
         let farm0 = stat_cpu_seconds(&farm_stat)?;
-        let mut kansoku = measure_kansoku(&addrs, interval, duration)?;
+        let mut kansoku = measure_kansoku(&addrs, interval, duration, args.fsync)?;
         kansoku.farm_core_percent = (stat_cpu_seconds(&farm_stat)? - farm0) / duration.as_secs_f64() * 100.0;
         let mut row = Row { targets: k, kansoku, peers: Vec::new() };
         if args.peers.iter().any(|p| p == "snmpget") && k <= args.snmpget_max {
@@ -230,6 +240,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+fn parse_fsync(s: &str) -> Result<store::FsyncPolicy, String> {
+    s.parse()
 }
 
 fn specs(addrs: &[SocketAddr]) -> Vec<TargetSpec> {
@@ -255,7 +269,12 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-fn measure_kansoku(addrs: &[SocketAddr], interval: Duration, duration: Duration) -> anyhow::Result<Kansoku> {
+fn measure_kansoku(
+    addrs: &[SocketAddr],
+    interval: Duration,
+    duration: Duration,
+    fsync: store::FsyncPolicy,
+) -> anyhow::Result<Kansoku> {
     let (plan, _) = snmp::plan(specs(addrs), Duration::from_secs(1), 0);
     let poller = Poller::new(PollerConfig::new(interval), plan).context("open SNMP sockets")?;
     let stats = poller.stats();
@@ -268,7 +287,7 @@ fn measure_kansoku(addrs: &[SocketAddr], interval: Duration, duration: Duration)
         std::thread::spawn(move || poller.run(tx, stop))
     };
     let writer = std::thread::spawn(move || -> anyhow::Result<_> {
-        let mut appender = store::Appender::default();
+        let mut appender = store::Appender::with_fsync(fsync);
         let mut names: std::collections::HashMap<u32, String> = Default::default();
         let (mut cpu, mut complete, mut answered) = (Vec::new(), Vec::new(), Vec::new());
         let (mut samples, mut batches, mut writer_ns) = (0usize, 0usize, 0i64);

@@ -1,11 +1,11 @@
 //! The in-memory head: the samples per series since the last block flush.
 //! Each series keeps its newest samples raw (what live charts ask for reads
 //! fastest) and seals every [`SEAL`] of them into a compressed chunk (the
-//! block chunk format, without zstd): 16 bytes a sample raw, about 1–3
-//! sealed, so a five-minute head of a few thousand series stays a few
-//! megabytes instead of tens.
+//! block chunk format, without zstd, back to back in one buffer per series):
+//! 16 bytes a sample raw, about 1–3 sealed, so a five-minute head of a few
+//! thousand series stays a few megabytes instead of tens.
 
-use crate::samples::{decode_chunk, encode_chunk_plain};
+use crate::samples::{decode_chunk, encode_chunk_plain_into};
 
 /// Samples a series keeps raw before they are sealed into a chunk.
 pub const SEAL: usize = 32;
@@ -19,36 +19,56 @@ pub struct Head {
     columns: Vec<Column>,
     n_samples: usize,
     min_t: Option<i64>,
+    /// Where a chunk is encoded before it is copied out at its size: one
+    /// allocation a seal, none freed (a head of 100,000 series seals
+    /// thousands of chunks a round; growing and shrinking each left the
+    /// allocator consolidating their scraps, a third of the writer's time).
+    scratch: Vec<u8>,
 }
 
 /// One series' samples: sealed chunks, oldest first, then the raw tail.
 #[derive(Debug, Default)]
 pub struct Column {
-    sealed: Vec<Sealed>,
+    /// The sealed chunks back to back, each behind a [`SEALED_HEADER`]-byte
+    /// header (first and last timestamp, length): one allocation a series
+    /// rather than one a chunk, and no table of them (a boxed chunk and its
+    /// table entry cost ~2x its bytes for the slow series most of a head is).
+    sealed: Vec<u8>,
+    /// The last sealed timestamp (meaningless while `sealed` is empty).
+    sealed_last_t: i64,
     ts: Vec<i64>,
     vals: Vec<f64>,
     len: usize,
 }
 
-#[derive(Debug)]
-struct Sealed {
-    first_t: i64,
-    last_t: i64,
-    chunk: Box<[u8]>,
+/// First timestamp, last timestamp (i64 LE each), chunk length (u32 LE).
+const SEALED_HEADER: usize = 20;
+
+/// The sealed chunks of a column: (first, last timestamp, chunk).
+fn sealed_chunks(mut b: &[u8]) -> impl Iterator<Item = (i64, i64, &[u8])> {
+    std::iter::from_fn(move || {
+        let (h, rest) = b.split_first_chunk::<SEALED_HEADER>()?;
+        let first = i64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
+        let last = i64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
+        let len = u32::from_le_bytes(h[16..].try_into().expect("4 bytes")) as usize;
+        let (chunk, rest) = rest.split_at(len);
+        b = rest;
+        Some((first, last, chunk))
+    })
 }
 
 impl Column {
     fn last_t(&self) -> Option<i64> {
-        self.ts.last().copied().or_else(|| self.sealed.last().map(|s| s.last_t))
+        self.ts.last().copied().or_else(|| (!self.sealed.is_empty()).then_some(self.sealed_last_t))
     }
 
     /// Appends the samples in `[from, to]`.
     fn read(&self, from: i64, to: i64, ts: &mut Vec<i64>, vals: &mut Vec<f64>) {
         let (mut st, mut sv) = (Vec::new(), Vec::new());
-        for s in self.sealed.iter().filter(|s| s.last_t >= from && s.first_t <= to) {
+        for (_, _, chunk) in sealed_chunks(&self.sealed).filter(|&(first, last, _)| last >= from && first <= to) {
             st.clear();
             sv.clear();
-            decode_chunk(&s.chunk, &mut st, &mut sv).expect("BUG: a head chunk this process sealed does not decode");
+            decode_chunk(chunk, &mut st, &mut sv).expect("BUG: a head chunk this process sealed does not decode");
             let lo = st.partition_point(|&x| x < from);
             let hi = st.partition_point(|&x| x <= to).max(lo);
             ts.extend_from_slice(&st[lo..hi]);
@@ -80,12 +100,24 @@ impl Head {
         if col.last_t().is_some_and(|last| last >= t) {
             return false;
         }
+        if col.ts.capacity() == 0 {
+            // The tail's whole size at once, not four doublings (each a
+            // reallocation) per series and head generation.
+            col.ts.reserve_exact(SEAL);
+            col.vals.reserve_exact(SEAL);
+        }
         col.ts.push(t);
         col.vals.push(v);
         col.len += 1;
         if col.ts.len() >= SEAL {
-            let chunk = encode_chunk_plain(&col.ts, &col.vals).into_boxed_slice();
-            col.sealed.push(Sealed { first_t: col.ts[0], last_t: t, chunk });
+            self.scratch = encode_chunk_plain_into(&col.ts, &col.vals, std::mem::take(&mut self.scratch));
+            let len = u32::try_from(self.scratch.len()).expect("BUG: a chunk of SEAL samples over 4 GiB");
+            col.sealed.reserve(SEALED_HEADER + self.scratch.len());
+            col.sealed.extend_from_slice(&col.ts[0].to_le_bytes());
+            col.sealed.extend_from_slice(&t.to_le_bytes());
+            col.sealed.extend_from_slice(&len.to_le_bytes());
+            col.sealed.extend_from_slice(&self.scratch);
+            col.sealed_last_t = t;
             col.ts.clear();
             col.vals.clear();
         }
@@ -165,9 +197,9 @@ mod tests {
             assert!(h.push(0, 1_000 + i * 100, (i * 3) as f64));
         }
         let (_, c) = h.columns().next().unwrap();
-        assert_eq!((c.sealed.len(), c.ts.len(), c.len), (3, 5, 3 * SEAL + 5));
+        assert_eq!((sealed_chunks(&c.sealed).count(), c.ts.len(), c.len), (3, 5, 3 * SEAL + 5));
         // A steady counter on a regular grid: a few bits a sample, sealed.
-        let sealed: usize = c.sealed.iter().map(|s| s.chunk.len()).sum();
+        let sealed: usize = sealed_chunks(&c.sealed).map(|(_, _, chunk)| chunk.len()).sum();
         assert!(sealed < 3 * SEAL, "{sealed} bytes for {} samples", 3 * SEAL);
     }
 }

@@ -10,6 +10,7 @@ mod block;
 mod dir;
 pub mod events;
 mod head;
+pub mod heap;
 mod open_files;
 pub mod query;
 pub mod samples;

@@ -208,9 +208,11 @@ pub mod pool {
     /// Lets every kept column go if no query took one for `idle`.
     pub fn trim_if_idle_for(idle: Duration) {
         let mut p = lock();
-        if p.used.is_none_or(|t| t.elapsed() >= idle) {
+        if p.used.is_none_or(|t| t.elapsed() >= idle) && !p.columns.is_empty() {
             p.columns = Vec::new();
             p.bytes = 0;
+            drop(p);
+            crate::heap::give_back_free();
         }
     }
 

@@ -56,20 +56,26 @@ pub enum ChunkError {
 
 /// Encodes samples; `ts` strictly increasing, same length as `vals`.
 pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
-    encode(ts, vals, true)
+    encode(ts, vals, true, Vec::with_capacity(16 + ts.len()))
 }
 
 /// [`encode_chunk`] without trying zstd on the bit stream: for chunks kept
 /// briefly in memory (the head's), where the CPU matters more than the
 /// last bytes.
 pub fn encode_chunk_plain(ts: &[i64], vals: &[f64]) -> Vec<u8> {
-    encode(ts, vals, false)
+    encode(ts, vals, false, Vec::with_capacity(16 + ts.len()))
 }
 
-fn encode(ts: &[i64], vals: &[f64], zstd: bool) -> Vec<u8> {
+/// [`encode_chunk_plain`] into `buf` (emptied first), returned: a caller
+/// sealing many chunks grows one buffer once instead of one per chunk.
+pub fn encode_chunk_plain_into(ts: &[i64], vals: &[f64], mut buf: Vec<u8>) -> Vec<u8> {
+    buf.clear();
+    encode(ts, vals, false, buf)
+}
+
+fn encode(ts: &[i64], vals: &[f64], zstd: bool, mut out: Vec<u8>) -> Vec<u8> {
     assert_eq!(ts.len(), vals.len(), "BUG: columns differ in length");
     assert!(ts.windows(2).all(|w| w[0] < w[1]), "BUG: chunk timestamps must strictly increase");
-    let mut out = Vec::with_capacity(16 + ts.len());
     put_u64(&mut out, ts.len() as u64);
     let scale = decimal_scale(vals);
     // Regular: two or more samples, evenly spaced.

@@ -28,7 +28,7 @@ impl Store {
         let wake = Arc::clone(&self.wake);
         std::thread::Builder::new().name("store-compactor".into()).spawn(move || {
             loop {
-                {
+                let flushed = {
                     let state = lock(&wake.state);
                     let (mut state, _) = wake
                         .cv
@@ -37,10 +37,16 @@ impl Store {
                     if state.1 {
                         return;
                     }
-                    state.0 = false;
-                }
+                    std::mem::take(&mut state.0)
+                };
                 let Some(s) = store.upgrade() else { return };
-                let _ = s.compact();
+                let merged = s.compact().unwrap_or(0);
+                drop(s);
+                if flushed || merged > 0 {
+                    // A flush or a merge freed megabytes the allocator
+                    // would otherwise keep (`heap`).
+                    crate::heap::give_back_free();
+                }
             }
         })
     }
@@ -103,8 +109,7 @@ impl Store {
     }
 
     fn merge(&self, run: &[Arc<Block>]) -> Result<(), StoreError> {
-        let gens =
-            |b: &Block| crate::block::parse_block_name(&b.meta.path).expect("BUG: a listed block has a block name");
+        let gens = |b: &Block| crate::block::parse_block_name(&b.path).expect("BUG: a listed block has a block name");
         let merged_gens = Generations { first: gens(&run[0]).first, last: gens(&run[run.len() - 1]).last };
         // Every raw series of the run, by store id (each block finds its
         // entry of an id in its own map: no search over entries).
@@ -118,17 +123,15 @@ impl Store {
         let files = run
             .iter()
             .map(|b| {
-                self.open_files
-                    .get(&b.meta.path)
-                    .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source })
+                self.open_files.get(&b.path).map_err(|source| crate::BlockError::Io { path: b.path.clone(), source })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut failed = None;
         let series = keys.iter().map(|(id, key)| {
             let (mut ts, mut vals) = (Vec::new(), Vec::new());
             for (b, f) in run.iter().zip(&files) {
-                let Some(e) = b.by_id.get(id).map(|&i| &b.meta.entries[i]) else { continue };
-                if let Err(e) = read_chunk(f, &b.meta.path, e, i64::MIN, i64::MAX, &mut ts, &mut vals) {
+                let Some(e) = b.by_id.get(id).map(|&i| &b.entries[i]) else { continue };
+                if let Err(e) = read_chunk(f, &b.path, e, i64::MIN, i64::MAX, &mut ts, &mut vals) {
                     failed.get_or_insert(e);
                 }
             }
@@ -163,11 +166,11 @@ impl Store {
         st.blocks.splice(at..at + run.len(), [Arc::new(block)]);
         drop(st);
         for b in run {
-            self.open_files.forget(&b.meta.path);
-            if let Err(e) = fs::remove_file(&b.meta.path) {
+            self.open_files.forget(&b.path);
+            if let Err(e) = fs::remove_file(&b.path) {
                 tracing::warn!(
                     "compaction: removing {} failed ({e}); it is ignored and removed on the next open",
-                    b.meta.path.display()
+                    b.path.display()
                 );
             }
         }

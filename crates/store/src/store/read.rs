@@ -103,17 +103,15 @@ impl Store {
             (blocks, st.frozen.clone(), ht, hv)
         };
         for b in blocks {
-            let e = &b.meta.entries[b.by_id[&id]];
+            let e = &b.entries[b.by_id[&id]];
             let (n_ts, n_vals) = (ts.len(), vals.len());
-            let read = self
-                .open_files
-                .get(&b.meta.path)
-                .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source });
-            if let Err(err) = read.and_then(|f| read_chunk(&f, &b.meta.path, e, from, to, ts, vals)) {
+            let read =
+                self.open_files.get(&b.path).map_err(|source| crate::BlockError::Io { path: b.path.clone(), source });
+            if let Err(err) = read.and_then(|f| read_chunk(&f, &b.path, e, from, to, ts, vals)) {
                 ts.truncate(n_ts);
                 vals.truncate(n_vals);
                 self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
-                tracing::error!("skipping corrupt chunk: {err}");
+                tracing::error!("skipping corrupt chunk of {}: {err}", self.series_name(id));
             }
             part(ts, vals);
         }
@@ -166,7 +164,7 @@ impl Store {
                 Ok(()) => f(&part.tier),
                 Err(err) => {
                     self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!("skipping corrupt chunk: {err}");
+                    tracing::error!("skipping corrupt chunk of {}: {err}", self.series_name(id));
                 }
             }
         }
@@ -176,6 +174,11 @@ impl Store {
             f(&Tier::build(&ft, &fv, res));
         }
         f(&head);
+    }
+
+    /// Series `id`'s key, for a message (blocks keep no keys of their own).
+    fn series_name(&self, id: u32) -> String {
+        read_lock(&self.state).keys.get(id as usize).map_or_else(|| format!("series #{id}"), ToString::to_string)
     }
 
     /// Block `b`'s part of tier `res` of series `id` into `out`.
@@ -188,26 +191,24 @@ impl Store {
         to: i64,
         out: &mut TierBuffers,
     ) -> Result<(), crate::BlockError> {
-        let file = self
-            .open_files
-            .get(&b.meta.path)
-            .map_err(|source| crate::BlockError::Io { path: b.meta.path.clone(), source })?;
+        let file =
+            self.open_files.get(&b.path).map_err(|source| crate::BlockError::Io { path: b.path.clone(), source })?;
         if let Some(&i) = b.tiers.get(&(id, res)) {
-            let e = &b.meta.entries[i];
-            read_entry_into(&file, &b.meta.path, e, &mut out.bytes)?;
+            let e = &b.entries[i];
+            read_entry_into(&file, &b.path, e, &mut out.bytes)?;
             return out.tier.decode_into(&out.bytes, e.n_samples as usize, from, to).map_err(|err| {
                 crate::BlockError::Corrupt {
-                    path: b.meta.path.clone(),
+                    path: b.path.clone(),
                     offset: e.offset,
-                    what: format!("tier {res} ns of {}: {err}", b.meta.entries[b.by_id[&id]].key),
+                    what: format!("tier of {res} ns: {err}"),
                 }
             });
         }
         // A block without this tier: from its raw samples.
-        let e = &b.meta.entries[b.by_id[&id]];
+        let e = &b.entries[b.by_id[&id]];
         let (mut ts, mut vals) = (Vec::new(), Vec::new());
         let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
-        read_chunk(&file, &b.meta.path, e, from, raw_to, &mut ts, &mut vals)?;
+        read_chunk(&file, &b.path, e, from, raw_to, &mut ts, &mut vals)?;
         out.tier = Tier::build(&ts, &vals, res);
         Ok(())
     }

@@ -26,8 +26,8 @@ impl Store {
             st.blocks
                 .iter()
                 .map(|b| {
-                    let max_t = b.meta.entries.iter().map(|e| e.max_t).max().unwrap_or(i64::MIN);
-                    (max_t, b.meta.file_bytes, Unit::Block(b.meta.path.clone()))
+                    let max_t = b.entries.iter().map(|e| e.max_t).max().unwrap_or(i64::MIN);
+                    (max_t, b.file_bytes, Unit::Block(b.path.clone()))
                 })
                 .collect()
         };
@@ -45,7 +45,7 @@ impl Store {
             match unit {
                 Unit::Block(path) => {
                     let mut st = write_lock(&self.state);
-                    let Some(i) = st.blocks.iter().position(|b| b.meta.path == path) else { continue };
+                    let Some(i) = st.blocks.iter().position(|b| b.path == path) else { continue };
                     let b = st.blocks.remove(i);
                     drop(st);
                     self.open_files.forget(&path);
