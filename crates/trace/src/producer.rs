@@ -113,7 +113,7 @@ pub struct Tracer {
     host: String,
     stats: Arc<TraceStats>,
     /// Series ids by slot: no key is formatted or hashed once a series is known.
-    ids: HashMap<Slot, u32>,
+    ids: rustc_hash::FxHashMap<Slot, u32>,
     next_id: u32,
 }
 
@@ -172,7 +172,7 @@ impl Tracer {
             interval,
             host: host.to_owned(),
             stats: Arc::default(),
-            ids: HashMap::new(),
+            ids: rustc_hash::FxHashMap::default(),
             next_id: 0,
             devices: HashMap::new(),
         }

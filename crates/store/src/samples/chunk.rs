@@ -38,6 +38,11 @@ const FLAG_REGULAR: u8 = 0x80;
 /// which zstd shrinks 2-4x more.
 const FLAG_ZSTD: u8 = 0x40;
 const ZSTD_LEVEL: i32 = 3;
+/// Bodies shorter than this are not offered to zstd: its frame (~12 bytes)
+/// and our length eat what it could save on a few dozen bytes of an
+/// already packed bit stream, and building its tables per chunk was a tenth
+/// of flushing a head of 100,000 short series.
+const ZSTD_MIN_BODY: usize = 128;
 /// A sample takes at most 69 bits of delta-of-delta and 78 of XOR value.
 const BITS_PER_SAMPLE_MAX: usize = 147;
 /// Largest decimal exponent tried: µs-resolution values in seconds need 6;
@@ -112,7 +117,7 @@ fn encode(ts: &[i64], vals: &[f64], zstd: bool, mut out: Vec<u8>) -> Vec<u8> {
         values.push(vals[i], &mut w);
     }
     let mut out = w.finish();
-    if !zstd {
+    if !zstd || out.len() - header < ZSTD_MIN_BODY {
         return out;
     }
     let packed = codec::zctx::compress(&out[header..], ZSTD_LEVEL);
@@ -252,17 +257,17 @@ pub(crate) fn decimal_scale(vals: &[f64]) -> Option<u8> {
 /// are left as they are.
 pub(crate) fn round_decimal(v: f64, k: u8) -> f64 {
     let p = POW10[k as usize];
-    let m = (v * p).round();
+    let m = round(v * p);
     if m.abs() < EXACT_INT_MAX { m / p } else { v }
 }
 
 /// The largest g dividing every `round(v * p) - round(v0 * p)`; 1 if all are equal.
 fn decimal_step(vals: &[f64], p: f64) -> u64 {
     let Some(&v0) = vals.first() else { return 1 };
-    let m0 = (v0 * p).round() as i64;
+    let m0 = round(v0 * p) as i64;
     let mut g: u64 = 0;
     for &v in &vals[1..] {
-        g = gcd(g, ((v * p).round() as i64).abs_diff(m0));
+        g = gcd(g, (round(v * p) as i64).abs_diff(m0));
         if g == 1 {
             break;
         }
@@ -277,6 +282,27 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+/// `x.round()` (half away from zero, the sign of a zero kept), inline:
+/// `f64::round` is a call into libm on baseline x86-64 (no SSE4.1), and
+/// the decimal checks round every value of every chunk and tier sum
+/// (6 % of a flush of 100,000 series). Below 2^53 the truncation through
+/// `i64` and the fraction `x - t` are exact.
+#[inline]
+fn round(x: f64) -> f64 {
+    if x.is_nan() || x.abs() >= EXACT_INT_MAX {
+        return x.round(); // past 2^53 (already whole), infinite or NaN
+    }
+    let t = (x as i64) as f64;
+    let frac = x - t;
+    if frac >= 0.5 {
+        t + 1.0
+    } else if frac <= -0.5 {
+        t - 1.0
+    } else {
+        t.copysign(x)
+    }
+}
+
 const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
 const EXACT_INT_MAX: f64 = 9_007_199_254_740_992.0; // 2^53
 
@@ -284,7 +310,7 @@ const EXACT_INT_MAX: f64 = 9_007_199_254_740_992.0; // 2^53
 /// check goes through `i64` exactly as decoding does: `-0.0` fails it (the
 /// integer 0 decodes as `+0.0`), so a chunk holding `-0.0` uses XOR.
 fn exact_decimal(v: f64, p: f64) -> bool {
-    let m = (v * p).round();
+    let m = round(v * p);
     m.abs() < EXACT_INT_MAX && ((m as i64) as f64 / p).to_bits() == v.to_bits()
 }
 
@@ -358,7 +384,7 @@ impl ValueEncoder {
         match decimal {
             Some((k, g)) => {
                 let p = POW10[k as usize];
-                ValueEncoder::Decimal { p, m0: (v0 * p).round() as i64, g: g as i64, prev: 0, prev_d: 0 }
+                ValueEncoder::Decimal { p, m0: round(v0 * p) as i64, g: g as i64, prev: 0, prev_d: 0 }
             }
             None => ValueEncoder::Xor { prev: v0.to_bits(), lead: u32::MAX, trail: 0 },
         }
@@ -367,7 +393,7 @@ impl ValueEncoder {
     fn push(&mut self, v: f64, w: &mut BitWriter) {
         match self {
             ValueEncoder::Decimal { p, m0, g, prev, prev_d } => {
-                let diff = ((v * *p).round() as i64).wrapping_sub(*m0);
+                let diff = (round(v * *p) as i64).wrapping_sub(*m0);
                 debug_assert_eq!(diff % *g, 0, "BUG: step does not divide a value");
                 let m = diff / *g;
                 let d = m.wrapping_sub(*prev);
@@ -414,7 +440,7 @@ impl ValueDecoder {
             Some((k, g)) => {
                 let p = POW10[k as usize];
                 // Saturating: a corrupt v0 (NaN, huge) must not panic the cast.
-                ValueDecoder::Decimal { p, m0: (v0 * p).round() as i64, g: g as i64, prev: 0, prev_d: 0, cur: v0 }
+                ValueDecoder::Decimal { p, m0: round(v0 * p) as i64, g: g as i64, prev: 0, prev_d: 0, cur: v0 }
             }
             None => ValueDecoder::Xor { prev: v0.to_bits(), lead: u32::MAX, trail: 0 },
         })
@@ -632,7 +658,28 @@ mod tests {
         }
     }
 
+    /// The inline rounding is `f64::round`, bit for bit: halves, zeros of
+    /// either sign, the edges of 2^52 and 2^53, infinities, NaN.
+    #[test]
+    fn round_is_f64_round_at_the_edges() {
+        let two52 = 4_503_599_627_370_496.0_f64;
+        let mut xs = vec![0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994];
+        xs.extend([0.3, -0.3, two52 - 0.5, -(two52 - 0.5), two52 + 1.0, EXACT_INT_MAX - 1.0, EXACT_INT_MAX]);
+        xs.extend([-EXACT_INT_MAX, f64::INFINITY, f64::NEG_INFINITY, f64::MAX, f64::MIN_POSITIVE, -f64::MIN_POSITIVE]);
+        for x in xs {
+            assert_eq!(round(x).to_bits(), x.round().to_bits(), "{x:e}");
+        }
+        assert!(round(f64::NAN).is_nan());
+    }
+
     proptest! {
+        #[test]
+        fn round_is_f64_round(bits: u64, small in -1e7f64..1e7) {
+            for x in [f64::from_bits(bits), small, small * 100.0 + 0.5] {
+                prop_assert!(round(x).to_bits() == x.round().to_bits() || (x.is_nan() && round(x).is_nan()), "{:e}", x);
+            }
+        }
+
         #[test]
         fn any_floats_round_trip(start: i64, deltas in proptest::collection::vec(1i64..1_000_000_000_000, 0..300), seed: u64) {
             let mut ts = vec![start];

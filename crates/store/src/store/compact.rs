@@ -162,7 +162,8 @@ impl Store {
             let _ = fs::remove_file(&merged_path);
             return Ok(());
         };
-        let block = Block::new(meta, &mut st);
+        let ids: Vec<u32> = keys.iter().map(|(id, _)| *id).collect();
+        let block = Block::new(meta, &mut st, Some(&ids));
         st.blocks.splice(at..at + run.len(), [Arc::new(block)]);
         drop(st);
         for b in run {

@@ -61,7 +61,7 @@ impl Store {
                 }
             };
             covered = Some(covered.map_or(meta.wal_seq_covered, |c: u64| c.max(meta.wal_seq_covered)));
-            let block = Block::new(meta, &mut st);
+            let block = Block::new(meta, &mut st, None);
             st.blocks.push(Arc::new(block));
         }
         if !read_only {
