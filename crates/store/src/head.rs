@@ -112,7 +112,13 @@ impl Head {
         if col.ts.len() >= SEAL {
             self.scratch = encode_chunk_plain_into(&col.ts, &col.vals, std::mem::take(&mut self.scratch));
             let len = u32::try_from(self.scratch.len()).expect("BUG: a chunk of SEAL samples over 4 GiB");
-            col.sealed.reserve(SEALED_HEADER + self.scratch.len());
+            let need = SEALED_HEADER + self.scratch.len();
+            if col.sealed.capacity() - col.sealed.len() < need {
+                // A quarter more at a time, not double: a five-minute head
+                // ends wherever its series' buffers grew last, and doubling
+                // left up to half of each unused.
+                col.sealed.reserve_exact(need.max(col.sealed.len() / 4));
+            }
             col.sealed.extend_from_slice(&col.ts[0].to_le_bytes());
             col.sealed.extend_from_slice(&t.to_le_bytes());
             col.sealed.extend_from_slice(&len.to_le_bytes());
