@@ -299,8 +299,15 @@ impl Block {
 
 #[derive(Debug, Default)]
 struct State {
+    /// Every series' key, once, by store id.
     keys: Vec<SeriesKey>,
-    by_key: HashMap<SeriesKey, u32>,
+    /// Store id by the key's 64-bit hash ([`key_hash`]): the key itself is
+    /// not held a second time as a map key (a key with its strings is
+    /// ~150–250 bytes; at 100,000 series that copy was ~20 MB).
+    by_hash: rustc_hash::FxHashMap<u64, u32>,
+    /// Keys whose hash an earlier, different key already holds in `by_hash`
+    /// (never seen in practice; a crafted key only lands here).
+    collided: HashMap<SeriesKey, u32>,
     /// Newest timestamp stored per series, across head and blocks.
     last_t: Vec<i64>,
     head: Head,
@@ -311,14 +318,43 @@ struct State {
     tiers_seen: std::collections::BTreeSet<i64>,
 }
 
+/// A key's hash for [`State::by_hash`]: SipHash with fixed keys, so the
+/// same key hashes the same in every process (nothing depends on it beyond
+/// one process's index, and a collision only costs a lookup in `collided`).
+fn key_hash(key: &SeriesKey) -> u64 {
+    #[cfg(test)]
+    if tests::COLLIDE.get() {
+        return 7;
+    }
+    let mut h = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(key, &mut h);
+    std::hash::Hasher::finish(&h)
+}
+
 impl State {
+    /// The store id of `key`, if the store holds it.
+    fn id_of(&self, key: &SeriesKey) -> Option<u32> {
+        match self.by_hash.get(&key_hash(key)) {
+            Some(&id) if self.keys[id as usize] == *key => Some(id),
+            Some(_) => self.collided.get(key).copied(),
+            None => None,
+        }
+    }
+
     fn intern(&mut self, key: &SeriesKey) -> u32 {
-        if let Some(&id) = self.by_key.get(key) {
+        if let Some(id) = self.id_of(key) {
             return id;
         }
         let id = u32::try_from(self.keys.len()).expect("BUG: over 2^32 series");
         self.keys.push(key.clone());
-        self.by_key.insert(key.clone(), id);
+        match self.by_hash.entry(key_hash(key)) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(id);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collided.insert(key.clone(), id);
+            }
+        }
         self.last_t.push(i64::MIN);
         id
     }
@@ -487,7 +523,7 @@ impl Store {
             if !batch.defs.is_empty() {
                 let mut st = write_lock(&self.state);
                 for (sid, key) in &batch.defs {
-                    let id = if st.keys.len() < self.opts.series_max || st.by_key.contains_key(key) {
+                    let id = if st.keys.len() < self.opts.series_max || st.id_of(key).is_some() {
                         st.intern(key)
                     } else {
                         if self.stats.series_refused.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -829,4 +865,36 @@ fn clone_head(h: &Head) -> Head {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    thread_local! {
+        /// Makes every key hash alike, on this thread.
+        pub(super) static COLLIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// The index by hash tells keys apart by the keys themselves: with every
+    /// hash equal, each key still gets its own id and finds it again.
+    #[test]
+    fn colliding_hashes_keep_keys_apart() {
+        let keys: Vec<SeriesKey> = (0..50).map(|i| SeriesKey::new("m", [("i", i.to_string())])).collect();
+        let absent = SeriesKey::new("m", [("i", "50")]);
+        for collide in [true, false] {
+            COLLIDE.set(collide);
+            let mut st = State::default();
+            let ids: Vec<u32> = keys.iter().map(|k| st.intern(k)).collect();
+            assert_eq!(ids, (0..50).collect::<Vec<u32>>());
+            for (k, &id) in keys.iter().zip(&ids) {
+                assert_eq!((st.intern(k), st.id_of(k)), (id, Some(id)), "{k}");
+            }
+            assert_eq!(st.id_of(&absent), None);
+            assert_eq!(st.keys.len(), 50);
+            let want = if collide { (1, 49) } else { (50, 0) };
+            assert_eq!((st.by_hash.len(), st.collided.len()), want);
+        }
+        COLLIDE.set(false);
+    }
 }

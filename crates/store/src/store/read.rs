@@ -15,12 +15,12 @@ impl Store {
     /// How many of `keys` the store does not hold yet (one lock for all).
     pub fn count_new<'a>(&self, keys: impl IntoIterator<Item = &'a SeriesKey>) -> usize {
         let st = read_lock(&self.state);
-        keys.into_iter().filter(|k| !st.by_key.contains_key(*k)).count()
+        keys.into_iter().filter(|k| st.id_of(k).is_none()).count()
     }
 
     /// Whether the store holds the series `key`.
     pub fn contains(&self, key: &SeriesKey) -> bool {
-        read_lock(&self.state).by_key.contains_key(key)
+        read_lock(&self.state).id_of(key).is_some()
     }
 
     /// Series matching `sel`, with their store ids, sorted by key.
