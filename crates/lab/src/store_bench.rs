@@ -14,6 +14,12 @@
 //! 4. Event queries: the capture replicated (shifted in time) to
 //!    `--events` events, then top-N by ip and by pid over all and half of it.
 //!
+//! 5. Wide ingest: `--wide-series` series (default 110,000: what the SNMP
+//!    poller stores at 10,000 targets) each taking a sample every 100 ms
+//!    round for `--wide-rounds`, with the local fsync policy (1 s): CPU per
+//!    sample with the block flushes such a head forces (every ~4 s), and
+//!    the heap the store holds per series once each has 33 samples.
+//!
 //! Peers (Prometheus, VictoriaMetrics, InfluxDB) are measured on the same
 //! data by `scripts/bench-store-peers.sh`, which exports it with `kansoku export`.
 
@@ -52,6 +58,12 @@ pub struct Args {
     /// default: a temporary directory, removed at the end.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Series of the wide-ingest part (0: skip it).
+    #[arg(long, default_value_t = 110_000)]
+    wide_series: u32,
+    /// 100 ms rounds of the wide-ingest part.
+    #[arg(long, default_value_t = 190)]
+    wide_rounds: u32,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -83,10 +95,55 @@ pub struct Report {
     pub top_ip_ms: Vec<f64>,
     pub top_pid_ms: Vec<f64>,
     pub top_ip_half_ms: Vec<f64>,
+    pub wide_series: u32,
+    pub wide_ns_per_sample: f64,
+    /// Heap held per series with 33 samples each (one chunk sealed).
+    pub wide_heap_bytes_per_series: f64,
 }
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// Part 5: `n` SNMP-like series, a sample each per 100 ms round, appended
+/// as the poller's writer does: (ns per sample, flushes included; heap
+/// bytes per series after [`HEAP_AT`] rounds: key, index, a sealed chunk
+/// and a raw sample, before the first flush).
+const HEAP_AT: u32 = 33;
+
+fn wide_ingest(n: u32, rounds: u32) -> anyhow::Result<(f64, f64)> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path(), store::Options::default())?;
+    let mut app = Appender::with_fsync(store::FsyncPolicy::Every(Duration::from_secs(1)));
+    let t0 = model::Timestamp::now().as_nanos() / 1_000_000_000 * 1_000_000_000;
+    let heap0 = store::heap::allocated_bytes();
+    let (mut cpu, mut heap) = (0, f64::NAN);
+    for i in 0..rounds {
+        let mut b = model::Batch::new(model::Timestamp(t0 + i64::from(i) * 100_000_000));
+        if i == 0 {
+            b.defs = (0..n)
+                .map(|k| {
+                    let target = format!("127.1.{}.{}:1161", k / 11 / 250, k / 11 % 250 + 1);
+                    (k, SeriesKey::new("snmp_value", [("target", target), ("oid", format!("1.3.6.1.2.1.{}", k % 11))]))
+                })
+                .collect();
+        }
+        // Octet counters climbing at their own rates, gauges wandering.
+        b.points = (0..n)
+            .map(|k| (k, if k % 2 == 0 { f64::from(i) * f64::from(k % 997 + 1) } else { f64::from((i + k) % 50) }))
+            .collect();
+        let c = thread_cpu_ns();
+        store.append(&mut app, &b)?;
+        cpu += thread_cpu_ns() - c;
+        if i + 1 == rounds.min(HEAP_AT) {
+            drop(b);
+            heap = match (heap0, store::heap::allocated_bytes()) {
+                (Some(a), Some(b)) => b.saturating_sub(a) as f64 / f64::from(n),
+                _ => f64::NAN,
+            };
+        }
+    }
+    Ok((cpu as f64 / (f64::from(n) * f64::from(rounds)), heap))
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -168,6 +225,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         r.query_cold_ms,
         median(&r.query_raw_ms)
     );
+
+    // 5. Wide ingest (before the events: it needs no capture).
+    if args.wide_series > 0 {
+        eprintln!("wide ingest: {} series x {} rounds at 100 ms ...", args.wide_series, args.wide_rounds);
+        (r.wide_ns_per_sample, r.wide_heap_bytes_per_series) = wide_ingest(args.wide_series, args.wide_rounds.max(1))?;
+        r.wide_series = args.wide_series;
+        eprintln!(
+            "wide ingest: {:.0} ns a sample (block flushes included), {:.0} B of heap a series",
+            r.wide_ns_per_sample, r.wide_heap_bytes_per_series
+        );
+    }
 
     // 3. Events: a real capture.
     let text = match &args.perf_script {
