@@ -19,10 +19,10 @@ pub struct Head {
     columns: Vec<Column>,
     n_samples: usize,
     min_t: Option<i64>,
-    /// Where a chunk is encoded before it is copied out at its size: one
-    /// allocation a seal, none freed (a head of 100,000 series seals
-    /// thousands of chunks a round; growing and shrinking each left the
-    /// allocator consolidating their scraps, a third of the writer's time).
+    /// Where a chunk is encoded before it is appended to its series'
+    /// buffer: no allocation a seal (a head of 100,000 series seals
+    /// thousands of chunks a round; growing and shrinking a buffer for each
+    /// left the allocator consolidating their scraps).
     scratch: Vec<u8>,
 }
 

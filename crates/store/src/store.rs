@@ -301,10 +301,13 @@ impl Block {
 struct State {
     /// Every series' key, once, by store id.
     keys: Vec<SeriesKey>,
-    /// Store id by the key's 64-bit hash ([`key_hash`]): the key itself is
-    /// not held a second time as a map key (a key with its strings is
-    /// ~150–250 bytes; at 100,000 series that copy was ~20 MB).
+    /// Store id by the key's 64-bit hash ([`State::key_hash`]): the key
+    /// itself is not held a second time as a map key (a key with its
+    /// strings is ~150–250 bytes; at 100,000 series that copy was ~20 MB).
     by_hash: rustc_hash::FxHashMap<u64, u32>,
+    /// SipHash with this store's random keys, as std's maps hash: a client
+    /// writing series cannot choose keys whose hashes crowd the table.
+    hasher: std::hash::RandomState,
     /// Keys whose hash an earlier, different key already holds in `by_hash`
     /// (never seen in practice; a crafted key only lands here).
     collided: HashMap<SeriesKey, u32>,
@@ -318,23 +321,20 @@ struct State {
     tiers_seen: std::collections::BTreeSet<i64>,
 }
 
-/// A key's hash for [`State::by_hash`]: SipHash with fixed keys, so the
-/// same key hashes the same in every process (nothing depends on it beyond
-/// one process's index, and a collision only costs a lookup in `collided`).
-fn key_hash(key: &SeriesKey) -> u64 {
-    #[cfg(test)]
-    if tests::COLLIDE.get() {
-        return 7;
-    }
-    let mut h = std::hash::DefaultHasher::new();
-    std::hash::Hash::hash(key, &mut h);
-    std::hash::Hasher::finish(&h)
-}
-
 impl State {
+    /// A key's hash for `by_hash` (a collision only costs a lookup in
+    /// `collided`).
+    fn key_hash(&self, key: &SeriesKey) -> u64 {
+        #[cfg(test)]
+        if tests::COLLIDE.get() {
+            return 7;
+        }
+        std::hash::BuildHasher::hash_one(&self.hasher, key)
+    }
+
     /// The store id of `key`, if the store holds it.
     fn id_of(&self, key: &SeriesKey) -> Option<u32> {
-        match self.by_hash.get(&key_hash(key)) {
+        match self.by_hash.get(&self.key_hash(key)) {
             Some(&id) if self.keys[id as usize] == *key => Some(id),
             Some(_) => self.collided.get(key).copied(),
             None => None,
@@ -347,7 +347,8 @@ impl State {
         }
         let id = u32::try_from(self.keys.len()).expect("BUG: over 2^32 series");
         self.keys.push(key.clone());
-        match self.by_hash.entry(key_hash(key)) {
+        let hash = self.key_hash(key);
+        match self.by_hash.entry(hash) {
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(id);
             }
