@@ -877,6 +877,16 @@ mod tests {
         pub(super) static COLLIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
 
+    /// What `--fsync` and `--local-fsync` take, and what a bad one is told.
+    #[test]
+    fn fsync_policies_parse() {
+        assert_eq!("always".parse(), Ok(FsyncPolicy::Always));
+        assert_eq!("never".parse(), Ok(FsyncPolicy::Never));
+        assert_eq!("250ms".parse(), Ok(FsyncPolicy::Every(Duration::from_millis(250))));
+        let err = "sometimes".parse::<FsyncPolicy>().unwrap_err();
+        assert!(err.contains("\"sometimes\"") && err.contains("always, never, or a duration"), "{err}");
+    }
+
     /// The index by hash tells keys apart by the keys themselves: with every
     /// hash equal, each key still gets its own id and finds it again.
     #[test]
