@@ -41,9 +41,14 @@ fn the_injector_adds_what_it_is_asked() {
     let doc = read_json(&out);
     let steps = doc["calibration"].as_array().unwrap();
     assert_eq!(steps.len(), 4);
+    // The zero step (the interposer present, asked for nothing) may add up
+    // to the smallest step's tolerance, as `latency::calibrate` states it
+    // (10 % of 1 us). A fixed 20 ns once failed a run on a loaded machine
+    // at 29 ns, which the product itself judged honoured.
+    let smallest = 1_000.0;
     for s in steps {
         let (req, added) = (s["requested_ns"].as_f64().unwrap(), s["added_p50_ns"].as_f64().unwrap());
-        let within = if req == 0.0 { added.abs() < 20.0 } else { (added - req).abs() <= 0.1 * req };
+        let within = if req == 0.0 { added.abs() <= 0.1 * smallest } else { (added - req).abs() <= 0.1 * req };
         assert!(within && s["honoured"] == true, "asked {req} ns, added {added} ns: {s}");
     }
 }
