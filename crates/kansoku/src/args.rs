@@ -1,6 +1,6 @@
 //! Arguments that more than one command takes, and their parsers: the
-//! value parsers clap calls (durations, intervals, disk budgets, fsync
-//! policies, tiers, perf events), the per-CPU sampling and kernel tracing
+//! value parsers clap calls (durations, intervals, disk budgets,
+//! tiers, perf events), the per-CPU sampling and kernel tracing
 //! flags `up` and `agent` share ([`PerfArgs`], [`TraceArgs`], flattened into
 //! both), and the default host
 //! name. The commands' own argument structs stay beside what they run.
@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use collect::{INTERVAL_MAX, INTERVAL_MIN};
-use store::{DiskBudget, FsyncPolicy};
+use store::DiskBudget;
 
 /// Per-CPU sampling: `kansoku up` stores it, `kansoku agent` ships it.
 #[derive(clap::Args, Debug, Clone)]
@@ -206,10 +206,6 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
         return Err(format!("{s} is out of range: use {INTERVAL_MIN:?} to {INTERVAL_MAX:?}"));
     }
     Ok(d)
-}
-
-pub fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
-    s.parse()
 }
 
 pub fn hostname() -> String {

@@ -13,9 +13,7 @@ use anyhow::{Context, bail};
 use collect::{Collector, CollectorConfig};
 use store::{DiskBudget, FsyncPolicy, Options, Retention, Store};
 
-use crate::args::{
-    PerfArgs, Tiers, TraceArgs, hostname, parse_budget, parse_dur, parse_fsync, parse_interval, parse_tiers,
-};
+use crate::args::{PerfArgs, Tiers, TraceArgs, hostname, parse_budget, parse_dur, parse_interval, parse_tiers};
 
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
@@ -126,13 +124,13 @@ struct CommonArgs {
     /// WAL fsync policy for what clients write (/write, remote write, agents):
     /// always (nothing acknowledged is lost, even on power loss), never, or
     /// a duration (power loss may lose up to that window).
-    #[arg(long, default_value = "always", value_parser = parse_fsync)]
+    #[arg(long, default_value = "always")]
     fsync: FsyncPolicy,
     /// WAL fsync policy for this host's own samples (collector, tracer, SNMP,
     /// rules): `kill -9` loses none of them whatever the policy; a power
     /// loss, up to this window. The default saves 9 of 10 fsyncs at 100 ms
     /// (see docs/benchmarks.md); `always` fsyncs every round.
-    #[arg(long, default_value = "1s", value_parser = parse_fsync)]
+    #[arg(long, default_value = "1s")]
     local_fsync: FsyncPolicy,
     /// Head time span written out as one compressed block.
     #[arg(long, default_value = "5m", value_parser = parse_dur)]

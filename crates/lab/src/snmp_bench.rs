@@ -69,7 +69,7 @@ pub struct Args {
     /// always, never or a duration. The default is what `kansoku snmp` and
     /// `kansoku up` do with their own samples (`--local-fsync 1s`); `always`
     /// adds an fsync every interval.
-    #[arg(long, default_value = "1s", value_parser = parse_fsync)]
+    #[arg(long, default_value = "1s")]
     fsync: store::FsyncPolicy,
     /// Also write the results as JSON to this file.
     #[arg(long)]
@@ -240,10 +240,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
-}
-
-fn parse_fsync(s: &str) -> Result<store::FsyncPolicy, String> {
-    s.parse()
 }
 
 fn specs(addrs: &[SocketAddr]) -> Vec<TargetSpec> {

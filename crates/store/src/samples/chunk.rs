@@ -65,14 +65,9 @@ pub fn encode_chunk(ts: &[i64], vals: &[f64]) -> Vec<u8> {
     encode(ts, vals, true, Vec::with_capacity(16 + ts.len()))
 }
 
-/// [`encode_chunk`] without trying zstd on the bit stream: for chunks kept
-/// briefly in memory (the head's), where the CPU matters more than the
-/// last bytes.
-pub fn encode_chunk_plain(ts: &[i64], vals: &[f64]) -> Vec<u8> {
-    encode(ts, vals, false, Vec::with_capacity(16 + ts.len()))
-}
-
-/// [`encode_chunk_plain`] into `buf` (emptied first), returned: a caller
+/// [`encode_chunk`] without trying zstd on the bit stream, into `buf`
+/// (emptied first), returned: for chunks kept briefly in memory (the
+/// head's), where the CPU matters more than the last bytes; a caller
 /// sealing many chunks grows one buffer once instead of one per chunk.
 pub fn encode_chunk_plain_into(ts: &[i64], vals: &[f64], mut buf: Vec<u8>) -> Vec<u8> {
     buf.clear();

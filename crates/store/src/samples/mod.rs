@@ -5,7 +5,5 @@
 pub mod bits;
 pub mod chunk;
 
-pub use chunk::{
-    ChunkError, Grid, decode_chunk, decode_values, encode_chunk, encode_chunk_plain, encode_chunk_plain_into,
-};
+pub use chunk::{ChunkError, Grid, decode_chunk, decode_values, encode_chunk, encode_chunk_plain_into};
 pub(crate) use chunk::{decimal_scale, round_decimal};
