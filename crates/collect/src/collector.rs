@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::TrySendError;
 use std::time::{Duration, Instant};
 
 use model::report::Figure;
-use model::{Batch, SeriesKey, Timestamp};
+use model::{Batch, SeriesKey, Sink, Timestamp};
 
 use crate::emitter::Emitter;
 use crate::own_cost::Rss;
@@ -41,6 +41,8 @@ pub struct CollectorStats {
     pub dropped_batches: AtomicU64,
     pub source_errors: AtomicU64,
     pub last_lateness_ns: AtomicI64,
+    /// The thread's CPU time since the last round's sources ended: that
+    /// round's store append, this one's wake-up and sources.
     pub last_round_cpu_ns: AtomicI64,
     /// The collector thread's CPU time, all rounds.
     pub cpu_ns: AtomicI64,
@@ -99,6 +101,8 @@ pub struct Collector {
     /// the process's CPU and memory are emitted: counters and slow gauges
     /// need no more, and they were an eighth of every round's points.
     detail_every: u64,
+    /// The thread's CPU clock at the end of the last round.
+    cpu_mark: Option<i64>,
 }
 
 impl std::fmt::Debug for dyn Source {
@@ -136,6 +140,7 @@ impl Collector {
                 .collect(),
             round: 0,
             detail_every: (1_000_000_000 / cfg.interval.as_nanos()).max(1) as u64,
+            cpu_mark: None,
         }
     }
 
@@ -145,7 +150,9 @@ impl Collector {
 
     /// Runs one round for the boundary `scheduled`, `lateness_ns` after it.
     pub fn collect_round(&mut self, scheduled: Timestamp, lateness_ns: i64) -> Batch {
-        let cpu_start = thread_cpu_ns();
+        // A round's CPU time runs from the end of the one before: what it
+        // costs with its wake-up, for one clock read (a syscall) a round.
+        let cpu_start = self.cpu_mark.unwrap_or_else(thread_cpu_ns);
         let mut mark = Instant::now();
         let detail = self.round.is_multiple_of(self.detail_every);
         self.round += 1;
@@ -181,6 +188,7 @@ impl Collector {
             }
         }
         let cpu_end = thread_cpu_ns();
+        self.cpu_mark = Some(cpu_end);
         let round_cpu_ns = cpu_end - cpu_start;
         self.stats.rounds.fetch_add(1, Ordering::Relaxed);
         self.stats.last_lateness_ns.store(lateness_ns, Ordering::Relaxed);
@@ -204,7 +212,7 @@ impl Collector {
     /// Samples until `stop` is set. Never blocks on `sink`: when the queue is
     /// full the batch is dropped and counted, and its series declarations are
     /// carried into the next batch so later points still resolve.
-    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
+    pub fn run(mut self, sink: impl Sink, stop: Arc<AtomicBool>) {
         let interval = self.interval_ns;
         let mut scheduled = next_boundary(realtime_ns(), interval);
         let mut carried_defs: Vec<(u32, SeriesKey)> = Vec::new();

@@ -294,7 +294,7 @@ fn serve(
         let collector =
             Collector::new(&CollectorConfig { interval: args.interval, host: host.clone(), root: "/".into() });
         state.collector = Some(collector.stats());
-        jobs.spawn("collector", move |tx, stop| collector.run(tx, stop))?;
+        jobs.spawn_inline("collector", move |sink, stop| collector.run(sink, stop))?;
     }
     if let Some(tracer) = tracer {
         let stats = tracer.stats();
@@ -320,7 +320,7 @@ fn serve(
     if let Some(poller) = poller {
         state.snmp = Some(poller.stats());
         state.snmp_views = Some(poller.views());
-        jobs.spawn("snmp-poller", move |tx, stop| poller.run(tx, stop))?;
+        jobs.spawn_inline("snmp-poller", move |sink, stop| poller.run(sink, stop))?;
     }
 
     if !rule_files.is_empty() {

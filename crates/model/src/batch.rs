@@ -24,3 +24,17 @@ impl Batch {
         Batch { time, defs: Vec::new(), points: Vec::new() }
     }
 }
+
+/// Where a producer hands its rounds, never waiting: a bounded queue to a
+/// writer thread (`SyncSender`), or a sink that stores the round on the
+/// producer's own thread when it can (`node::jobs`). `Full` gives the batch
+/// back, so the producer can count it and carry its declarations on.
+pub trait Sink {
+    fn try_send(&self, batch: Batch) -> Result<(), std::sync::mpsc::TrySendError<Batch>>;
+}
+
+impl Sink for std::sync::mpsc::SyncSender<Batch> {
+    fn try_send(&self, batch: Batch) -> Result<(), std::sync::mpsc::TrySendError<Batch>> {
+        std::sync::mpsc::SyncSender::try_send(self, batch)
+    }
+}

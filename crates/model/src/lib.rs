@@ -11,7 +11,7 @@ mod series;
 pub mod task;
 mod timestamp;
 
-pub use batch::Batch;
+pub use batch::{Batch, Sink};
 
 /// The value Prometheus writes to mark a series gone (a staleness marker):
 /// a NaN no computation produces; never a sample's value. Rule groups and

@@ -2,16 +2,20 @@
 //! store writer thread of its own (the store serialises appends; each writer
 //! keeps its producer's series ids), every stored round also sent to the live
 //! broadcast; the per-CPU sampler's sets of event batches into the event log.
+//! The 100 ms producers (collector, SNMP poller) store their rounds on their
+//! own thread instead when the store is free ([`Jobs::spawn_inline`]); their
+//! writer thread then only waits out a busy store and fsyncs once a period.
 //! [`Jobs::stop_and_join`] stops the producers, lets the writers drain their
 //! queues, and joins them all.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use codec::events::{Encoding, EventBatch};
-use model::Batch;
+use model::{Batch, Sink};
 use store::{Appended, Appender, FsyncPolicy, Store};
 
 use crate::{PERF_BATCH, PERF_DRAIN, PERF_QUEUE, QUEUE_ROUNDS};
@@ -58,31 +62,70 @@ impl Jobs {
         let (tx, rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
         let stop = Arc::clone(&self.stop);
         self.threads.push(std::thread::Builder::new().name(name.into()).spawn(move || produce(tx, stop))?);
-        let store = Arc::clone(&self.store);
-        let live = self.live.clone();
-        let fsync = self.fsync;
+        let shared = self.shared(name);
         self.threads.push(std::thread::Builder::new().name(format!("{name}-writer")).spawn(move || {
-            let mut appender = fsync.map_or_else(Appender::default, Appender::with_fsync);
-            let mut failures = 0u64;
             for batch in rx {
-                match store.append(&mut appender, &batch) {
-                    Ok(appended) => {
-                        if failures > 0 {
-                            tracing::info!("{name}: store writes resumed after {failures} failed rounds");
-                            failures = 0;
-                        }
-                        let _ = live.send(Arc::new(appended));
+                let result = shared.store.append(&mut lock(&shared.appender), &batch);
+                shared.stored(result);
+            }
+        })?);
+        Ok(())
+    }
+
+    /// What a producer named `name` and its writer thread share.
+    fn shared(&self, name: &'static str) -> Arc<Shared> {
+        Arc::new(Shared {
+            name,
+            store: Arc::clone(&self.store),
+            live: self.live.clone(),
+            appender: Mutex::new(self.fsync.map_or_else(Appender::default, Appender::with_fsync)),
+            queued: AtomicUsize::new(0),
+            failures: AtomicU64::new(0),
+        })
+    }
+
+    /// Like [`Jobs::spawn`], but `produce` stores its rounds on its own
+    /// thread when it can ([`InlineSink`]): no wake-up of the writer thread
+    /// a round. The writer thread takes a round only when the store is busy
+    /// (another append, a flush) or rounds are already waiting, and wakes
+    /// once an fsync period (a second by default) to fsync what was written
+    /// inline and write out a block that came due. Under
+    /// [`FsyncPolicy::Always`] every round goes through the writer, which
+    /// fsyncs before the next.
+    pub fn spawn_inline(
+        &mut self,
+        name: &'static str,
+        produce: impl FnOnce(InlineSink, Arc<AtomicBool>) + Send + 'static,
+    ) -> std::io::Result<()> {
+        let policy = self.fsync.unwrap_or_else(|| self.store.fsync_policy());
+        let (tx, rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
+        let shared = self.shared(name);
+        let sink = InlineSink { shared: Arc::clone(&shared), queue: tx, inline: policy != FsyncPolicy::Always };
+        let stop = Arc::clone(&self.stop);
+        self.threads.push(std::thread::Builder::new().name(name.into()).spawn(move || produce(sink, stop))?);
+        let period = match policy {
+            FsyncPolicy::Every(d) => d,
+            FsyncPolicy::Always | FsyncPolicy::Never => MAINTAIN_EVERY,
+        };
+        self.threads.push(std::thread::Builder::new().name(format!("{name}-writer")).spawn(move || {
+            loop {
+                match rx.recv_timeout(period) {
+                    Ok(batch) => {
+                        let result = shared.store.append(&mut lock(&shared.appender), &batch);
+                        shared.queued.fetch_sub(1, Ordering::AcqRel);
+                        shared.stored(result);
                     }
-                    Err(e) => {
-                        // Counted in the store's write_errors; log the first of a run.
-                        if failures == 0 {
-                            tracing::error!(
-                                "{name}: store write failed, round not stored (will retry with the next): {e}"
-                            );
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Err(e) = shared.store.maintain(policy != FsyncPolicy::Never) {
+                            tracing::error!("{name}: {e}");
                         }
-                        failures += 1;
                     }
+                    Err(RecvTimeoutError::Disconnected) => break,
                 }
+            }
+            // What the inline appends left, before the writer ends.
+            if let Err(e) = shared.store.maintain(policy != FsyncPolicy::Never) {
+                tracing::error!("{name}: {e}");
             }
         })?);
         Ok(())
@@ -130,6 +173,86 @@ impl Jobs {
     }
 }
 
+/// How often the writer of an inline producer without an fsync period
+/// looks for a flush that came due.
+const MAINTAIN_EVERY: Duration = Duration::from_secs(1);
+
+/// What a producer and its writer thread share.
+#[derive(Debug)]
+struct Shared {
+    name: &'static str,
+    store: Arc<Store>,
+    live: Live,
+    /// The producer's series ids, used by one side at a time: the producer
+    /// appends only while nothing is queued.
+    appender: Mutex<Appender>,
+    /// Rounds an inline producer handed to the writer and that are not yet
+    /// stored: while any are, later rounds queue behind them (a series'
+    /// samples are stored in order).
+    queued: AtomicUsize,
+    /// Failed appends in a row, to log the first of a run.
+    failures: AtomicU64,
+}
+
+impl Shared {
+    fn stored(&self, result: Result<Appended, store::StoreError>) {
+        let name = self.name;
+        match result {
+            Ok(appended) => {
+                let failures = self.failures.swap(0, Ordering::Relaxed);
+                if failures > 0 {
+                    tracing::info!("{name}: store writes resumed after {failures} failed rounds");
+                }
+                let _ = self.live.send(Arc::new(appended));
+            }
+            Err(e) => {
+                // Counted in the store's write_errors; log the first of a run.
+                if self.failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::error!("{name}: store write failed, round not stored (will retry with the next): {e}");
+                }
+            }
+        }
+    }
+}
+
+/// A producer's sink that stores each round on the producer's thread
+/// ([`Store::try_append`]) and hands it to the writer thread only when the
+/// store is busy or earlier rounds are still queued ([`Jobs::spawn_inline`]).
+#[derive(Debug)]
+pub struct InlineSink {
+    shared: Arc<Shared>,
+    queue: SyncSender<Batch>,
+    inline: bool,
+}
+
+impl Sink for InlineSink {
+    fn try_send(&self, batch: Batch) -> Result<(), TrySendError<Batch>> {
+        let s = &self.shared;
+        if self.inline && s.queued.load(Ordering::Acquire) == 0 {
+            let tried = s.store.try_append(&mut lock(&s.appender), &batch);
+            match tried {
+                Ok(Some(appended)) => {
+                    s.stored(Ok(appended));
+                    return Ok(());
+                }
+                Ok(None) => {} // busy: the writer thread waits for it
+                Err(e) => {
+                    s.stored(Err(e));
+                    return Ok(());
+                }
+            }
+        }
+        s.queued.fetch_add(1, Ordering::AcqRel);
+        self.queue.try_send(batch).inspect_err(|_| {
+            s.queued.fetch_sub(1, Ordering::AcqRel);
+        })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A producer storing a component's report as series (`prefix_key`, and
 /// `_total` for counters, as `/metrics` names them) at every boundary of
 /// `interval`, until `stop`: for components that have no thread of their
@@ -166,4 +289,112 @@ pub fn report_series(
         }
         true
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::{Selector, SeriesKey, Timestamp};
+
+    const T0: i64 = 1_800_000_000_000_000_000;
+
+    fn round(i: i64) -> Batch {
+        let mut b = Batch::new(Timestamp(T0 + i * 100_000_000));
+        if i == 0 {
+            b.defs.push((0, SeriesKey::new("m", [("host", "h")])));
+        }
+        b.points.push((0, i as f64));
+        b
+    }
+
+    fn open(dir: &std::path::Path) -> Arc<Store> {
+        Arc::new(Store::open(dir, store::Options::default()).unwrap())
+    }
+
+    fn stored(store: &Store) -> Vec<f64> {
+        store
+            .series(&Selector::all())
+            .first()
+            .map_or(vec![], |(id, _)| store.read(*id, Timestamp::MIN, Timestamp::MAX).1)
+    }
+
+    /// A sink with no writer thread behind it: what reaches its queue stays
+    /// there for the test to see.
+    fn sink(store: &Arc<Store>, inline: bool, capacity: usize) -> (InlineSink, std::sync::mpsc::Receiver<Batch>) {
+        let (tx, rx) = sync_channel(capacity);
+        let shared = Arc::new(Shared {
+            name: "test",
+            store: Arc::clone(store),
+            live: tokio::sync::broadcast::channel(4).0,
+            appender: Mutex::new(Appender::default()),
+            queued: AtomicUsize::new(0),
+            failures: AtomicU64::new(0),
+        });
+        (InlineSink { shared, queue: tx, inline }, rx)
+    }
+
+    /// A round is stored on the producer's thread while nothing is queued;
+    /// once one waits for the writer, the rounds after it queue too (a
+    /// series' samples are stored in order); a full queue gives the round
+    /// back and leaves the count as it was.
+    #[test]
+    fn rounds_are_stored_inline_until_one_waits_for_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let (s, rx) = sink(&store, true, 1);
+        s.try_send(round(0)).unwrap();
+        s.try_send(round(1)).unwrap();
+        assert_eq!(stored(&store), [0.0, 1.0]);
+        assert!(rx.try_recv().is_err(), "nothing went to the writer");
+
+        // As if the store had been busy for round 2.
+        s.shared.queued.store(1, Ordering::Release);
+        s.try_send(round(3)).unwrap();
+        assert_eq!(rx.try_recv().unwrap().time, round(3).time, "queued behind the waiting round");
+        assert_eq!(s.shared.queued.load(Ordering::Acquire), 2);
+        assert_eq!(stored(&store), [0.0, 1.0]);
+
+        s.try_send(round(4)).unwrap();
+        let full = s.try_send(round(5));
+        assert!(matches!(full, Err(TrySendError::Full(ref b)) if b.time == round(5).time), "{full:?}");
+        assert_eq!(s.shared.queued.load(Ordering::Acquire), 3, "the refused round is not counted as queued");
+    }
+
+    /// Under `always` no round is stored inline: the writer fsyncs each.
+    #[test]
+    fn under_fsync_always_every_round_goes_to_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let (s, rx) = sink(&store, false, 4);
+        s.try_send(round(0)).unwrap();
+        assert_eq!(rx.try_recv().unwrap().time, round(0).time);
+        assert!(stored(&store).is_empty());
+    }
+
+    /// Through `Jobs`: every round stored in order, and once the producer
+    /// ends, what it wrote inline is fsynced (the writer's last `maintain`).
+    #[test]
+    fn an_inline_producer_stores_every_round_and_ends_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let live = tokio::sync::broadcast::channel(64).0;
+        let mut watch = live.subscribe();
+        let mut jobs = Jobs::new(Arc::clone(&store), live).with_fsync(FsyncPolicy::Every(Duration::from_secs(3600)));
+        let fsyncs = store.fsyncs().0;
+        jobs.spawn_inline("test", |sink, _stop| {
+            for i in 0..50 {
+                sink.try_send(round(i)).unwrap();
+            }
+        })
+        .unwrap();
+        jobs.stop_and_join().unwrap();
+        assert_eq!(stored(&store), (0..50).map(|i| i as f64).collect::<Vec<_>>());
+        assert!(store.fsyncs().0 > fsyncs, "what was written inline is fsynced when the writer ends");
+        let mut seen = 0;
+        while let Ok(appended) = watch.try_recv() {
+            assert_eq!(appended.time, round(seen).time, "the live stream in order");
+            seen += 1;
+        }
+        assert_eq!(seen, 50, "every stored round on the live stream");
+    }
 }

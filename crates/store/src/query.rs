@@ -528,6 +528,17 @@ impl Bucketer {
         if t >= self.begin && t < self.end {
             return true;
         }
+        // Parts come in time order: most often `t` is in the next bucket,
+        // found without the division.
+        let next = self.cur + 1;
+        if self.begin <= self.end
+            && t >= self.end
+            && (t.wrapping_sub(self.end) as u64) < self.step as u64
+            && next < self.count.len()
+        {
+            (self.cur, self.begin, self.end) = (next, self.end, self.end + self.step);
+            return true;
+        }
         let k = (t - self.start).div_euclid(self.step);
         if k < 0 || k as usize >= self.count.len() {
             return false;
@@ -587,22 +598,24 @@ impl Bucketer {
 
     /// A column of buckets per aggregate; an empty bucket is `None`.
     pub fn finish(&self, aggs: &[Agg]) -> Vec<Vec<Option<f64>>> {
-        aggs.iter()
-            .map(|&agg| {
-                let mut column = pool::take(self.count.len());
-                column.extend((0..self.count.len()).map(|b| {
-                    let c = self.count[b];
-                    (c > 0.0).then(|| match agg {
-                        Agg::Min => self.min[b],
-                        Agg::Max => self.max[b],
-                        Agg::Avg => self.sum[b] / c,
-                        Agg::Last => self.last[b],
-                        Agg::Count => c,
-                    })
-                }));
-                column
-            })
-            .collect()
+        aggs.iter().map(|&agg| self.column(agg)).collect()
+    }
+
+    /// One aggregate's buckets, the aggregate chosen once, not per bucket.
+    fn column(&self, agg: Agg) -> Vec<Option<f64>> {
+        let mut column = pool::take(self.count.len());
+        let counts = &self.count;
+        fn of<'a>(counts: &'a [f64], values: &'a [f64]) -> impl Iterator<Item = Option<f64>> + 'a {
+            counts.iter().zip(values).map(|(&c, &v)| (c > 0.0).then_some(v))
+        }
+        match agg {
+            Agg::Min => column.extend(of(counts, &self.min)),
+            Agg::Max => column.extend(of(counts, &self.max)),
+            Agg::Last => column.extend(of(counts, &self.last)),
+            Agg::Avg => column.extend(counts.iter().zip(&self.sum).map(|(&c, &s)| (c > 0.0).then(|| s / c))),
+            Agg::Count => column.extend(counts.iter().map(|&c| (c > 0.0).then_some(c))),
+        }
+        column
     }
 }
 

@@ -374,6 +374,9 @@ struct Writer {
     rounds: Vec<(i64, std::ops::Range<usize>)>,
     last_sync: Instant,
     unsynced: bool,
+    /// A flush came due in an inline append ([`Store::try_append`]), which
+    /// leaves it to [`Store::maintain`].
+    flush_due: bool,
 }
 
 #[derive(Debug)]
@@ -457,6 +460,7 @@ impl Store {
             rounds: Vec::new(),
             last_sync: Instant::now(),
             unsynced: false,
+            flush_due: false,
         });
         store.enforce_retention(Timestamp::now().as_nanos());
         Ok(store)
@@ -492,6 +496,11 @@ impl Store {
     }
 
     /// The event columns (per-CPU samples) kept beside the series.
+    /// The fsync policy appends get unless their [`Appender`] has its own.
+    pub fn fsync_policy(&self) -> FsyncPolicy {
+        self.opts.fsync
+    }
+
     pub fn events(&self) -> &EventLog {
         &self.events
     }
@@ -514,7 +523,64 @@ impl Store {
     /// only what is missing (a sample is stored only when it is newer than
     /// its series' last one).
     pub fn append_many(&self, appender: &mut Appender, batches: &[Batch]) -> Result<Vec<Appended>, StoreError> {
+        self.append_locked(lock(&self.writer), appender, batches, false)
+    }
+
+    /// Appends `batch` at once if no other append, flush or fsync holds the
+    /// writer; `None`, without waiting, if one does. For a producer's own
+    /// thread, which must never wait on the store: it saves the hand-off to
+    /// a writer thread, a wake-up a round (~40 µs on a VM, a fifth of what
+    /// `kansoku up` spends a round).
+    ///
+    /// It neither fsyncs nor flushes: the batch is written to the WAL (it
+    /// survives `kill -9` once this returns) and to the head, and the fsync
+    /// and any flush that came due are left to [`Store::maintain`], which
+    /// the producer's writer thread calls on a timer.
+    pub fn try_append(&self, appender: &mut Appender, batch: &Batch) -> Result<Option<Appended>, StoreError> {
+        let guard = match self.writer.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        };
+        let mut out = self.append_locked(guard, appender, std::slice::from_ref(batch), true)?;
+        Ok(out.pop())
+    }
+
+    /// What inline appends ([`Store::try_append`]) left: fsyncs what they
+    /// wrote (when `sync` and anything is unsynced) and writes the head out
+    /// as a block if a flush came due.
+    pub fn maintain(&self, sync: bool) -> Result<(), StoreError> {
         let mut guard = lock(&self.writer);
+        let w = guard.as_mut().ok_or(StoreError::ReadOnly)?;
+        let sync_now = sync && w.unsynced;
+        if sync_now {
+            w.last_sync = Instant::now();
+            w.unsynced = false;
+        }
+        if std::mem::take(&mut w.flush_due) {
+            // A failed flush keeps the data in head and WAL; it is counted
+            // and retried with the next append that finds it due.
+            let _ = self.flush_locked(w);
+        }
+        let group = Arc::clone(w.wal.group());
+        let pos = group.written();
+        drop(guard);
+        if sync_now && let Err(source) = group.sync_to(pos) {
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source });
+        }
+        Ok(())
+    }
+
+    /// [`Store::append_many`] under the writer's lock; `inline` leaves the
+    /// fsync and the flush to [`Store::maintain`].
+    fn append_locked(
+        &self,
+        mut guard: MutexGuard<'_, Option<Writer>>,
+        appender: &mut Appender,
+        batches: &[Batch],
+        inline: bool,
+    ) -> Result<Vec<Appended>, StoreError> {
         let w = guard.as_mut().ok_or(StoreError::ReadOnly)?;
         let (mut points, mut rounds) = (std::mem::take(&mut w.points), std::mem::take(&mut w.rounds));
         points.clear();
@@ -602,7 +668,7 @@ impl Store {
             }
         };
         w.unsynced = true;
-        let sync_now = appender.fsync.unwrap_or(self.opts.fsync).due(w.last_sync);
+        let sync_now = !inline && appender.fsync.unwrap_or(self.opts.fsync).due(w.last_sync);
         if sync_now {
             w.last_sync = Instant::now();
             w.unsynced = false;
@@ -637,7 +703,9 @@ impl Store {
             self.stats.out_of_order_dropped.fetch_add(ooo, Ordering::Relaxed);
         }
         (w.points, w.rounds) = (points, rounds);
-        if flush_due {
+        if flush_due && inline {
+            w.flush_due = true;
+        } else if flush_due {
             // A failed flush keeps the data in head and WAL; appends go on.
             let _ = self.flush_locked(w);
         }
@@ -672,6 +740,7 @@ impl Store {
     }
 
     fn flush_locked(&self, w: &mut Writer) -> Result<(), StoreError> {
+        w.flush_due = false;
         if read_lock(&self.state).head.n_samples() == 0 {
             return Ok(());
         }
@@ -875,6 +944,55 @@ mod tests {
     thread_local! {
         /// Makes every key hash alike, on this thread.
         pub(super) static COLLIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// An inline append stores the round, in the WAL (it is there after a
+    /// reopen) and the head, but fsyncs nothing and flushes nothing, even
+    /// under `always` and past the block duration: both wait for
+    /// `maintain`. With the writer held elsewhere it says busy at once.
+    #[test]
+    fn an_inline_append_leaves_fsync_and_flush_to_maintain() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options { fsync: FsyncPolicy::Always, block_duration: Duration::from_secs(1), ..Options::default() };
+        let store = Store::open(dir.path(), opts.clone()).unwrap();
+        let key = SeriesKey::new("m", [("host", "h")]);
+        let t0 = 1_800_000_000_000_000_000;
+        let batch = |i: i64| {
+            let mut b = Batch::new(Timestamp(t0 + i * 500_000_000));
+            if i == 0 {
+                b.defs.push((0, key.clone()));
+            }
+            b.points.push((0, i as f64));
+            b
+        };
+        let mut app = Appender::default();
+        let fsyncs = store.fsyncs().0;
+        for i in 0..4 {
+            let appended = store.try_append(&mut app, &batch(i)).unwrap().expect("nothing else holds the writer");
+            assert_eq!(appended.points, [(0, i as f64)]);
+        }
+        let id = store.series(&model::Selector::all())[0].0;
+        let read = || store.read(id, Timestamp::MIN, Timestamp::MAX);
+        assert_eq!(read().1, [0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(store.fsyncs().0, fsyncs, "an inline append fsyncs nothing");
+        assert_eq!(store.stats().flushes.load(Ordering::Relaxed), 0, "nor flushes, though 1.5 s > 1 s is due");
+
+        let held = lock(&store.writer);
+        assert!(store.try_append(&mut app, &batch(4)).unwrap().is_none(), "busy: the writer is held");
+        drop(held);
+
+        store.maintain(true).unwrap();
+        assert_eq!(store.fsyncs().0, fsyncs + 1);
+        assert_eq!(store.stats().flushes.load(Ordering::Relaxed), 1, "the flush that came due");
+        store.maintain(true).unwrap();
+        assert_eq!(store.fsyncs().0, fsyncs + 1, "nothing unsynced: no second fsync");
+        assert_eq!(read().1, [0.0, 1.0, 2.0, 3.0], "the busy round was not stored");
+
+        store.try_append(&mut app, &batch(5)).unwrap().expect("free again");
+        drop(store);
+        let reopened = Store::open(dir.path(), opts).unwrap();
+        let id = reopened.series(&model::Selector::all())[0].0;
+        assert_eq!(reopened.read(id, Timestamp::MIN, Timestamp::MAX).1, [0.0, 1.0, 2.0, 3.0, 5.0], "from the WAL");
     }
 
     /// What `--fsync` and `--local-fsync` take, and what a bad one is told.

@@ -37,7 +37,7 @@ use std::time::Duration;
 use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
 use clock::{monotonic_ns, realtime_ns, thread_cpu_ns};
 use model::report::Figure;
-use model::{Batch, SeriesKey, Timestamp};
+use model::{Batch, SeriesKey, Sink, Timestamp};
 use nix::errno::Errno;
 use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg, setsockopt,
@@ -507,7 +507,7 @@ impl Poller {
 
     /// Runs the cycle on every boundary until `stop`, handing each interval's
     /// batch to `sink` without blocking (a full queue drops and counts it).
-    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
+    pub fn run(mut self, sink: impl Sink, stop: Arc<AtomicBool>) {
         let interval = self.interval_ns;
         let mut scheduled = next_boundary(realtime_ns(), interval);
         while !stop.load(Ordering::Relaxed) {
