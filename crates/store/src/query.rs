@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use model::{Selector, SeriesKey, Timestamp};
 
-use crate::tier::Tier;
+use crate::tier::{Scale, Tier};
 
 /// Series one query may touch; more is almost certainly a mistyped selector.
 pub const QUERY_SERIES_MAX: usize = 20_000;
@@ -552,24 +552,32 @@ impl Bucketer {
     /// Time-ordered samples, after those already added.
     pub fn add(&mut self, ts: &[i64], vals: &[f64]) {
         let n = ts.len().min(vals.len());
-        self.fold(&ts[..n], |i| [vals[i]; 3], |_| 1.0, |s, b, i| s.last[b] = vals[i]);
+        self.fold::<false>(&ts[..n], Scale::UNIT, |i| [vals[i]; 3], |_| 1.0, |s, b, i| s.last[b] = vals[i]);
     }
 
     /// Tier periods whose width tiles the buckets, after those already
     /// added: min of minima, max of maxima, sum of sums over sum of counts
     /// (a tier keeps no last values: never asked of one).
     pub fn add_tier(&mut self, t: &Tier) {
-        self.fold(&t.ts, |i| [t.min[i], t.max[i], t.sum[i]], |i| t.count[i], |_, _, _| {});
+        let mms = |i| [t.min[i], t.max[i], t.sum[i]];
+        if t.scale == Scale::UNIT {
+            self.fold::<false>(&t.ts, Scale::UNIT, mms, |i| t.count[i], |_, _, _| {});
+        } else {
+            self.fold::<true>(&t.ts, t.scale, mms, |i| t.count[i], |_, _, _| {});
+        }
     }
 
     /// Folds time-ordered entries into their buckets: entry `i`'s minimum,
     /// maximum and sum from `mms`, its count from `count`. A bucket's run
     /// of entries is folded in registers, in order (the same sums as one
-    /// at a time); `ran(self, bucket, last entry)` after each run.
+    /// at a time); `ran(self, bucket, last entry)` after each run. `SCALED`:
+    /// minima and maxima are to be divided by `scale`, done once a run, on
+    /// the run's extreme (division is monotone: the same extreme).
     #[inline(always)]
-    fn fold(
+    fn fold<const SCALED: bool>(
         &mut self,
         ts: &[i64],
+        scale: Scale,
         mms: impl Fn(usize) -> [f64; 3],
         count: impl Fn(usize) -> f64,
         mut ran: impl FnMut(&mut Self, usize, usize),
@@ -581,7 +589,11 @@ impl Bucketer {
                 continue;
             }
             let b = self.cur;
-            let (mut lo, mut hi, mut sum, mut c) = (self.min[b], self.max[b], self.sum[b], self.count[b]);
+            let (mut lo, mut hi, mut sum, mut c) = if SCALED {
+                (f64::INFINITY, f64::NEG_INFINITY, self.sum[b], self.count[b])
+            } else {
+                (self.min[b], self.max[b], self.sum[b], self.count[b])
+            };
             // The run holds at least the entry seek placed.
             while i < ts.len() && ts[i] < self.end {
                 let [min, max, s] = mms(i);
@@ -590,6 +602,9 @@ impl Bucketer {
                 sum += s;
                 c += count(i);
                 i += 1;
+            }
+            if SCALED {
+                (lo, hi) = (self.min[b].min(lo / scale.min), self.max[b].max(hi / scale.max));
             }
             (self.min[b], self.max[b], self.sum[b], self.count[b]) = (lo, hi, sum, c);
             ran(self, b, i - 1);

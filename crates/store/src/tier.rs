@@ -11,7 +11,8 @@
 
 use model::SeriesKey;
 
-use crate::samples::{ChunkError, Grid, decimal_scale, decode_chunk, decode_values, encode_chunk, round_decimal};
+use crate::samples::chunk::decode;
+use crate::samples::{ChunkError, Grid, decimal_scale, encode_chunk, round_decimal};
 use codec::varint::{Reader, put_u64};
 
 pub const TIER_LABEL: &str = "__tier__";
@@ -41,6 +42,27 @@ pub struct Tier {
     pub max: Vec<f64>,
     pub sum: Vec<f64>,
     pub count: Vec<f64>,
+    /// What `min` and `max` are to be divided by: 1 (they are the values)
+    /// except in a part a query folds into buckets
+    /// ([`Tier::decode_for_folding`]).
+    pub scale: Scale,
+}
+
+/// Divisors of a tier's `min` and `max` columns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Scale {
+    pub const UNIT: Scale = Scale { min: 1.0, max: 1.0 };
+}
+
+impl Default for Scale {
+    fn default() -> Scale {
+        Scale::UNIT
+    }
 }
 
 impl Tier {
@@ -93,6 +115,15 @@ impl Tier {
     /// Appends `other`, which starts after this one ends (or merges a period
     /// both hold, as happens when a block boundary falls inside a second).
     pub fn extend(&mut self, other: &Tier) {
+        debug_assert_eq!(self.scale, Scale::UNIT, "BUG: extending a tier left undivided");
+        if other.scale != Scale::UNIT {
+            // A divisor of 1 (an XOR column) leaves the column as it is, to
+            // the bit (dividing would quiet a signalling NaN).
+            let divided = |c: &[f64], by: f64| if by == 1.0 { c.to_vec() } else { c.iter().map(|m| m / by).collect() };
+            let min = divided(&other.min, other.scale.min);
+            let max = divided(&other.max, other.scale.max);
+            return self.extend(&Tier { min, max, scale: Scale::UNIT, ..other.clone() });
+        }
         let mut k = 0;
         if let (Some(&last), Some(&first)) = (self.ts.last(), other.ts.first())
             && last == first
@@ -130,6 +161,7 @@ pub fn parse_tier_key(key: &SeriesKey) -> Option<(usize, i64)> {
 impl Tier {
     /// The four columns as length-prefixed chunks.
     pub fn encode(&self) -> Vec<u8> {
+        debug_assert_eq!(self.scale, Scale::UNIT, "BUG: encoding a tier left undivided");
         let mut out = Vec::new();
         for agg in AGGS {
             let c = encode_chunk(&self.ts, self.column(agg));
@@ -149,6 +181,18 @@ impl Tier {
     /// [`Tier::decode`] into this tier's buffers (emptied first): a reader
     /// going through many entries allocates once.
     pub fn decode_into(&mut self, data: &[u8], n: usize, from: i64, to: i64) -> Result<(), ChunkError> {
+        self.decode_scaled(data, n, from, to, false)
+    }
+
+    /// [`Tier::decode_into`], but decimal `min` and `max` columns are left
+    /// as integers, their divisors in [`Tier::scale`]: a query folding
+    /// periods into buckets divides once a bucket, not once a period.
+    pub fn decode_for_folding(&mut self, data: &[u8], n: usize, from: i64, to: i64) -> Result<(), ChunkError> {
+        self.decode_scaled(data, n, from, to, true)
+    }
+
+    fn decode_scaled(&mut self, data: &[u8], n: usize, from: i64, to: i64, fold: bool) -> Result<(), ChunkError> {
+        self.scale = Scale::UNIT;
         self.ts.clear();
         for agg in AGGS {
             self.column_mut(agg).clear();
@@ -161,28 +205,38 @@ impl Tier {
         for agg in AGGS {
             let len = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Truncated)?;
             let chunk = r.bytes(len).ok_or(ChunkError::Truncated)?;
+            let divide = !(fold && matches!(agg, TierAgg::Min | TierAgg::Max));
             let (ts, column) = self.parts_mut(agg);
-            match grid {
+            let divisor = match grid {
                 Some(g) if g.step != 0 => {
-                    if decode_values(chunk, column)? != g {
+                    let (got, divisor) = decode(chunk, None, column, divide)?;
+                    if got != g {
                         return Err(ChunkError::Header("tier columns disagree"));
                     }
+                    divisor
                 }
                 Some(_) => {
                     other_ts.clear();
-                    decode_chunk(chunk, &mut other_ts, column)?;
+                    let (_, divisor) = decode(chunk, Some(&mut other_ts), column, divide)?;
                     if other_ts != *ts {
                         return Err(ChunkError::Header("tier columns disagree"));
                     }
+                    divisor
                 }
                 None => {
                     ts.reserve(n);
-                    let g = decode_chunk(chunk, ts, column)?;
+                    let (g, divisor) = decode(chunk, Some(ts), column, divide)?;
                     if ts.len() != n {
                         return Err(ChunkError::Header("tier columns disagree"));
                     }
                     grid = Some(g);
+                    divisor
                 }
+            };
+            match agg {
+                TierAgg::Min => self.scale.min = divisor,
+                TierAgg::Max => self.scale.max = divisor,
+                TierAgg::Sum | TierAgg::Count => {}
             }
         }
         if r.remaining() != 0 {
@@ -214,6 +268,28 @@ impl Tier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Decoded for folding, a decimal tier's minima and maxima are integers
+    /// with their divisors beside them; extended into a tier (what
+    /// `read_tier` does) they are the values again, bit for bit.
+    #[test]
+    fn a_tier_decoded_for_folding_divides_back_to_its_values() {
+        let ts: Vec<i64> = (0..50).map(|i| i * 300).collect();
+        let vals: Vec<f64> = (0..50).map(|i| f64::from((i * 37) % 101) / 100.0).collect();
+        let t = Tier::build(&ts, &vals, 1000);
+        let enc = t.encode();
+        let mut folded = Tier::default();
+        folded.decode_for_folding(&enc, t.ts.len(), i64::MIN, i64::MAX).unwrap();
+        assert_eq!(folded.scale, Scale { min: 100.0, max: 100.0 });
+        assert_eq!((&folded.sum, &folded.count), (&t.sum, &t.count), "sum and count as they are");
+        assert!(folded.min.iter().zip(&t.min).all(|(m, v)| m / 100.0 == *v && m.fract() == 0.0));
+        let mut back = Tier::default();
+        back.extend(&folded);
+        assert_eq!(back, t);
+        let mut plain = Tier::default();
+        plain.decode_into(&enc, t.ts.len(), i64::MIN, i64::MAX).unwrap();
+        assert_eq!(plain, t);
+    }
 
     #[test]
     fn builds_and_merges_periods() {

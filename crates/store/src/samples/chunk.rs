@@ -132,7 +132,7 @@ fn encode(ts: &[i64], vals: &[f64], zstd: bool, mut out: Vec<u8>) -> Vec<u8> {
 
 /// Decodes a chunk, appending to `ts` and `vals`.
 pub fn decode_chunk(data: &[u8], ts: &mut Vec<i64>, vals: &mut Vec<f64>) -> Result<Grid, ChunkError> {
-    decode(data, Some(ts), vals)
+    decode(data, Some(ts), vals, true).map(|(grid, _)| grid)
 }
 
 /// A chunk's timestamps when they are a regular grid: `n` samples from `t0`
@@ -148,10 +148,22 @@ pub struct Grid {
 /// are checked but not kept. Returns their grid, so chunks known to share
 /// timestamps (a tier entry's four columns) decode them once.
 pub fn decode_values(data: &[u8], vals: &mut Vec<f64>) -> Result<Grid, ChunkError> {
-    decode(data, None, vals)
+    decode(data, None, vals, true).map(|(grid, _)| grid)
 }
 
-fn decode(data: &[u8], mut ts: Option<&mut Vec<i64>>, vals: &mut Vec<f64>) -> Result<Grid, ChunkError> {
+/// Decodes a chunk, its timestamps into `ts` when given; returns its grid
+/// and the divisor its values are to be divided by: 1 when `divide`, or for
+/// an XOR chunk. Not `divide`: a decimal chunk's values are left as its
+/// integers `m` (`v × 10^k` as floats, exact below 2^53) and the divisor is
+/// `10^k`. Dividing is monotone, so a minimum or a maximum of many values
+/// can be taken first and divided once: a division a bucket where there was
+/// one a value.
+pub(crate) fn decode(
+    data: &[u8],
+    mut ts: Option<&mut Vec<i64>>,
+    vals: &mut Vec<f64>,
+    divide: bool,
+) -> Result<(Grid, f64), ChunkError> {
     let mut r = Reader::new(data);
     let n = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Header("count"))?;
     if n > CHUNK_SAMPLES_MAX {
@@ -172,8 +184,12 @@ fn decode(data: &[u8], mut ts: Option<&mut Vec<i64>>, vals: &mut Vec<f64>) -> Re
         CODEC_XOR if scale == 0 => None,
         _ => return Err(ChunkError::Header("unknown value codec")),
     };
+    let divisor = match decimal {
+        Some((k, _)) if !divide => POW10[k as usize],
+        _ => 1.0,
+    };
     if n == 0 {
-        return Ok(Grid { n: 0, t0: 0, step: 0 });
+        return Ok((Grid { n: 0, t0: 0, step: 0 }, divisor));
     }
     let t0 = i64::from_le_bytes(r.fixed::<8>().ok_or(ChunkError::Truncated)?);
     let step = if regular {
@@ -203,7 +219,7 @@ fn decode(data: &[u8], mut ts: Option<&mut Vec<i64>>, vals: &mut Vec<f64>) -> Re
     };
     let mut bits = BitReader::new(stream);
     vals.reserve(n);
-    let mut values = ValueDecoder::new(decimal, &mut bits).ok_or(ChunkError::Truncated)?;
+    let mut values = ValueDecoder::new(decimal, divide, &mut bits).ok_or(ChunkError::Truncated)?;
     vals.push(values.current());
     if regular {
         if let Some(ts) = ts {
@@ -211,7 +227,7 @@ fn decode(data: &[u8], mut ts: Option<&mut Vec<i64>>, vals: &mut Vec<f64>) -> Re
             ts.extend((0..n as i64).map(|i| t0 + i * step));
         }
         values.decode_rest(&mut bits, n - 1, vals).ok_or(ChunkError::Truncated)?;
-        return Ok(Grid { n, t0, step });
+        return Ok((Grid { n, t0, step }, divisor));
     }
     if let Some(ts) = ts.as_mut() {
         ts.reserve(n);
@@ -228,7 +244,7 @@ fn decode(data: &[u8], mut ts: Option<&mut Vec<i64>>, vals: &mut Vec<f64>) -> Re
         }
         vals.push(values.next(&mut bits).ok_or(ChunkError::Truncated)?);
     }
-    Ok(Grid { n, t0, step: 0 })
+    Ok((Grid { n, t0, step: 0 }, divisor))
 }
 
 /// The smallest k such that every value is exactly `round(v * 10^k) / 10^k`
@@ -430,13 +446,17 @@ enum ValueDecoder {
 }
 
 impl ValueDecoder {
-    fn new(decimal: Option<(u8, u64)>, r: &mut BitReader<'_>) -> Option<ValueDecoder> {
+    /// `divide` false: a decimal chunk's values come out as its integers
+    /// (see [`decode_undivided`]).
+    fn new(decimal: Option<(u8, u64)>, divide: bool, r: &mut BitReader<'_>) -> Option<ValueDecoder> {
         let v0 = f64::from_bits(r.read(64)?);
         Some(match decimal {
             Some((k, g)) => {
                 let p = POW10[k as usize];
                 // Saturating: a corrupt v0 (NaN, huge) must not panic the cast.
-                ValueDecoder::Decimal { p, m0: round(v0 * p) as i64, g: g as i64, prev: 0, prev_d: 0, cur: v0 }
+                let m0 = round(v0 * p) as i64;
+                let (p, cur) = if divide { (p, v0) } else { (1.0, m0 as f64) };
+                ValueDecoder::Decimal { p, m0, g: g as i64, prev: 0, prev_d: 0, cur }
             }
             None => ValueDecoder::Xor { prev: v0.to_bits(), lead: u32::MAX, trail: 0 },
         })
@@ -448,11 +468,30 @@ impl ValueDecoder {
     /// form), and runs of zero deltas-of-delta (a counter at a steady rate,
     /// a constant gauge) all at once: one load per window, not per value.
     fn decode_rest(&mut self, r: &mut BitReader<'_>, n: usize, out: &mut Vec<f64>) -> Option<()> {
-        let ValueDecoder::Decimal { p, m0, g, prev, prev_d, cur } = self else {
-            for _ in 0..n {
-                out.push(self.next(r)?);
+        match self {
+            // Integers (scale 0, or left undivided): no division a value.
+            ValueDecoder::Decimal { p, .. } if *p == 1.0 => self.decode_decimals::<false>(r, n, out),
+            ValueDecoder::Decimal { .. } => self.decode_decimals::<true>(r, n, out),
+            ValueDecoder::Xor { .. } => {
+                for _ in 0..n {
+                    out.push(self.next(r)?);
+                }
+                Some(())
             }
-            return Some(());
+        }
+    }
+
+    /// [`ValueDecoder::decode_rest`] of a decimal chunk; `DIVIDE` false when
+    /// its divisor is 1.
+    #[inline(always)]
+    fn decode_decimals<const DIVIDE: bool>(
+        &mut self,
+        r: &mut BitReader<'_>,
+        n: usize,
+        out: &mut Vec<f64>,
+    ) -> Option<()> {
+        let ValueDecoder::Decimal { p, m0, g, prev, prev_d, cur } = self else {
+            unreachable!("BUG: decode_decimals on an XOR chunk");
         };
         // Written into place, the state in locals: no push that could
         // reallocate (and so spill every register) per value.
@@ -460,7 +499,10 @@ impl ValueDecoder {
         out.resize(base + n, 0.0);
         let dst = &mut out[base..];
         let (p, m0, g) = (*p, *m0, *g);
-        let value = |m: i64| m0.wrapping_add(m.wrapping_mul(g)) as f64 / p;
+        let value = |m: i64| {
+            let m = m0.wrapping_add(m.wrapping_mul(g)) as f64;
+            if DIVIDE { m / p } else { m }
+        };
         let (mut m, mut d) = (*prev, *prev_d);
         let mut i = 0;
         while i < n {
@@ -713,17 +755,24 @@ mod tests {
             let mut only = Vec::new();
             let grid = decode_values(&enc, &mut only).unwrap();
             prop_assert_eq!(grid, Grid { n: ts.len(), t0: 1_000, step: 100 });
-            prop_assert_eq!(only, vals);
+            prop_assert_eq!(&only, &vals);
+            // Left undivided: integers, which the divisor turns into the
+            // same values bit for bit.
+            let mut ints = Vec::new();
+            let (grid_ints, divisor) = decode(&enc, None, &mut ints, false).unwrap();
+            prop_assert_eq!(grid_ints, grid);
+            prop_assert!(ints.iter().all(|m| m.fract() == 0.0), "{:?}", ints);
+            prop_assert_eq!(ints.iter().map(|m| (m / divisor).to_bits()).collect::<Vec<_>>(), vals.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
         }
 
         /// The windowed decoder takes the same symbols as one at a time
         /// would, and fails where it would, on any bit stream.
         #[test]
-        fn windows_decode_as_symbols_do(stream in proptest::collection::vec(any::<u8>(), 8..200), n in 0usize..400, g in 1u64..5000, scale in 0u8..4) {
+        fn windows_decode_as_symbols_do(stream in proptest::collection::vec(any::<u8>(), 8..200), n in 0usize..400, g in 1u64..5000, scale in 0u8..4, divide: bool) {
             let mut a = BitReader::new(&stream);
             let mut b = a.clone();
-            let mut fast = ValueDecoder::new(Some((scale, g)), &mut a).unwrap();
-            let mut slow = ValueDecoder::new(Some((scale, g)), &mut b).unwrap();
+            let mut fast = ValueDecoder::new(Some((scale, g)), divide, &mut a).unwrap();
+            let mut slow = ValueDecoder::new(Some((scale, g)), divide, &mut b).unwrap();
             let mut got = Vec::new();
             let ok = fast.decode_rest(&mut a, n, &mut got).is_some();
             let mut want = Vec::new();

@@ -196,7 +196,7 @@ impl Store {
         if let Some(&i) = b.tiers.get(&(id, res)) {
             let e = &b.entries[i];
             read_entry_into(&file, &b.path, e, &mut out.bytes)?;
-            return out.tier.decode_into(&out.bytes, e.n_samples as usize, from, to).map_err(|err| {
+            return out.tier.decode_for_folding(&out.bytes, e.n_samples as usize, from, to).map_err(|err| {
                 crate::BlockError::Corrupt {
                     path: b.path.clone(),
                     offset: e.offset,
