@@ -32,8 +32,11 @@ pub struct Args {
     #[arg(long, default_value = "60s")]
     duration: String,
     /// A `kansoku up` to measure, as NAME=EXTRA-ARGUMENTS (e.g.
-    /// `fsync-1s=--fsync 1s`); repeat to run several side by side. Default:
-    /// one with up's defaults.
+    /// `fsync-1s=--fsync 1s`); repeat to run several side by side. Arguments
+    /// starting with `@PATH` run that kansoku binary instead of this one (a
+    /// build to compare against in the same window, e.g.
+    /// `before=@/tmp/kansoku-old --trace off`). Default: one with up's
+    /// defaults.
     #[arg(long = "variant")]
     variants: Vec<String>,
     /// Peers to run in the same window: pcp, collectd, node_exporter (or
@@ -87,8 +90,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let interval = model::parse_duration(&args.interval)?;
     let duration = model::parse_duration(&args.duration)?;
     let dir = tempfile::Builder::new().prefix("kansoku-up-cost-").tempdir()?;
-    let variants: Vec<(String, Vec<String>)> = if args.variants.is_empty() {
-        vec![("kansoku up".into(), Vec::new())]
+    let variants: Vec<Variant> = if args.variants.is_empty() {
+        vec![Variant { name: "kansoku up".into(), exe: None, args: Vec::new() }]
     } else {
         args.variants.iter().map(|v| parse_variant(v)).collect::<anyhow::Result<_>>()?
     };
@@ -100,8 +103,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     let _idle = Idle::spawn(args.idle_processes)?;
     let mut sides = Vec::new();
-    for (i, (name, extra)) in variants.iter().enumerate() {
-        sides.push(start_kansoku(name, extra, interval, &dir.path().join(format!("kansoku-{i}")))?);
+    for (i, v) in variants.iter().enumerate() {
+        sides.push(start_kansoku(v, interval, &dir.path().join(format!("kansoku-{i}")))?);
     }
     let mut scrape = None;
     for p in args.peers.iter().filter(|p| p.as_str() != "none") {
@@ -155,23 +158,48 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `NAME=ARGS` (ARGS split at spaces), or ARGS alone (named by them).
-fn parse_variant(v: &str) -> anyhow::Result<(String, Vec<String>)> {
+/// One `kansoku up` to run: its name in the report, the binary (this one
+/// unless given) and its extra arguments.
+#[derive(Debug, PartialEq)]
+struct Variant {
+    name: String,
+    exe: Option<PathBuf>,
+    args: Vec<String>,
+}
+
+/// `NAME=ARGS` (ARGS split at spaces, a first `@PATH` the binary), or ARGS
+/// alone (named by them).
+fn parse_variant(v: &str) -> anyhow::Result<Variant> {
     let (name, args) = v.split_once('=').unwrap_or((v, v));
-    let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+    let mut args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+    let exe = match args.first().and_then(|a| a.strip_prefix('@')) {
+        Some(path) => {
+            let exe = PathBuf::from(path);
+            if !exe.is_file() {
+                bail!("variant {v:?}: {} is not a kansoku binary (no such file)", exe.display());
+            }
+            args.remove(0);
+            Some(exe)
+        }
+        None => None,
+    };
     for reserved in ["--data", "--listen", "--interval"] {
         if args.iter().any(|a| a == reserved || a.starts_with(&format!("{reserved}="))) {
             bail!("variant {v:?}: {reserved} is set by lab up-cost");
         }
     }
-    Ok((format!("kansoku up {}", name.trim()).trim().to_owned(), args))
+    Ok(Variant { name: format!("kansoku up {}", name.trim()).trim().to_owned(), exe, args })
 }
 
-fn start_kansoku(name: &str, extra: &[String], interval: Duration, data: &Path) -> anyhow::Result<Side> {
-    let exe = std::env::current_exe().context("find this kansoku binary")?;
+fn start_kansoku(v: &Variant, interval: Duration, data: &Path) -> anyhow::Result<Side> {
+    let exe = match &v.exe {
+        Some(exe) => exe.clone(),
+        None => std::env::current_exe().context("find this kansoku binary")?,
+    };
+    let name = &v.name;
     let mut cmd = Command::new(exe);
     cmd.arg("up").arg("--data").arg(data).args(["--listen", "127.0.0.1:0", "--interval"]);
-    cmd.arg(format!("{}ms", interval.as_millis())).args(extra);
+    cmd.arg(format!("{}ms", interval.as_millis())).args(&v.args);
     let peer = spawn_ready(cmd, "listening on", name)?;
     Ok(Side { name: name.to_owned(), roots: vec![peer.child.id()], _running: vec![peer] })
 }
@@ -493,11 +521,26 @@ mod tests {
 
     #[test]
     fn variants_name_their_arguments_and_keep_the_lab_s_own() {
-        let (name, args) = parse_variant("fsync-1s=--fsync 1s --trace off").unwrap();
-        assert_eq!(name, "kansoku up fsync-1s");
-        assert_eq!(args, ["--fsync", "1s", "--trace", "off"]);
-        assert_eq!(parse_variant("--trace off").unwrap().1, ["--trace", "off"]);
+        let v = parse_variant("fsync-1s=--fsync 1s --trace off").unwrap();
+        assert_eq!(
+            v,
+            Variant {
+                name: "kansoku up fsync-1s".into(),
+                exe: None,
+                args: vec!["--fsync".into(), "1s".into(), "--trace".into(), "off".into()]
+            }
+        );
+        assert_eq!(parse_variant("--trace off").unwrap().args, ["--trace", "off"]);
         assert!(parse_variant("x=--data /tmp/y").unwrap_err().to_string().contains("--data is set by lab up-cost"));
+        // Another build, to compare against in the same window.
+        let this = std::env::current_exe().unwrap();
+        let v = parse_variant(&format!("before=@{} --trace off", this.display())).unwrap();
+        assert_eq!(
+            (v.exe.as_deref(), v.args.as_slice()),
+            (Some(this.as_path()), ["--trace".to_owned(), "off".to_owned()].as_slice())
+        );
+        let err = parse_variant("before=@/no/such/kansoku").unwrap_err().to_string();
+        assert!(err.contains("/no/such/kansoku is not a kansoku binary"), "{err}");
     }
 
     #[test]
