@@ -108,25 +108,36 @@ impl Jobs {
             FsyncPolicy::Always | FsyncPolicy::Never => MAINTAIN_EVERY,
         };
         self.threads.push(std::thread::Builder::new().name(format!("{name}-writer")).spawn(move || {
+            let mut failing = false;
+            let mut maintain = || {
+                // Counted in the store's write_errors; logged once a run.
+                match shared.store.maintain(policy != FsyncPolicy::Never) {
+                    Ok(()) if failing => {
+                        tracing::info!("{name}: store fsync and flush work again");
+                        failing = false;
+                    }
+                    Err(e) if !failing => {
+                        tracing::error!("{name}: {e} (retried every {period:?})");
+                        failing = true;
+                    }
+                    Ok(()) | Err(_) => {}
+                }
+            };
             loop {
                 match rx.recv_timeout(period) {
                     Ok(batch) => {
                         let result = shared.store.append(&mut lock(&shared.appender), &batch);
-                        shared.queued.fetch_sub(1, Ordering::AcqRel);
+                        // Published before the producer may go inline again:
+                        // the live stream keeps the rounds' order.
                         shared.stored(result);
+                        shared.queued.fetch_sub(1, Ordering::AcqRel);
                     }
-                    Err(RecvTimeoutError::Timeout) => {
-                        if let Err(e) = shared.store.maintain(policy != FsyncPolicy::Never) {
-                            tracing::error!("{name}: {e}");
-                        }
-                    }
+                    Err(RecvTimeoutError::Timeout) => maintain(),
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
             // What the inline appends left, before the writer ends.
-            if let Err(e) = shared.store.maintain(policy != FsyncPolicy::Never) {
-                tracing::error!("{name}: {e}");
-            }
+            maintain();
         })?);
         Ok(())
     }
