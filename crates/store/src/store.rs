@@ -495,12 +495,12 @@ impl Store {
         &self.stats
     }
 
-    /// The event columns (per-CPU samples) kept beside the series.
     /// The fsync policy appends get unless their [`Appender`] has its own.
     pub fn fsync_policy(&self) -> FsyncPolicy {
         self.opts.fsync
     }
 
+    /// The event columns (per-CPU samples) kept beside the series.
     pub fn events(&self) -> &EventLog {
         &self.events
     }
@@ -529,8 +529,8 @@ impl Store {
     /// Appends `batch` at once if no other append, flush or fsync holds the
     /// writer; `None`, without waiting, if one does. For a producer's own
     /// thread, which must never wait on the store: it saves the hand-off to
-    /// a writer thread, a wake-up a round (~40 µs on a VM, a fifth of what
-    /// `kansoku up` spends a round).
+    /// a writer thread, a wake-up a round (~40 µs on a VM: `kansoku up`
+    /// spent 11 % less with it gone, docs/benchmarks.md).
     ///
     /// It neither fsyncs nor flushes: the batch is written to the WAL (it
     /// survives `kill -9` once this returns) and to the head, and the fsync
@@ -558,8 +558,8 @@ impl Store {
             w.unsynced = false;
         }
         if std::mem::take(&mut w.flush_due) {
-            // A failed flush keeps the data in head and WAL; it is counted
-            // and retried with the next append that finds it due.
+            // A failed flush keeps the data in head and WAL; it is counted,
+            // and the next inline append finds it due again.
             let _ = self.flush_locked(w);
         }
         let group = Arc::clone(w.wal.group());
