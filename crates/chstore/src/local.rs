@@ -30,6 +30,31 @@ impl Node {
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
+
+    /// The last lines of the server's error log (or its output, where the
+    /// error log is empty): what a failed start says about itself.
+    fn output_tail(&self) -> String {
+        let home = self.config.parent().expect("config is in its node's directory");
+        let read = |name: &str| std::fs::read_to_string(home.join(name)).unwrap_or_default();
+        let text = [read("server.err.log"), read("stdout")].into_iter().find(|t| !t.trim().is_empty());
+        let Some(text) = text else { return "it wrote nothing".into() };
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join(" | ")
+    }
+}
+
+/// Why a start failed: a server exited before it served (worth another
+/// try on fresh ports), or anything else.
+#[derive(Debug)]
+enum Start {
+    Exited(String),
+    Failed(String),
+}
+
+impl From<String> for Start {
+    fn from(why: String) -> Start {
+        Start::Failed(why)
+    }
 }
 
 #[derive(Debug)]
@@ -89,13 +114,35 @@ fn ping(http: &str) -> bool {
 
 impl LocalCluster {
     /// Starts ZooKeeper and `shards × replicas` ClickHouse servers under
-    /// `dir`, and returns once every one answers.
+    /// `dir`, and returns once every one answers. Ports are picked free, then
+    /// bound by the servers a moment later; a server that exits before it
+    /// serves (another process took its port meanwhile) gets the whole
+    /// cluster started again on fresh ports, in a fresh directory, up to
+    /// three times.
     pub fn start(dir: &Path, shards: usize, replicas: usize) -> Result<LocalCluster, String> {
+        let mut failed = Vec::new();
+        for attempt in 1..=3 {
+            let at = if attempt == 1 { dir.to_owned() } else { dir.join(format!("attempt-{attempt}")) };
+            match LocalCluster::start_once(&at, shards, replicas) {
+                Ok(cluster) => return Ok(cluster),
+                Err(Start::Exited(why)) => {
+                    eprintln!("local ClickHouse cluster, attempt {attempt}: {why}");
+                    failed.push(why);
+                }
+                Err(Start::Failed(why)) => return Err(why),
+            }
+        }
+        Err(format!("local ClickHouse cluster did not start in three attempts: {}", failed.join("; ")))
+    }
+
+    fn start_once(dir: &Path, shards: usize, replicas: usize) -> Result<LocalCluster, Start> {
         let server = find("clickhouse-server", "clickhouse-server")?;
         let java = find("java", "default-jre-headless")?;
         let zk_jar = Path::new("/usr/share/java/zookeeper.jar");
         if !zk_jar.exists() {
-            return Err("ZooKeeper not found at /usr/share/java/zookeeper.jar: apt-get install zookeeper".into());
+            return Err(Start::Failed(
+                "ZooKeeper not found at /usr/share/java/zookeeper.jar: apt-get install zookeeper".into(),
+            ));
         }
         let mk = |p: &Path| std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()));
         mk(dir)?;
@@ -153,9 +200,35 @@ impl LocalCluster {
             cluster.spawn(i, &server)?;
         }
         for i in 0..cluster.nodes.len() {
+            cluster.serving(i)?;
             cluster.ready(i)?;
         }
         Ok(cluster)
+    }
+
+    /// Waits until node `i` answers HTTP; [`Start::Exited`] at once if it
+    /// exits first. Either error ends with the tail of its output.
+    fn serving(&mut self, i: usize) -> Result<(), Start> {
+        let http = self.nodes[i].http();
+        let t0 = Instant::now();
+        let within = Duration::from_secs(90);
+        while !ping(&http) {
+            let exited = self.nodes[i].child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                return Err(Start::Exited(format!(
+                    "clickhouse-server at {http} exited ({status}) before it served: {}",
+                    self.nodes[i].output_tail()
+                )));
+            }
+            if t0.elapsed() > within {
+                return Err(Start::Failed(format!(
+                    "clickhouse-server at {http} not ready after {within:?}: {}",
+                    self.nodes[i].output_tail()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
     }
 
     fn spawn(&mut self, i: usize, server: &Path) -> Result<(), String> {
@@ -206,6 +279,7 @@ impl LocalCluster {
     pub fn restart(&mut self, i: usize) -> Result<(), String> {
         let server = find("clickhouse-server", "clickhouse-server")?;
         self.spawn(i, &server)?;
+        self.serving(i).map_err(|(Start::Exited(why) | Start::Failed(why))| why)?;
         self.ready(i)
     }
 
@@ -268,3 +342,39 @@ const USERS: &str = r#"<?xml version="1.0"?>
   <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
 </yandex>
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that exits before it serves is told at once, with what it
+    /// wrote, as the kind of failure a start on fresh ports may get past.
+    #[test]
+    fn a_server_that_exits_before_serving_is_reported_at_once_with_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("ch-1-1");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join("server.err.log"),
+            "starting\nDB::Exception: Listen [127.0.0.1]: Address already in use\n",
+        )
+        .unwrap();
+        let child = Command::new("false").spawn().unwrap();
+        let node = Node {
+            shard: 1,
+            replica: 1,
+            http_port: free_port().unwrap(),
+            tcp_port: 0,
+            config: home.join("config.xml"),
+            child: Some(child),
+        };
+        let mut cluster = LocalCluster { dir: dir.path().to_owned(), zk_port: 0, zk: None, nodes: vec![node] };
+        // Exited, not the timeout's Failed: told as soon as it was seen.
+        match cluster.serving(0) {
+            Err(Start::Exited(why)) => {
+                assert!(why.contains("exited") && why.contains("Address already in use"), "{why}");
+            }
+            other => panic!("want Exited, got {other:?}"),
+        }
+    }
+}
