@@ -200,35 +200,9 @@ impl LocalCluster {
             cluster.spawn(i, &server)?;
         }
         for i in 0..cluster.nodes.len() {
-            cluster.serving(i)?;
             cluster.ready(i)?;
         }
         Ok(cluster)
-    }
-
-    /// Waits until node `i` answers HTTP; [`Start::Exited`] at once if it
-    /// exits first. Either error ends with the tail of its output.
-    fn serving(&mut self, i: usize) -> Result<(), Start> {
-        let http = self.nodes[i].http();
-        let t0 = Instant::now();
-        let within = Duration::from_secs(90);
-        while !ping(&http) {
-            let exited = self.nodes[i].child.as_mut().and_then(|c| c.try_wait().ok().flatten());
-            if let Some(status) = exited {
-                return Err(Start::Exited(format!(
-                    "clickhouse-server at {http} exited ({status}) before it served: {}",
-                    self.nodes[i].output_tail()
-                )));
-            }
-            if t0.elapsed() > within {
-                return Err(Start::Failed(format!(
-                    "clickhouse-server at {http} not ready after {within:?}: {}",
-                    self.nodes[i].output_tail()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
     }
 
     fn spawn(&mut self, i: usize, server: &Path) -> Result<(), String> {
@@ -279,8 +253,7 @@ impl LocalCluster {
     pub fn restart(&mut self, i: usize) -> Result<(), String> {
         let server = find("clickhouse-server", "clickhouse-server")?;
         self.spawn(i, &server)?;
-        self.serving(i).map_err(|(Start::Exited(why) | Start::Failed(why))| why)?;
-        self.ready(i)
+        self.ready(i).map_err(|(Start::Exited(why) | Start::Failed(why))| why)
     }
 
     /// Waits until every node's replicated tables have fetched what their
@@ -309,17 +282,31 @@ impl LocalCluster {
         )
     }
 
-    /// Waits until node `i` answers and reaches ZooKeeper.
-    fn ready(&self, i: usize) -> Result<(), String> {
-        let http = self.nodes[i].http();
-        wait(&format!("clickhouse-server at {http}"), Duration::from_secs(60), || ping(&http))?;
-        let client = crate::Client::new(
-            crate::Target { hosts: vec![http.clone()], db: "system".into(), user: None, password: None },
-            Duration::from_secs(5),
-        );
+    /// Waits until node `i` answers and reaches ZooKeeper: [`Start::Exited`]
+    /// at once if it exits first. A server's error ends with the tail of
+    /// its log.
+    fn ready(&mut self, i: usize) -> Result<(), Start> {
+        let node = &mut self.nodes[i];
+        let http = node.http();
+        let mut exited = None;
+        let answered = wait(&format!("clickhouse-server at {http}"), Duration::from_secs(90), || {
+            ping(&http) || {
+                exited = node.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                exited.is_some()
+            }
+        });
+        if let Some(status) = exited {
+            return Err(Start::Exited(format!(
+                "clickhouse-server at {http} exited ({status}) before it served: {}",
+                node.output_tail()
+            )));
+        }
+        answered.map_err(|e| Start::Failed(format!("{e}: {}", node.output_tail())))?;
+        let client = self.admin(&self.nodes[i]);
         wait(&format!("ZooKeeper from {http}"), Duration::from_secs(60), || {
             client.query("SELECT count() FROM system.zookeeper WHERE path = '/'").is_ok()
-        })
+        })?;
+        Ok(())
     }
 }
 
@@ -370,7 +357,7 @@ mod tests {
         };
         let mut cluster = LocalCluster { dir: dir.path().to_owned(), zk_port: 0, zk: None, nodes: vec![node] };
         // Exited, not the timeout's Failed: told as soon as it was seen.
-        match cluster.serving(0) {
+        match cluster.ready(0) {
             Err(Start::Exited(why)) => {
                 assert!(why.contains("exited") && why.contains("Address already in use"), "{why}");
             }

@@ -333,15 +333,8 @@ mod tests {
     /// there for the test to see.
     fn sink(store: &Arc<Store>, inline: bool, capacity: usize) -> (InlineSink, std::sync::mpsc::Receiver<Batch>) {
         let (tx, rx) = sync_channel(capacity);
-        let shared = Arc::new(Shared {
-            name: "test",
-            store: Arc::clone(store),
-            live: tokio::sync::broadcast::channel(4).0,
-            appender: Mutex::new(Appender::default()),
-            queued: AtomicUsize::new(0),
-            failures: AtomicU64::new(0),
-        });
-        (InlineSink { shared, queue: tx, inline }, rx)
+        let jobs = Jobs::new(Arc::clone(store), tokio::sync::broadcast::channel(4).0);
+        (InlineSink { shared: jobs.shared("test"), queue: tx, inline }, rx)
     }
 
     /// A round is stored on the producer's thread while nothing is queued;

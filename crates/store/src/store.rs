@@ -557,7 +557,7 @@ impl Store {
             w.last_sync = Instant::now();
             w.unsynced = false;
         }
-        if std::mem::take(&mut w.flush_due) {
+        if w.flush_due {
             // A failed flush keeps the data in head and WAL; it is counted,
             // and the next inline append finds it due again.
             let _ = self.flush_locked(w);
@@ -566,8 +566,7 @@ impl Store {
         let pos = group.written();
         drop(guard);
         if sync_now && let Err(source) = group.sync_to(pos) {
-            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source });
+            return Err(self.fsync_failed(source));
         }
         Ok(())
     }
@@ -714,18 +713,22 @@ impl Store {
         // Group commit: fsync outside the writer's lock, shared with every
         // append that finished writing meanwhile.
         if sync_now && let Err(source) = group.sync_to(pos) {
-            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source });
+            return Err(self.fsync_failed(source));
         }
         self.stats.samples_appended.fetch_add(n_stored, Ordering::Relaxed);
         self.stats.batches_appended.fetch_add(batches.len() as u64, Ordering::Relaxed);
         Ok(out)
     }
 
+    /// A failed WAL fsync, counted in `write_errors`.
+    fn fsync_failed(&self, source: std::io::Error) -> StoreError {
+        self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+        StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source }
+    }
+
     fn sync_writer(&self, w: &mut Writer) -> Result<(), StoreError> {
         if let Err(source) = w.wal.sync() {
-            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Io { op: "fsync WAL", path: dir::wal_dir(&self.root), source });
+            return Err(self.fsync_failed(source));
         }
         w.last_sync = Instant::now();
         w.unsynced = false;

@@ -116,28 +116,25 @@ impl Tier {
     /// both hold, as happens when a block boundary falls inside a second).
     pub fn extend(&mut self, other: &Tier) {
         debug_assert_eq!(self.scale, Scale::UNIT, "BUG: extending a tier left undivided");
-        if other.scale != Scale::UNIT {
-            // A divisor of 1 (an XOR column) leaves the column as it is, to
-            // the bit (dividing would quiet a signalling NaN).
-            let divided = |c: &[f64], by: f64| if by == 1.0 { c.to_vec() } else { c.iter().map(|m| m / by).collect() };
-            let min = divided(&other.min, other.scale.min);
-            let max = divided(&other.max, other.scale.max);
-            return self.extend(&Tier { min, max, scale: Scale::UNIT, ..other.clone() });
-        }
+        // `other`'s minima and maxima divided as they are copied; by 1 (its
+        // values, or an XOR column) left as they are, to the bit (dividing
+        // would quiet a signalling NaN).
+        let divided = |v: f64, by: f64| if by == 1.0 { v } else { v / by };
+        let (min, max) = (|v| divided(v, other.scale.min), |v| divided(v, other.scale.max));
         let mut k = 0;
         if let (Some(&last), Some(&first)) = (self.ts.last(), other.ts.first())
             && last == first
         {
             let n = self.ts.len() - 1;
-            self.min[n] = self.min[n].min(other.min[0]);
-            self.max[n] = self.max[n].max(other.max[0]);
+            self.min[n] = self.min[n].min(min(other.min[0]));
+            self.max[n] = self.max[n].max(max(other.max[0]));
             self.sum[n] += other.sum[0];
             self.count[n] += other.count[0];
             k = 1;
         }
         self.ts.extend_from_slice(&other.ts[k..]);
-        self.min.extend_from_slice(&other.min[k..]);
-        self.max.extend_from_slice(&other.max[k..]);
+        self.min.extend(other.min[k..].iter().map(|&v| min(v)));
+        self.max.extend(other.max[k..].iter().map(|&v| max(v)));
         self.sum.extend_from_slice(&other.sum[k..]);
         self.count.extend_from_slice(&other.count[k..]);
     }
