@@ -209,6 +209,20 @@ impl Collector {
         batch
     }
 
+    /// Reads every file a round reads, and does nothing else: no parsing, no
+    /// samples, no clocks. The floor of host collection on this machine,
+    /// what `kansoku lab up-cost` runs beside `kansoku up`. Returns the
+    /// files' bytes.
+    pub fn read_round(&mut self) -> std::io::Result<usize> {
+        let mut bytes = 0;
+        for slot in &mut self.sources {
+            for file in slot.source.files() {
+                bytes += file.read_raw()?;
+            }
+        }
+        Ok(bytes)
+    }
+
     /// Samples until `stop` is set. Never blocks on `sink`: when the queue is
     /// full the batch is dropped and counted, and its series declarations are
     /// carried into the next batch so later points still resolve.
@@ -312,5 +326,31 @@ mod tests {
             assert_eq!(bt.points.len(), b.points.len() - per_source, "round {t}");
         }
         assert_eq!(c.collect_round(Timestamp(11_000), 5).points.len(), b.points.len());
+    }
+
+    #[test]
+    fn the_floor_reads_each_file_a_round_reads_and_nothing_else() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("proc/pressure")).unwrap();
+        let loadavg = root.path().join("proc/loadavg");
+        let psi = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        for r in ["cpu", "memory", "io"] {
+            std::fs::write(root.path().join("proc/pressure").join(r), psi).unwrap();
+        }
+        let cfg = CollectorConfig { interval: Duration::from_millis(100), host: "t".into(), root: root.path().into() };
+        let load = |text: &str| {
+            std::fs::write(&loadavg, text).unwrap();
+            text.len() + 3 * psi.len()
+        };
+        let first = load("0.10 0.20 0.30 1/100 42\n");
+        let mut c = Collector::new(&cfg);
+        assert_eq!(c.read_round().unwrap(), first);
+        assert_eq!(c.read_round().unwrap(), first, "read again");
+        let longer = load("12.50 10.20 0.30 2/100 43\n");
+        assert_eq!(c.read_round().unwrap(), longer, "the new content, not a cached copy");
+        // What was read is what a round parses.
+        let b = c.collect_round(Timestamp(1_000), 0);
+        let load1 = b.defs.iter().find(|(_, k)| k.name() == "node_load1").map(|(id, _)| *id).unwrap();
+        assert_eq!(b.points.iter().find(|&&(id, _)| id == load1).map(|&(_, v)| v), Some(12.5));
     }
 }

@@ -67,6 +67,12 @@ impl ProcFile {
         }
     }
 
+    /// Reads the file and returns its length, nothing checked or parsed:
+    /// the collector's floor ([`crate::Collector::read_round`]).
+    pub fn read_raw(&mut self) -> io::Result<usize> {
+        self.read_into_buf().map(|()| self.len)
+    }
+
     /// Reads the file into `buf[..len]`. The buffer stays at its full
     /// (zeroed once) size between rounds, so no round pays for zero-filling.
     fn read_into_buf(&mut self) -> io::Result<()> {

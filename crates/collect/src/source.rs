@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::emitter::Emitter;
+use crate::proc_file::ProcFile;
 use crate::{procfs, sysfs};
 
 /// A family of files read once per round.
@@ -12,6 +13,9 @@ pub trait Source: Send {
     fn name(&self) -> &'static str;
     /// Reads and emits one round of samples.
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError>;
+    /// The files [`Source::collect`] reads each round: what the collector's
+    /// floor reads and nothing more ([`crate::Collector::read_round`]).
+    fn files(&mut self) -> Vec<&mut ProcFile>;
 }
 
 #[derive(Debug, thiserror::Error)]

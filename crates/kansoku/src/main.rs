@@ -56,6 +56,10 @@ enum LabCmd {
     /// fsyncs, tracer, API) beside PCP, collectd and node_exporter at the
     /// same interval in the same run; several up variants side by side.
     UpCost(lab::up_cost::Args),
+    /// The floor of host collection here: wake on the interval's
+    /// boundaries and read the files `kansoku up`'s collector reads, and
+    /// nothing else (lab up-cost's `floor` side).
+    ReadFloor(lab::up_cost::FloorArgs),
     /// The glogger experiment: K SNMP targets every interval, beside a
     /// snmpget shell loop and snmp_exporter in the same run.
     Snmp(lab::snmp_bench::Args),
@@ -172,6 +176,7 @@ fn main() -> ExitCode {
         Cmd::Import(args) => import::run(args),
         Cmd::Lab(LabCmd::CollectorCost(args)) => lab::collector_cost::run(&args),
         Cmd::Lab(LabCmd::UpCost(args)) => lab::up_cost::run(&args),
+        Cmd::Lab(LabCmd::ReadFloor(args)) => lab::up_cost::read_floor(&args),
         Cmd::Lab(LabCmd::TraceCost(args)) => lab::trace_cost::run(&args),
         Cmd::Lab(LabCmd::Diagnose(args)) => lab::diagnose::run(&args),
         Cmd::Lab(LabCmd::Load(args)) => lab::load::run(&args),

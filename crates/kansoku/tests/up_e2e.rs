@@ -129,3 +129,26 @@ fn bad_input_gets_one_line_errors_and_nonzero_exit() {
     let f = fresh.to_str().unwrap();
     check(&["query", "no_such_metric", "--data", f], "no series matches");
 }
+
+/// `lab up-cost`'s floor side runs beside `kansoku up` and is measured the
+/// same way: its process reads the collector's files on the same boundaries.
+#[test]
+fn up_cost_measures_kansoku_beside_the_floor_of_reading_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("up-cost.json");
+    let o = run(&["lab", "up-cost", "--duration", "1s", "--peers", "floor", "--json", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = common::read_json(&json);
+    let sides = report["sides"].as_array().unwrap();
+    let names: Vec<&str> = sides.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["kansoku up", "floor: the same files read"]);
+    for s in sides {
+        assert!(s["cpu_seconds"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    let floor = sides[1]["processes"][0].as_str().unwrap();
+    assert!(floor.contains("lab read-floor --interval 100ms"), "{floor}");
+
+    let o = run(&["lab", "read-floor", "--interval", "5ms"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--interval 5ms: must be 10ms to 60s"));
+}

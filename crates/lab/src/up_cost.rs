@@ -8,11 +8,14 @@
 //! clocks (`clock_getcpuclockid`: nanoseconds, every thread, alive or
 //! exited), not `/proc` ticks; its memory the sum of their resident sets.
 //! Several `kansoku up` variants (e.g. fsync policies) can run side by side.
+//! The `floor` side is what any collector of the same data pays here: a
+//! process that wakes on the same boundaries and reads the same procfs and
+//! sysfs files, and does nothing else (`kansoku lab read-floor`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -39,10 +42,11 @@ pub struct Args {
     /// defaults.
     #[arg(long = "variant")]
     variants: Vec<String>,
-    /// Peers to run in the same window: pcp, collectd, node_exporter (or
-    /// none); for `--processes`: pidstat, pcp-proc (PCP's proc PMDA logged),
+    /// Peers to run in the same window: floor (the collector's files read
+    /// and nothing else), pcp, collectd, node_exporter (or none); for
+    /// `--processes`: pidstat, pcp-proc (PCP's proc PMDA logged),
     /// netdata-apps (Netdata's apps.plugin), which take whole seconds.
-    #[arg(long, value_delimiter = ',', default_value = "pcp,collectd,node_exporter")]
+    #[arg(long, value_delimiter = ',', default_value = "floor,pcp,collectd,node_exporter")]
     peers: Vec<String>,
     /// Idle processes (sleep) to keep alive through the window, so the
     /// per-process collectors have that many more to read.
@@ -109,6 +113,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut scrape = None;
     for p in args.peers.iter().filter(|p| p.as_str() != "none") {
         match p.as_str() {
+            "floor" => {
+                let mut cmd = Command::new(std::env::current_exe().context("find this kansoku binary")?);
+                cmd.args(["lab", "read-floor", "--interval"]).arg(format!("{}ms", interval.as_millis()));
+                let peer = spawn_ready(cmd, "reading", "kansoku lab read-floor")?;
+                sides.push(Side {
+                    name: "floor: the same files read".into(),
+                    roots: vec![peer.child.id()],
+                    _running: vec![peer],
+                });
+            }
             "pcp" => sides.push(start_pcp(interval, &dir.path().join("pcp"), HOST_METRICS, "PCP pmcd + pmlogger")?),
             "pcp-proc" => sides.push(start_pcp(
                 interval,
@@ -145,7 +159,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 scrape = Some(addr);
             }
             other => bail!(
-                "unknown peer {other:?}: use pcp, collectd, node_exporter, pidstat, pcp-proc, netdata-apps or none"
+                "unknown peer {other:?}: use floor, pcp, collectd, node_exporter, pidstat, pcp-proc, netdata-apps or none"
             ),
         }
     }
@@ -156,6 +170,35 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// `kansoku lab read-floor`: the floor of host collection on this machine.
+#[derive(clap::Args, Debug)]
+pub struct FloorArgs {
+    /// Wake on this interval's wall-clock boundaries, as the collector does.
+    #[arg(long, default_value = "100ms")]
+    interval: String,
+}
+
+/// Wakes on every boundary and reads the files `kansoku up`'s collector reads
+/// each round, through the same code (`collect::Collector::read_round`), and
+/// nothing else, until killed: what collecting this data costs before any
+/// parsing or storing. `lab up-cost` runs it as its `floor` side.
+pub fn read_floor(args: &FloorArgs) -> anyhow::Result<()> {
+    let interval = model::parse_duration(&args.interval)?;
+    if !(collect::INTERVAL_MIN..=collect::INTERVAL_MAX).contains(&interval) {
+        bail!("--interval {}: must be 10ms to 60s, as for kansoku up", args.interval);
+    }
+    let mut collector =
+        collect::Collector::new(&collect::CollectorConfig { interval, host: String::new(), root: "/".into() });
+    let bytes = collector.read_round().context("read the collector's files")?;
+    eprintln!("reading {bytes} bytes of procfs and sysfs every {} until stopped", args.interval);
+    let mut failed = None;
+    clock::schedule::every(interval.as_nanos() as i64, &AtomicBool::new(false), &AtomicU64::new(0), |_| {
+        collector.read_round().map_err(|e| failed = Some(e)).is_ok()
+    });
+    Err(failed.map_or_else(|| anyhow::anyhow!("BUG: the floor's loop ended"), anyhow::Error::from))
+        .context("read the collector's files")
 }
 
 /// One `kansoku up` to run: its name in the report, the binary (this one

@@ -118,6 +118,10 @@ impl Source for DiskstatsSource {
         "diskstats"
     }
 
+    fn files(&mut self) -> Vec<&mut ProcFile> {
+        vec![&mut self.file]
+    }
+
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError> {
         let exclude = &self.exclude;
         let (path, text) = self.file.read_with_path()?;

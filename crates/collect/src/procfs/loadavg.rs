@@ -33,6 +33,10 @@ impl Source for LoadavgSource {
         "loadavg"
     }
 
+    fn files(&mut self) -> Vec<&mut ProcFile> {
+        vec![&mut self.file]
+    }
+
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError> {
         let (path, text) = self.file.read_with_path()?;
         let [l1, l5, l15] = super::parsed(path, parse_loadavg(text))?;

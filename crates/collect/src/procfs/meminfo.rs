@@ -77,6 +77,10 @@ impl Source for MeminfoSource {
         "meminfo"
     }
 
+    fn files(&mut self) -> Vec<&mut ProcFile> {
+        vec![&mut self.file]
+    }
+
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError> {
         let names = &mut self.names;
         let (path, text) = self.file.read_with_path()?;

@@ -90,6 +90,10 @@ impl Source for NetDevSource {
         "net_dev"
     }
 
+    fn files(&mut self) -> Vec<&mut ProcFile> {
+        vec![&mut self.file]
+    }
+
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError> {
         let (path, text) = self.file.read_with_path()?;
         for iface in super::parsed(path, parse_net_dev(text))? {

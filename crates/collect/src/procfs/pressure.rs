@@ -73,6 +73,10 @@ impl Source for PressureSource {
         "pressure"
     }
 
+    fn files(&mut self) -> Vec<&mut ProcFile> {
+        self.files.iter_mut().map(|(f, _, _)| f).collect()
+    }
+
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError> {
         for (file, some, full) in &mut self.files {
             let (path, text) = file.read_with_path()?;

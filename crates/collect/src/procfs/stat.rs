@@ -92,6 +92,10 @@ impl Source for StatSource {
         "stat"
     }
 
+    fn files(&mut self) -> Vec<&mut ProcFile> {
+        vec![&mut self.file]
+    }
+
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError> {
         let (path, text) = self.file.read_with_path()?;
         let stat = super::parsed(path, parse_stat(text))?;

@@ -53,6 +53,10 @@ impl Source for BlockSource {
         "diskstats"
     }
 
+    fn files(&mut self) -> Vec<&mut ProcFile> {
+        self.devices.iter_mut().map(|(_, f)| f).collect()
+    }
+
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError> {
         if self.scanned.elapsed() >= RESCAN {
             if let Ok(devices) = scan(&self.dir, &self.exclude) {

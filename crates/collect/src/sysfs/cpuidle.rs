@@ -74,6 +74,10 @@ impl Source for CpuidleSource {
         "cpuidle"
     }
 
+    fn files(&mut self) -> Vec<&mut ProcFile> {
+        self.states.iter_mut().flat_map(|s| [&mut s.time, &mut s.usage]).collect()
+    }
+
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError> {
         for s in &mut self.states {
             let labels = [("cpu", s.cpu.as_str()), ("state", s.name.as_str())];
