@@ -15,6 +15,10 @@
 //! CPU time of the store writer thread appending every answer to a temporary
 //! data directory (WAL, head, blocks) — the paper's "with writing". The
 //! WAL is fsynced as `kansoku snmp` does by default (once a second, `--fsync`).
+//!
+//! The `floor` row is what this machine's kernel charges before any poller
+//! work: the poller's sockets send the same requests and read every answer
+//! the same way, and nothing is decoded or stored (`Poller::floor_once`).
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -50,8 +54,9 @@ pub struct Args {
     /// How long to measure each side at each count.
     #[arg(long, default_value = "10s")]
     duration: String,
-    /// Peers to measure beside kansoku: snmpget, snmp_exporter, or none.
-    #[arg(long, default_value = "snmpget,snmp_exporter", value_delimiter = ',')]
+    /// Peers to measure beside kansoku: floor (the same datagrams sent and
+    /// read, nothing decoded or stored), snmpget, snmp_exporter, or none.
+    #[arg(long, default_value = "floor,snmpget,snmp_exporter", value_delimiter = ',')]
     peers: Vec<String>,
     /// Largest count the snmpget loop is run at (it forks one process per
     /// target per interval).
@@ -191,8 +196,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let interval = model::parse_duration(&args.interval)?;
     let duration = model::parse_duration(&args.duration)?;
     for p in &args.peers {
-        if !["snmpget", "snmp_exporter", "none"].contains(&p.as_str()) {
-            bail!("--peers {p:?}: use snmpget, snmp_exporter or none");
+        if !["floor", "snmpget", "snmp_exporter", "none"].contains(&p.as_str()) {
+            bail!("--peers {p:?}: use floor, snmpget, snmp_exporter or none");
         }
     }
     let max = args.targets.iter().copied().max().unwrap_or(0);
@@ -222,6 +227,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let mut kansoku = measure_kansoku(&addrs, interval, duration, args.fsync)?;
         kansoku.farm_core_percent = (stat_cpu_seconds(&farm_stat)? - farm0) / duration.as_secs_f64() * 100.0;
         let mut row = Row { targets: k, kansoku, peers: Vec::new() };
+        if args.peers.iter().any(|p| p == "floor") {
+            eprintln!("snmp: {k} targets: the floor (send and receive only) for {duration:?}");
+            row.peers.push(measure_floor(&addrs, interval, duration)?);
+        }
         if args.peers.iter().any(|p| p == "snmpget") && k <= args.snmpget_max {
             eprintln!("snmp: {k} targets: snmpget loop for {duration:?}");
             row.peers.push(measure_snmpget(&addrs, interval, duration)?);
@@ -333,6 +342,40 @@ fn measure_kansoku(
         kernel_drops: stats.kernel_drops.load(Ordering::Relaxed),
         missed_intervals: stats.missed_intervals.load(Ordering::Relaxed),
         farm_core_percent: 0.0,
+    })
+}
+
+/// The kernel's part alone: the poller's sockets send every request and read
+/// every answer each interval, nothing decoded or stored. Its CPU is the
+/// thread's own clock over the send and the reads, as the poller's figure.
+fn measure_floor(addrs: &[SocketAddr], interval: Duration, duration: Duration) -> anyhow::Result<Peer> {
+    let (plan, _) = snmp::plan(specs(addrs), Duration::from_secs(1), 0);
+    let mut poller = Poller::new(PollerConfig::new(interval), plan).context("open SNMP sockets")?;
+    let iv = interval.as_nanos() as i64;
+    let rounds = (duration.as_nanos() as i64 / iv).max(1) as usize + 2;
+    let (mut cpu, mut got) = (Vec::with_capacity(rounds), 0usize);
+    let mut done = 0;
+    clock::schedule::every(iv, &AtomicBool::new(false), &AtomicU64::new(0), |t| {
+        let (n, ns) = poller.floor_once(t);
+        // The first two intervals warm up, as for the poller.
+        if done >= 2 {
+            cpu.push(ns as f64 / 1e6);
+            got += n;
+        }
+        done += 1;
+        done < rounds
+    });
+    let n = cpu.len().max(1) as f64;
+    let mean = cpu.iter().sum::<f64>() / n;
+    Ok(Peer {
+        name: "floor".into(),
+        recorded_percent: got as f64 / (addrs.len() as f64 * n) * 100.0,
+        round_ms: f64::NAN,
+        cpu_ms_per_interval: mean,
+        note: format!(
+            "the same datagrams sent and read, nothing decoded or stored; p99 {:.2} ms",
+            percentile(&mut cpu, 0.99)
+        ),
     })
 }
 
@@ -508,9 +551,10 @@ fn print_row(r: &Row) {
         k.kernel_drops
     );
     for p in &r.peers {
+        let round = if p.round_ms.is_nan() { String::new() } else { format!(", round {:.1} ms", p.round_ms) };
         println!(
-            "{:>6}          {}: {:6.2} % recorded, round {:.1} ms, CPU {:.2} ms/interval ({})",
-            "", p.name, p.recorded_percent, p.round_ms, p.cpu_ms_per_interval, p.note
+            "{:>6}          {}: {:6.2} % recorded{round}, CPU {:.2} ms/interval ({})",
+            "", p.name, p.recorded_percent, p.cpu_ms_per_interval, p.note
         );
     }
 }

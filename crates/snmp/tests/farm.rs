@@ -214,6 +214,29 @@ fn two_thousand_targets_one_socket_farm() {
     assert!(stats.wrong_request_id.load(Ordering::Relaxed) > 0 && stats.restarts.load(Ordering::Relaxed) > 0);
 }
 
+/// The floor reads every answer the farm sends back, silent agents
+/// excepted, and decodes nothing: the same datagrams as a real interval.
+#[test]
+fn the_floor_reads_every_answer_and_nothing_more() {
+    const N: usize = 300;
+    let fault_of = |i: usize| if i % 10 == 9 { Fault::Silent } else { Fault::None };
+    let ips = farm::ips(Ipv4Addr::new(127, 6, 0, 1), N);
+    let farm = farm::Farm::start(0, ips.iter().enumerate().map(|(i, ip)| (*ip, fault_of(i))).collect(), 1).unwrap();
+    let specs: Vec<TargetSpec> = farm.addrs.iter().map(|&a| spec(a, Version::V2c, list(&["sysUpTime.0"]))).collect();
+    let (plan, _) = snmp::plan(specs, Duration::from_secs(1), 0);
+    // Answered within a second: a loaded machine still gets every answer.
+    let mut cfg = PollerConfig::new(Duration::from_secs(1));
+    cfg.timeout = Duration::from_secs(1);
+    let mut poller = Poller::new(cfg, plan).unwrap();
+    let stats = poller.stats();
+    for _ in 0..3 {
+        let (got, cpu_ns) = poller.floor_once(clock::realtime_ns());
+        assert_eq!(got, N - N / 10, "every agent but the silent ones answers once");
+        assert!(cpu_ns > 0);
+    }
+    assert_eq!(stats.answers.load(Ordering::Relaxed), 0, "nothing decoded or counted as an answer");
+}
+
 /// An agent down when the poller starts: polled for the minimal set,
 /// rediscovered in the background, then polled for its interfaces and
 /// disks — with the series it already had kept.

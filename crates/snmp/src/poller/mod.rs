@@ -427,35 +427,8 @@ impl Poller {
         self.send_all(deadline_mono);
         let send_ns = realtime_ns() - boundary_ns;
 
-        let coalesce_ns = self.cfg.coalesce.as_nanos() as i64;
         let mut ready = Vec::with_capacity(self.socks.len());
-        while self.n_answered < self.targets.len() {
-            let left = deadline_mono - monotonic_ns();
-            if left <= 0 {
-                break;
-            }
-            ready.clear();
-            {
-                let mut fds: Vec<PollFd<'_>> = self.socks.iter().map(|s| PollFd::new(s, PollFlags::IN)).collect();
-                let ts = rustix::time::Timespec { tv_sec: left / 1_000_000_000, tv_nsec: left % 1_000_000_000 };
-                match rustix::event::poll(&mut fds, Some(&ts)) {
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(rustix::io::Errno::INTR) => continue,
-                    Err(e) => {
-                        tracing::error!("poll on SNMP sockets: {e}");
-                        break;
-                    }
-                }
-                ready.extend(fds.iter().enumerate().filter(|(_, f)| !f.revents().is_empty()).map(|(i, _)| i));
-            }
-            // Let more answers queue up, unless that would cross the deadline.
-            let pause = coalesce_ns.min(deadline_mono - monotonic_ns());
-            if pause > 0 {
-                std::thread::sleep(Duration::from_nanos(pause as u64));
-                ready.clear();
-                ready.extend(0..self.socks.len());
-            }
+        while self.n_answered < self.targets.len() && self.wait_ready(deadline_mono, &mut ready) {
             self.receive(&mut hdrs, &ready, &mut batch, boundary_ns, false);
         }
 
@@ -488,6 +461,68 @@ impl Poller {
         // Outside the round's CPU figure: only when someone asks.
         self.answer_views();
         batch
+    }
+
+    /// Waits for answers until `deadline_mono`: fills `ready` with the
+    /// sockets to read, after letting more answers queue up for the
+    /// configured coalescing pause. False when the deadline passed first.
+    fn wait_ready(&self, deadline_mono: i64, ready: &mut Vec<usize>) -> bool {
+        ready.clear();
+        loop {
+            let left = deadline_mono - monotonic_ns();
+            if left <= 0 {
+                return false;
+            }
+            let mut fds: Vec<PollFd<'_>> = self.socks.iter().map(|s| PollFd::new(s, PollFlags::IN)).collect();
+            let ts = rustix::time::Timespec { tv_sec: left / 1_000_000_000, tv_nsec: left % 1_000_000_000 };
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(0) => return false,
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    tracing::error!("poll on SNMP sockets: {e}");
+                    return false;
+                }
+            }
+            ready.extend(fds.iter().enumerate().filter(|(_, f)| !f.revents().is_empty()).map(|(i, _)| i));
+            break;
+        }
+        // Let more answers queue up, unless that would cross the deadline.
+        let pause = (self.cfg.coalesce.as_nanos() as i64).min(deadline_mono - monotonic_ns());
+        if pause > 0 {
+            std::thread::sleep(Duration::from_nanos(pause as u64));
+            ready.clear();
+            ready.extend(0..self.socks.len());
+        }
+        true
+    }
+
+    /// The floor of an interval: the same requests sent the same way and
+    /// every datagram that comes back read the same way, and nothing else
+    /// (no request ids, no decoding, no samples). Returns the datagrams read
+    /// by the deadline and the thread's CPU time: what the kernel's send and
+    /// receive path costs here before the poller does any work of its own
+    /// (`kansoku lab snmp` measures it beside the poller).
+    pub fn floor_once(&mut self, boundary_ns: i64) -> (usize, i64) {
+        let cpu0 = thread_cpu_ns();
+        let deadline_mono = monotonic_ns() + (boundary_ns + self.cfg.timeout.as_nanos() as i64 - realtime_ns());
+        let cmsg = nix::cmsg_space!(u32, nix::libc::timespec);
+        let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(MMSG, Some(cmsg));
+        self.send_all(deadline_mono);
+        let (mut got, mut ready) = (0, Vec::with_capacity(self.socks.len()));
+        while got < self.targets.len() && self.wait_ready(deadline_mono, &mut ready) {
+            for &s in &ready {
+                loop {
+                    let n = net::recv_some(&self.socks[s], &mut hdrs, &mut self.bufs, &mut self.received, &mut 0)
+                        .unwrap_or(0);
+                    got += n;
+                    if n < MMSG {
+                        break;
+                    }
+                }
+            }
+        }
+        (got, thread_cpu_ns() - cpu0)
     }
 
     /// Runs the cycle for `n` intervals on a thread of its own and returns
