@@ -437,3 +437,50 @@ fn an_appender_s_own_fsync_policy_leaves_the_store_s_for_others() {
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(found.iter().any(|(k, n)| k.starts_with("local") && *n == 10), "{found:?}");
 }
+
+/// A bucketed query runs its series on several threads: the answer still
+/// lists every series once, in key order, each with its own values, from
+/// blocks and head alike.
+#[test]
+fn a_bucketed_query_answers_each_series_in_key_order_with_its_own_values() {
+    use store::query::{Agg, RangeQuery, range};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut app = Appender::default();
+    const N: u32 = 53;
+    let t0 = 1_700_000_000_000_000_000i64;
+    // Declared in an order unlike the keys' (id order is not key order).
+    let key = |s: u32| SeriesKey::new("g", [("n", format!("{:03}", (s * 29) % N).as_str())]);
+    for round in 0..20i64 {
+        let mut b = Batch::new(Timestamp(t0 + round * 100_000_000));
+        for s in 0..N {
+            if round == 0 {
+                b.defs.push((s, key(s)));
+            }
+            b.points.push((s, f64::from((s * 29) % N) * 1000.0 + round as f64));
+        }
+        store.append(&mut app, &b).unwrap();
+        if round == 9 {
+            store.flush().unwrap();
+        }
+    }
+    let q = RangeQuery {
+        selector: Selector::all(),
+        from: Timestamp(t0),
+        to: Timestamp(t0 + 2_000_000_000 - 1),
+        step_ns: Some(1_000_000_000),
+        points: None,
+        rate: false,
+        aggs: vec![Agg::Min, Agg::Last],
+        group: None,
+    };
+    let f = range(&store, &q).unwrap();
+    assert_eq!(f.series.len(), 2 * N as usize);
+    for (i, pair) in f.series.chunks(2).enumerate() {
+        assert_eq!(pair[0].key, pair[1].key);
+        assert_eq!(pair[0].key.get("n"), Some(format!("{i:03}").as_str()), "series {i} in key order");
+        let base = i as f64 * 1000.0;
+        assert_eq!(pair[0].values, [Some(base), Some(base + 10.0)], "min of {}", pair[0].key);
+        assert_eq!(pair[1].values, [Some(base + 9.0), Some(base + 19.0)], "last of {}", pair[1].key);
+    }
+}
