@@ -145,6 +145,12 @@ fn up_cost_measures_kansoku_beside_the_floor_of_reading_its_files() {
     for s in sides {
         assert!(s["cpu_seconds"].as_f64().unwrap() > 0.0, "{s}");
     }
+    // The same round in a tight loop, measured before the sides start.
+    let hot = &report["hot"];
+    for k in ["read_us", "collect_us", "store_us"] {
+        assert!(hot[k].as_f64().unwrap() > 0.0, "{k}: {hot}");
+    }
+    assert!(hot["values_per_round"].as_u64().unwrap() > 0, "{hot}");
     let floor = sides[1]["processes"][0].as_str().unwrap();
     assert!(floor.contains("lab read-floor --interval 100ms"), "{floor}");
 

@@ -19,8 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clock::realtime_ns;
 use clock::schedule::{after_round, next_boundary};
+use clock::{realtime_ns, thread_cpu_ns};
+use model::Timestamp;
 
 use crate::collector_cost::{Peer, sleep_to, spawn_ready};
 use crate::procs::{process_cpu_seconds, process_tree, rss_bytes, stat_cpu_seconds};
@@ -81,6 +82,60 @@ pub struct Report {
     /// Where the first kansoku variant's CPU went, by thread name (from
     /// `/proc` ticks: 10 ms resolution, so only a rough split).
     pub kansoku_threads_percent: BTreeMap<String, f64>,
+    /// The collector's round in a tight loop on this process's thread.
+    pub hot: Hot,
+}
+
+/// One collector round's work repeated in a tight loop, caches warm: what
+/// the same code costs when it does not sleep an interval between rounds
+/// (µs of this thread's CPU a round). Beside the sides' figures it shows how
+/// much of a round at 100 ms is the wake-up and cold caches.
+#[derive(Debug, serde::Serialize)]
+pub struct Hot {
+    pub rounds: usize,
+    /// The files read, nothing else (the floor's work).
+    pub read_us: f64,
+    /// A whole round: the files read, parsed and emitted as a batch.
+    pub collect_us: f64,
+    /// Storing a round's batch (WAL write, head), as `kansoku up` does inline.
+    pub store_us: f64,
+    pub values_per_round: usize,
+}
+
+fn hot(interval: Duration, rounds: usize) -> anyhow::Result<Hot> {
+    let cfg = collect::CollectorConfig { interval, host: "hot".into(), root: "/".into() };
+    let mut collector = collect::Collector::new(&cfg);
+    let dir = tempfile::Builder::new().prefix("kansoku-up-cost-hot-").tempdir()?;
+    let store = store::Store::open(dir.path(), store::Options::default())?;
+    let mut appender = store::Appender::with_fsync(store::FsyncPolicy::Never);
+    let iv = interval.as_nanos() as i64;
+    let t0 = next_boundary(realtime_ns(), iv);
+    let mut round = |i: usize| collector.collect_round(Timestamp(t0 + i as i64 * iv), 0);
+    // Warm up: series declared, buffers grown.
+    for i in 0..rounds / 10 {
+        store.append(&mut appender, &round(i))?;
+    }
+    let per = |ns: i64| ns as f64 / rounds as f64 / 1e3;
+    let c0 = thread_cpu_ns();
+    for _ in 0..rounds {
+        collector.read_round().context("read the collector's files")?;
+    }
+    let c1 = thread_cpu_ns();
+    let batches: Vec<_> =
+        (0..rounds).map(|i| collector.collect_round(Timestamp(t0 + (rounds + i) as i64 * iv), 0)).collect();
+    let c2 = thread_cpu_ns();
+    for b in &batches {
+        store.try_append(&mut appender, b)?.context("BUG: the store's writer is busy with no other user")?;
+    }
+    let c3 = thread_cpu_ns();
+    store.close()?;
+    Ok(Hot {
+        rounds,
+        read_us: per(c1 - c0),
+        collect_us: per(c2 - c1),
+        store_us: per(c3 - c2),
+        values_per_round: batches.iter().map(|b| b.points.len()).sum::<usize>() / rounds,
+    })
 }
 
 /// A side under measurement: its root processes (their descendants count too).
@@ -106,6 +161,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         crate::machine_line()
     );
     let _idle = Idle::spawn(args.idle_processes)?;
+    // Before any side starts, so neither disturbs the other.
+    let hot = hot(interval, 2000)?;
     let mut sides = Vec::new();
     for (i, v) in variants.iter().enumerate() {
         sides.push(start_kansoku(v, interval, &dir.path().join(format!("kansoku-{i}")))?);
@@ -163,7 +220,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             ),
         }
     }
-    let report = measure(&sides, interval, duration, scrape.as_deref())?;
+    let report = measure(&sides, interval, duration, scrape.as_deref(), hot)?;
     print(&report);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -455,7 +512,13 @@ fn thread_cpu(pid: u32) -> BTreeMap<String, f64> {
     out
 }
 
-fn measure(sides: &[Side], interval: Duration, duration: Duration, scrape: Option<&str>) -> anyhow::Result<Report> {
+fn measure(
+    sides: &[Side],
+    interval: Duration,
+    duration: Duration,
+    scrape: Option<&str>,
+    hot: Hot,
+) -> anyhow::Result<Report> {
     let iv = interval.as_nanos() as i64;
     // Every side has started; the window opens on a boundary three seconds
     // out so start-up work (BPF loading, archive headers) is outside it.
@@ -524,6 +587,7 @@ fn measure(sides: &[Side], interval: Duration, duration: Duration, scrape: Optio
         machine: crate::machine_line(),
         sides: costs,
         kansoku_threads_percent,
+        hot,
     })
 }
 
@@ -550,6 +614,12 @@ fn print(r: &Report) {
             println!("{} / {}: {:.2}x CPU", c.name, k.name, c.core_percent / k.core_percent.max(1e-9));
         }
     }
+    let h = &r.hot;
+    println!(
+        "the collector's round in a tight loop here (caches warm, {} rounds): the files read {:.1} us, read, parsed \
+         and emitted {:.1} us, stored {:.1} us ({} values)",
+        h.rounds, h.read_us, h.collect_us, h.store_us, h.values_per_round
+    );
     let threads: Vec<String> = r.kansoku_threads_percent.iter().map(|(n, p)| format!("{n} {p:.3}")).collect();
     println!(
         "{} by thread (% core, from 10 ms ticks): {}",
