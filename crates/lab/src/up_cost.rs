@@ -110,10 +110,10 @@ fn hot(interval: Duration, rounds: usize) -> anyhow::Result<Hot> {
     let mut appender = store::Appender::with_fsync(store::FsyncPolicy::Never);
     let iv = interval.as_nanos() as i64;
     let t0 = next_boundary(realtime_ns(), iv);
-    let mut round = |i: usize| collector.collect_round(Timestamp(t0 + i as i64 * iv), 0);
+    let at = |i: usize| Timestamp(t0 + i as i64 * iv);
     // Warm up: series declared, buffers grown.
     for i in 0..rounds / 10 {
-        store.append(&mut appender, &round(i))?;
+        store.append(&mut appender, &collector.collect_round(at(i), 0))?;
     }
     let per = |ns: i64| ns as f64 / rounds as f64 / 1e3;
     let c0 = thread_cpu_ns();
@@ -121,8 +121,7 @@ fn hot(interval: Duration, rounds: usize) -> anyhow::Result<Hot> {
         collector.read_round().context("read the collector's files")?;
     }
     let c1 = thread_cpu_ns();
-    let batches: Vec<_> =
-        (0..rounds).map(|i| collector.collect_round(Timestamp(t0 + (rounds + i) as i64 * iv), 0)).collect();
+    let batches: Vec<_> = (rounds..2 * rounds).map(|i| collector.collect_round(at(i), 0)).collect();
     let c2 = thread_cpu_ns();
     for b in &batches {
         store.try_append(&mut appender, b)?.context("BUG: the store's writer is busy with no other user")?;

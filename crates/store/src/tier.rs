@@ -12,7 +12,7 @@
 use model::SeriesKey;
 
 use crate::samples::chunk::decode;
-use crate::samples::{ChunkError, Grid, decimal_scale, encode_chunk, round_decimal};
+use crate::samples::{ChunkError, Grid, decimal_scale, decode_values, encode_chunk, round_decimal};
 use codec::varint::{Reader, put_u64};
 
 pub const TIER_LABEL: &str = "__tier__";
@@ -206,7 +206,7 @@ impl Tier {
             let (ts, column) = self.parts_mut(agg);
             let divisor = match grid {
                 Some(g) if g.step != 0 => {
-                    let (got, divisor) = decode(chunk, None, column, divide)?;
+                    let (got, divisor) = decode_values(chunk, column, divide)?;
                     if got != g {
                         return Err(ChunkError::Header("tier columns disagree"));
                     }

@@ -513,8 +513,7 @@ impl Poller {
         while got < self.targets.len() && self.wait_ready(deadline_mono, &mut ready) {
             for &s in &ready {
                 loop {
-                    let n = net::recv_some(&self.socks[s], &mut hdrs, &mut self.bufs, &mut self.received, &mut 0)
-                        .unwrap_or(0);
+                    let n = self.recv_batch(&mut hdrs, s);
                     got += n;
                     if n < MMSG {
                         break;

@@ -143,6 +143,16 @@ impl Poller {
         }
     }
 
+    /// One `recvmmsg` on socket `s` into `self.received`, its kernel drops
+    /// counted; the datagrams read (0 on an error, which is logged).
+    pub(super) fn recv_batch(&mut self, hdrs: &mut MultiHeaders<SockaddrStorage>, s: usize) -> usize {
+        let got = recv_some(&self.socks[s], hdrs, &mut self.bufs, &mut self.received, &mut self.drops_seen[s]);
+        got.unwrap_or_else(|e| {
+            tracing::warn!("SNMP receive: {e}");
+            0
+        })
+    }
+
     /// Reads every datagram waiting on every socket and handles it.
     pub(super) fn receive(
         &mut self,
@@ -154,14 +164,7 @@ impl Poller {
     ) {
         for &s in socks {
             loop {
-                let got = recv_some(&self.socks[s], hdrs, &mut self.bufs, &mut self.received, &mut self.drops_seen[s]);
-                let n = match got {
-                    Ok(n) => n,
-                    Err(e) => {
-                        tracing::warn!("SNMP receive: {e}");
-                        0
-                    }
-                };
+                let n = self.recv_batch(hdrs, s);
                 for k in 0..self.received.len() {
                     let (len, from, arrived_ns) = self.received[k];
                     self.handle(k, len, from, arrived_ns, batch, boundary_ns, draining);

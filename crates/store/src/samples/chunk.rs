@@ -146,9 +146,11 @@ pub struct Grid {
 
 /// Decodes a chunk's values only, appending them to `vals`; its timestamps
 /// are checked but not kept. Returns their grid, so chunks known to share
-/// timestamps (a tier entry's four columns) decode them once.
-pub fn decode_values(data: &[u8], vals: &mut Vec<f64>) -> Result<Grid, ChunkError> {
-    decode(data, None, vals, true).map(|(grid, _)| grid)
+/// timestamps (a tier entry's four columns) decode them once, and the
+/// divisor of the values: 1 when `divide`; otherwise a decimal chunk's
+/// values are left as its integers and the divisor is `10^k`.
+pub fn decode_values(data: &[u8], vals: &mut Vec<f64>, divide: bool) -> Result<(Grid, f64), ChunkError> {
+    decode(data, None, vals, divide)
 }
 
 /// Decodes a chunk, its timestamps into `ts` when given; returns its grid
@@ -447,7 +449,7 @@ enum ValueDecoder {
 
 impl ValueDecoder {
     /// `divide` false: a decimal chunk's values come out as its integers
-    /// (see [`decode_undivided`]).
+    /// (see [`decode`]).
     fn new(decimal: Option<(u8, u64)>, divide: bool, r: &mut BitReader<'_>) -> Option<ValueDecoder> {
         let v0 = f64::from_bits(r.read(64)?);
         Some(match decimal {
@@ -753,13 +755,14 @@ mod tests {
             round_trip(&ts, &vals);
             let enc = encode_chunk(&ts, &vals);
             let mut only = Vec::new();
-            let grid = decode_values(&enc, &mut only).unwrap();
+            let (grid, one) = decode_values(&enc, &mut only, true).unwrap();
+            prop_assert_eq!(one, 1.0);
             prop_assert_eq!(grid, Grid { n: ts.len(), t0: 1_000, step: 100 });
             prop_assert_eq!(&only, &vals);
             // Left undivided: integers, which the divisor turns into the
             // same values bit for bit.
             let mut ints = Vec::new();
-            let (grid_ints, divisor) = decode(&enc, None, &mut ints, false).unwrap();
+            let (grid_ints, divisor) = decode_values(&enc, &mut ints, false).unwrap();
             prop_assert_eq!(grid_ints, grid);
             prop_assert!(ints.iter().all(|m| m.fract() == 0.0), "{:?}", ints);
             prop_assert_eq!(ints.iter().map(|m| (m / divisor).to_bits()).collect::<Vec<_>>(), vals.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
