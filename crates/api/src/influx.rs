@@ -173,7 +173,7 @@ pub async fn write(
         }
         let s = &influx.stats;
         s.writes.fetch_add(1, Relaxed);
-        s.bad_lines.fetch_add(parsed.errors.len() as u64, Relaxed);
+        s.bad_lines.fetch_add(parsed.n_errors as u64, Relaxed);
         s.string_fields_dropped.fetch_add(parsed.string_fields, Relaxed);
         match store_points(&store, &influx, &live, &parsed.points, writer.as_deref())? {
             Ok(()) => s.points.fetch_add(parsed.points.points.len() as u64, Relaxed),
@@ -182,15 +182,14 @@ pub async fn write(
                 return Ok(Err(refused));
             }
         };
-        Ok::<_, store::StoreError>(Ok(parsed.errors))
+        Ok::<_, store::StoreError>(Ok((parsed.errors, parsed.n_errors)))
     })
     .await;
     match result {
         Ok(Ok(Err(refused))) => influx_error(StatusCode::BAD_REQUEST, refused),
-        Ok(Ok(Ok(errors))) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
-        Ok(Ok(Ok(errors))) => {
-            let more =
-                if errors.len() > 1 { format!(" (and {} more bad lines)", errors.len() - 1) } else { String::new() };
+        Ok(Ok(Ok((errors, _)))) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
+        Ok(Ok(Ok((errors, n_errors)))) => {
+            let more = if n_errors > 1 { format!(" (and {} more bad lines)", n_errors - 1) } else { String::new() };
             influx_error(StatusCode::BAD_REQUEST, format!("partial write: {}{more}", errors[0]))
         }
         Ok(Err(e)) => influx_error(StatusCode::SERVICE_UNAVAILABLE, format!("cannot store now: {e}")),

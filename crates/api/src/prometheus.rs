@@ -13,26 +13,54 @@ use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use model::{Selector, Timestamp};
-use promql::value::{Labels, format_float};
+use promql::value::Labels;
 use serde_json::{Value, json};
 
 use crate::{ApiError, ApiState, auth};
 
-/// The Prometheus endpoints' counters (`prometheus` in `/api/v1/status`).
-#[derive(Debug, Default)]
+/// Remote writes decoded and stored at once; a further one is answered
+/// 503 (Prometheus retries it).
+pub const REMOTE_WRITES_MAX: usize = 4;
+
+/// The Prometheus endpoints' counters (`prometheus` in `/api/v1/status`),
+/// and the turns remote writes take.
+#[derive(Debug)]
 pub struct PromStats {
+    pub writes: Arc<tokio::sync::Semaphore>,
     pub queries: AtomicU64,
     pub remote_writes: AtomicU64,
     pub remote_write_samples: AtomicU64,
     /// Remote writes refused: undecodable, or too many new series.
     pub remote_write_refused: AtomicU64,
     pub remote_reads: AtomicU64,
+    /// Samples a remote write sent that are not kept (times outside what
+    /// the store holds); answered 400, as Prometheus answers them.
+    pub remote_write_samples_refused: AtomicU64,
+    /// Series `/federate` left out: names the exposition format cannot print.
+    pub federate_skipped_names: AtomicU64,
+}
+
+impl Default for PromStats {
+    fn default() -> PromStats {
+        PromStats {
+            writes: Arc::new(tokio::sync::Semaphore::new(REMOTE_WRITES_MAX)),
+            queries: AtomicU64::default(),
+            remote_writes: AtomicU64::default(),
+            remote_write_samples: AtomicU64::default(),
+            remote_write_refused: AtomicU64::default(),
+            remote_reads: AtomicU64::default(),
+            remote_write_samples_refused: AtomicU64::default(),
+            federate_skipped_names: AtomicU64::default(),
+        }
+    }
 }
 
 impl PromStats {
-    pub fn report(&self) -> [model::report::Figure; 5] {
+    pub fn report(&self) -> [model::report::Figure; 7] {
         use model::report::Figure;
         [
+            Figure::counter("remote_write_samples_refused", self.remote_write_samples_refused.load(Relaxed)),
+            Figure::counter("federate_skipped_names", self.federate_skipped_names.load(Relaxed)),
             Figure::counter("queries", self.queries.load(Relaxed)),
             Figure::counter("remote_writes", self.remote_writes.load(Relaxed)),
             Figure::counter("remote_write_samples", self.remote_write_samples.load(Relaxed)),
@@ -174,6 +202,147 @@ fn metric(labels: &Labels) -> Value {
     Value::Object(labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
 }
 
+/// Bytes one point of an answer may take (`[1700000000.123,"-1.2345678901234567e-300"],`).
+const ANSWER_POINT_BYTES: usize = 48;
+/// The largest answer a query may have, estimated before it is written
+/// (a 1 ns step over 50 ms asked for 1.6 GB of JSON).
+pub const ANSWER_BYTES_MAX: usize = 256 << 20;
+
+/// The points and label bytes an answer holds: what it costs to write.
+fn answer_size(out: &promql::Output, range: bool) -> usize {
+    let labels = |l: &Labels| l.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>() + 32;
+    match &out.value {
+        promql::Value::Scalar(v) => v.len() * ANSWER_POINT_BYTES,
+        promql::Value::String(s) => s.len() * 2 + 64,
+        promql::Value::Matrix(m) => m.iter().map(|(l, s)| labels(l) + s.len() * ANSWER_POINT_BYTES).sum(),
+        promql::Value::Vector(v) => v
+            .iter()
+            .map(|s| {
+                let n = if range { s.points.iter().flatten().count() } else { 1 };
+                labels(&s.labels) + n * ANSWER_POINT_BYTES
+            })
+            .sum(),
+    }
+}
+
+/// A time in seconds as [`secs`] writes it, straight into `out`.
+fn write_secs(out: &mut Vec<u8>, ns: i64) {
+    serde_json::to_writer(&mut *out, &secs(ns)).expect("a number serialises");
+}
+
+/// `[t,"v"]`.
+fn write_point(out: &mut Vec<u8>, ns: i64, v: f64) {
+    out.push(b'[');
+    write_secs(out, ns);
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(promql::value::format_float(v).as_bytes());
+    out.extend_from_slice(b"\"]");
+}
+
+fn write_metric(out: &mut Vec<u8>, labels: &Labels) {
+    let map: std::collections::BTreeMap<&str, &str> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    serde_json::to_writer(&mut *out, &map).expect("labels serialise");
+}
+
+/// `{"metric":{…},"values":[[t,"v"],…]}` for the points given.
+fn write_series(out: &mut Vec<u8>, labels: &Labels, points: impl Iterator<Item = (i64, f64)>) {
+    out.extend_from_slice(b"{\"metric\":");
+    write_metric(out, labels);
+    out.extend_from_slice(b",\"values\":[");
+    for (i, (t, v)) in points.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_point(out, t, v);
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// A query's answer in Prometheus's JSON, written straight to bytes (no
+/// tree of values, which took ~150 bytes a point); its size is estimated
+/// first and refused past [`ANSWER_BYTES_MAX`] or the memory budget.
+fn answer(out: promql::Output, range: bool, start: i64) -> Result<Vec<u8>, PromError> {
+    let size = answer_size(&out, range);
+    if size > ANSWER_BYTES_MAX {
+        return Err(PromError(
+            "execution",
+            format!(
+                "the answer would be about {} MiB, over the {} MiB an answer may be; ask for fewer points (a longer step, a shorter range) or fewer series",
+                size >> 20,
+                ANSWER_BYTES_MAX >> 20
+            ),
+        ));
+    }
+    let held = model::budget::MemoryBudget::global().reservation();
+    held.grow(size).map_err(|e| PromError("execution", e.to_string()))?;
+    let mut body = Vec::with_capacity(size.min(1 << 20));
+    body.extend_from_slice(b"{\"data\":{\"result\":");
+    let kind = match (out.value, range) {
+        (promql::Value::Scalar(v), false) => {
+            write_point(&mut body, start, v[0]);
+            "scalar"
+        }
+        (promql::Value::String(s), _) => {
+            body.push(b'[');
+            write_secs(&mut body, start);
+            body.push(b',');
+            serde_json::to_writer(&mut body, &s).expect("a string serialises");
+            body.push(b']');
+            "string"
+        }
+        (promql::Value::Matrix(mut series), _) => {
+            series.sort_by(|a, b| a.0.cmp(&b.0));
+            body.push(b'[');
+            for (i, (labels, samples)) in series.iter().enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                write_series(&mut body, labels, samples.iter().copied());
+            }
+            body.push(b']');
+            "matrix"
+        }
+        (promql::Value::Vector(series), false) => {
+            body.push(b'[');
+            let present = series.iter().filter_map(|s| s.points[0].map(|v| (&s.labels, v)));
+            for (i, (labels, v)) in present.enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                body.extend_from_slice(b"{\"metric\":");
+                write_metric(&mut body, labels);
+                body.extend_from_slice(b",\"value\":");
+                write_point(&mut body, start, v);
+                body.push(b'}');
+            }
+            body.push(b']');
+            "vector"
+        }
+        (promql::Value::Scalar(v), true) => {
+            body.push(b'[');
+            write_series(&mut body, &Labels::new(), out.times.iter().copied().zip(v));
+            body.push(b']');
+            "matrix"
+        }
+        (promql::Value::Vector(mut series), true) => {
+            series.sort_by(|a, b| a.labels.cmp(&b.labels));
+            body.push(b'[');
+            let present = series.iter().filter(|s| s.points.iter().any(Option::is_some));
+            for (i, s) in present.enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                let points = out.times.iter().zip(&s.points).filter_map(|(&t, p)| p.map(|v| (t, v)));
+                write_series(&mut body, &s.labels, points);
+            }
+            body.push(b']');
+            "matrix"
+        }
+    };
+    body.extend_from_slice(format!(",\"resultType\":\"{kind}\"}},\"status\":\"success\"}}").as_bytes());
+    Ok(body)
+}
+
 async fn query_inner(st: ApiState, p: Vec<(String, String)>, range: bool) -> Result<Response, PromError> {
     st.prometheus.queries.fetch_add(1, Relaxed);
     let q = get(&p, "query").ok_or_else(|| PromError::bad("missing parameter \"query\""))?.to_owned();
@@ -186,61 +355,15 @@ async fn query_inner(st: ApiState, p: Vec<(String, String)>, range: bool) -> Res
         (t, t, 1)
     };
     let store = st.reader.clone();
-    let out = st
+    let body = st
         .guard
         .run(move || {
             let engine = promql::Engine::new(&store);
-            if range { engine.range(&q, start, end, step) } else { engine.instant(&q, start) }
+            let out = if range { engine.range(&q, start, end, step) } else { engine.instant(&q, start) }?;
+            answer(out, range, start)
         })
         .await??;
-    let data = match (out.value, range) {
-        (promql::Value::Scalar(v), false) => {
-            json!({ "resultType": "scalar", "result": [secs(start), format_float(v[0])] })
-        }
-        (promql::Value::String(s), _) => json!({ "resultType": "string", "result": [secs(start), s] }),
-        (promql::Value::Matrix(mut series), _) => {
-            series.sort_by(|a, b| a.0.cmp(&b.0));
-            let result: Vec<Value> = series
-                .iter()
-                .map(|(labels, samples)| {
-                    let values: Vec<Value> = samples.iter().map(|&(t, v)| json!([secs(t), format_float(v)])).collect();
-                    json!({ "metric": metric(labels), "values": values })
-                })
-                .collect();
-            json!({ "resultType": "matrix", "result": result })
-        }
-        (promql::Value::Vector(series), false) => {
-            let result: Vec<Value> = series
-                .iter()
-                .filter_map(|s| {
-                    s.points[0].map(|v| json!({ "metric": metric(&s.labels), "value": [secs(start), format_float(v)] }))
-                })
-                .collect();
-            json!({ "resultType": "vector", "result": result })
-        }
-        (promql::Value::Scalar(v), true) => {
-            let values: Vec<Value> = out.times.iter().zip(v).map(|(&t, x)| json!([secs(t), format_float(x)])).collect();
-            json!({ "resultType": "matrix", "result": [{ "metric": {}, "values": values }] })
-        }
-        (promql::Value::Vector(mut series), true) => {
-            series.sort_by(|a, b| a.labels.cmp(&b.labels));
-            let result: Vec<Value> = series
-                .iter()
-                .filter(|s| s.points.iter().any(Option::is_some))
-                .map(|s| {
-                    let values: Vec<Value> = out
-                        .times
-                        .iter()
-                        .zip(&s.points)
-                        .filter_map(|(&t, p)| p.map(|v| json!([secs(t), format_float(v)])))
-                        .collect();
-                    json!({ "metric": metric(&s.labels), "values": values })
-                })
-                .collect();
-            json!({ "resultType": "matrix", "result": result })
-        }
-    };
-    Ok(success(data))
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 pub async fn query(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Bytes) -> Response {
@@ -257,13 +380,32 @@ pub async fn query_range(State(st): State<ApiState>, RawQuery(q): RawQuery, body
     }
 }
 
-/// The selectors of `match[]`; none means every series.
+/// Label matchers all the `match[]` of one request (or the queries of one
+/// remote read) may hold together: each regex may compile to 256 KiB, and
+/// 5,000 of them took 2.5 GB.
+pub const REQUEST_MATCHERS_MAX: usize = 4 * model::MATCHERS_MAX;
+
+/// Refuses a request whose selectors hold more than [`REQUEST_MATCHERS_MAX`]
+/// matchers together.
+fn check_matchers(n: usize) -> Result<(), PromError> {
+    if n > REQUEST_MATCHERS_MAX {
+        return Err(PromError::bad(format!(
+            "the request's selectors hold {n} label matchers; at most {REQUEST_MATCHERS_MAX} together"
+        )));
+    }
+    Ok(())
+}
+
+/// The selectors of `match[]`; none means every series. Compiles their
+/// regexes: call it on a blocking thread (inside the guard), never on an
+/// async worker.
 fn matchers(p: &[(String, String)]) -> Result<Vec<Selector>, PromError> {
-    let sels: Vec<Selector> = p
-        .iter()
-        .filter(|(k, _)| k == "match[]")
-        .map(|(_, v)| promql::series_selector(v).map_err(PromError::from))
-        .collect::<Result<_, _>>()?;
+    let texts: Vec<&str> = p.iter().filter(|(k, _)| k == "match[]").map(|(_, v)| v.as_str()).collect();
+    // Cheap first bound, before any parsing: a matcher is at least `a=""`.
+    check_matchers(texts.len())?;
+    let sels: Vec<Selector> =
+        texts.iter().map(|v| promql::series_selector(v).map_err(PromError::from)).collect::<Result<_, _>>()?;
+    check_matchers(sels.iter().map(|s| s.matchers.len()).sum())?;
     Ok(if sels.is_empty() { vec![Selector::all()] } else { sels })
 }
 
@@ -271,13 +413,14 @@ fn matchers(p: &[(String, String)]) -> Result<Vec<Selector>, PromError> {
 /// with `match[]` and a range).
 const LIST_MAX: usize = 100_000;
 
-/// Every series the selectors match, deduplicated, as label sets.
-async fn matching(st: &ApiState, sels: Vec<Selector>) -> Result<Vec<Labels>, PromError> {
+/// Every series the `match[]` selectors of `p` match, deduplicated, as
+/// label sets.
+async fn matching(st: &ApiState, p: Vec<(String, String)>) -> Result<Vec<Labels>, PromError> {
     let store = st.reader.clone();
     let out = st
         .guard
         .run(move || {
-            let found = matched(&store, &sels)?;
+            let found = matched(&store, &matchers(&p)?)?;
             let seen: BTreeSet<Labels> = found.iter().map(|(_, k)| promql::value::of_key(k)).collect();
             Ok::<_, PromError>(seen.into_iter().collect::<Vec<Labels>>())
         })
@@ -305,7 +448,7 @@ pub async fn series(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Byt
         if !p.iter().any(|(k, _)| k == "match[]") {
             return Err(PromError::bad("no match[] parameter provided"));
         }
-        let found = matching(&st, matchers(&p)?).await?;
+        let found = matching(&st, p).await?;
         Ok(success(Value::Array(found.iter().map(metric).collect())))
     };
     run.await.unwrap_or_else(|e: PromError| e.into_response())
@@ -323,20 +466,27 @@ pub async fn federate(State(st): State<ApiState>, headers: HeaderMap, RawQuery(q
         if !p.iter().any(|(k, _)| k == "match[]") {
             return Err(PromError::bad("no match[] parameter provided"));
         }
-        let sels = matchers(&p)?;
         let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
         let format =
             if accept.contains("application/openmetrics-text") { Format::OpenMetrics } else { Format::Text004 };
         let store = st.reader.clone();
         let now = Timestamp::now();
+        let stats = Arc::clone(&st.prometheus);
         let samples = st
             .guard
             .run(move || {
                 let mut out = Vec::new();
-                let found = matched(&store, &sels)?;
+                let found = matched(&store, &matchers(&p)?)?;
                 let ids: Vec<u32> = found.iter().map(|f| f.0).collect();
                 let reads = store.read_many(&ids, now.saturating_sub(LOOKBACK), now, usize::MAX);
                 for ((_, key), (ts, vals)) in found.into_iter().zip(reads) {
+                    // A name the exposition formats cannot print (written
+                    // through /write, where InfluxDB allows any) is left out
+                    // and counted, never printed raw.
+                    if key.check_names().is_err() {
+                        stats.federate_skipped_names.fetch_add(1, Relaxed);
+                        continue;
+                    }
                     if let (Some(&t), Some(&v)) = (ts.last(), vals.last())
                         && v.to_bits() != model::STALE_NAN
                     {
@@ -357,7 +507,7 @@ const LOOKBACK: std::time::Duration = std::time::Duration::from_secs(300);
 pub async fn labels(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Bytes) -> Response {
     let run = async {
         let p = params(q, &body)?;
-        let found = matching(&st, matchers(&p)?).await?;
+        let found = matching(&st, p).await?;
         let names: BTreeSet<&str> = found.iter().flat_map(|l| l.iter().map(|(k, _)| k.as_str())).collect();
         Ok(success(json!(names)))
     };
@@ -367,7 +517,7 @@ pub async fn labels(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Byt
 pub async fn label_values(State(st): State<ApiState>, Path(name): Path<String>, RawQuery(q): RawQuery) -> Response {
     let run = async {
         let p = params(q, &Bytes::new())?;
-        let found = matching(&st, matchers(&p)?).await?;
+        let found = matching(&st, p).await?;
         let values: BTreeSet<&str> =
             found.iter().map(|l| promql::value::get(l, &name)).filter(|v| !v.is_empty()).collect();
         Ok(success(json!(values)))
@@ -406,11 +556,37 @@ pub async fn remote_write(
     };
     let writer = caller.map(|c| c.writer);
     let (store, influx, live) = (st.store.clone(), Arc::clone(&st.influx), st.live.clone());
+    // Decoding and storing run on a blocking thread, at most
+    // REMOTE_WRITES_MAX at once (each may hold DECODED_MEMORY_MAX).
+    let Ok(turn) = st.prometheus.writes.clone().try_acquire_owned() else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{REMOTE_WRITES_MAX} remote writes are being stored; try again (Prometheus retries a 503)"),
+        );
+    };
     let task = tokio::task::spawn_blocking(move || {
-        let mut points = match promql::remote_write::decode(&body) {
-            Ok(series) => influx::Points::from_series(series),
+        let _turn = turn;
+        let mut series = match promql::remote_write::decode(&body) {
+            Ok(series) => series,
             Err(e) => return Ok(Err(format!("remote write: {e}"))),
         };
+        drop(body);
+        // Samples the store cannot hold are not kept: said with a 400 (as
+        // Prometheus answers out-of-bounds samples: the sender drops them,
+        // never retries), the rest stored.
+        let mut out_of_bounds = 0usize;
+        let mut example = None;
+        for (key, samples) in &mut series {
+            samples.retain(|&(t, _)| {
+                let ok = Timestamp(t).is_storable();
+                if !ok {
+                    out_of_bounds += 1;
+                    example.get_or_insert_with(|| format!("{key} at {t} ns"));
+                }
+                ok
+            });
+        }
+        let mut points = influx::Points::from_series(series);
         if let Some(host) = forced_host {
             for k in &mut points.keys {
                 let mut labels = k.labels().to_vec();
@@ -419,12 +595,24 @@ pub async fn remote_write(
             }
         }
         let n = points.points.len();
-        crate::influx::store_points(&store, &influx, &live, &points, writer.as_deref()).map(|r| r.map(|()| n))
+        crate::influx::store_points(&store, &influx, &live, &points, writer.as_deref())
+            .map(|r| r.map(|()| (n, out_of_bounds, example)))
     });
     match task.await {
-        Ok(Ok(Ok(n))) => {
+        Ok(Ok(Ok((n, 0, _)))) => {
             stats.remote_write_samples.fetch_add(n as u64, Relaxed);
             StatusCode::NO_CONTENT.into_response()
+        }
+        Ok(Ok(Ok((n, refused, example)))) => {
+            stats.remote_write_samples.fetch_add(n as u64, Relaxed);
+            stats.remote_write_samples_refused.fetch_add(refused as u64, Relaxed);
+            let example = example.unwrap_or_default();
+            refuse(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "out of bounds: {refused} samples have times kansoku cannot store (1970 to 2200), e.g. {example}; the other {n} were stored"
+                ),
+            )
         }
         Ok(Ok(Err(refused))) => refuse(StatusCode::BAD_REQUEST, refused),
         Ok(Err(e)) => refuse(StatusCode::SERVICE_UNAVAILABLE, format!("cannot store now: {e}")),
@@ -437,22 +625,37 @@ const READ_SAMPLES_MAX: usize = 50_000_000;
 
 /// `POST /prometheus/api/v1/read`: Prometheus remote read (the samples
 /// response), every matching series' raw samples in each query's range.
+/// The largest remote-read answer, labels and samples, before encoding.
+pub const REMOTE_READ_BYTES_MAX: usize = 256 << 20;
+
 pub async fn remote_read(State(st): State<ApiState>, body: Bytes) -> Response {
     st.prometheus.remote_reads.fetch_add(1, Relaxed);
-    let queries = match promql::remote_read::decode_request(&body) {
-        Ok(q) => q,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("remote read: {e}")).into_response(),
-    };
     let store = st.reader.clone();
     let answer = st
         .guard
         .run(move || {
+            // Decoded here, not on an async worker: its regexes compile.
+            let queries = promql::remote_read::decode_request(&body)
+                .map_err(|e| (StatusCode::BAD_REQUEST, format!("remote read: {e}")))?;
+            let n_matchers: usize = queries.iter().map(|q| q.0.matchers.len()).sum();
+            if n_matchers > REQUEST_MATCHERS_MAX {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    format!("remote read: {n_matchers} label matchers; at most {REQUEST_MATCHERS_MAX} together"),
+                ));
+            }
+            // What the answer holds, labels included (a series with a 30 MB
+            // label matched by 60 queries asked for 2.7 GB), counted
+            // before each series is taken and held against the budget.
+            let held = model::budget::MemoryBudget::global().reservation();
+            let mut bytes = 0usize;
             let mut total = 0usize;
             let mut answers = Vec::with_capacity(queries.len());
             for (sel, from, to) in &queries {
+                let too_much = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, m);
                 let (found, n) = store.series_limited(sel, LIST_MAX);
                 if n > LIST_MAX {
-                    return Err(format!("{n} series match a query; at most {LIST_MAX}"));
+                    return Err(too_much(format!("{n} series match a query; at most {LIST_MAX}")));
                 }
                 let mut series = Vec::with_capacity(found.len());
                 let ids: Vec<u32> = found.iter().map(|f| f.0).collect();
@@ -461,8 +664,20 @@ pub async fn remote_read(State(st): State<ApiState>, body: Bytes) -> Response {
                 for ((_, key), (t, v)) in found.into_iter().zip(reads) {
                     total += t.len();
                     if total > READ_SAMPLES_MAX {
-                        return Err(format!("more than {READ_SAMPLES_MAX} samples; narrow the range"));
+                        return Err(too_much(format!("more than {READ_SAMPLES_MAX} samples; narrow the range")));
                     }
+                    let size = key.labels().iter().map(|(k, v)| k.len() + v.len() + 64).sum::<usize>()
+                        + key.name().len()
+                        + 64
+                        + t.len() * 32;
+                    bytes += size;
+                    if bytes > REMOTE_READ_BYTES_MAX {
+                        return Err(too_much(format!(
+                            "the answer would pass {} MiB (labels and samples); narrow the queries",
+                            REMOTE_READ_BYTES_MAX >> 20
+                        )));
+                    }
+                    held.grow(size).map_err(|e| too_much(e.to_string()))?;
                     if !t.is_empty() {
                         series.push((key, t, v));
                     }
@@ -477,7 +692,7 @@ pub async fn remote_read(State(st): State<ApiState>, body: Bytes) -> Response {
             ([(header::CONTENT_TYPE, "application/x-protobuf"), (header::CONTENT_ENCODING, "snappy")], bytes)
                 .into_response()
         }
-        Ok(Err(too_much)) => (StatusCode::UNPROCESSABLE_ENTITY, too_much).into_response(),
+        Ok(Err(refused)) => refused.into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use axum::Json;
 use axum::extract::{Query, State};
 use axum::response::IntoResponse;
 use model::{Selector, SeriesKey, Timestamp, resolve_range};
@@ -142,7 +141,7 @@ pub fn parse_range_query(params: &HashMap<String, String>, now: Timestamp) -> Re
 pub async fn query_range(
     State(st): State<ApiState>,
     Query(params): Params,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let q = parse_range_query(&params, Timestamp::now())?;
     let nanos = match params.get("time_unit").map(String::as_str) {
         None | Some("s") => false,
@@ -152,18 +151,43 @@ pub async fn query_range(
         }
     };
     let store = st.reader.clone();
-    let frame = st.guard.run(move || range(&store, &q)).await??;
-    Ok(Json(frame_json(&frame, nanos)))
+    let body = st
+        .guard
+        .run(move || {
+            let frame = range(&store, &q)?;
+            // A 1 ns step over 50 ms stayed under the cell limit and then
+            // asked for 1.6 GB of JSON: the answer's size is known first.
+            let size = frame.times.len().saturating_mul(frame.series.len() + 1).saturating_mul(FRAME_CELL_BYTES);
+            if size > crate::prometheus::ANSWER_BYTES_MAX {
+                return Err(ApiError::TooLarge(format!(
+                    "the answer would be about {} MiB, over the {} MiB an answer may be; ask for fewer points with step or points",
+                    size >> 20,
+                    crate::prometheus::ANSWER_BYTES_MAX >> 20
+                )));
+            }
+            let held = model::budget::MemoryBudget::global().reservation();
+            held.grow(size).map_err(|e| ApiError::TooLarge(e.to_string()))?;
+            Ok(serde_json::to_vec(&frame_json_of(&frame, nanos)).expect("frame serialises"))
+        })
+        .await??;
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response())
 }
+
+/// Bytes a cell of a frame's JSON may take (a time or a value and its comma).
+const FRAME_CELL_BYTES: usize = 24;
 
 /// The JSON body of `/api/v1/query` for a frame; also used by `kansoku query --format json`.
 pub fn frame_json(frame: &Frame, nanos: bool) -> serde_json::Value {
+    serde_json::to_value(frame_json_of(frame, nanos)).expect("frame serialises")
+}
+
+fn frame_json_of(frame: &Frame, nanos: bool) -> FrameJson<'_> {
     let times = if nanos {
         TimesJson::Nanos(frame.times.clone())
     } else {
         TimesJson::Seconds(frame.times.iter().map(|&t| t as f64 / 1e9).collect())
     };
-    let json = FrameJson {
+    FrameJson {
         times,
         time_unit: if nanos { "ns" } else { "s" },
         step_seconds: frame.step_ns.map(|s| s as f64 / 1e9),
@@ -172,6 +196,5 @@ pub fn frame_json(frame: &Frame, nanos: bool) -> serde_json::Value {
             .iter()
             .map(|s| FrameSeriesJson { series: SeriesJson::new(&s.key), agg: s.agg.map(Agg::name), values: &s.values })
             .collect(),
-    };
-    serde_json::to_value(json).expect("frame serialises")
+    }
 }

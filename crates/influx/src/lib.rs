@@ -66,8 +66,12 @@ impl Points {
 #[derive(Debug, Default)]
 pub struct Parsed {
     pub points: Points,
-    /// One message per line that did not parse.
+    /// One message per line that did not parse, the first
+    /// [`ERRORS_KEPT`] of them (a body of a million bad lines must not keep
+    /// a million messages).
     pub errors: Vec<String>,
+    /// Lines that did not parse, all of them.
+    pub n_errors: usize,
     pub string_fields: u64,
 }
 
@@ -85,6 +89,9 @@ pub fn precision_ns(p: Option<&str>) -> Result<i64, String> {
 }
 
 /// Parses a line-protocol body. Lines without a timestamp get `now`.
+/// Messages kept of one body's bad lines; the rest are counted.
+pub const ERRORS_KEPT: usize = 16;
+
 pub fn parse_lines(body: &str, precision: i64, now: i64, db: &str, rp: Option<&str>) -> Parsed {
     let mut out = Parsed::default();
     let mut cache = Cache::default();
@@ -102,8 +109,11 @@ pub fn parse_lines(body: &str, precision: i64, now: i64, db: &str, rp: Option<&s
             for k in cache.line_new.drain(..) {
                 cache.ids.remove(&k);
             }
-            let shown: String = line.chars().take(200).collect();
-            out.errors.push(format!("unable to parse '{shown}': {e}"));
+            out.n_errors += 1;
+            if out.errors.len() < ERRORS_KEPT {
+                let shown: String = line.chars().take(200).collect();
+                out.errors.push(format!("unable to parse '{shown}': {e}"));
+            }
         }
     }
     out
@@ -435,6 +445,16 @@ mod tests {
         assert_eq!(p.errors.len(), 6, "{:?}", p.errors);
         assert_eq!(triples(&p).len(), 1);
         assert!(p.errors[2].contains("bad timestamp"));
+    }
+
+    /// Issue 42: 16 KB of gzip made 32 M bad lines, each kept as a message
+    /// (1 GB). Only the first few are kept; all are counted.
+    #[test]
+    fn a_body_of_bad_lines_keeps_a_few_messages_and_counts_all() {
+        let p = parse(&"x\n".repeat(100_000));
+        assert_eq!(p.n_errors, 100_000);
+        assert_eq!(p.errors.len(), ERRORS_KEPT);
+        assert_eq!(parse("a v=1 1\nb\n").n_errors, 1);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 pub mod alert;
 mod batch;
+pub mod budget;
 pub mod report;
 mod selector;
 mod series;
@@ -17,8 +18,11 @@ pub use batch::{Batch, Sink};
 /// a NaN no computation produces; never a sample's value. Rule groups and
 /// remote writes store it; range reads and tiers leave it out.
 pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
-pub use selector::{MatchOp, Matcher, Selector, SelectorError};
-pub use series::{METRIC_NAME_LABEL, SeriesKey};
+pub use selector::{MATCHERS_MAX, MatchOp, Matcher, REGEX_BYTES_MAX, Selector, SelectorError};
+pub use series::{
+    LABEL_NAME_BYTES_MAX, LABEL_VALUE_BYTES_MAX, LABELS_MAX, METRIC_NAME_LABEL, SeriesKey, is_label_name,
+    is_metric_name,
+};
 pub use timestamp::{
     DEFAULT_SINCE, DurationError, Timestamp, civil_from_days, parse_duration, parse_time, resolve_range,
 };

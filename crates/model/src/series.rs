@@ -14,7 +14,62 @@ pub struct SeriesKey {
     labels: Vec<(String, String)>,
 }
 
+/// Bytes a label name (or a metric name) may have, at every ingest path.
+pub const LABEL_NAME_BYTES_MAX: usize = 1024;
+/// Bytes a label value may have (a 30 MB value was taken, and every
+/// query naming its series then copied it).
+pub const LABEL_VALUE_BYTES_MAX: usize = 16 << 10;
+/// Labels a series may have.
+pub const LABELS_MAX: usize = 128;
+
+/// A metric name as Prometheus writes one: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+pub fn is_metric_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    b.next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b':')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
+/// A label name as Prometheus writes one: `[a-zA-Z_][a-zA-Z0-9_]*`.
+pub fn is_label_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    b.next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_') && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
 impl SeriesKey {
+    /// Whether the key is within the size limits every ingest path holds
+    /// series to ([`LABEL_NAME_BYTES_MAX`], [`LABEL_VALUE_BYTES_MAX`],
+    /// [`LABELS_MAX`]); the error names what is over.
+    pub fn check_size(&self) -> Result<(), String> {
+        if self.name.len() > LABEL_NAME_BYTES_MAX {
+            return Err(format!("a metric name of {} bytes; at most {LABEL_NAME_BYTES_MAX}", self.name.len()));
+        }
+        if self.labels.len() > LABELS_MAX {
+            return Err(format!("{} labels on one series; at most {LABELS_MAX}", self.labels.len()));
+        }
+        for (k, v) in &self.labels {
+            if k.len() > LABEL_NAME_BYTES_MAX {
+                return Err(format!("a label name of {} bytes; at most {LABEL_NAME_BYTES_MAX}", k.len()));
+            }
+            if v.len() > LABEL_VALUE_BYTES_MAX {
+                return Err(format!("label {k:.64}'s value of {} bytes; at most {LABEL_VALUE_BYTES_MAX}", v.len()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the metric name and every label name are Prometheus's
+    /// ([`is_metric_name`], [`is_label_name`]): what the Prometheus paths
+    /// (remote write) take and the exposition formats can print.
+    pub fn check_names(&self) -> Result<(), String> {
+        if !is_metric_name(&self.name) {
+            return Err(format!("invalid metric name {:?}", self.name.chars().take(64).collect::<String>()));
+        }
+        match self.labels.iter().find(|(k, _)| !is_label_name(k)) {
+            Some((k, _)) => Err(format!("invalid label name {:?}", k.chars().take(64).collect::<String>())),
+            None => Ok(()),
+        }
+    }
+
     /// Builds a key; labels may come in any order. Later duplicates of a
     /// label name replace earlier ones.
     pub fn new<N, I, K, V>(name: N, labels: I) -> SeriesKey
@@ -92,6 +147,25 @@ pub(crate) fn write_escaped(f: &mut fmt::Formatter<'_>, v: &str) -> fmt::Result 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_and_sizes_are_checked_as_every_ingest_path_needs() {
+        let ok = SeriesKey::new("node_cpu:rate5m", [("_a1", "any\nvalue \"x\"")]);
+        assert_eq!((ok.check_names(), ok.check_size()), (Ok(()), Ok(())));
+        for bad in ["injected_metric{job=\"forged\"} 1e9\nx", "1up", "", "a-b", "a b"] {
+            assert!(SeriesKey::new(bad, [("a", "1")]).check_names().is_err(), "{bad:?}");
+        }
+        for bad in ["a:b", "1a", "", "a\nb", "é"] {
+            let e = SeriesKey::new("m", [(bad, "1")]).check_names().unwrap_err();
+            assert!(e.contains("invalid label name"), "{e}");
+        }
+        let long = "v".repeat(LABEL_VALUE_BYTES_MAX + 1);
+        assert!(SeriesKey::new("m", [("a", long.as_str())]).check_size().unwrap_err().contains("16384"));
+        assert!(SeriesKey::new("m", [("a", &long[1..])]).check_size().is_ok());
+        let many: Vec<(String, String)> = (0..=LABELS_MAX).map(|i| (format!("l{i}"), "v".into())).collect();
+        assert!(SeriesKey::new("m", many).check_size().is_err());
+        assert!(SeriesKey::new("m".repeat(LABEL_NAME_BYTES_MAX + 1), [("a", "1")]).check_size().is_err());
+    }
 
     #[test]
     fn labels_are_sorted_and_deduplicated() {

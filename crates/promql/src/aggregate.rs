@@ -113,7 +113,15 @@ pub(crate) fn aggregate(ev: &Ev<'_, '_>, a: &AggregateExpr, times: &[i64]) -> Re
                     if let Some(v) = p {
                         let mut l = keys[s].clone();
                         value::set(&mut l, &label, &value::format_float(*v));
-                        let pts = out.entry(l).or_insert_with(|| vec![None; steps]);
+                        let pts = match out.entry(l) {
+                            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                            std::collections::hash_map::Entry::Vacant(v) => {
+                                // Up to one series per distinct value: counted
+                                // before it is allocated.
+                                ev.charge(steps)?;
+                                v.insert(vec![None; steps])
+                            }
+                        };
                         pts[i] = Some(pts[i].unwrap_or(0.0) + 1.0);
                     }
                 }

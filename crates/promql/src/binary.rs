@@ -62,7 +62,7 @@ pub(crate) fn binary(ev: &Ev<'_, '_>, b: &BinaryExpr, times: &[i64]) -> Result<V
         }
         (Value::Vector(v), Value::Scalar(s)) => vector_scalar(&op, bool_, v, &s, false),
         (Value::Scalar(s), Value::Vector(v)) => vector_scalar(&op, bool_, v, &s, true),
-        (Value::Vector(l), Value::Vector(r)) => vector_vector(&op, b.modifier.as_ref(), l, r, times.len()),
+        (Value::Vector(l), Value::Vector(r)) => vector_vector(ev, &op, b.modifier.as_ref(), l, r, times.len()),
         _ => Err(Error::BadData(format!("operator {op} is not defined for strings"))),
     }
 }
@@ -105,6 +105,7 @@ fn signature(labels: &Labels, matching: Option<&LabelModifier>) -> Labels {
 }
 
 fn vector_vector(
+    ev: &Ev<'_, '_>,
     op: &str,
     modifier: Option<&BinModifier>,
     l: Vec<Series>,
@@ -211,10 +212,16 @@ fn vector_vector(
             for name in include {
                 value::set(&mut labels, name, value::get(&one[o].labels, name));
             }
-            let pts = out.entry(labels.clone()).or_insert_with(|| {
-                order.push(labels);
-                vec![None; steps]
-            });
+            let pts = match out.entry(labels) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    // Many-to-many matches can make more series than either
+                    // side: each counted before it is allocated.
+                    ev.charge(steps)?;
+                    order.push(v.key().clone());
+                    v.insert(vec![None; steps])
+                }
+            };
             if pts[i].is_some() {
                 return Err(Error::Execution(
                     "multiple matches for labels: grouping labels must ensure unique matches".into(),

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use model::budget::{MemoryBudget, Reservation};
 use model::{Selector, Timestamp};
 use promql_parser::parser::{self, AtModifier, Expr, Offset, VectorSelector};
 
@@ -44,21 +45,38 @@ pub enum Error {
 
 type Result<T> = std::result::Result<T, Error>;
 
-/// Bounds on what one query may read.
+/// Bounds on what one query may read and compute.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Series one selector may match.
     pub series: usize,
     /// Samples all selectors of the query may read together.
     pub samples: usize,
-    /// How long one query may take (checked as it reads; Prometheus's
-    /// `--query.timeout`, 2 minutes by default).
+    /// Points (series × steps) all the query's operations may compute
+    /// together: what `count_values` of a 1 s subquery over 6 hours makes
+    /// of one series (steps², billions) is refused as it grows, before it
+    /// is allocated.
+    pub points: usize,
+    /// How long one query may take (checked as it reads and at every
+    /// operation; Prometheus's `--query.timeout`, 2 minutes by default).
     pub timeout: std::time::Duration,
 }
 
+/// Points one query may compute, by default (Prometheus's
+/// `--query.max-samples` is 50 M samples held at once).
+pub const POINTS_MAX: usize = 20_000_000;
+/// Bytes a sample read or a point computed is counted as against the
+/// memory budget (a time and a value, or an optional value).
+pub const POINT_BYTES: usize = 16;
+
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { series: 100_000, samples: 50_000_000, timeout: std::time::Duration::from_secs(120) }
+        Limits {
+            series: 100_000,
+            samples: 50_000_000,
+            points: POINTS_MAX,
+            timeout: std::time::Duration::from_secs(120),
+        }
     }
 }
 
@@ -67,6 +85,8 @@ pub struct Engine<'a> {
     store: &'a dyn store::Source,
     pub lookback: i64,
     pub limits: Limits,
+    /// What all queries hold together ([`MemoryBudget::global`] unless set).
+    pub budget: std::sync::Arc<MemoryBudget>,
 }
 
 /// A query's result: its value at every step time (ns).
@@ -98,7 +118,7 @@ impl Matrix {
 
 impl<'a> Engine<'a> {
     pub fn new(store: &'a dyn store::Source) -> Engine<'a> {
-        Engine { store, lookback: LOOKBACK_NS, limits: Limits::default() }
+        Engine { store, lookback: LOOKBACK_NS, limits: Limits::default(), budget: MemoryBudget::global() }
     }
 
     /// Evaluates `query` at one time (an instant query).
@@ -121,16 +141,26 @@ impl<'a> Engine<'a> {
         if end < start {
             return Err(Error::BadData("end timestamp must not be before start time".into()));
         }
-        let n = (end - start) / step + 1;
-        if n as u64 > STEPS_MAX as u64 {
+        // As i128: `end - start` overflows i64 for times a request may name.
+        let n = (i128::from(end) - i128::from(start)) / i128::from(step) + 1;
+        if n > STEPS_MAX as i128 {
             return Err(Error::BadData(format!(
                 "exceeded maximum resolution of {STEPS_MAX} points per timeseries. Try decreasing the query resolution (?step=XX)"
             )));
         }
         let expr = parse(query)?;
+        let n = n as i64;
         let times: Vec<i64> = (0..n).map(|i| start + i * step).collect();
         let deadline = std::time::Instant::now() + self.limits.timeout;
-        let ev = Ev { engine: self, start, end, read: std::cell::Cell::new(0), deadline };
+        let ev = Ev {
+            engine: self,
+            start,
+            end,
+            read: std::cell::Cell::new(0),
+            points: std::cell::Cell::new(0),
+            deadline,
+            held: self.budget.reservation(),
+        };
         let mut inner = &expr;
         while let Expr::Paren(p) = inner {
             inner = &p.expr;
@@ -160,9 +190,71 @@ impl<'a> Engine<'a> {
     }
 }
 
+/// How deep brackets may nest in an expression.
+pub const DEPTH_MAX: usize = 64;
+/// Operators one expression may hold: each is a level of the syntax tree
+/// (`1+1+…+1` is as deep as it is long), and the parser, the evaluator and
+/// the tree's drop recurse once a level.
+pub const OPERATORS_MAX: usize = 512;
+
+/// Refuses, before parsing, an expression whose tree would be deeper than
+/// the stack can walk: brackets nested past [`DEPTH_MAX`] or more than
+/// [`OPERATORS_MAX`] operators (3,000 terms of `1+…` or `abs(` overflowed
+/// the stack and ended the process). Strings and comments are skipped.
+fn check_shape(query: &str) -> Result<()> {
+    let b = query.as_bytes();
+    let (mut depth, mut operators, mut i) = (0usize, 0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            q @ (b'"' | b'\'' | b'`') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += if b[i] == b'\\' && q != b'`' { 2 } else { 1 };
+                }
+            }
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > DEPTH_MAX {
+                    return Err(Error::BadData(format!(
+                        "the expression nests brackets deeper than {DEPTH_MAX}; write it flatter"
+                    )));
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'^' | b'=' | b'!' | b'<' | b'>' => operators += 1,
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let from = i;
+                while i + 1 < b.len() && (b[i + 1].is_ascii_alphanumeric() || b[i + 1] == b'_') {
+                    i += 1;
+                }
+                // Set operators, and function calls (each a level too).
+                let word = &query[from..=i];
+                if matches!(word, "and" | "or" | "unless" | "atan2") || b.get(i + 1) == Some(&b'(') {
+                    operators += 1;
+                }
+            }
+            _ => {}
+        }
+        if operators > OPERATORS_MAX {
+            return Err(Error::BadData(format!(
+                "the expression has more than {OPERATORS_MAX} operators and calls; split it up"
+            )));
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 /// Parses a PromQL expression; `holt_winters` (Prometheus 2's name for
-/// `double_exponential_smoothing`) is known too.
+/// `double_exponential_smoothing`) is known too. Expressions too deep to
+/// walk are refused first ([`check_shape`]).
 pub fn parse(query: &str) -> Result<Expr> {
+    check_shape(query)?;
     static EXTRA: std::sync::Once = std::sync::Once::new();
     EXTRA.call_once(|| {
         use promql_parser::parser::function::{Function, register_extra_functions};
@@ -192,8 +284,12 @@ pub(crate) struct Ev<'e, 'a> {
     start: i64,
     end: i64,
     read: std::cell::Cell<usize>,
+    /// Points computed so far (against [`Limits::points`]).
+    points: std::cell::Cell<usize>,
     /// When the query must have finished.
     deadline: std::time::Instant,
+    /// What this query holds of the memory budget.
+    held: Reservation,
 }
 
 pub(crate) fn duration_ns(d: &Duration) -> i64 {
@@ -228,7 +324,48 @@ impl Ev<'_, '_> {
         times.iter().map(|&t| at.unwrap_or(t).saturating_sub(off)).collect()
     }
 
+    /// Evaluates `e` at every step; what it computes is counted against
+    /// the query's limits, and the deadline checked, at every node.
     pub fn eval(&self, e: &Expr, times: &[i64]) -> Result<Value> {
+        self.check_deadline("evaluating")?;
+        let v = self.eval_node(e, times)?;
+        let points = match &v {
+            Value::Scalar(s) => s.len(),
+            Value::Vector(vs) => vs.len().saturating_mul(times.len()),
+            Value::Matrix(m) => m.iter().map(|(_, s)| s.len()).sum(),
+            Value::String(_) => 0,
+        };
+        self.charge(points)?;
+        Ok(v)
+    }
+
+    /// Fails once the query is past its time.
+    pub fn check_deadline(&self, doing: &str) -> Result<()> {
+        if std::time::Instant::now() > self.deadline {
+            return Err(Error::Timeout(format!(
+                "query timed out after {:?} ({doing}); narrow its range or its selectors",
+                self.engine.limits.timeout
+            )));
+        }
+        Ok(())
+    }
+
+    /// Counts `points` computed (series × steps) against the query's limit
+    /// and the memory budget, before they are allocated where the caller
+    /// can (`count_values`, vector matching: one call per new series).
+    pub fn charge(&self, points: usize) -> Result<()> {
+        let total = self.points.get().saturating_add(points);
+        self.points.set(total);
+        if total > self.engine.limits.points {
+            return Err(Error::TooLarge(format!(
+                "the query computes more than {} points (series × steps); narrow its range or selectors, or use a longer step",
+                self.engine.limits.points
+            )));
+        }
+        self.held.grow(points.saturating_mul(POINT_BYTES)).map_err(|e| Error::TooLarge(e.to_string()))
+    }
+
+    fn eval_node(&self, e: &Expr, times: &[i64]) -> Result<Value> {
         match e {
             Expr::NumberLiteral(n) => Ok(Value::Scalar(vec![n.val; times.len()])),
             Expr::StringLiteral(s) => Ok(Value::String(s.val.clone())),
@@ -292,12 +429,7 @@ impl Ev<'_, '_> {
     /// Counts `n` samples (or tier points) read against the limit, and
     /// checks the deadline (every read passes here).
     fn count(&self, n: usize) -> Result<()> {
-        if std::time::Instant::now() > self.deadline {
-            return Err(Error::Timeout(format!(
-                "query timed out after {:?} (reading its series); narrow its range or its selectors",
-                self.engine.limits.timeout
-            )));
-        }
+        self.check_deadline("reading its series")?;
         let total = self.read.get() + n;
         self.read.set(total);
         if total > self.engine.limits.samples {
@@ -306,7 +438,7 @@ impl Ev<'_, '_> {
                 self.engine.limits.samples
             )));
         }
-        Ok(())
+        self.held.grow(n.saturating_mul(POINT_BYTES)).map_err(|e| Error::TooLarge(e.to_string()))
     }
 
     /// An instant selector at every step: the newest sample at or before
@@ -383,14 +515,14 @@ impl Ev<'_, '_> {
                 if first < from {
                     first += step;
                 }
-                let n = if hi < first { 0 } else { (hi - first) / step + 1 };
-                if n as usize > 10 * STEPS_MAX {
+                let n = if hi < first { 0 } else { (i128::from(hi) - i128::from(first)) / i128::from(step) + 1 };
+                if n > 10 * STEPS_MAX as i128 {
                     return Err(Error::TooLarge(format!(
                         "the subquery {sq} takes {n} steps; at most {}",
                         10 * STEPS_MAX
                     )));
                 }
-                let inner: Vec<i64> = (0..n).map(|i| first + i * step).collect();
+                let inner: Vec<i64> = (0..n as i64).map(|i| first + i * step).collect();
                 let series = match self.eval(&sq.expr, &inner)? {
                     Value::Vector(vs) => vs
                         .into_iter()
@@ -526,6 +658,9 @@ pub fn to_selector(vs: &VectorSelector) -> Result<Selector> {
     if !vs.matchers.or_matchers.is_empty() {
         return Err(Error::BadData("`or` inside a selector is not supported".into()));
     }
+    if vs.matchers.matchers.len() + usize::from(vs.name.is_some()) > model::MATCHERS_MAX {
+        return Err(Error::BadData(format!("the selector has more than {} label matchers", model::MATCHERS_MAX)));
+    }
     let mut sel = Selector::default();
     let bad = |e: regex::Error| Error::BadData(format!("invalid regular expression: {e}"));
     if let Some(name) = &vs.name {
@@ -626,6 +761,108 @@ mod tests {
         assert!(e.instant("x", 1_000_000_000).is_ok());
         e.limits.timeout = std::time::Duration::ZERO;
         assert!(matches!(e.instant("x", 1_000_000_000), Err(Error::Timeout(m)) if m.contains("timed out")));
-        assert!(e.instant("1 + 1", 0).is_ok());
+        // Issue 42: a query that reads nothing but computes for long was
+        // answered 503 and went on computing; the deadline is checked at
+        // every operation, not only where samples are read.
+        assert!(matches!(e.instant("1 + 1", 0), Err(Error::Timeout(m)) if m.contains("evaluating")));
+    }
+
+    fn empty_store() -> (tempfile::TempDir, store::Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store::Store::open(dir.path(), store::Options::default()).unwrap();
+        (dir, store)
+    }
+
+    /// Issue 42: `count_values` over a 1 s subquery of 6 hours made 21,600
+    /// series of 21,600 steps from no data (3.4 GB, the process ended),
+    /// alike as a recording rule. The points a query computes are counted
+    /// as they are made, and refused past the limit before allocation.
+    #[test]
+    fn a_query_that_computes_steps_squared_is_refused_as_it_grows() {
+        let (_dir, store) = empty_store();
+        let e = Engine::new(&store);
+        let q = r#"count(count_over_time(count_values("v", vector(time()))[6h:1s]))"#;
+        let t = 1_800_000_000_000_000_000;
+        let budget = e.budget.used();
+        match e.instant(q, t) {
+            Err(Error::TooLarge(m)) => assert!(m.contains("points"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.budget.used(), budget, "the refused query gave its reservation back");
+        // The same shape, small, is answered.
+        let small = r#"count(count_over_time(count_values("v", vector(time()))[1m:10s]))"#;
+        assert_eq!(e.instant(small, t).unwrap().value.kind(), "vector");
+        // Many-to-many vector matching is counted series by series too.
+        let mut e = Engine::new(&store);
+        e.limits.points = 1_000;
+        let q = r#"count_values("a", vector(time())) + on() group_left count_values("b", vector(time()))"#;
+        assert!(matches!(e.range(q, 0, 2_000_000_000_000, 1_000_000_000), Err(Error::TooLarge(_))));
+    }
+
+    /// All queries at once hold at most the memory budget: one that would
+    /// pass it is refused with what it asked and what the budget is.
+    #[test]
+    fn a_query_past_the_shared_memory_budget_is_refused() {
+        let (_dir, store) = empty_store();
+        let mut e = Engine::new(&store);
+        e.budget = MemoryBudget::new(64 << 20);
+        let other = e.budget.reservation();
+        other.grow((64 << 20) - 100_000).unwrap();
+        let q = "vector(time())";
+        match e.range(q, 0, 10_000_000_000_000, 1_000_000_000) {
+            Err(Error::TooLarge(m)) => assert!(m.contains("64 MiB"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        drop(other);
+        assert!(e.range(q, 0, 10_000_000_000_000, 1_000_000_000).is_ok());
+        assert_eq!(e.budget.used(), 0);
+    }
+
+    /// Issue 42: `1+1+…` of 3,000 terms, `abs(` × 3,000, `(` × 50,000
+    /// overflowed the stack. Too deep is refused before parsing; as deep as
+    /// allowed parses and evaluates on a thread's default 2 MiB stack.
+    #[test]
+    fn expressions_deeper_than_the_stack_can_walk_are_refused() {
+        let refused = [
+            vec!["1"; 3000].join("+"),
+            format!("{}1{}", "abs(".repeat(3000), ")".repeat(3000)),
+            "(".repeat(50_000),
+            format!("{}1{}", "(".repeat(DEPTH_MAX + 1), ")".repeat(DEPTH_MAX + 1)),
+            vec!["x"; 600].join(" or "),
+        ];
+        for q in &refused {
+            assert!(matches!(parse(q), Err(Error::BadData(_))), "{}", &q[..40]);
+        }
+        // Strings and comments are not operators or brackets.
+        assert!(parse(&format!("label_replace(x, \"a\", \"{}\", \"b\", \"c\")", "(+".repeat(1000))).is_ok());
+        assert!(parse(&format!("x # {}", "(((+".repeat(1000))).is_ok());
+        let deepest = [
+            vec!["1"; OPERATORS_MAX].join("+"),
+            format!("{}1{}", "(".repeat(DEPTH_MAX), ")".repeat(DEPTH_MAX)),
+            format!("{}vector(1){}", "abs(".repeat(DEPTH_MAX - 1), ")".repeat(DEPTH_MAX - 1)),
+            vec!["vector(1)"; OPERATORS_MAX / 2].join(" or "),
+        ];
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let (_dir, store) = empty_store();
+                let e = Engine::new(&store);
+                for q in &deepest {
+                    assert!(e.instant(q, 0).is_ok(), "{}", &q[..40]);
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// Issue 42: `start=-9223372036&end=9223372036` overflowed `end - start`
+    /// and answered empty; it is past the step limit.
+    #[test]
+    fn a_range_spanning_all_time_is_past_the_step_limit_not_empty() {
+        let (_dir, store) = empty_store();
+        let e = Engine::new(&store);
+        let r = e.range("1", -9_223_372_036_000_000_000, 9_223_372_036_000_000_000, 1_000_000_000);
+        assert!(matches!(r, Err(Error::BadData(m)) if m.contains("11000")));
     }
 }

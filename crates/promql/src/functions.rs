@@ -104,17 +104,17 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
         | "min_over_time" | "max_over_time" | "sum_over_time" | "count_over_time" | "last_over_time"
         | "present_over_time" | "stddev_over_time" | "stdvar_over_time" => {
             let m = ev.matrix(arg(0)?, times)?;
-            range_fn(name, &m, times, |_| 0.0)
+            range_fn(ev, name, &m, times, |_| 0.0)
         }
         "quantile_over_time" => {
             let q = scalar_arg(ev, arg(0)?, times)?;
             let m = ev.matrix(arg(1)?, times)?;
-            range_fn(name, &m, times, |i| q[i])
+            range_fn(ev, name, &m, times, |i| q[i])
         }
         "predict_linear" => {
             let m = ev.matrix(arg(0)?, times)?;
             let d = scalar_arg(ev, arg(1)?, times)?;
-            range_fn(name, &m, times, |i| d[i])
+            range_fn(ev, name, &m, times, |i| d[i])
         }
         "holt_winters" | "double_exponential_smoothing" => {
             let m = ev.matrix(arg(0)?, times)?;
@@ -130,6 +130,7 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
             }
             let mut out = Vec::new();
             for (s, (labels, _, _)) in m.series.iter().enumerate() {
+                ev.check_deadline("computing holt_winters")?;
                 let points = (0..steps).map(|i| holt_winters(m.window(s, i).1, sf[i], tf[i])).collect();
                 let mut labels = labels.clone();
                 value::drop_name(&mut labels);
@@ -302,9 +303,11 @@ fn absent_labels(e: &Expr) -> Labels {
 
 /// A range function over every series and step; `param(i)` is its scalar
 /// argument at step `i` (φ, the prediction horizon), if it has one.
-fn range_fn(name: &str, m: &Matrix, times: &[i64], param: impl Fn(usize) -> f64) -> Result<Value> {
+fn range_fn(ev: &Ev<'_, '_>, name: &str, m: &Matrix, times: &[i64], param: impl Fn(usize) -> f64) -> Result<Value> {
     let mut out = Vec::with_capacity(m.series.len());
     for (s, (labels, _, _)) in m.series.iter().enumerate() {
+        // Each series walks every window: the deadline is checked per series.
+        ev.check_deadline("computing a range function")?;
         let points = (0..times.len())
             .map(|i| {
                 let (t, v) = m.window(s, i);

@@ -53,6 +53,103 @@ pub enum DecodeError {
     Protobuf(String),
     #[error("a time series without a {NAME} label")]
     NoName,
+    /// What decoding would allocate, known from the body's structure before
+    /// it is decoded (empty series and labels cost far more in memory than
+    /// the 2 bytes each takes on the wire: 3 MB of snappy made 64 MiB of
+    /// them, and gigabytes once decoded).
+    #[error(
+        "the body holds {series} series, {labels} labels and {samples} samples, {mib} MiB once decoded; at most {DECODED_MEMORY_MAX} bytes: send smaller requests"
+    )]
+    TooMany { series: usize, labels: usize, samples: usize, mib: usize },
+    /// A series Prometheus would not take, or over a size limit.
+    #[error("series {0}: {1}")]
+    BadSeries(String, String),
+}
+
+/// What a decoded request may hold in memory, estimated from its structure.
+pub const DECODED_MEMORY_MAX: usize = 256 << 20;
+
+/// The structure of a `WriteRequest`: its series, labels (with their bytes)
+/// and samples, counted by walking the protobuf wire format without
+/// allocating.
+#[derive(Debug, Default, PartialEq)]
+struct Shape {
+    series: usize,
+    labels: usize,
+    label_bytes: usize,
+    samples: usize,
+}
+
+impl Shape {
+    /// What decoding allocates, on the safe side: the structs and vectors
+    /// prost makes (a series 48 bytes and its key again, a label two
+    /// strings, twice), the bytes of the strings, a sample 16 bytes thrice
+    /// (decoded, as points, in the store's batches).
+    fn memory(&self) -> usize {
+        self.series
+            .saturating_mul(160)
+            .saturating_add(self.labels.saturating_mul(96))
+            .saturating_add(self.label_bytes.saturating_mul(2).saturating_add(self.samples.saturating_mul(48)))
+    }
+}
+
+fn varint(b: &[u8], i: &mut usize) -> Result<u64, DecodeError> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*i).ok_or_else(|| DecodeError::Protobuf("truncated varint".into()))?;
+        *i += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Ok(v);
+        }
+    }
+    Err(DecodeError::Protobuf("varint longer than 10 bytes".into()))
+}
+
+/// Calls `field(number, body)` for each length-delimited field of the
+/// message `b` and skips the others; errors on anything malformed.
+fn fields(b: &[u8], mut field: impl FnMut(u64, &[u8]) -> Result<(), DecodeError>) -> Result<(), DecodeError> {
+    let mut i = 0;
+    while i < b.len() {
+        let key = varint(b, &mut i)?;
+        let len = match key & 7 {
+            0 => {
+                varint(b, &mut i)?;
+                continue;
+            }
+            1 => 8,
+            5 => 4,
+            2 => usize::try_from(varint(b, &mut i)?).unwrap_or(usize::MAX),
+            w => return Err(DecodeError::Protobuf(format!("wire type {w} is not taken"))),
+        };
+        let end = i.checked_add(len).filter(|&e| e <= b.len());
+        let end = end.ok_or_else(|| DecodeError::Protobuf("a field runs past the message".into()))?;
+        if key & 7 == 2 {
+            field(key >> 3, &b[i..end])?;
+        }
+        i = end;
+    }
+    Ok(())
+}
+
+/// The body's [`Shape`], or an error where it is malformed.
+fn shape(raw: &[u8]) -> Result<Shape, DecodeError> {
+    let mut s = Shape::default();
+    fields(raw, |n, ts| {
+        if n != 1 {
+            return Ok(());
+        }
+        s.series += 1;
+        fields(ts, |n, f| {
+            match n {
+                1 => (s.labels, s.label_bytes) = (s.labels + 1, s.label_bytes + f.len()),
+                2 => s.samples += 1,
+                _ => {}
+            }
+            Ok(())
+        })
+    })?;
+    Ok(s)
 }
 
 /// A snappy body decompressed, its claimed size checked first (shared by
@@ -71,6 +168,15 @@ pub type SeriesSamplesNs = (SeriesKey, Vec<(i64, f64)>);
 /// The series of a remote-write body, each with its samples.
 pub fn decode(body: &[u8]) -> Result<Vec<SeriesSamplesNs>, DecodeError> {
     let raw = unsnappy(body)?;
+    let sh = shape(&raw)?;
+    if sh.memory() > DECODED_MEMORY_MAX {
+        return Err(DecodeError::TooMany {
+            series: sh.series,
+            labels: sh.labels,
+            samples: sh.samples,
+            mib: sh.memory() >> 20,
+        });
+    }
     let req = WriteRequest::decode(raw.as_slice()).map_err(|e| DecodeError::Protobuf(e.to_string()))?;
     let mut out = Vec::with_capacity(req.timeseries.len());
     for ts in req.timeseries {
@@ -84,6 +190,12 @@ pub fn decode(body: &[u8]) -> Result<Vec<SeriesSamplesNs>, DecodeError> {
             }
         }
         let key = SeriesKey::new(name.filter(|n| !n.is_empty()).ok_or(DecodeError::NoName)?, labels);
+        // Names the exposition formats can print (a newline in one forged
+        // lines of `/federate`), sizes every path holds series to.
+        if let Err(e) = key.check_names().and_then(|()| key.check_size()) {
+            let shown: String = key.to_string().chars().take(120).collect();
+            return Err(DecodeError::BadSeries(shown, e));
+        }
         out.push((key, ts.samples.iter().map(|s| (s.timestamp.saturating_mul(1_000_000), s.value)).collect()));
     }
     Ok(out)
@@ -133,5 +245,45 @@ mod tests {
         bomb.push(n as u8);
         bomb.extend_from_slice(&[0; 16]);
         assert_eq!(decode(&bomb), Err(DecodeError::TooLarge(1 << 30)));
+    }
+
+    /// Issue 42: 3.1 MB of snappy decompressed to 64 MiB of empty series
+    /// and labels, which prost decoded into gigabytes. The body's structure
+    /// is counted first, without allocating.
+    #[test]
+    fn a_body_of_empty_series_is_refused_by_its_shape_before_decoding() {
+        let mut raw = Vec::new();
+        for _ in 0..4_000_000 {
+            raw.extend_from_slice(&[0x0a, 0x02, 0x0a, 0x00]); // a series holding one empty label
+        }
+        let body = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
+        assert!(body.len() < 1 << 20, "{}", body.len());
+        match decode(&body) {
+            Err(DecodeError::TooMany { series, labels, .. }) => assert_eq!((series, labels), (4_000_000, 4_000_000)),
+            other => panic!("{other:?}"),
+        }
+        // The counting walks what prost decodes.
+        let real = encode(&[
+            (vec![("__name__", "up"), ("job", "node")], vec![(1, 1.0), (2, 0.0)]),
+            (vec![("__name__", "x")], vec![(1, 1.0)]),
+        ]);
+        let raw = snap::raw::Decoder::new().decompress_vec(&real).unwrap();
+        assert_eq!(shape(&raw).unwrap(), Shape { series: 2, labels: 3, label_bytes: 38, samples: 3 });
+        assert!(matches!(shape(&[0x0a, 0x05, 0x00]), Err(DecodeError::Protobuf(_))), "a field past the end");
+    }
+
+    /// Issue 42: a series named with a newline printed forged lines in
+    /// `/federate`; one with a 30 MB label value cost every query naming it.
+    #[test]
+    fn series_with_names_prometheus_refuses_or_oversized_labels_are_refused() {
+        let forged = "x\ninjected_metric{job=\"forged\"} 1e9";
+        for labels in [
+            vec![("__name__", forged)],
+            vec![("__name__", "ok"), ("bad-label", "1")],
+            vec![("__name__", "ok"), ("a", &*"v".repeat(model::LABEL_VALUE_BYTES_MAX + 1))],
+        ] {
+            let body = encode(&[(labels, vec![(1, 1.0)])]);
+            assert!(matches!(decode(&body), Err(DecodeError::BadSeries(..))));
+        }
     }
 }
