@@ -120,9 +120,9 @@ pub async fn write(
         }
         return influx_error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {WRITE_MAX} bytes"));
     }
-    let body = match axum::body::to_bytes(body, WRITE_MAX).await {
+    let body = match crate::serve::read_body(body, WRITE_MAX).await {
         Ok(b) => b,
-        Err(_) => return influx_error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {WRITE_MAX} bytes")),
+        Err((status, e)) => return influx_error(status, e),
     };
     // With tokens (`kansoku server --tokens`) the token was checked before
     // the body was read (`auth`); one bound to a host writes as that host.
@@ -246,11 +246,8 @@ pub async fn query(
     let form = headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/x-www-form-urlencoded"));
-    if form
-        && let Ok(Query(more)) = Query::<HashMap<String, String>>::try_from_uri(
-            &format!("/?{}", String::from_utf8_lossy(&body)).parse().unwrap_or_default(),
-        )
-    {
+    // Parsed as a form, not as a URI (a URI past 64 KiB is refused).
+    if form && let Ok(more) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body) {
         params.extend(more);
     }
     let Some(q) = params.get("q").cloned() else {
@@ -266,15 +263,7 @@ pub async fn query(
         Some("h") => Some(3_600_000_000_000),
         Some(e) => return influx_error(StatusCode::BAD_REQUEST, format!("invalid epoch {e:?}")),
     };
-    let statements = match influx::parse_query(&q, Timestamp::now().as_nanos()) {
-        Ok(s) => s,
-        Err(e) => return influx_error(StatusCode::BAD_REQUEST, format!("error parsing query: {e}")),
-    };
-    if caller.is_some_and(|c| c.0.access == Access::Read)
-        && statements.iter().any(|s| matches!(s, influx::Statement::CreateDatabase(_)))
-    {
-        return influx_error(StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into());
-    }
+    let read_only = caller.is_some_and(|c| c.0.access == Access::Read);
     // `chunked=true`: a JSON document per line, SELECT answers cut into
     // `chunk_size` rows (InfluxDB's default 10,000).
     let chunk = match (params.get("chunked").map(String::as_str), params.get("chunk_size")) {
@@ -291,17 +280,28 @@ pub async fn query(
     let results = st
         .guard
         .run(move || {
+            // Parsed here, not on an async worker: its regexes compile.
+            let statements = influx::parse_query(&q, Timestamp::now().as_nanos())
+                .map_err(|e| (StatusCode::BAD_REQUEST, format!("error parsing query: {e}")))?;
+            if read_only && statements.iter().any(|s| matches!(s, influx::Statement::CreateDatabase(_))) {
+                return Err((StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into()));
+            }
             influx.stats.queries.fetch_add(1, Relaxed);
             let mut dbs = influx.databases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            statements
+            Ok(statements
                 .iter()
                 .map(|s| match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs) {
                     Ok(v) => (v, matches!(s, influx::Statement::Select(_))),
                     Err(e) => (serde_json::json!({ "error": e }), false),
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>())
         })
         .await;
+    let results = match results {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err((status, e))) => return influx_error(status, e),
+        Err(e) => Err(e),
+    };
     match (results, chunk) {
         (Ok(results), Some(size)) => {
             let mut body = String::new();

@@ -546,8 +546,9 @@ pub async fn remote_write(
     {
         return refuse(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {max} bytes"));
     }
-    let Ok(body) = axum::body::to_bytes(body, max).await else {
-        return refuse(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {max} bytes"));
+    let body = match crate::serve::read_body(body, max).await {
+        Ok(b) => b,
+        Err((status, e)) => return refuse(status, e),
     };
     let caller = caller.map(|c| c.0);
     let forced_host = match caller.as_ref().map(|c| &c.access) {

@@ -36,6 +36,8 @@ pub struct Grouping {
 
 /// Most buckets one statement may make.
 pub const BUCKETS_MAX: i64 = 100_000;
+/// Cells (rows × columns) one SELECT's answer may hold, over all its series.
+pub const CELLS_MAX: usize = 2_000_000;
 
 /// One function call of the select list, resolved against the table.
 struct Call {
@@ -178,6 +180,17 @@ pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<V
         }
         None => vec![(if s.from == i64::MIN { 0 } else { s.from }, i64::MAX)],
     };
+    // What the answer may hold is known before it is made: 600 functions
+    // over 100,000 buckets of one stored point asked for 60 M cells.
+    let per_group = buckets.len().saturating_mul(calls.len() + 1);
+    if per_group > CELLS_MAX {
+        return Err(format!(
+            "the query would make {} buckets × {} columns = {per_group} cells per series; at most {CELLS_MAX}: narrow the time range, widen the interval or ask for fewer functions",
+            buckets.len(),
+            calls.len() + 1
+        ));
+    }
+    let mut cells_made = 0usize;
     let alone_selector = calls.len() == 1 && calls[0].func.is_selector() && s.group.time.is_none();
     let (group_keys, groups) = groups(table, s);
     let mut out = Vec::new();
@@ -239,6 +252,12 @@ pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<V
                 row.extend(cells.iter().map(|c| c.get(r).cloned().unwrap_or(Value::Null)));
                 rows.push((row, empty.clone()));
             }
+        }
+        cells_made = cells_made.saturating_add(rows.len().saturating_mul(calls.len() + 1));
+        if cells_made > CELLS_MAX {
+            return Err(format!(
+                "the answer would hold more than {CELLS_MAX} cells (rows × columns over every series); narrow the time range or the tags grouped by, or widen the interval"
+            ));
         }
         if s.group.fill == Fill::Linear {
             fill_linear(&mut rows, &buckets, &calls);

@@ -347,7 +347,7 @@ const RESERVED: [&str; 17] = [
 /// Parses `;`-separated statements; `now` is what `now()` means.
 pub fn parse(q: &str, now: i64) -> Result<Vec<Statement>, String> {
     let toks = lex(q)?;
-    let mut p = Parser { toks, i: 0, now };
+    let mut p = Parser { toks, i: 0, now, depth: 0, comparisons: 0 };
     let mut out = Vec::new();
     loop {
         while p.eat_op(";") {}
@@ -369,7 +369,18 @@ struct Parser {
     toks: Vec<Tok>,
     i: usize,
     now: i64,
+    /// Brackets open around the condition being parsed.
+    depth: usize,
+    /// Comparisons parsed in this statement's conditions.
+    comparisons: usize,
 }
+
+/// How deep brackets may nest in a condition (`WHERE (` × 3,500 overflowed
+/// the stack).
+pub const DEPTH_MAX: usize = 64;
+/// Comparisons one statement's conditions may hold: each `OR`/`AND` is a
+/// level of the tree evaluation and drop walk recursively.
+pub const COMPARISONS_MAX: usize = 512;
 
 impl Parser {
     fn peek(&self) -> Option<&Tok> {
@@ -763,9 +774,18 @@ impl Parser {
 
     fn primary(&mut self) -> Result<Expr, String> {
         if self.eat_op("(") {
+            self.depth += 1;
+            if self.depth > DEPTH_MAX {
+                return Err(format!("conditions nest brackets deeper than {DEPTH_MAX}; write them flatter"));
+            }
             let e = self.cond()?;
             self.op(")")?;
+            self.depth -= 1;
             return Ok(e);
+        }
+        self.comparisons += 1;
+        if self.comparisons > COMPARISONS_MAX {
+            return Err(format!("more than {COMPARISONS_MAX} comparisons in the conditions; split the query"));
         }
         let quoted = matches!(self.peek(), Some(Tok::Ident { quoted: true, .. }));
         let name = self.ident("a condition (tag or field, an operator, a value)")?;
@@ -868,8 +888,14 @@ impl Parser {
     }
 }
 
+/// A regex of a query, bounded as PromQL's are ([`model::REGEX_BYTES_MAX`]
+/// compiled; the regex crate's default is 10 MiB).
 fn compile(re: &str) -> Result<Regex, String> {
-    Regex::new(re).map_err(|e| format!("bad regex /{re}/: {e}"))
+    regex::RegexBuilder::new(re)
+        .size_limit(model::REGEX_BYTES_MAX)
+        .dfa_size_limit(model::REGEX_BYTES_MAX)
+        .build()
+        .map_err(|e| format!("bad regex /{re}/: {e}"))
 }
 
 fn has_time(e: &Expr) -> bool {

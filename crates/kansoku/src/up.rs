@@ -157,6 +157,10 @@ struct CommonArgs {
     /// long (idle keep-alives too) is closed.
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
     http_header_timeout: Duration,
+    /// An HTTP request body that sends nothing for this long is cut off and
+    /// its connection closed (a trickling body held a connection slot).
+    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    http_body_timeout: Duration,
     /// Most series the store holds; a sample of a series past it is refused
     /// and counted (store.series_limit_dropped).
     #[arg(long, default_value_t = store::SERIES_MAX_DEFAULT)]
@@ -458,6 +462,8 @@ fn serve(
     let http_limits = api::serve::ServeLimits {
         max_connections: args.http_max_connections.max(1),
         header_read_timeout: args.http_header_timeout,
+        body_idle_timeout: args.http_body_timeout,
+        ..api::serve::ServeLimits::default()
     };
     let served = rt.block_on(async move {
         if let Some((ingest, listener)) = ingest {
