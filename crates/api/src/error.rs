@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 pub enum ApiError {
     /// The request is malformed: a bad selector, duration, time or parameter.
     BadRequest(String),
+    /// The caller's token does not allow this.
+    Forbidden(String),
     NotFound,
     /// The query is valid but too large.
     TooLarge(String),
@@ -21,9 +23,11 @@ pub enum ApiError {
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ApiError::BadRequest(m) | ApiError::TooLarge(m) | ApiError::Internal(m) | ApiError::Unavailable(m) => {
-                f.write_str(m)
-            }
+            ApiError::BadRequest(m)
+            | ApiError::Forbidden(m)
+            | ApiError::TooLarge(m)
+            | ApiError::Internal(m)
+            | ApiError::Unavailable(m) => f.write_str(m),
             ApiError::NotFound => f.write_str("no such endpoint; see /"),
         }
     }
@@ -35,6 +39,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

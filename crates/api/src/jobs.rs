@@ -46,7 +46,7 @@ pub async fn load(
     if let Some(axum::Extension(c)) = &caller
         && c.access != cluster::server::Access::Write(None)
     {
-        return Err(ApiError::BadRequest("starting load on agents needs a writing token not bound to one host".into()));
+        return Err(ApiError::Forbidden("starting load on agents needs a writing token not bound to one host".into()));
     }
     let c = jobs(&st)?;
     let req: Value =

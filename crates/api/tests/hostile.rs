@@ -266,3 +266,51 @@ async fn a_trickling_body_is_cut_off_and_the_slot_freed() {
     assert_eq!(st.http.body_timeouts.load(std::sync::atomic::Ordering::Relaxed), 2);
     server.abort();
 }
+
+/// 17, 18: a page on another origin cannot write through the browser (with
+/// the dashboard's cookie, or to an open server); tokens ride in headers,
+/// not URLs, except on InfluxDB's two endpoints; a host-bound token asking
+/// for load jobs is forbidden (403), not malformed.
+#[tokio::test]
+async fn cross_origin_writes_and_tokens_in_urls_are_refused() {
+    let (_d, mut st) = fixture();
+    let line = || Body::from(format!("m v=1 {T0}\n"));
+    // No tokens: a browser's cross-origin POST is refused; a client that is
+    // not a browser (no Origin) and the page's own origin write.
+    let from = |origin: &str| {
+        Request::post("/write?db=a").header("host", "127.0.0.1:7070").header("origin", origin).body(line()).unwrap()
+    };
+    let (s, b) = send(&st, from("http://127.0.0.1:8000")).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    assert!(b.contains("another origin"), "{b}");
+    assert_eq!(send(&st, from("http://127.0.0.1:7070")).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(send(&st, Request::post("/write?db=a").body(line()).unwrap()).await.0, StatusCode::NO_CONTENT);
+    let cross_site = Request::post("/write?db=a").header("sec-fetch-site", "same-site").body(line()).unwrap();
+    assert_eq!(send(&st, cross_site).await.0, StatusCode::FORBIDDEN);
+
+    st.tokens = Some(Arc::new(
+        cluster::server::Tokens::parse("free-token-0123456789\nbound-token-0123456789 node-3\n").unwrap(),
+    ));
+    let cookie = "kansoku_token=free-token-0123456789";
+    // The cookie alone (text/plain from a form elsewhere, no Origin) is not
+    // enough to write; from the dashboard's origin it is.
+    let (s, b) = send(&st, Request::post("/write?db=a").header("cookie", cookie).body(line()).unwrap()).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+    let own = Request::post("/write?db=a").header("cookie", cookie).header("sec-fetch-site", "same-origin");
+    assert_eq!(send(&st, own.body(line()).unwrap()).await.0, StatusCode::NO_CONTENT);
+    let (s, _) = send(&st, Request::get("/api/v1/series").header("cookie", cookie).body(Body::empty()).unwrap()).await;
+    assert_eq!(s, StatusCode::OK, "reading with the cookie is the dashboard's way");
+    // A token in the URL: on /write and /query only.
+    let (s, b) = get(&st, "/api/v1/series?p=free-token-0123456789").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{b}");
+    assert!(b.contains("send it in a header"), "{b}");
+    let (s, _) = get(&st, "/query?q=SHOW%20DATABASES&p=free-token-0123456789").await;
+    assert_eq!(s, StatusCode::OK);
+    // A host-bound token cannot start load jobs: forbidden.
+    let job = Request::post("/api/v1/jobs/load")
+        .header("authorization", "Bearer bound-token-0123456789")
+        .body(Body::from(r#"{"agents":["a"],"args":["http://127.0.0.1:9/"]}"#))
+        .unwrap();
+    let (s, b) = send(&st, job).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
+}

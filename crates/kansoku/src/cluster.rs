@@ -199,6 +199,11 @@ pub struct AgentArgs {
     /// agent send traffic unless its operator allowed it.
     #[arg(long, value_delimiter = ',', value_parser = ["load"])]
     jobs: Vec<String>,
+    /// The targets load jobs may aim this agent at, as IP:PORT or IP:*
+    /// (comma-separated or repeated); needed by `--jobs load`. A job for
+    /// any other address, or past the bounds of docs/load.md, is refused.
+    #[arg(long, value_delimiter = ',', value_name = "IP:PORT", value_parser = load::JobPolicy::parse_allow)]
+    load_allow: Vec<(std::net::IpAddr, Option<u16>)>,
 }
 
 #[derive(Clone, Debug)]
@@ -246,9 +251,15 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     // The sampler keeps the binaries it saw there; the server asks for them.
     cfg.symbols = Some(args.data.clone());
     if !args.jobs.is_empty() {
+        if args.load_allow.is_empty() {
+            bail!(
+                "--jobs load needs --load-allow IP:PORT[,IP:PORT…]: the targets the server may aim this agent's load at"
+            );
+        }
+        let policy = load::JobPolicy { allow: args.load_allow.clone() };
         cfg.jobs = Some(cluster::agent::JobRunner {
             kinds: args.jobs.clone(),
-            run: Arc::new(|_kind: &str, start_ns: i64, args: &[String]| lab::load::job(start_ns, args)),
+            run: Arc::new(move |_kind: &str, start_ns: i64, args: &[String]| lab::load::job(&policy, start_ns, args)),
         });
     }
     let spool_dir = args.data.join("spool");

@@ -588,10 +588,11 @@ fn agents_load_one_target_from_one_instant() {
     use std::sync::atomic::Ordering;
     let dir = tempfile::tempdir().unwrap();
     let srv = server(&dir.path().join("server"), "127.0.0.1:0", &[]);
-    let _a = agent(&srv.ingest, &dir.path().join("a"), "load-a", &["--jobs", "load"]);
-    let _b = agent(&srv.ingest, &dir.path().join("b"), "load-b", &["--jobs", "load"]);
-    let _c = agent(&srv.ingest, &dir.path().join("c"), "plain-c", &[]);
     let (target, answered) = counting_http_server();
+    let allow = ["--jobs", "load", "--load-allow", &target];
+    let _a = agent(&srv.ingest, &dir.path().join("a"), "load-a", &allow);
+    let _b = agent(&srv.ingest, &dir.path().join("b"), "load-b", &allow);
+    let _c = agent(&srv.ingest, &dir.path().join("c"), "plain-c", &[]);
     let json_path = dir.path().join("load.json");
     let base = format!("http://{}", srv.http);
     let url = format!("http://{target}/");
@@ -637,6 +638,16 @@ fn agents_load_one_target_from_one_instant() {
     assert!(!out.status.success());
     assert!(log.contains("\"plain-c\" does not take load jobs") && log.contains("--jobs load"), "{log}");
     assert_eq!(answered.load(Ordering::SeqCst), before, "no agent started");
+    // Issue 42: a target the agents' operator did not allow is refused by
+    // each agent, before it connects anywhere.
+    let out = Command::new(BIN)
+        .args(["lab", "load", "http://127.0.0.1:9/", "-d", "1s", "--agents", "load-a", "--server", &base])
+        .args(["--start-in", "200ms", "--json"])
+        .arg(dir.path().join("other.json"))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && log.contains("not a target this agent's operator allows"), "{log}");
     let none = dir.path().join("none.json");
     let out = Command::new(BIN)
         .args(["lab", "load", &url, "-d", "1s", "--agents", "nobody", "--server", &base, "--agents-wait", "300ms"])

@@ -134,7 +134,10 @@ fn with_tokens_writing_needs_one() {
     }
     assert_eq!(http_get(a, "/ping").0, 204);
     // A read-only token reads, and cannot write.
+    let reader = "Authorization: Token reader-token-0123456789\r\n";
     let (status, resp) = http_get(a, "/api/v1/series?p=reader-token-0123456789");
+    assert!(status == 401 && resp.contains("send it in a header"), "{resp}");
+    let (status, resp) = common::http_get_with(a, "/api/v1/series", reader);
     assert!(status == 200 && resp.contains("node-9"), "{resp}");
     let (status, resp) = post(a, "/write?db=d&p=reader-token-0123456789", "", b"m v=9\n");
     assert_eq!(status, 403, "{resp}");
@@ -156,7 +159,7 @@ fn with_tokens_writing_needs_one() {
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
     assert!(resp.starts_with("HTTP/1.0 200") && resp.contains("node-9"), "{resp}");
-    let (_, status) = http_get(a, "/api/v1/status?p=reader-token-0123456789");
+    let (_, status) = common::http_get_with(a, "/api/v1/status", reader);
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert!(status["http"]["auth_refused"].as_u64().unwrap() >= 24, "{status}");
 }

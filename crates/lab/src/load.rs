@@ -145,13 +145,15 @@ struct JobArgs {
 /// (as [`Args::forwarded`] wrote them) from this host, its first requests
 /// at `start_ns` on this host's wall clock; returns the encoded
 /// [`load::Report`], or why it could not run, in words.
-pub fn job(start_ns: i64, args: &[String]) -> Result<Vec<u8>, String> {
+pub fn job(policy: &load::JobPolicy, start_ns: i64, args: &[String]) -> Result<Vec<u8>, String> {
     use clap::Parser;
     let a = JobArgs::try_parse_from(args).map_err(|e| format!("load job arguments: {}", e.kind()))?.args;
     if a.server.is_some() || a.json.is_some() || !a.peers.is_empty() || !a.agents.is_empty() {
         return Err("a load job runs the load only (no --server, --json, --peers or --agents)".into());
     }
     let cfg = a.config().map_err(|e| format!("{e:#}"))?;
+    // The operator's allow-list and the bounds, before anything connects.
+    policy.check(&cfg)?;
     std::net::TcpStream::connect_timeout(&cfg.target.addr, a.timeout)
         .map_err(|e| format!("{}: cannot connect to {}: {e}", a.url, cfg.target.addr))?;
     // The start on this process's monotonic clock; at least 5 ms ahead for
@@ -175,6 +177,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     let cfg = args.config()?;
+    cfg.check().map_err(anyhow::Error::msg)?;
     let threads = cfg.threads;
     let mode = match args.rate {
         Some(r) => format!("open loop at {r} requests/s"),
@@ -835,9 +838,14 @@ mod tests {
             assert_eq!(format!("{ca:?}"), format!("{cb:?}"), "{argv:?}");
             assert!(b.agents.is_empty() && b.server.is_none() && b.json.is_none() && b.run.is_none());
         }
-        let refused = job(0, &["http://127.0.0.1:9/".into(), "--json".into(), "/tmp/x".into()]).unwrap_err();
+        let policy = load::JobPolicy { allow: vec![load::JobPolicy::parse_allow("127.0.0.1:9").unwrap()] };
+        let refused = job(&policy, 0, &["http://127.0.0.1:9/".into(), "--json".into(), "/tmp/x".into()]).unwrap_err();
         assert!(refused.contains("runs the load only"), "{refused}");
-        let refused = job(0, &["--nonsense".into()]).unwrap_err();
+        let refused = job(&policy, 0, &["http://127.0.0.1:10/".into()]).unwrap_err();
+        assert!(refused.contains("not a target this agent's operator allows"), "{refused}");
+        let refused = job(&policy, 0, &["http://127.0.0.1:9/".into(), "--interval".into(), "1ns".into()]).unwrap_err();
+        assert!(refused.contains("intervals"), "{refused}");
+        let refused = job(&policy, 0, &["--nonsense".into()]).unwrap_err();
         assert!(refused.starts_with("load job arguments"), "{refused}");
     }
 }

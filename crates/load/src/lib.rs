@@ -105,6 +105,94 @@ pub struct Config {
     pub interval: Duration,
 }
 
+/// Intervals of per-interval figures one run may keep (`--interval 1ns`
+/// over 10 s asked for ten billion).
+pub const INTERVALS_MAX: u128 = 1_000_000;
+
+impl Config {
+    /// Refuses settings no run can hold: more per-interval figures than
+    /// [`INTERVALS_MAX`], a zero interval or connection count.
+    pub fn check(&self) -> Result<(), String> {
+        if self.interval.is_zero() || self.connections == 0 || self.threads == 0 {
+            return Err("the interval, connections and threads must be above zero".into());
+        }
+        let n = self.duration.as_nanos() / self.interval.as_nanos();
+        if n > INTERVALS_MAX {
+            return Err(format!(
+                "--interval {:?} over -d {:?} makes {n} intervals; at most {INTERVALS_MAX}: lengthen the interval",
+                self.interval, self.duration
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a load job an agent takes from the server may ask: the agent's
+/// operator names the targets (`kansoku agent --jobs load --load-allow
+/// 10.0.0.5:8080`), and the settings are bounded, so a server (or anyone
+/// holding a writing token) cannot aim an agent anywhere or make it
+/// exhaust itself.
+#[derive(Clone, Debug, Default)]
+pub struct JobPolicy {
+    /// Addresses a job may load: an IP with a port, or with `*` for any.
+    pub allow: Vec<(std::net::IpAddr, Option<u16>)>,
+}
+
+/// Bounds of a load job's settings.
+pub const JOB_CONNECTIONS_MAX: usize = 10_000;
+pub const JOB_THREADS_MAX: usize = 64;
+pub const JOB_STREAMS_MAX: usize = 128;
+pub const JOB_DURATION_MAX: Duration = Duration::from_secs(3600);
+pub const JOB_TIMEOUT_MAX: Duration = Duration::from_secs(120);
+pub const JOB_INTERVAL_MIN: Duration = Duration::from_millis(1);
+pub const JOB_RATE_MAX: f64 = 10_000_000.0;
+
+impl JobPolicy {
+    /// Parses `IP:PORT` or `IP:*` (IPv6 in brackets: `[::1]:80`).
+    pub fn parse_allow(s: &str) -> Result<(std::net::IpAddr, Option<u16>), String> {
+        let (ip, port) = s.rsplit_once(':').ok_or_else(|| format!("{s:?}: give IP:PORT or IP:*"))?;
+        let ip = ip.trim_start_matches('[').trim_end_matches(']');
+        let ip: std::net::IpAddr = ip.parse().map_err(|_| format!("{s:?}: {ip:?} is not an IP address"))?;
+        let port = match port {
+            "*" => None,
+            p => Some(p.parse::<u16>().map_err(|_| format!("{s:?}: {p:?} is not a port"))?),
+        };
+        Ok((ip, port))
+    }
+
+    /// Whether a job of `cfg` may run here; the error says what is not allowed.
+    pub fn check(&self, cfg: &Config) -> Result<(), String> {
+        cfg.check()?;
+        let a = cfg.target.addr;
+        if !self.allow.iter().any(|&(ip, port)| ip == a.ip() && port.is_none_or(|p| p == a.port())) {
+            return Err(format!("{a} is not a target this agent's operator allows (kansoku agent --load-allow)"));
+        }
+        let over = |what: &str, max: String| Err(format!("{what} past this agent's bound for load jobs ({max})"));
+        if cfg.connections > JOB_CONNECTIONS_MAX {
+            return over("connections", JOB_CONNECTIONS_MAX.to_string());
+        }
+        if cfg.threads > JOB_THREADS_MAX {
+            return over("threads", JOB_THREADS_MAX.to_string());
+        }
+        if cfg.streams > JOB_STREAMS_MAX {
+            return over("streams", JOB_STREAMS_MAX.to_string());
+        }
+        if cfg.duration > JOB_DURATION_MAX {
+            return over("duration", format!("{JOB_DURATION_MAX:?}"));
+        }
+        if cfg.timeout > JOB_TIMEOUT_MAX {
+            return over("timeout", format!("{JOB_TIMEOUT_MAX:?}"));
+        }
+        if cfg.interval < JOB_INTERVAL_MIN {
+            return over("an interval this short", format!("at least {JOB_INTERVAL_MIN:?}"));
+        }
+        if cfg.rate.is_some_and(|r| !(r > 0.0 && r <= JOB_RATE_MAX)) {
+            return over("rate", format!("{JOB_RATE_MAX} a second"));
+        }
+        Ok(())
+    }
+}
+
 /// Counts shared with whoever shows progress: a slot per worker thread
 /// (each on its own cache line, written only by its thread), summed when
 /// read, so progress costs the workers no contended writes.
@@ -502,5 +590,52 @@ mod tests {
         assert!(parse_header("no colon").unwrap_err().contains("Name: value"));
         assert!(parse_header("a b: c").unwrap_err().contains("not a header name"));
         assert!(parse_header("X: a\r\nY: b").unwrap_err().contains("one line"));
+    }
+
+    fn job(url: &str) -> Config {
+        Config {
+            target: Target::parse(url).unwrap(),
+            headers: Vec::new(),
+            connections: 10,
+            threads: 1,
+            duration: Duration::from_secs(10),
+            rate: None,
+            keep_alive: true,
+            http2: false,
+            streams: 1,
+            timeout: Duration::from_secs(5),
+            interval: Duration::from_millis(100),
+        }
+    }
+
+    /// Issue 42: a job with `--interval 1ns` ended the agent (2.8 GB), and
+    /// any writing token could aim agents at any address. An agent loads
+    /// only what its operator allows, within bounds.
+    #[test]
+    fn a_load_job_runs_only_on_allowed_targets_within_bounds() {
+        let policy = JobPolicy {
+            allow: vec![JobPolicy::parse_allow("127.0.0.1:8080").unwrap(), JobPolicy::parse_allow("[::1]:*").unwrap()],
+        };
+        assert_eq!(policy.check(&job("http://127.0.0.1:8080/x")), Ok(()));
+        assert_eq!(policy.check(&job("http://[::1]:9/")), Ok(()));
+        assert!(policy.check(&job("http://127.0.0.1:8081/")).unwrap_err().contains("not a target"));
+        assert!(policy.check(&job("http://127.0.0.2:8080/")).unwrap_err().contains("--load-allow"));
+        assert!(JobPolicy::default().check(&job("http://127.0.0.1:8080/")).is_err(), "nothing allowed by default");
+        let bad: [(fn(&mut Config), &str); 6] = [
+            (|c| c.interval = Duration::from_nanos(1), "intervals"),
+            (|c| c.connections = JOB_CONNECTIONS_MAX + 1, "connections"),
+            (|c| c.threads = 1000, "threads"),
+            (|c| c.duration = Duration::from_secs(86_400), "duration"),
+            (|c| c.rate = Some(f64::INFINITY), "rate"),
+            (|c| c.timeout = Duration::from_secs(3600), "timeout"),
+        ];
+        for (change, want) in bad {
+            let mut c = job("http://127.0.0.1:8080/");
+            change(&mut c);
+            let e = policy.check(&c).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+        assert!(JobPolicy::parse_allow("localhost:80").is_err());
+        assert!(JobPolicy::parse_allow("127.0.0.1").is_err());
     }
 }

@@ -45,15 +45,24 @@ pub fn start(args: &[&str], data: &Path) -> Up {
 }
 
 pub fn http_get(addr: &str, path_and_query: &str) -> (u16, String) {
-    let (status, body) = http_get_bytes(addr, path_and_query);
+    http_get_with(addr, path_and_query, "")
+}
+
+/// [`http_get`] with extra `headers` (each ending in CRLF).
+pub fn http_get_with(addr: &str, path_and_query: &str, headers: &str) -> (u16, String) {
+    let (status, body) = http_get_bytes_with(addr, path_and_query, headers);
     (status, String::from_utf8(body).expect("a UTF-8 body"))
 }
 
 /// [`http_get`] of a binary body.
 pub fn http_get_bytes(addr: &str, path_and_query: &str) -> (u16, Vec<u8>) {
+    http_get_bytes_with(addr, path_and_query, "")
+}
+
+fn http_get_bytes_with(addr: &str, path_and_query: &str, headers: &str) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    write!(s, "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    write!(s, "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\n{headers}\r\n").unwrap();
     let mut resp = Vec::new();
     s.read_to_end(&mut resp).unwrap();
     let at = resp.windows(4).position(|w| w == b"\r\n\r\n").expect("a header");
