@@ -7,7 +7,7 @@ import { getJson } from './api';
 import { app, rangeOf, stats } from './state';
 
 interface Evidence { name: string; value: number; threshold: number | null }
-interface Window { t: number; verdict: string; confidence: number; evidence: Evidence[] }
+interface Window { t: number; verdict: string; confidence: number; evidence: Evidence[]; no_data?: string[] }
 
 export const COLOURS: Record<string, string> = {
   healthy: '#59a14f', 'cpu-busy-user': '#4e79a7', 'cpu-busy-kernel': '#f28e2b', 'io-bound': '#b07aa1',
@@ -51,6 +51,7 @@ export function verdictStrip(host: string, gen: number): void {
     if (shown.length === 0) { el.replaceChildren(); return; }
     const last = shown[shown.length - 1];
     el.innerHTML = `<div class="heat-title">Verdict <small>(every ${window} s; click a window for its evidence)</small>: <b style="color:${COLOURS[last.verdict]}">${last.verdict}</b></div>
+      ${last.no_data?.length ? `<div class="no-data" title="the verdict was made without these">no data: ${last.no_data.join(', ')}</div>` : ''}
       <div class="strip">${r.windows.map((w, i) => `<span data-i="${i}" class="${picked === i ? 'on' : ''}" style="background:${COLOURS[w.verdict] ?? '#bab0ac'};opacity:${0.35 + 0.65 * w.confidence}"
         title="${w.verdict} (${(w.confidence * 100).toFixed(0)} %) at ${new Date(w.t * 1000).toLocaleTimeString()}"></span>`).join('')}</div>
       <div class="legend">${Object.entries(COLOURS).map(([k, c]) => `<span><i style="background:${c}"></i>${k}</span>`).join('')}</div>

@@ -68,10 +68,14 @@ async function health(): Promise<void> {
     add('store', ['out_of_order_dropped', 'unknown_series_dropped', 'write_errors', 'flush_errors', 'corrupt_blocks', 'corrupt_chunks', 'event_batches_rejected', 'event_write_errors', 'event_corrupt_batches']);
     add('collector', ['missed_rounds', 'dropped_batches', 'source_errors']);
     add('snmp', ['silences', 'late', 'kernel_drops', 'dropped_batches', 'missed_intervals']);
+    // A thread that panicked: its name is the key's tail (`panics_trace-writer`).
+    const threads = s['threads'] ?? {};
+    for (const [k, n] of Object.entries(threads)) if (n && (k.startsWith('panics_') || k === 'died' || k === 'panicked_appends')) drops.push([`threads.${k}`, n]);
     const el = document.querySelector<HTMLElement>('#health');
     if (!el) return; // the header is not built yet
     el.className = 'badge ' + (drops.length ? 'warn' : 'ok');
-    el.textContent = drops.length ? `drops: ${drops.reduce((a, [, n]) => a + n, 0)}` : 'no drops';
+    el.textContent = threads['panics'] ? `thread panics: ${threads['panics']}`
+      : drops.length ? `drops: ${drops.reduce((a, [, n]) => a + n, 0)}` : 'no drops';
     el.title = drops.length ? drops.map(([k, n]) => `${k}: ${n}`).join('\n') : 'nothing dropped or missed';
   } catch {
     const el = document.querySelector<HTMLElement>('#health');

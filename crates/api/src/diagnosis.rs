@@ -57,6 +57,8 @@ pub async fn diagnosis(
                 "verdict": v.kind.name(),
                 "confidence": v.confidence,
                 "evidence": v.evidence.iter().map(|e| json!({"name": e.name, "value": e.value, "threshold": e.threshold})).collect::<Vec<_>>(),
+                // Sources that gave the window nothing: the verdict was made without them.
+                "no_data": f.no_data(),
             });
             if with_features {
                 w["features"] = json!(f);

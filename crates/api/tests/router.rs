@@ -526,6 +526,12 @@ async fn diagnosis_names_each_window() {
     let f = &b["windows"][0]["features"];
     assert!((f["user"].as_f64().unwrap() - 0.95).abs() < 1e-9, "{f}");
     assert_eq!(f["tasks_d"], serde_json::Value::Null, "no kernel tracing here");
+    // What the verdict was made without is said (issue 42: a dead tracer
+    // left a confident "healthy" with its kernel features null).
+    let no_data: Vec<&str> =
+        b["windows"][0]["no_data"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(no_data.iter().any(|s| s.starts_with("kernel tracer")), "{no_data:?}");
+    assert!(!no_data.contains(&"CPU counters"), "{no_data:?}");
     let (s, _) = get(&st, &format!("/api/v1/diagnosis?host=h&from={}&to={}&window=10s", secs(0), secs(5))).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 }

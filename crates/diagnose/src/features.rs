@@ -53,6 +53,29 @@ pub struct Features {
     pub net_wait: Option<f64>,
 }
 
+impl Features {
+    /// The sources that gave this window nothing, by name: a verdict made
+    /// without them says so ("no data"), not a confident "healthy" — as
+    /// when the kernel tracer's thread died and its series stopped.
+    pub fn no_data(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.user.is_none() || self.system.is_none() {
+            out.push("CPU counters");
+        }
+        if self.psi_cpu.is_none() && self.psi_io.is_none() && self.psi_memory.is_none() {
+            out.push("pressure stalls (PSI)");
+        }
+        let kernel = [self.lock_wait, self.futex_per_s, self.futex_wait, self.reclaim_stall, self.net_waiting];
+        if kernel.iter().all(Option::is_none) {
+            out.push("kernel tracer (locks, futexes, reclaim, qdisc waits)");
+        }
+        if self.io_in_service.is_none() && self.tasks_d.is_none() {
+            out.push("block I/O and task states");
+        }
+        out
+    }
+}
+
 /// One value per step of a range query per host (its series' `host`
 /// label; None where it had no value, or the query failed: a missing
 /// metric).

@@ -264,6 +264,11 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     }
     let spool_dir = args.data.join("spool");
     let mut agent = Agent::new(cfg, &spool_dir).with_context(|| format!("open spool {}", spool_dir.display()))?;
+    // Panics of this agent's threads travel with every batch.
+    agent.add_figures(Box::new(|| {
+        let died = node::supervise::threads().values().map(|r| r.died).sum::<u64>();
+        vec![("kansoku_threads_panics_total", node::supervise::panics() as f64), ("kansoku_threads_died", died as f64)]
+    }));
     let sampler = args.perf.open_sampler(&host, &args.data)?;
     if let Some(sampler) = &sampler {
         // The sampler's figures travel with every batch, beside the agent's own.

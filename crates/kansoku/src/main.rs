@@ -148,6 +148,9 @@ pub struct Source {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    // Every panic, on any thread, is logged and counted (`threads` in
+    // /api/v1/status): none goes unseen.
+    node::supervise::install();
     if matches!(
         cli.cmd,
         Cmd::Up(_) | Cmd::Agent(_) | Cmd::Server(_) | Cmd::Snmp(_) | Cmd::Import(_) | Cmd::Lab(LabCmd::Synth(_))

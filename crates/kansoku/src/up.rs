@@ -294,6 +294,19 @@ fn serve(
     let mut state = api::ApiState::new(Arc::clone(&store));
     state.interval = Some(args.interval);
     let mut jobs = node::jobs::Jobs::new(Arc::clone(&store), state.live.clone()).with_fsync(args.local_fsync);
+    // Every panic of every thread, and the writers' batches a panic cost.
+    let panicked = Arc::clone(&jobs.panicked);
+    state.reports.push(api::Report(
+        "threads",
+        Arc::new(move || {
+            let mut f = node::supervise::report();
+            f.push(model::report::Figure::counter(
+                "panicked_appends",
+                panicked.load(std::sync::atomic::Ordering::Relaxed),
+            ));
+            f
+        }),
+    ));
     if let Some(host) = &host {
         let collector =
             Collector::new(&CollectorConfig { interval: args.interval, host: host.clone(), root: "/".into() });

@@ -49,11 +49,11 @@ pub fn run(
     let hold_queue = tx.clone();
     let producer = {
         let stop = Arc::clone(&stop);
-        std::thread::Builder::new().name("collector".into()).spawn(move || collector.run(tx, stop))?
+        crate::supervise::spawn("collector", move || collector.run(tx, stop))?
     };
     let spooler = {
         let agent = Arc::clone(&agent);
-        std::thread::Builder::new().name("spooler".into()).spawn(move || agent.spool_rounds(rx))?
+        crate::supervise::spawn("spooler", move || agent.spool_rounds(rx))?
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -108,11 +108,11 @@ fn spawn_merged(
     let (own_tx, own_rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
     let run = {
         let stop = Arc::clone(stop);
-        std::thread::Builder::new().name(name.into()).spawn(move || produce(own_tx, stop))?
+        crate::supervise::spawn(name, move || produce(own_tx, stop))?
     };
     let tx = tx.clone();
     let base = id_space(k);
-    let merge = std::thread::Builder::new().name(format!("{name}-merge")).spawn(move || {
+    let merge = crate::supervise::spawn(format!("{name}-merge"), move || {
         for mut b in own_rx {
             for d in &mut b.defs {
                 d.0 += base;
@@ -146,7 +146,7 @@ fn spawn_sampler(
         stats.dropped_batches.fetch_add(batches, Ordering::Relaxed);
         stats.dropped_samples.fetch_add(samples as u64, Ordering::Relaxed);
     };
-    let spooler = std::thread::Builder::new().name("perf-spooler".into()).spawn(move || {
+    let spooler = crate::supervise::spawn("perf-spooler", move || {
         let mut failures = 0u64;
         for mut set in ev_rx {
             let (count, len) = (set.len(), set.iter().map(EventBatch::len).sum::<usize>());

@@ -37,11 +37,20 @@ pub struct Jobs {
     threads: Vec<JoinHandle<()>>,
     /// The producers' fsync policy, where it differs from the store's.
     fsync: Option<FsyncPolicy>,
+    /// Batches whose append panicked, over all writers.
+    pub panicked: Arc<AtomicU64>,
 }
 
 impl Jobs {
     pub fn new(store: Arc<Store>, live: Live) -> Jobs {
-        Jobs { store, live, stop: Arc::new(AtomicBool::new(false)), threads: Vec::new(), fsync: None }
+        Jobs {
+            store,
+            live,
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+            fsync: None,
+            panicked: Arc::default(),
+        }
     }
 
     /// The producers' batches (this host's own samples) are fsynced by
@@ -61,12 +70,11 @@ impl Jobs {
     ) -> std::io::Result<()> {
         let (tx, rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
         let stop = Arc::clone(&self.stop);
-        self.threads.push(std::thread::Builder::new().name(name.into()).spawn(move || produce(tx, stop))?);
+        self.threads.push(crate::supervise::spawn(name, move || produce(tx, stop))?);
         let shared = self.shared(name);
-        self.threads.push(std::thread::Builder::new().name(format!("{name}-writer")).spawn(move || {
+        self.threads.push(crate::supervise::spawn(format!("{name}-writer"), move || {
             for batch in rx {
-                let result = shared.store.append(&mut lock(&shared.appender), &batch);
-                shared.stored(result);
+                shared.append(&batch);
             }
         })?);
         Ok(())
@@ -81,6 +89,7 @@ impl Jobs {
             appender: Mutex::new(self.fsync.map_or_else(Appender::default, Appender::with_fsync)),
             queued: AtomicUsize::new(0),
             failures: AtomicU64::new(0),
+            panicked: Arc::clone(&self.panicked),
         })
     }
 
@@ -102,12 +111,12 @@ impl Jobs {
         let shared = self.shared(name);
         let sink = InlineSink { shared: Arc::clone(&shared), queue: tx, inline: policy != FsyncPolicy::Always };
         let stop = Arc::clone(&self.stop);
-        self.threads.push(std::thread::Builder::new().name(name.into()).spawn(move || produce(sink, stop))?);
+        self.threads.push(crate::supervise::spawn(name, move || produce(sink, stop))?);
         let period = match policy {
             FsyncPolicy::Every(d) => d,
             FsyncPolicy::Always | FsyncPolicy::Never => MAINTAIN_EVERY,
         };
-        self.threads.push(std::thread::Builder::new().name(format!("{name}-writer")).spawn(move || {
+        self.threads.push(crate::supervise::spawn(format!("{name}-writer"), move || {
             let mut failing = false;
             let mut maintain = || {
                 // Counted in the store's write_errors; logged once a run.
@@ -126,10 +135,9 @@ impl Jobs {
             loop {
                 match rx.recv_timeout(period) {
                     Ok(batch) => {
-                        let result = shared.store.append(&mut lock(&shared.appender), &batch);
                         // Published before the producer may go inline again:
                         // the live stream keeps the rounds' order.
-                        shared.stored(result);
+                        shared.append(&batch);
                         shared.queued.fetch_sub(1, Ordering::AcqRel);
                     }
                     Err(RecvTimeoutError::Timeout) => maintain(),
@@ -149,7 +157,7 @@ impl Jobs {
         let (ev_tx, ev_rx) = sync_channel::<Vec<EventBatch>>(PERF_QUEUE);
         let stream = sampler.stream();
         let store = Arc::clone(&self.store);
-        self.threads.push(std::thread::Builder::new().name("perf-writer".into()).spawn(move || {
+        self.threads.push(crate::supervise::spawn("perf-writer", move || {
             let mut failures = 0u64;
             for mut set in ev_rx {
                 // Counted in the event log's write errors; log the first.
@@ -203,9 +211,24 @@ struct Shared {
     queued: AtomicUsize,
     /// Failed appends in a row, to log the first of a run.
     failures: AtomicU64,
+    /// Appends that panicked (their batch lost, the writer went on).
+    panicked: Arc<AtomicU64>,
 }
 
 impl Shared {
+    /// Appends one batch and publishes it. An append that panics loses that
+    /// batch only (counted in `panicked_appends`; the panic is recorded by
+    /// [`crate::supervise`]): the writer goes on with the next, so one bad
+    /// round does not silently end a producer's series.
+    fn append(&self, batch: &Batch) {
+        match crate::supervise::catch(|| self.store.append(&mut lock(&self.appender), batch)) {
+            Some(result) => self.stored(result),
+            None => {
+                self.panicked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     fn stored(&self, result: Result<Appended, store::StoreError>) {
         let name = self.name;
         match result {
@@ -240,7 +263,10 @@ impl Sink for InlineSink {
     fn try_send(&self, batch: Batch) -> Result<(), TrySendError<Batch>> {
         let s = &self.shared;
         if self.inline && s.queued.load(Ordering::Acquire) == 0 {
-            let tried = s.store.try_append(&mut lock(&s.appender), &batch);
+            let Some(tried) = crate::supervise::catch(|| s.store.try_append(&mut lock(&s.appender), &batch)) else {
+                s.panicked.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            };
             match tried {
                 Ok(Some(appended)) => {
                     s.stored(Ok(appended));

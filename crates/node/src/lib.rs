@@ -4,7 +4,8 @@
 //! queue; a writer thread of its own drains the queue into the store (and the
 //! live broadcast) — [`jobs`] — or, on an agent, into the spool that the
 //! sender ships from — [`agent`]. A full queue drops and counts; nothing
-//! blocks a producer. [`signal`] is the stop on Ctrl-C or SIGTERM. The binary
+//! blocks a producer. [`signal`] is the stop on Ctrl-C or SIGTERM;
+//! [`supervise`] records every thread's panic and shows it. The binary
 //! parses flags and picks the producers; what runs is here.
 
 use std::time::Duration;
@@ -12,6 +13,7 @@ use std::time::Duration;
 pub mod agent;
 pub mod jobs;
 pub mod signal;
+pub mod supervise;
 
 /// Rounds buffered between a producer and its store writer or spooler: 25 s
 /// at 100 ms. A store that stalls longer makes the producer drop rounds
