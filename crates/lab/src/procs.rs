@@ -26,11 +26,19 @@ pub(crate) fn stat_cpu_seconds(path: &str) -> anyhow::Result<f64> {
 /// A process's resident set (`VmRSS` of `/proc/PID/status`), bytes; 0 once
 /// it is gone.
 pub(crate) fn rss_bytes(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:") * 1024
+}
+
+/// A process's peak resident set (`VmHWM`), in bytes; 0 when it is gone.
+pub fn peak_rss_bytes(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:") * 1024
+}
+
+fn status_kib(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .and_then(|s| s.lines().find(|l| l.starts_with(key))?.split_whitespace().nth(1)?.parse::<u64>().ok())
         .unwrap_or(0)
-        * 1024
 }
 
 /// Every process of `roots` and their descendants.

@@ -4,8 +4,11 @@
 //! points at the end of time, oversized bodies, regexes that compile for
 //! seconds, series listings of everything, idle and half-sent HTTP
 //! connections, ingest sockets that never say hello, hellos followed by a
-//! 1 GiB frame header, garbage. Every client loop is bounded in time and
-//! talks to loopback only.
+//! 1 GiB frame header, garbage — and every class of issue 42
+//! ([`crate::hostile`]: queries that grow with steps², answers past their
+//! size, decompression and protobuf bombs, deep expressions, trickling
+//! bodies, forged names), each checked to be refused as it must be. Every
+//! client loop is bounded in time and talks to loopback only.
 //!
 //! Pass means: the server's resident memory and descriptors stay bounded
 //! (the peak of the second half at most 1.25 x the first half's plus
@@ -47,6 +50,8 @@ pub struct Report {
     pub refused: u64,
     pub rss_mib_first_half_max: f64,
     pub rss_mib_second_half_max: f64,
+    /// The server's peak resident set over the whole run (VmHWM).
+    pub rss_mib_peak: f64,
     pub fds_max: u64,
     pub fds_limit: u64,
     pub agent_rounds_stored: u64,
@@ -58,21 +63,7 @@ pub struct Report {
     pub failures: Vec<String>,
 }
 
-/// One HTTP/1.0 exchange; (status, body). Errors count as status 0.
-fn http(addr: &str, method: &str, path: &str, headers: &str, body: &[u8]) -> (u16, String) {
-    let exchange = || -> std::io::Result<(u16, String)> {
-        let mut s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(Duration::from_secs(60)))?;
-        write!(s, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: {}\r\n{headers}\r\n", body.len())?;
-        s.write_all(body)?;
-        let mut resp = Vec::new();
-        s.read_to_end(&mut resp)?;
-        let text = String::from_utf8_lossy(&resp).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        Ok((head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), body.to_owned()))
-    };
-    exchange().unwrap_or((0, String::new()))
-}
+use crate::hostile::http;
 
 fn auth() -> String {
     format!("Authorization: Token {TOKEN}\r\n")
@@ -201,6 +192,34 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }),
     ];
     let deadline = Instant::now() + duration;
+    // Issue 42's classes, one loop cycling through them; a class answered
+    // otherwise than it must be is a failure.
+    let wrong = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    {
+        let (stop, requests, refused, wrong) =
+            (Arc::clone(&stop), Arc::clone(&requests), Arc::clone(&refused), Arc::clone(&wrong));
+        let addr = addr.clone();
+        clients.push(std::thread::Builder::new().name("soak issue-42".into()).spawn(move || {
+            let classes = crate::hostile::classes();
+            let mut i = 0usize;
+            while !stop.load(Relaxed) && Instant::now() < deadline {
+                let c = &classes[i % classes.len()];
+                match (c.send)(&addr, &auth()) {
+                    Ok(()) => {
+                        refused.fetch_add(1, Relaxed);
+                    }
+                    Err(e) => {
+                        let mut w = wrong.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        if w.len() < 20 {
+                            w.push(format!("{}: {e}", c.name));
+                        }
+                    }
+                }
+                requests.fetch_add(1, Relaxed);
+                i += 1;
+            }
+        })?);
+    }
     for (name, f) in mix {
         let (stop, requests, refused) = (Arc::clone(&stop), Arc::clone(&requests), Arc::clone(&refused));
         let (addr, ingest) = (addr.clone(), ingest.clone());
@@ -303,6 +322,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if report.server_store_series as usize > MAX_SERIES {
         report.failures.push(format!("store series {} past --max-series {MAX_SERIES}", report.server_store_series));
     }
+    report.failures.extend(wrong.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain(..));
+    report.rss_mib_peak = crate::procs::peak_rss_bytes(pid) as f64 / 1048576.0;
     if http(&addr, "GET", "/ping", "", b"").0 != 204 {
         report.failures.push("the server no longer answers /ping".into());
     }

@@ -31,7 +31,20 @@ pub fn up(data: &Path) -> Up {
 
 /// Starts `kansoku ARGS --data DATA` and returns once it says where it listens.
 pub fn start(args: &[&str], data: &Path) -> Up {
-    let mut child = Command::new(BIN).args(args).arg("--data").arg(data).stderr(Stdio::piped()).spawn().unwrap();
+    start_cmd(Command::new(BIN), args, data)
+}
+
+/// [`start`] under a cap on its address space (`prlimit --as`), as a
+/// small machine would run it: an allocation past the cap ends the
+/// process, so a test that it stays up shows its memory is bounded.
+pub fn start_capped(as_bytes: u64, args: &[&str], data: &Path) -> Up {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--as={as_bytes}")).arg("--").arg(BIN);
+    start_cmd(cmd, args, data)
+}
+
+fn start_cmd(mut cmd: Command, args: &[&str], data: &Path) -> Up {
+    let mut child = cmd.args(args).arg("--data").arg(data).stderr(Stdio::piped()).spawn().unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
         let line = lines.next().expect("kansoku exited before listening").unwrap();
