@@ -584,4 +584,27 @@ mod tests {
         assert_eq!(view.rules[0].keep_firing_s, 2.0);
         assert_eq!(stats.evaluation_failures.load(Relaxed), 12);
     }
+
+    /// Issue 42: as a recording rule, a query that grows with steps² ended
+    /// the server 8 s after start. Rules are evaluated under the query
+    /// limits: the evaluation fails, is counted and shown, and the group
+    /// goes on.
+    #[test]
+    fn a_rule_past_the_query_limits_fails_and_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            Store::open(dir.path(), store::Options { fsync: store::FsyncPolicy::Never, ..Default::default() }).unwrap(),
+        );
+        let spec: crate::RuleFile = serde_norway::from_str(
+            "groups:\n- name: g\n  rules:\n  - record: bomb\n    expr: count(count_over_time(count_values(\"v\", vector(time()))[6h:1s]))\n  - record: one\n    expr: vector(1)\n",
+        )
+        .unwrap();
+        let stats = Arc::new(RuleStats::default());
+        let mut g =
+            Group::new(&spec.groups[0], Duration::from_secs(1), Arc::clone(&store), None, Arc::clone(&stats)).unwrap();
+        let (batch, _) = g.eval(1_800_000_000_000_000_000);
+        assert_eq!(stats.evaluation_failures.load(Relaxed), 1);
+        assert!(g.status[0].0.as_deref().unwrap().contains("points"), "{:?}", g.status[0]);
+        assert_eq!(batch.points.len(), 1, "the other rule is stored");
+    }
 }
