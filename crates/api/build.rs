@@ -11,7 +11,10 @@ use std::process::Command;
 const FILES: [&str; 3] = ["index.html", "app.js", "app.css"];
 
 fn main() {
-    let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web");
+    // Read when the script runs, not baked in when it was compiled: two
+    // checkouts sharing one CARGO_TARGET_DIR may share this script's binary.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR for build scripts");
+    let web = Path::new(&manifest).join("../../web");
     let dist = web.join("dist");
     for f in FILES {
         println!("cargo:rerun-if-changed={}", dist.join(f).display());

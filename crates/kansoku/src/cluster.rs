@@ -259,7 +259,9 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         let policy = load::JobPolicy { allow: args.load_allow.clone() };
         cfg.jobs = Some(cluster::agent::JobRunner {
             kinds: args.jobs.clone(),
-            run: Arc::new(move |_kind: &str, start_ns: i64, args: &[String]| lab::load::job(&policy, start_ns, args)),
+            run: Arc::new(move |_kind: &str, start_ns: i64, fields: &[String]| {
+                load::job::run(&policy, start_ns, fields)
+            }),
         });
     }
     let spool_dir = args.data.join("spool");

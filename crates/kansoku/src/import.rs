@@ -39,11 +39,11 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
     let head = std::fs::read(&args.file).with_context(|| format!("read {}", args.file.display()))?;
     let is_perf_data = head.starts_with(b"PERFILE2");
     let text = if is_perf_data {
-        lab::perf_script::script(&args.file)?
+        perf::script::script(&args.file)?
     } else {
         String::from_utf8(head).with_context(|| format!("{}: neither perf.data nor text", args.file.display()))?
     };
-    let mut batches = lab::perf_script::parse(&text, 0)?;
+    let mut batches = perf::script::parse(&text, 0)?;
     let n: usize = batches.iter().map(EventBatch::len).sum();
     if n == 0 {
         bail!("{}: no samples in it", args.file.display());
@@ -74,7 +74,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
         Store::open(&args.data, Options::default()).with_context(|| format!("open store {}", args.data.display()))?;
     let mut stored = 0usize;
     for b in batches {
-        for mut piece in lab::perf_script::pieces(&b, 100_000_000, codec::events::MAX_EVENTS) {
+        for mut piece in perf::script::pieces(&b, 100_000_000, codec::events::MAX_EVENTS) {
             stored += store.events().append(&stream, &mut piece, Encoding::Compact)?;
         }
     }

@@ -107,7 +107,7 @@ pub struct SynthArgs {
     #[command(flatten)]
     common: CommonArgs,
     #[command(flatten)]
-    synth: lab::synth::Args,
+    synth: synth::Args,
 }
 
 #[derive(clap::Args, Debug)]
@@ -202,7 +202,7 @@ pub fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
     if args.synth.hosts == 0 || args.synth.cores == 0 {
         bail!("--hosts and --cores must be at least 1");
     }
-    let synth = lab::synth::Synth::new(&args.synth, args.common.interval);
+    let synth = synth::Synth::new(&args.synth, args.common.interval);
     tracing::info!(
         "synth: {} hosts x {} cores, {} series, {:.0} samples/s",
         args.synth.hosts,
@@ -217,7 +217,7 @@ fn serve(
     args: &CommonArgs,
     host: Option<String>,
     snmp: Option<(&std::path::Path, Option<Duration>)>,
-    synth: Option<lab::synth::Synth>,
+    synth: Option<synth::Synth>,
     ingest: Option<crate::cluster::IngestSetup>,
     (sampler, tracer, frag, procs): (
         Option<perf::sampler::Sampler>,

@@ -107,7 +107,7 @@ fn seed_papers_are_named_as_they_are_filed() {
 const LAYERS: &[&[&str]] = &[
     &["model", "clock", "client"],
     &["codec"],
-    &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits", "tasks"],
+    &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits", "tasks", "synth"],
     &["symstore", "chstore"],
     &["influx", "cluster", "promql", "latency"],
     &["diagnose"],
@@ -157,5 +157,28 @@ fn crate_clippy_rules_keep_the_workspace_rules() {
                 assert!(own.contains(r), "{} drops the workspace rule on {r}", path.display());
             }
         }
+    }
+}
+
+/// Benchmarks stay off the production path (issue 46): in the binary only
+/// `main.rs`, which dispatches `kansoku lab …`, names the `lab` crate; `up`,
+/// `server` and `agent` run no code of it.
+#[test]
+fn only_main_names_the_lab() {
+    let root = root();
+    let mut rs = Vec::new();
+    files(&root.join("crates/kansoku/src"), &[".rs"], &mut rs);
+    let naming: Vec<String> = rs
+        .iter()
+        .filter(|p| !p.ends_with("main.rs"))
+        .filter(|p| std::fs::read_to_string(p).unwrap().contains("lab::"))
+        .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    assert!(naming.is_empty(), "these files of the binary name the lab: {naming:?}");
+    for c in ["node", "api", "cluster", "rules", "collect", "load", "perf", "synth"] {
+        let manifest = std::fs::read_to_string(root.join("crates").join(c).join("Cargo.toml")).unwrap();
+        let deps = manifest.split("\n[dependencies]\n").nth(1).unwrap_or_default();
+        let deps = deps.split("\n[").next().unwrap_or_default();
+        assert!(!deps.lines().any(|l| l.starts_with("lab")), "crates/{c} depends on the lab");
     }
 }

@@ -35,8 +35,6 @@ use store::query::range;
 use store::source::{EventSource, Shape};
 use store::{Appender, Store};
 
-use crate::synth;
-
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Synthetic hosts (16 cores each).
@@ -116,7 +114,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     r.samples = batches.iter().map(|b| b.points.len() as u64).sum();
 
     // 1. Embedded.
-    let opts = synth::bench_store_options();
+    let opts = crate::store_bench::bench_store_options();
     let embedded = Store::open(&tmp.path().join("embedded"), opts)?;
     let mut app = Appender::default();
     eprintln!("embedded: appending ...");
@@ -191,7 +189,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     r.clickhouse_tier_bytes_per_sample = (bytes("samples_1s")? + bytes("samples_1m")?) / r.samples as f64;
 
     // 3. The range query from either store.
-    let q = synth::budget_query(start, span);
+    let q = crate::store_bench::budget_query(start, span);
     let t = Instant::now();
     let a = range(&embedded, &q)?;
     r.embedded_query_ms = t.elapsed().as_secs_f64() * 1e3;

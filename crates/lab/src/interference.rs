@@ -173,13 +173,12 @@ fn replay_template(dir: &Path) -> anyhow::Result<codec::events::EventBatch> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(_) => {
-            let t =
-                crate::perf_script::record(dir, 10_000, &["stress-ng", "--cpu", "0", "--timeout", "3s", "--quiet"])?;
+            let t = perf::script::record(dir, 10_000, &["stress-ng", "--cpu", "0", "--timeout", "3s", "--quiet"])?;
             std::fs::write(&path, &t)?;
             t
         }
     };
-    crate::replay::core_second(&crate::perf_script::parse(&text, 0)?)
+    crate::replay::core_second(&perf::script::parse(&text, 0)?)
 }
 
 fn median(v: &mut [f64]) -> f64 {

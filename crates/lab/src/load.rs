@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
-use load::{Config, Outcome, Progress, Summary, Target};
+use load::{Config, Outcome, Progress, Summary};
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
@@ -81,47 +81,15 @@ pub struct Args {
 }
 
 impl Args {
-    /// The options an agent's job runs with: the load itself, without what
-    /// only the coordinator does (--server, --run, --peers, --json,
-    /// --agents, --start-in, --agents-wait).
-    fn forwarded(&self) -> Vec<String> {
-        let mut v = vec![self.url.clone(), "-c".into(), self.connections.to_string()];
-        let mut opt = |k: &str, val: String| {
-            v.push(k.to_owned());
-            v.push(val);
-        };
-        if let Some(t) = self.threads {
-            opt("-t", t.to_string());
-        }
-        opt("-d", format!("{}ns", self.duration.as_nanos()));
-        if let Some(r) = self.rate {
-            opt("-R", r.to_string());
-        }
-        opt("--timeout", format!("{}ns", self.timeout.as_nanos()));
-        opt("--interval", format!("{}ns", self.interval.as_nanos()));
-        for h in &self.headers {
-            opt("-H", h.clone());
-        }
-        if self.http2 {
-            v.push("--http2".into());
-            v.push("--streams".into());
-            v.push(self.streams.to_string());
-        }
-        if self.no_keepalive {
-            v.push("--no-keepalive".into());
-        }
-        v
-    }
-
-    /// The load generator's settings.
-    fn config(&self) -> anyhow::Result<Config> {
-        let target = Target::parse(&self.url).map_err(anyhow::Error::msg)?;
-        let threads = self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        Ok(Config {
-            target,
+    /// The job an agent runs ([`load::job::Spec`]): the load itself,
+    /// without what only the coordinator does (--server, --run, --peers,
+    /// --json, --agents, --start-in, --agents-wait).
+    fn spec(&self) -> load::job::Spec {
+        load::job::Spec {
+            url: self.url.clone(),
             headers: self.headers.clone(),
             connections: self.connections,
-            threads,
+            threads: self.threads,
             duration: self.duration,
             rate: self.rate,
             keep_alive: !self.no_keepalive,
@@ -129,44 +97,14 @@ impl Args {
             streams: self.streams,
             timeout: self.timeout,
             interval: self.interval,
-        })
+        }
+    }
+
+    /// The load generator's settings.
+    fn config(&self) -> anyhow::Result<Config> {
+        self.spec().config().map_err(anyhow::Error::msg)
     }
 }
-
-/// `lab load`'s options as an agent's job receives them.
-#[derive(clap::Parser, Debug)]
-#[command(name = "load", no_binary_name = true)]
-struct JobArgs {
-    #[command(flatten)]
-    args: Args,
-}
-
-/// An agent's load job (`kansoku agent --jobs load`): the load of `args`
-/// (as [`Args::forwarded`] wrote them) from this host, its first requests
-/// at `start_ns` on this host's wall clock; returns the encoded
-/// [`load::Report`], or why it could not run, in words.
-pub fn job(policy: &load::JobPolicy, start_ns: i64, args: &[String]) -> Result<Vec<u8>, String> {
-    use clap::Parser;
-    let a = JobArgs::try_parse_from(args).map_err(|e| format!("load job arguments: {}", e.kind()))?.args;
-    if a.server.is_some() || a.json.is_some() || !a.peers.is_empty() || !a.agents.is_empty() {
-        return Err("a load job runs the load only (no --server, --json, --peers or --agents)".into());
-    }
-    let cfg = a.config().map_err(|e| format!("{e:#}"))?;
-    // The operator's allow-list and the bounds, before anything connects.
-    policy.check(&cfg)?;
-    std::net::TcpStream::connect_timeout(&cfg.target.addr, a.timeout)
-        .map_err(|e| format!("{}: cannot connect to {}: {e}", a.url, cfg.target.addr))?;
-    // The start on this process's monotonic clock; at least 5 ms ahead for
-    // the workers to set up. A job that arrived late starts late, and its
-    // report says so (`began_ns`).
-    let now_wall = model::Timestamp::now().as_nanos();
-    let ahead = Duration::from_nanos(start_ns.saturating_sub(now_wall).max(5_000_000) as u64);
-    let (out, cpu_ns, began) = measure(&cfg, Some(Instant::now() + ahead), false).map_err(|e| format!("{e:#}"))?;
-    let began_ns = began.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
-    let report = load::Report { began_ns, elapsed: out.elapsed, cpu_ns, recorder: out.recorder };
-    Ok(report.encode())
-}
-
 pub fn run(args: &Args) -> anyhow::Result<()> {
     if !args.agents.is_empty() {
         return run_agents(args);
@@ -265,7 +203,7 @@ fn run_agents(args: &Args) -> anyhow::Result<()> {
         args.start_in
     );
     let timeout = args.duration + args.timeout + Duration::from_secs(30);
-    let body = json!({"agents": args.agents, "args": args.forwarded(), "start_in_s": args.start_in.as_secs_f64(),
+    let body = json!({"agents": args.agents, "args": args.spec().to_fields(), "start_in_s": args.start_in.as_secs_f64(),
                       "connect_timeout_s": args.agents_wait.as_secs_f64(), "timeout_s": timeout.as_secs_f64()});
     let t0 = Instant::now();
     let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(1);
@@ -800,7 +738,7 @@ mod tests {
         args: Args,
     }
 
-    /// What the coordinator forwards parses, on the agent, to the same load.
+    /// What the coordinator sends is, on the agent, the same load.
     #[test]
     fn an_agents_job_gets_the_same_load() {
         let cases: [&[&str]; 3] = [
@@ -833,19 +771,8 @@ mod tests {
         ];
         for argv in cases {
             let a = Cli::parse_from(argv).args;
-            let b = JobArgs::try_parse_from(a.forwarded()).unwrap().args;
-            let (ca, cb) = (a.config().unwrap(), b.config().unwrap());
-            assert_eq!(format!("{ca:?}"), format!("{cb:?}"), "{argv:?}");
-            assert!(b.agents.is_empty() && b.server.is_none() && b.json.is_none() && b.run.is_none());
+            let b = load::job::Spec::from_fields(&a.spec().to_fields()).unwrap();
+            assert_eq!(format!("{:?}", a.config().unwrap()), format!("{:?}", b.config().unwrap()), "{argv:?}");
         }
-        let policy = load::JobPolicy { allow: vec![load::JobPolicy::parse_allow("127.0.0.1:9").unwrap()] };
-        let refused = job(&policy, 0, &["http://127.0.0.1:9/".into(), "--json".into(), "/tmp/x".into()]).unwrap_err();
-        assert!(refused.contains("runs the load only"), "{refused}");
-        let refused = job(&policy, 0, &["http://127.0.0.1:10/".into()]).unwrap_err();
-        assert!(refused.contains("not a target this agent's operator allows"), "{refused}");
-        let refused = job(&policy, 0, &["http://127.0.0.1:9/".into(), "--interval".into(), "1ns".into()]).unwrap_err();
-        assert!(refused.contains("intervals"), "{refused}");
-        let refused = job(&policy, 0, &["--nonsense".into()]).unwrap_err();
-        assert!(refused.starts_with("load job arguments"), "{refused}");
     }
 }

@@ -187,7 +187,7 @@ fn recording(args: &Args, dir: &Path) -> anyhow::Result<(Vec<EventBatch>, String
         Some(p) => {
             let head = std::fs::read(p).with_context(|| format!("read {}", p.display()))?;
             if head.starts_with(b"PERFILE2") {
-                (crate::perf_script::script(p)?, p.display().to_string())
+                (perf::script::script(p)?, p.display().to_string())
             } else {
                 (
                     String::from_utf8(head).context("the recording is neither perf.data nor text")?,
@@ -197,12 +197,12 @@ fn recording(args: &Args, dir: &Path) -> anyhow::Result<(Vec<EventBatch>, String
         }
         None => {
             let workload = ["stress-ng", "--cpu", "0", "--timeout", "3s", "--quiet"];
-            let text = crate::perf_script::record(dir, 10_000, &workload)
+            let text = perf::script::record(dir, 10_000, &workload)
                 .context("record under stress-ng (apt-get install linux-perf stress-ng, or give --recording)")?;
             (text, "perf record -e cpu-clock -F 10000 -a -- stress-ng --cpu 0 --timeout 3s".to_owned())
         }
     };
-    Ok((crate::perf_script::parse(&text, 0)?, what))
+    Ok((perf::script::parse(&text, 0)?, what))
 }
 
 /// What one sender measured.
@@ -456,7 +456,7 @@ mod tests {
     /// sample of the committed capture, one CPU's second.
     #[test]
     fn the_committed_recording_is_one_core_second() {
-        let batches = crate::perf_script::parse(&committed().unwrap(), 0).unwrap();
+        let batches = perf::script::parse(&committed().unwrap(), 0).unwrap();
         assert_eq!(batches.len(), 1);
         assert_eq!((batches[0].cpu, batches[0].len()), (1, 9959));
         let second = core_second(&batches).unwrap();

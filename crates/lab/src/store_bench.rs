@@ -34,8 +34,6 @@ use store::events::EventQuery;
 use store::query::{RangeQuery, range};
 use store::{Appender, Store};
 
-use crate::synth;
-
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Synthetic hosts for the series part (16 cores each: 2 hosts have the
@@ -159,7 +157,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if data.exists() {
         bail!("{} exists; the benchmark writes a fresh data directory", data.display());
     }
-    let opts = synth::bench_store_options();
+    let opts = crate::store_bench::bench_store_options();
     let mut r = Report { machine: crate::machine_line(), ..Report::default() };
 
     // 1. Series ingest.
@@ -195,7 +193,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
 
     // 2. Range query: 256 series, 2,000 buckets, min/max/avg.
-    let q = synth::budget_query(start, span);
+    let q = crate::store_bench::budget_query(start, span);
     let cold = Store::open_read_only(&data)?;
     let t = Instant::now();
     let frame = range(&cold, &q)?;
@@ -245,7 +243,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             eprintln!(
                 "recording {secs} s of perf record -e cpu-clock -F 10000 -a under stress-ng (cpu, matrix, hdd) ..."
             );
-            let text = crate::perf_script::record(
+            let text = perf::script::record(
                 tmp.path(),
                 10_000,
                 &["stress-ng", "--cpu", "1", "--matrix", "1", "--hdd", "1", "--timeout", &format!("{secs}s"), "-q"],
@@ -256,7 +254,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     };
     // perf's clock is CLOCK_MONOTONIC: move the capture to begin at `start`.
-    let mut capture = crate::perf_script::parse(&text, 0)?;
+    let mut capture = perf::script::parse(&text, 0)?;
     let first = capture.iter().map(|b| b.time[0]).min().unwrap_or(0);
     for b in &mut capture {
         b.time.iter_mut().for_each(|t| *t += start - first);
@@ -268,7 +266,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Batches of 100 ms per CPU, as an agent sends them.
     let mut pieces: Vec<EventBatch> = Vec::new();
     for b in &capture {
-        for mut piece in crate::perf_script::pieces(b, 100_000_000, codec::events::MAX_EVENTS) {
+        for mut piece in perf::script::pieces(b, 100_000_000, codec::events::MAX_EVENTS) {
             piece.validate()?;
             pieces.push(piece);
         }
@@ -360,4 +358,32 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         println!("{json}");
     }
     Ok(())
+}
+
+/// The store the benchmarks write the synthetic rounds into: no fsync, no
+/// retention, the 1 s and 1 min tiers.
+pub(crate) fn bench_store_options() -> store::Options {
+    store::Options {
+        fsync: store::FsyncPolicy::Never,
+        retention: store::Retention { max_age: None, budget: store::DiskBudget::Unlimited },
+        tiers: vec![store::tier::SECOND, store::tier::MINUTE],
+        ..store::Options::default()
+    }
+}
+
+/// The range query the budget names: the 256 `node_cpu_seconds_total`
+/// series of two synthetic hosts over `span` from `start`, 2,000 buckets of
+/// min/max/avg.
+pub(crate) fn budget_query(start: i64, span: Duration) -> store::query::RangeQuery {
+    use store::query::Agg;
+    store::query::RangeQuery {
+        selector: model::Selector::parse(r#"node_cpu_seconds_total{host=~"synth-00[01]"}"#).expect("a valid selector"),
+        from: model::Timestamp(start),
+        to: model::Timestamp(start + span.as_nanos() as i64 - 1),
+        step_ns: None,
+        points: Some(2000),
+        rate: false,
+        aggs: vec![Agg::Min, Agg::Max, Agg::Avg],
+        group: None,
+    }
 }

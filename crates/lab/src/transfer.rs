@@ -373,8 +373,8 @@ async fn blaster(ingest: &str, k: usize, cores: usize, duration: Duration) -> an
         batch_ns: 1_000_000_000,
     })
     .encode(&mut out);
-    let synth_args = crate::synth::Args { hosts: 1, cores, seed: k as u64 + 1 };
-    let mut synth = crate::synth::Synth::new(&synth_args, Duration::from_millis(100));
+    let synth_args = synth::Args { hosts: 1, cores, seed: k as u64 + 1 };
+    let mut synth = synth::Synth::new(&synth_args, Duration::from_millis(100));
     let defs: Vec<(u32, SeriesKey)> = synth.keys().into_iter().enumerate().map(|(i, k)| (i as u32, k)).collect();
     Msg::Series(defs).encode(&mut out);
     wr.write_all(&out).await?;

@@ -392,8 +392,8 @@ fn pmlogger_config(interval: Duration, metrics: &[&str]) -> String {
 
 /// collectd with the plugins that match kansoku's sources, writing CSV.
 fn start_collectd(interval: Duration, dir: &Path) -> anyhow::Result<Side> {
-    let bin = crate::perf_script::find_program("collectd")
-        .or_else(|_| crate::perf_script::find_program("/usr/sbin/collectd"))
+    let bin = perf::script::find_program("collectd")
+        .or_else(|_| perf::script::find_program("/usr/sbin/collectd"))
         .context("collectd is not installed: scripts/deps.sh bench (collectd-core), or --peers without collectd")?;
     std::fs::create_dir_all(dir.join("csv"))?;
     let conf = dir.join("collectd.conf");

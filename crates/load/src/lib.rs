@@ -12,6 +12,7 @@
 //! per thread.
 
 pub mod http;
+pub mod job;
 pub mod record;
 pub mod report;
 

@@ -7,7 +7,9 @@
 //! - [`procs`]: the processes behind the samples (side band and `/proc`),
 //!   so every batch names its processes' mappings, and a build-id cache;
 //! - [`Capture`]: every CPU at a fixed period, drained into [`ring::Record`]s
-//!   with every loss counted.
+//!   with every loss counted;
+//! - [`script`]: `perf record` captures read through `perf script` into
+//!   per-CPU event batches (`kansoku import`, and the lab's replays).
 
 pub mod mmap;
 #[cfg(feature = "symbols")]
@@ -15,6 +17,7 @@ pub mod pprof;
 pub mod procs;
 pub mod ring;
 pub mod sampler;
+pub mod script;
 #[cfg(feature = "symbols")]
 pub mod symbols;
 

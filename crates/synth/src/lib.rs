@@ -1,7 +1,9 @@
-//! `kansoku lab synth`: realistic synthetic host series for many hosts, fed
-//! into the store through the same path as the real collector (bounded queue
-//! -> store writer -> live tail), so the dashboard and queries can be
-//! measured at cluster scale on one machine.
+//! Synthetic hosts: realistic series for many hosts, fed into the store
+//! through the same path as the real collector (bounded queue -> store
+//! writer -> live tail) by `kansoku lab synth`, so the dashboard and
+//! queries can be measured at cluster scale on one machine; and the rounds
+//! the store benchmarks ingest. A producer, not benchmark code: the binary
+//! runs it without the lab.
 //!
 //! Each host runs a workload that changes every few seconds (idle, a batch
 //! job on some cores, everything busy, I/O bound); per-core busy time moves
@@ -215,34 +217,6 @@ impl Synth {
                 Err(TrySendError::Disconnected(_)) => false,
             }
         });
-    }
-}
-
-/// The store the benchmarks write the synthetic rounds into: no fsync, no
-/// retention, the 1 s and 1 min tiers.
-pub fn bench_store_options() -> store::Options {
-    store::Options {
-        fsync: store::FsyncPolicy::Never,
-        retention: store::Retention { max_age: None, budget: store::DiskBudget::Unlimited },
-        tiers: vec![store::tier::SECOND, store::tier::MINUTE],
-        ..store::Options::default()
-    }
-}
-
-/// The range query the budget names: the 256 `node_cpu_seconds_total`
-/// series of two synthetic hosts over `span` from `start`, 2,000 buckets of
-/// min/max/avg.
-pub fn budget_query(start: i64, span: Duration) -> store::query::RangeQuery {
-    use store::query::Agg;
-    store::query::RangeQuery {
-        selector: model::Selector::parse(r#"node_cpu_seconds_total{host=~"synth-00[01]"}"#).expect("a valid selector"),
-        from: Timestamp(start),
-        to: Timestamp(start + span.as_nanos() as i64 - 1),
-        step_ns: None,
-        points: Some(2000),
-        rate: false,
-        aggs: vec![Agg::Min, Agg::Max, Agg::Avg],
-        group: None,
     }
 }
 
