@@ -164,12 +164,23 @@ pub struct StoreStats {
     /// logged; the blocks stay as they were).
     pub compactions: AtomicU64,
     pub compaction_errors: AtomicU64,
+    /// Blocks skipped whole: neither their index nor a scan of their
+    /// chunks' frames found anything to serve.
     pub corrupt_blocks: AtomicU64,
     pub corrupt_chunks: AtomicU64,
+    /// Blocks whose index (or footer, or magic) did not verify, read by
+    /// scanning their chunks' frames instead (`docs/format/block.md`).
+    pub recovered_blocks: AtomicU64,
     pub wal_damaged_segments: AtomicU64,
     pub wal_replayed_samples: AtomicU64,
     /// Damaged WAL bytes skipped to reach the valid records after them.
     pub wal_skipped_bytes: AtomicU64,
+    /// WAL segments that did not replay whole, moved to `wal/damaged/`
+    /// instead of deleted once a block held what was read of them.
+    pub wal_damaged_kept: AtomicU64,
+    /// Samples replayed from the WAL whose series definition was lost (every
+    /// copy damaged), kept under a `kansoku_wal_orphan` placeholder series.
+    pub wal_orphaned_samples: AtomicU64,
     /// Removed on purpose by retention (age or disk budget), not lost.
     pub retention_removed_samples: AtomicU64,
     pub retention_removed_events: AtomicU64,
@@ -185,6 +196,7 @@ pub struct DiskUsage {
     pub tier_bytes: u64,
     pub block_samples: u64,
     pub blocks: u64,
+    /// WAL segments, those kept aside as damaged (`wal/damaged/`) included.
     pub wal_bytes: u64,
     pub head_samples: u64,
 }
@@ -377,6 +389,9 @@ struct Writer {
     /// A flush came due in an inline append ([`Store::try_append`]), which
     /// leaves it to [`Store::maintain`].
     flush_due: bool,
+    /// WAL segments that did not replay whole at open: once a flush covers
+    /// them they are kept aside (`wal/damaged/`), not deleted.
+    damaged_wal: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -446,7 +461,7 @@ impl Store {
             compacting: Mutex::new(()),
             wake: Arc::default(),
         };
-        let next_seq = store.load(false)?;
+        let (next_seq, damaged_wal) = store.load(false)?;
         let wal = WalWriter::create(&dir::wal_dir(root), next_seq).map_err(|source| StoreError::Io {
             op: "create WAL segment",
             path: dir::wal_dir(root),
@@ -461,6 +476,7 @@ impl Store {
             last_sync: Instant::now(),
             unsynced: false,
             flush_due: false,
+            damaged_wal,
         });
         store.enforce_retention(Timestamp::now().as_nanos());
         Ok(store)
@@ -653,6 +669,11 @@ impl Store {
                 }
                 encode_samples(&mut w.buf, *time, points.iter().copied());
             }
+            // Each definition twice, the second copy after the samples: a
+            // damaged copy costs nothing (`docs/format/wal.md`).
+            for &id in &newly_declared {
+                encode_series(&mut w.buf, id, &st.keys[id as usize]);
+            }
         }
         let pos = match w.wal.append(&w.buf) {
             Ok(pos) => pos,
@@ -790,7 +811,17 @@ impl Store {
                 lock(&self.wake.state).0 = true;
                 self.wake.cv.notify_all();
                 for (seq, path) in list_segments(&wal_dir).unwrap_or_default() {
-                    if seq <= covered {
+                    if seq > covered {
+                        continue;
+                    }
+                    if w.damaged_wal.contains(&seq) {
+                        // Never deleted: what replay could not read of it may
+                        // still be read by hand. Kept aside (or, if that
+                        // fails, where it is, to be tried again).
+                        if self.keep_damaged_segment(&wal_dir, &path) {
+                            w.damaged_wal.retain(|&s| s != seq);
+                        }
+                    } else {
                         let _ = fs::remove_file(path);
                     }
                 }
@@ -808,20 +839,27 @@ impl Store {
         }
     }
 
-    /// Tiers beside a raw column: one entry per (series, resolution).
+    /// Tiers beside a raw column: one entry per (series, resolution) that
+    /// has a period. A column of only staleness markers (a process's series
+    /// ended just after a flush: its generation holds the marker alone) has
+    /// none, and gets no entry: readers build such a tier from the raw
+    /// chunk, which is empty of samples too.
     fn tiers_of(&self, raw_index: usize, ts: &[i64], vals: &[f64]) -> Vec<Blob> {
         tier::RESOLUTIONS
             .into_iter()
             .filter(|r| self.opts.tiers.contains(&r.0))
-            .map(|(res, res_name)| {
+            .filter_map(|(res, res_name)| {
                 let t = Tier::build(ts, vals, res);
-                Blob {
+                if t.ts.is_empty() {
+                    return None;
+                }
+                Some(Blob {
                     key: tier::tier_key(raw_index, res_name),
                     min_t: t.ts[0],
                     max_t: t.ts[t.ts.len() - 1],
                     n: t.ts.len() as u32,
                     bytes: t.encode(),
-                }
+                })
             })
             .collect()
     }
@@ -853,10 +891,13 @@ impl Store {
 
     pub fn disk_usage(&self) -> DiskUsage {
         let st = read_lock(&self.state);
-        let wal_bytes = list_segments(&dir::wal_dir(&self.root))
+        let wal_dir = dir::wal_dir(&self.root);
+        let wal_bytes = list_segments(&wal_dir)
             .unwrap_or_default()
-            .iter()
-            .filter_map(|(_, p)| fs::metadata(p).ok())
+            .into_iter()
+            .map(|(_, p)| p)
+            .chain(crate::wal::list_damaged(&wal_dir))
+            .filter_map(|p| fs::metadata(p).ok())
             .map(|m| m.len())
             .sum();
         DiskUsage {
@@ -896,9 +937,12 @@ impl Store {
             Figure::counter("compaction_errors", n(&s.compaction_errors)),
             Figure::counter("corrupt_blocks", n(&s.corrupt_blocks)),
             Figure::counter("corrupt_chunks", n(&s.corrupt_chunks)),
+            Figure::counter("recovered_blocks", n(&s.recovered_blocks)),
             Figure::counter("wal_damaged_segments", n(&s.wal_damaged_segments)),
             Figure::counter("wal_replayed_samples", n(&s.wal_replayed_samples)),
             Figure::counter("wal_skipped_bytes", n(&s.wal_skipped_bytes)),
+            Figure::counter("wal_damaged_kept", n(&s.wal_damaged_kept)),
+            Figure::counter("wal_orphaned_samples", n(&s.wal_orphaned_samples)),
             Figure::gauge("blocks", du.blocks),
             Figure::gauge("block_files_open", self.open_block_files() as u64),
             Figure::gauge("block_bytes", du.block_bytes),
@@ -919,6 +963,7 @@ impl Store {
             Figure::counter("event_write_errors", n(&ev.write_errors)),
             Figure::counter("event_corrupt_batches", n(&ev.corrupt_batches)),
             Figure::counter("event_damaged_files", n(&ev.damaged_files)),
+            Figure::counter("event_orphaned_batches", n(&ev.orphaned_batches)),
             Figure::counter("event_skipped_bytes", n(&ev.skipped_bytes)),
             Figure::counter("event_fsyncs", event_fsyncs),
         ]

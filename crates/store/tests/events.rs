@@ -140,7 +140,6 @@ fn log_files(root: &Path) -> Vec<PathBuf> {
 #[test]
 fn log_cut_at_every_offset_keeps_whole_batches_only() {
     let src = tempfile::tempdir().unwrap();
-    let mut sizes = Vec::new();
     {
         let store = Store::open(src.path(), opts()).unwrap();
         for i in 0..4u32 {
@@ -149,11 +148,21 @@ fn log_cut_at_every_offset_keeps_whole_batches_only() {
                 b.push(i64::from(i * 10 + j), 7, 7, u64::from(j));
             }
             store.events().append(&stream("a"), &mut b, Encoding::Fast).unwrap();
-            sizes.push(fs::metadata(&log_files(src.path())[0]).unwrap().len());
         }
     }
     let file = log_files(src.path())[0].clone();
     let data = fs::read(&file).unwrap();
+    // Where each batch's frame ends (batch i holds i + 1 events).
+    let mut sizes = Vec::new();
+    let mut at = 8;
+    while at < data.len() {
+        let end = at + 8 + u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+        if data[at + 8] == 2 {
+            sizes.push(end);
+        }
+        at = end;
+    }
+    assert_eq!(sizes.len(), 4);
     for cut in 0..=data.len() {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join("events")).unwrap();
@@ -161,7 +170,7 @@ fn log_cut_at_every_offset_keeps_whole_batches_only() {
         let name = file.file_name().unwrap();
         fs::write(dir.path().join("events").join(name), &data[..cut]).unwrap();
         let store = Store::open(dir.path(), opts()).unwrap();
-        let whole = sizes.iter().filter(|&&s| s as usize <= cut).count();
+        let whole = sizes.iter().filter(|&&s| s <= cut).count();
         let want: u64 = (1..=whole as u64).sum();
         let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
         assert_eq!(top.total, want, "cut at {cut}");
@@ -329,9 +338,10 @@ fn a_mark_is_stored_exactly_when_its_batches_are() {
         let at = *frames.last().unwrap();
         frames.push(at + 8 + u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize);
     }
-    // stream, mark, 3 batches, mark, 3 batches: cut after the 7th frame.
-    assert_eq!(frames.len(), 10, "{frames:?}");
-    fs::write(&file, &data[..frames[7]]).unwrap();
+    // stream, mark, 3 batches, the stream's second copy, mark, 3 batches:
+    // cut after the 8th frame.
+    assert_eq!(frames.len(), 11, "{frames:?}");
+    fs::write(&file, &data[..frames[8]]).unwrap();
     // As a crash leaves it: the written file is the newest.
     for f in fs::read_dir(dir.path().join("events")).unwrap() {
         let f = f.unwrap().path();
@@ -343,7 +353,7 @@ fn a_mark_is_stored_exactly_when_its_batches_are() {
     assert_eq!(store.events().mark(&mark), Some(1), "the cut group's mark is gone with its batches");
     let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
     assert_eq!(top.total, 150, "only the whole group's batches");
-    assert_eq!(fs::metadata(&file).unwrap().len() as usize, frames[5]);
+    assert_eq!(fs::metadata(&file).unwrap().len() as usize, frames[6]);
     assert_eq!(store.events().stats().damaged_files.load(Ordering::Relaxed), 1);
 }
 
@@ -392,4 +402,96 @@ fn damage_inside_an_event_log_keeps_the_batches_after_it() {
     assert_eq!(store.events().top(&query(last, i64::MAX), Column::Cpu, 10).total, 50, "the last batch is kept");
     assert!(store.events().stats().skipped_bytes.load(Ordering::Relaxed) > 0);
     assert_eq!(fs::metadata(&written).unwrap().len() as usize, len, "not truncated");
+}
+
+/// The event logs' form of issue 42 #13: one flipped byte in a file's magic
+/// hid every batch in it. Each frame carries its own checksum: the batches
+/// are read past the bad header, and the damage counted.
+#[test]
+fn a_damaged_event_log_magic_keeps_its_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = stream("a");
+    {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        for k in 0..10i64 {
+            let mut b = EventBatch { cpu: 0, ..Default::default() };
+            for i in 0..50 {
+                b.push(1_700_000_000_000_000_000 + k * 1_000_000_000 + i * 100_000, 9, 9, 0x1000 + i as u64);
+            }
+            store.events().append(&stream, &mut b, Encoding::Fast).unwrap();
+        }
+        store.close().unwrap();
+    }
+    let written = fs::read_dir(dir.path().join("events"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|f| fs::metadata(f).unwrap().len() > 8)
+        .unwrap();
+    let mut data = fs::read(&written).unwrap();
+    data[2] ^= 0x10;
+    fs::write(&written, &data).unwrap();
+
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
+    assert_eq!((top.total, top.corrupt), (500, 0), "every batch, past the bad header");
+    assert_eq!(store.events().stats().damaged_files.load(Ordering::Relaxed), 1);
+    assert_eq!(fs::read(&written).unwrap(), data, "the file is left as it is");
+}
+
+/// The event logs' form of issue 42 #14: one flipped byte in a stream
+/// definition lost every batch of that stream in the file. Each definition
+/// is written twice; with both damaged, the batches are kept under a
+/// placeholder stream and counted.
+#[test]
+fn a_damaged_stream_definition_loses_none_of_its_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        for k in 0..10i64 {
+            let mut b = EventBatch { cpu: 0, ..Default::default() };
+            for i in 0..50 {
+                b.push(1_700_000_000_000_000_000 + k * 1_000_000_000 + i * 100_000, 9, 9, 0x1000 + i as u64);
+            }
+            store.events().append(&stream("a"), &mut b, Encoding::Fast).unwrap();
+        }
+        store.close().unwrap();
+    }
+    let written = fs::read_dir(dir.path().join("events"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|f| fs::metadata(f).unwrap().len() > 8)
+        .unwrap();
+    let good = fs::read(&written).unwrap();
+    // The stream definitions' frames: (start, end).
+    let mut defs = Vec::new();
+    let mut at = 8;
+    while at < good.len() {
+        let end = at + 8 + u32::from_le_bytes(good[at..at + 4].try_into().unwrap()) as usize;
+        if good[at + 8] == 1 {
+            defs.push((at, end));
+        }
+        at = end;
+    }
+    assert_eq!(defs.len(), 2, "each definition twice");
+    for both in [false, true] {
+        let mut bad = good.clone();
+        for d in &defs[..if both { 2 } else { 1 }] {
+            bad[d.1 - 1] ^= 0x02;
+        }
+        fs::write(&written, &bad).unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let top = store.events().top(&query(i64::MIN, i64::MAX), Column::Cpu, 10);
+        assert_eq!((top.total, top.corrupt), (500, 0), "both copies damaged: {both}");
+        let orphaned = store.events().stats().orphaned_batches.load(Ordering::Relaxed);
+        let streams = store.events().streams(&Selector::all());
+        if both {
+            let placeholder = SeriesKey::new(
+                store::events::ORPHAN,
+                [("file", written.file_stem().unwrap().to_str().unwrap()), ("stream_id", "0")],
+            );
+            assert_eq!((orphaned, streams), (10, vec![placeholder]));
+        } else {
+            assert_eq!((orphaned, streams), (0, vec![stream("a")]));
+        }
+    }
 }

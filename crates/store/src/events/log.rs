@@ -34,6 +34,10 @@ pub const EVENTS: LogKind = LogKind { magic: b"KSKEVT01", ext: "kev" };
 const KIND_STREAM: u8 = 1;
 const KIND_BATCH: u8 = 2;
 const KIND_MARK: u8 = 3;
+/// The placeholder stream of batches whose stream definition was lost.
+pub const ORPHAN: &str = "kansoku_event_orphan";
+/// An entry's stream while its definition is still to come (at open).
+const UNDEFINED: u32 = u32::MAX;
 
 /// Counters of the event logs, including everything refused or damaged.
 #[derive(Debug, Default)]
@@ -45,6 +49,9 @@ pub struct EventStats {
     pub write_errors: AtomicU64,
     pub corrupt_batches: AtomicU64,
     pub damaged_files: AtomicU64,
+    /// Batches whose stream definition was lost (every copy damaged), kept
+    /// under a `kansoku_event_orphan` placeholder stream.
+    pub orphaned_batches: AtomicU64,
     /// Damaged bytes skipped at open to reach the whole frames after them.
     pub skipped_bytes: AtomicU64,
 }
@@ -220,16 +227,26 @@ impl EventLog {
             // Opened and never written to: nothing to keep.
             return fs::remove_file(path).map_err(io_err("remove empty event log", path));
         }
-        if data.len() < magic || &data[..magic] != EVENTS.magic {
-            if writable {
-                self.stats.damaged_files.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("event log {} has no valid header; ignoring it", path.display());
+        let header_damaged = data.len() < magic || &data[..magic] != EVENTS.magic;
+        if header_damaged {
+            if data.len() < magic && EVENTS.magic.starts_with(&data) {
+                // Being created (or a crash while it was): nothing in it yet.
+                return Ok(());
             }
-            return Ok(());
+            if writable {
+                tracing::error!(
+                    "event log {} has a damaged header: reading the batches after it (each frame carries its own checksum)",
+                    path.display()
+                );
+            }
         }
         let mut ix = write_lock(&self.index);
         let mut ids: HashMap<u32, u32> = HashMap::new();
-        let mut entries = Vec::new();
+        let mut entries: Vec<Entry> = Vec::new();
+        // Entries of batches whose stream is not defined (yet), by the
+        // file's stream id: the definition's first copy may be damaged and
+        // its second come after them.
+        let mut undefined: HashMap<u32, Vec<usize>> = HashMap::new();
         let mut marks: Vec<(SeriesKey, u64)> = Vec::new();
         // An open mark group: (its mark, batches still to come, where the
         // mark's frame starts, entries before it).
@@ -237,7 +254,7 @@ impl EventLog {
         // Damage followed by frames that verify is corruption, not a torn
         // tail: the batches after it were acknowledged, so they are kept and
         // only the damaged bytes skipped (and reported), as in the WAL.
-        let body = &data[magic..];
+        let body = &data[magic.min(data.len())..];
         let mut at = 0usize;
         let mut skipped = 0u64;
         let torn = loop {
@@ -249,8 +266,15 @@ impl EventLog {
                 match r.fixed::<1>().map(|k| k[0]) {
                     Some(KIND_STREAM) => {
                         let (Some(id), Some(key)) = (r.u32(), get_key(&mut r)) else { return false };
-                        ids.insert(id, ix.intern(&key));
-                        r.remaining() == 0
+                        if r.remaining() != 0 {
+                            return false;
+                        }
+                        let stream = ix.intern(&key);
+                        ids.insert(id, stream);
+                        for i in undefined.remove(&id).unwrap_or_default() {
+                            entries[i].stream = stream;
+                        }
+                        true
                     }
                     Some(KIND_MARK) => {
                         let (Some(key), Some(seq), Some(n)) = (get_key(&mut r), r.u64(), r.u64()) else { return false };
@@ -267,9 +291,16 @@ impl EventLog {
                                 marks.push(group.take().expect("open").0);
                             }
                         }
-                        let Some(&stream) = r.u32().and_then(|id| ids.get(&id)) else { return false };
+                        let Some(id) = r.u32() else { return false };
                         let skip = payload.len() - r.remaining();
                         let Ok((h, _)) = Header::read(&payload[skip..]) else { return false };
+                        let stream = match ids.get(&id) {
+                            Some(&stream) => stream,
+                            None => {
+                                undefined.entry(id).or_default().push(entries.len());
+                                UNDEFINED
+                            }
+                        };
                         entries.push(Entry {
                             stream,
                             cpu: h.cpu,
@@ -293,6 +324,7 @@ impl EventLog {
                     // A group open at the damage lost some of its batches.
                     if let Some((_, _, _, n_entries)) = group.take() {
                         entries.truncate(n_entries);
+                        undefined.values_mut().for_each(|v| v.retain(|&i| i < n_entries));
                     }
                     if writable {
                         tracing::error!(
@@ -319,11 +351,33 @@ impl EventLog {
         let (valid, damage) = match group {
             Some((_, _, mark_at, n_entries)) => {
                 entries.truncate(n_entries);
+                undefined.values_mut().for_each(|v| v.retain(|&i| i < n_entries));
                 let valid = mark_at as usize - magic;
                 (valid, damage.or(Some(Damage { offset: mark_at, what: "batch group cut short" })))
             }
             None => (valid, damage),
         };
+        // Batches no copy of whose stream definition survived: kept, under a
+        // placeholder naming the file and the id, and counted.
+        let mut orphans: Vec<(u32, Vec<usize>)> = undefined.into_iter().filter(|u| !u.1.is_empty()).collect();
+        orphans.sort_unstable_by_key(|o| o.0);
+        let mut orphaned = 0;
+        for (id, at) in &orphans {
+            let key = SeriesKey::new(ORPHAN, [("file", format!("{seq:010}")), ("stream_id", id.to_string())]);
+            let stream = ix.intern(&key);
+            for &i in at {
+                entries[i].stream = stream;
+            }
+            orphaned += at.len() as u64;
+        }
+        if writable && orphaned > 0 {
+            self.stats.orphaned_batches.fetch_add(orphaned, Ordering::Relaxed);
+            tracing::error!(
+                "{}: the definitions of {} streams were lost (every copy damaged): their {orphaned} batches are kept as {ORPHAN}{{file=\"{seq:010}\",stream_id=...}} (counted in event_orphaned_batches)",
+                path.display(),
+                orphans.len()
+            );
+        }
         ix.entries.extend(entries);
         for (key, seq) in marks {
             let m = ix.marks.entry(key).or_insert(seq);
@@ -336,7 +390,7 @@ impl EventLog {
             self.stats.skipped_bytes.fetch_add(skipped, Ordering::Relaxed);
         }
         let Some(damage) = damage else {
-            if writable && skipped > 0 {
+            if writable && (skipped > 0 || header_damaged || orphaned > 0) {
                 self.stats.damaged_files.fetch_add(1, Ordering::Relaxed);
             }
             return Ok(());
@@ -447,12 +501,15 @@ impl EventLog {
         let id = write_lock(&self.index).intern(stream);
         w.buf.clear();
         let newly = w.declared.get(id as usize).is_none_or(|d| !d);
+        let define = |buf: &mut Vec<u8>| {
+            let start = begin_frame(buf);
+            buf.push(KIND_STREAM);
+            put_u64(buf, u64::from(id));
+            put_key(buf, stream);
+            end_frame(buf, start);
+        };
         if newly {
-            let start = begin_frame(&mut w.buf);
-            w.buf.push(KIND_STREAM);
-            put_u64(&mut w.buf, u64::from(id));
-            put_key(&mut w.buf, stream);
-            end_frame(&mut w.buf, start);
+            define(&mut w.buf);
         }
         if let Some((key, seq)) = mark {
             let start = begin_frame(&mut w.buf);
@@ -483,6 +540,11 @@ impl EventLog {
                 len,
                 skip: skip as u16,
             });
+        }
+        if newly {
+            // A second copy after the batches: a damaged copy costs nothing
+            // (docs/format/events.md).
+            define(&mut w.buf);
         }
         let pos = match w.log.append(&w.buf) {
             Ok(pos) => pos,

@@ -4,4 +4,4 @@
 
 mod log;
 
-pub use log::{EVENTS, EventLog, EventQuery, EventStats, Top};
+pub use log::{EVENTS, EventLog, EventQuery, EventStats, ORPHAN, Top};

@@ -195,16 +195,28 @@ impl Store {
             self.open_files.get(&b.path).map_err(|source| crate::BlockError::Io { path: b.path.clone(), source })?;
         if let Some(&i) = b.tiers.get(&(id, res)) {
             let e = &b.entries[i];
-            read_entry_into(&file, &b.path, e, &mut out.bytes)?;
-            return out.tier.decode_for_folding(&out.bytes, e.n_samples as usize, from, to).map_err(|err| {
-                crate::BlockError::Corrupt {
-                    path: b.path.clone(),
-                    offset: e.offset,
-                    what: format!("tier of {res} ns: {err}"),
-                }
+            let read = read_entry_into(&file, &b.path, e, &mut out.bytes).and_then(|()| {
+                out.tier.decode_for_folding(&out.bytes, e.n_samples as usize, from, to).map_err(|err| {
+                    crate::BlockError::Corrupt {
+                        path: b.path.clone(),
+                        offset: e.offset,
+                        what: format!("tier of {res} ns: {err}"),
+                    }
+                })
             });
+            match read {
+                Ok(()) => return Ok(()),
+                // The tier is a copy: its raw samples answer instead.
+                Err(err) => {
+                    self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        "corrupt tier chunk of {}, built from raw samples instead: {err}",
+                        self.series_name(id)
+                    );
+                }
+            }
         }
-        // A block without this tier: from its raw samples.
+        // A block without this tier (or whose tier is damaged): from its raw samples.
         let e = &b.entries[b.by_id[&id]];
         let (mut ts, mut vals) = (Vec::new(), Vec::new());
         let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));

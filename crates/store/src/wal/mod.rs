@@ -8,5 +8,6 @@ mod segment;
 
 pub use record::{Record, decode_records, encode_samples, encode_series, is_record};
 pub use segment::{
-    LogKind, SEGMENT_MAGIC, WAL, WalWriter, list_logs, list_segments, log_path, repair_log, segment_path,
+    DAMAGED_KEEP, LogKind, SEGMENT_MAGIC, WAL, WalWriter, damaged_dir, keep_damaged, list_damaged, list_logs,
+    list_segments, log_path, looks_torn, repair_log, segment_intact, segment_path,
 };

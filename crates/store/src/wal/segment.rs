@@ -23,6 +23,9 @@ pub struct LogKind {
 pub const WAL: LogKind = LogKind { magic: b"KSKWAL01", ext: "wal" };
 pub const SEGMENT_MAGIC: &[u8; 8] = WAL.magic;
 
+/// Most damaged WAL segments kept in `wal/damaged/` (the oldest go first).
+pub const DAMAGED_KEEP: usize = 16;
+
 pub fn segment_path(dir: &Path, seq: u64) -> PathBuf {
     log_path(&WAL, dir, seq)
 }
@@ -185,6 +188,73 @@ impl WalWriter {
         self.len = self.kind.magic.len() as u64;
         Ok(())
     }
+}
+
+/// Where WAL segments that did not replay whole are kept (`docs/format/wal.md`).
+pub fn damaged_dir(wal_dir: &Path) -> PathBuf {
+    wal_dir.join("damaged")
+}
+
+/// Files kept in [`damaged_dir`], oldest (lowest segment number) first.
+pub fn list_damaged(wal_dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(damaged_dir(wal_dir))
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// Moves a WAL segment that did not replay whole (its magic, a record or a
+/// definition damaged) into [`damaged_dir`] instead of deleting it: what
+/// replay could not read may still be read by hand. At most
+/// [`DAMAGED_KEEP`] files stay there; the oldest beyond that are removed.
+/// Returns where the segment went.
+pub fn keep_damaged(wal_dir: &Path, path: &Path) -> io::Result<PathBuf> {
+    let dir = damaged_dir(wal_dir);
+    fs::create_dir_all(&dir)?;
+    let name = path.file_name().ok_or_else(|| io::Error::other("a segment path without a file name"))?;
+    let mut dest = dir.join(name);
+    let mut k = 1;
+    while dest.exists() {
+        // The same number again (a data directory restored from a copy, say): a suffix.
+        dest = dir.join(format!("{}.{k}", name.to_string_lossy()));
+        k += 1;
+    }
+    fs::rename(path, &dest)?;
+    let kept = list_damaged(wal_dir);
+    for old in &kept[..kept.len().saturating_sub(DAMAGED_KEEP)] {
+        tracing::warn!(
+            "removing {}: more than {DAMAGED_KEEP} damaged WAL segments are kept, the oldest go",
+            old.display()
+        );
+        let _ = fs::remove_file(old);
+    }
+    // Best effort: moved or not after a crash, it is never deleted (on
+    // open a covered segment that is not whole is moved again).
+    let _ = File::open(&dir).and_then(|d| d.sync_all());
+    let _ = File::open(wal_dir).and_then(|d| d.sync_all());
+    Ok(dest)
+}
+
+/// Whether a WAL segment's bytes are whole: its magic, then records that
+/// all verify to the end (or the start of a segment being created: a
+/// prefix of the magic, nothing in it).
+pub fn segment_intact(data: &[u8]) -> bool {
+    let magic = SEGMENT_MAGIC.len();
+    if data.len() < magic {
+        return SEGMENT_MAGIC.starts_with(data);
+    }
+    &data[..magic] == SEGMENT_MAGIC && super::decode_records(&data[magic..], magic as u64, |_| {}).1.is_none()
+}
+
+/// Whether the bytes of a log file from the first record that does not
+/// verify to its end look like a write cut short by a crash (the file ends
+/// inside a record's header or inside the length it gives, or in a hole of
+/// zeros), rather than a record whose bytes are all there but damaged.
+pub fn looks_torn(rest: &[u8]) -> bool {
+    let Some(head) = rest.first_chunk::<8>() else { return true };
+    let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+    rest.iter().all(|&b| b == 0) || len > rest.len() - 8
 }
 
 /// Deals with a log file that stopped verifying at `damage`: the newest file
