@@ -22,10 +22,10 @@ pub struct ExportArgs {
     #[arg(long, value_enum, default_value = "csv")]
     format: ExportFormat,
     /// Start: RFC 3339, Unix seconds, or -DURATION (default: the beginning).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     from: Option<String>,
     /// End (default: now).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     to: Option<String>,
     /// Export event streams (per-CPU samples) instead of series.
     #[arg(long)]

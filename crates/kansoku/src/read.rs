@@ -27,10 +27,10 @@ pub struct QueryArgs {
     #[arg(long, conflicts_with = "from")]
     since: Option<String>,
     /// Start: RFC 3339, Unix seconds, or -DURATION.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     from: Option<String>,
     /// End (default now).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     to: Option<String>,
     /// Downsample into buckets of this width (e.g. 1s).
     #[arg(long)]
@@ -193,4 +193,23 @@ fn frame_from_json(body: &serde_json::Value) -> anyhow::Result<Frame> {
     }
     let step_ns = body.get("step_seconds").and_then(|s| s.as_f64()).map(|s| (s * 1e9).round() as i64);
     Ok(Frame { times, series, step_ns })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: super::QueryArgs,
+    }
+
+    /// `--from -20m`, as the README documents it, is a time, not a flag
+    /// (clap read it as an unknown argument `-2`; issue 46).
+    #[test]
+    fn a_relative_start_is_taken_as_a_value() {
+        let cli = Cli::try_parse_from(["query", "up", "--from", "-20m", "--to", "-5m"]).unwrap();
+        assert_eq!((cli.args.from.as_deref(), cli.args.to.as_deref()), (Some("-20m"), Some("-5m")));
+    }
 }

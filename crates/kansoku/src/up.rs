@@ -340,36 +340,6 @@ fn serve(
         jobs.spawn_inline("snmp-poller", move |sink, stop| poller.run(sink, stop))?;
     }
 
-    if !rule_files.is_empty() {
-        let stats = Arc::new(rules::RuleStats::default());
-        let am = args.alertmanager.as_deref().map(|u| rules::Alertmanager::new(u, &format!("http://{local}/")));
-        let board = Arc::new(model::alert::AlertBoard::default());
-        state.alerts = Some(Arc::clone(&board));
-        for (path, file) in &rule_files {
-            for spec in &file.groups {
-                let group = rules::Group::new(
-                    spec,
-                    args.interval.max(Duration::from_millis(100)),
-                    Arc::clone(&store),
-                    am.clone(),
-                    Arc::clone(&stats),
-                )?
-                .with_board(Arc::clone(&board), &path.display().to_string());
-                tracing::info!(
-                    "rules: group {:?} of {} ({} rules) every {:?}{}",
-                    spec.name,
-                    path.display(),
-                    spec.rules.len(),
-                    group.interval(),
-                    am.as_ref().map(|a| format!(", alerts to {}", a.url())).unwrap_or_default()
-                );
-                jobs.spawn("rules", move |tx, stop| group.run(tx, stop))?;
-            }
-        }
-        let report = Arc::clone(&stats);
-        state.reports.push(api::Report("rules", Arc::new(move || report.report().to_vec())));
-    }
-
     let ingest = match ingest {
         Some(mut setup) => {
             state.tokens = setup.config.tokens.clone();
@@ -431,6 +401,40 @@ fn serve(
         }
         None => None,
     };
+
+    if !rule_files.is_empty() {
+        let stats = Arc::new(rules::RuleStats::default());
+        let am = args.alertmanager.as_deref().map(|u| rules::Alertmanager::new(u, &format!("http://{local}/")));
+        let board = Arc::new(model::alert::AlertBoard::default());
+        state.alerts = Some(Arc::clone(&board));
+        for (path, file) in &rule_files {
+            for spec in &file.groups {
+                let group = rules::Group::new(
+                    spec,
+                    args.interval.max(Duration::from_millis(100)),
+                    // What queries read: on a server in front of ClickHouse
+                    // the agents' series too (the rules once saw only the
+                    // server's own).
+                    Arc::clone(&state.reader),
+                    am.clone(),
+                    Arc::clone(&stats),
+                )?
+                .with_board(Arc::clone(&board), &path.display().to_string());
+                tracing::info!(
+                    "rules: group {:?} of {} ({} rules) every {:?}{}",
+                    spec.name,
+                    path.display(),
+                    spec.rules.len(),
+                    group.interval(),
+                    am.as_ref().map(|a| format!(", alerts to {}", a.url())).unwrap_or_default()
+                );
+                jobs.spawn("rules", move |tx, stop| group.run(tx, stop))?;
+            }
+        }
+        let report = Arc::clone(&stats);
+        state.reports.push(api::Report("rules", Arc::new(move || report.report().to_vec())));
+    }
+
     if let (Some(sampler), Some(host)) = (sampler, &host) {
         let (hz, event) = (sampler.hz(), sampler.event());
         jobs.spawn_sampler(sampler)?;

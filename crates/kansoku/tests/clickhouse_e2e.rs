@@ -104,8 +104,8 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
     let ch = Client::new(Target::parse(&url).unwrap(), Duration::from_secs(60));
 
     let ingest = [free_port(), free_port(), free_port()].map(|p| format!("127.0.0.1:{p}"));
-    let server = |i: usize| {
-        let args = [
+    let server = |i: usize, extra: &[&str]| {
+        let mut args = vec![
             "server",
             "--listen",
             "127.0.0.1:0",
@@ -118,10 +118,11 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
             "--live-delay",
             "2s",
         ];
+        args.extend_from_slice(extra);
         start(&args, &dir.path().join(format!("server{i}")))
     };
-    let mut s1 = server(0);
-    let s2 = server(1);
+    let mut s1 = server(0, &[]);
+    let s2 = server(1, &[]);
     let servers = [format!("{},{}", ingest[0], ingest[1]), format!("{},{}", ingest[1], ingest[0])];
     let mut agents: Vec<Killed> = HOSTS
         .iter()
@@ -212,8 +213,31 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
         stored_events.insert(host, events as u64);
     }
     // A new server, its data directory empty, answers for every host from
-    // the store alone: the servers hold no state of their own.
-    let s3 = server(2);
+    // the store alone: the servers hold no state of their own. Its rules
+    // and verdicts read the agents' series there too (issue 46: rules saw
+    // only the server's own series).
+    let rules = dir.path().join("rules.yml");
+    std::fs::write(
+        &rules,
+        "groups:\n- name: g\n  interval: 1s\n  rules:\n  - record: agents:node_load1:count\n    expr: count(count_over_time(node_load1[1h]))\n",
+    )
+    .unwrap();
+    let s3 = server(2, &["--rules", rules.to_str().unwrap()]);
+    let rule_value = || {
+        let path = format!("/prometheus/api/v1/query?query={}", common::enc("agents:node_load1:count"));
+        let (_, body) = common::http_get(&s3.addr, &path);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        v["data"]["result"][0]["value"][1].as_str().and_then(|x| x.parse::<f64>().ok())
+    };
+    wait("the recording rule over the agents' series", Duration::from_secs(30), || rule_value().is_some());
+    assert_eq!(rule_value(), Some(HOSTS.len() as f64), "the rule counts every agent's series");
+    for host in HOSTS {
+        let (status, body) = common::http_get(&s3.addr, &format!("/api/v1/diagnosis?host={host}&since=1h&window=1m"));
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let known = v["windows"].as_array().unwrap().iter().filter(|w| w["verdict"] != "unknown").count();
+        assert!(known > 0, "{host}: no verdict over the agent's series: {v}");
+    }
     let end = number(&ch, "SELECT max(t) FROM k.samples") as i64;
     for host in HOSTS {
         let q = format!("count_over_time(node_load1{{host=\"{host}\"}}[1h])");

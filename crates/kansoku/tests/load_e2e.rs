@@ -46,6 +46,13 @@ fn a_load_run_writes_its_intervals_as_series() {
     let stored: f64 = v["data"]["result"][0]["value"][1].as_str().unwrap().parse().unwrap();
     assert_eq!(stored as u64, responses, "{body}");
 
+    // A path that answers 404 to everything: a run that did not do what
+    // was asked exits non-zero and says why (issue 46: it exited 0,
+    // "failures 0").
+    let missing = run(&["lab", "load", &format!("{base}/no/such/path"), "-c", "2", "-d", "300ms"]);
+    let log = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success() && log.contains("every response") && log.contains("4xx"), "{log}");
+
     // Refused with the reason, before any load.
     let bad = run(&["lab", "load", "https://127.0.0.1/"]);
     assert!(!bad.status.success());

@@ -141,9 +141,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let (out, cpu_ns, wall_start) = measure(&cfg, None, true)?;
     let ours = Side::of_kansoku(&out, cpu_ns);
     print_outcome(&out, cpu_ns, "this process");
-    if out.recorder.responses == 0 {
-        bail!("no responses from {}: {} requests failed (see above)", args.url, out.recorder.failures.total());
-    }
+    answered(&out, &args.url)?;
     let name = args.run.clone().unwrap_or_else(|| {
         format!("load-{}", wall_start.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()))
     });
@@ -284,9 +282,7 @@ fn run_agents(args: &Args) -> anyhow::Result<()> {
         eprintln!("first requests of the agents within {s:.3} ms of each other (server clock, offsets applied)");
     }
     print_outcome(&out, cpu_ns, "the agents' processes");
-    if out.recorder.responses == 0 {
-        bail!("no responses from {}: {} requests failed (see above)", args.url, out.recorder.failures.total());
-    }
+    answered(&out, &args.url)?;
     let wall_start = SystemTime::UNIX_EPOCH + Duration::from_nanos(start_ns as u64);
     let name = args.run.clone().unwrap_or_else(|| format!("load-{}", start_ns / 1_000_000_000));
     let n = write_series(server, &name, &out, wall_start, args.interval)?;
@@ -358,6 +354,25 @@ fn measure(cfg: &Config, start: Option<Instant>, show: bool) -> anyhow::Result<(
     // The wall-clock time of the load's first instant.
     let began = wall_start + out.start.saturating_duration_since(t0);
     Ok((out, clock::process_cpu_ns() - cpu0, began))
+}
+
+/// Whether the run did what was asked: some responses, and not every one
+/// an error status (a path answering 404 made 34,688 responses, "failures
+/// 0", exit 0).
+fn answered(out: &Outcome, url: &str) -> anyhow::Result<()> {
+    let r = &out.recorder;
+    if r.responses == 0 {
+        bail!("no responses from {url}: {} requests failed (see above)", r.failures.total());
+    }
+    if r.status[1] + r.status[2] == 0 {
+        bail!(
+            "every response from {url} was an error status (4xx {}, 5xx {}, other {}): check the URL and the server",
+            r.status[3],
+            r.status[4],
+            r.status[5]
+        );
+    }
+    Ok(())
 }
 
 /// `whose`: whose CPU `cpu_ns` is (this process, or the agents').

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use model::report::Figure;
 use model::{Batch, SeriesKey, Timestamp};
-use store::Store;
 
 use crate::file::{self, Rule};
 use crate::notify::{Alert, Alertmanager};
@@ -91,7 +90,9 @@ pub struct Group {
     limit: usize,
     /// Per alerting rule: its alerts by their labels.
     alerts: Vec<HashMap<Labels, Active>>,
-    store: Arc<Store>,
+    /// What the rules read: the embedded store, or on a server in front of
+    /// ClickHouse the agents' series there beside the server's own.
+    store: Arc<dyn store::Source>,
     notify: Option<SyncSender<Vec<Alert>>>,
     stats: Arc<RuleStats>,
     ids: Ids,
@@ -109,12 +110,12 @@ pub struct Group {
 }
 
 impl Group {
-    /// A group of `spec` over `store`, evaluated every `spec.interval` (or
-    /// `default_interval`), alerts to `alertmanager` when given.
+    /// A group of `spec` reading `store`, evaluated every `spec.interval`
+    /// (or `default_interval`), alerts to `alertmanager` when given.
     pub fn new(
         spec: &file::Group,
         default_interval: Duration,
-        store: Arc<Store>,
+        store: Arc<dyn store::Source>,
         alertmanager: Option<Alertmanager>,
         stats: Arc<RuleStats>,
     ) -> std::io::Result<Group> {
@@ -180,7 +181,7 @@ impl Group {
         let mut batch = Batch::new(Timestamp(t));
         let mut out: Vec<Alert> = Vec::new();
         let store = Arc::clone(&self.store);
-        let engine = promql::Engine::new(&store);
+        let engine = promql::Engine::new(&*store);
         let (mut firing, mut pending) = (0, 0);
         for i in 0..self.rules.len() {
             let (rule, hold, keep) = self.rules[i].clone();
@@ -463,6 +464,7 @@ fn spawn_notifier(am: Alertmanager, stats: Arc<RuleStats>) -> std::io::Result<Sy
 #[cfg(test)]
 mod tests {
     use super::*;
+    use store::Store;
 
     const S: i64 = 1_000_000_000;
     const T0: i64 = 1_800_000_000 * S;
