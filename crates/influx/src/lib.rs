@@ -249,8 +249,12 @@ fn parse_line<'a>(
                 if let Some(ty) = ty {
                     l.push((TYPE_LABEL.into(), ty.into()));
                 }
+                let key = SeriesKey::new(format!("{}_{k}", h.measurement), l);
+                // The sizes every ingest path holds a series to (a label
+                // value of megabytes cost every query naming it).
+                key.check_size()?;
                 let id = out.points.keys.len() as u32;
-                out.points.keys.push(SeriesKey::new(format!("{}_{k}", h.measurement), l));
+                out.points.keys.push(key);
                 cache.ids.insert((head, raw, ty), id);
                 cache.line_new.push((head, raw, ty));
                 id
@@ -445,6 +449,15 @@ mod tests {
         assert_eq!(p.errors.len(), 6, "{:?}", p.errors);
         assert_eq!(triples(&p).len(), 1);
         assert!(p.errors[2].contains("bad timestamp"));
+    }
+
+    /// Issue 42: a series past the size limits is refused by its line.
+    #[test]
+    fn a_line_past_the_label_size_limits_is_refused() {
+        let big = "v".repeat(model::LABEL_VALUE_BYTES_MAX + 1);
+        let p = parse(&format!("m,a={big} f=1 1\nm,a=ok f=1 1\n"));
+        assert_eq!((p.n_errors, triples(&p).len()), (1, 1));
+        assert!(p.errors[0].contains("at most 16384"), "{}", p.errors[0]);
     }
 
     /// Issue 42: 16 KB of gzip made 32 M bad lines, each kept as a message
