@@ -80,12 +80,18 @@ fn same_origin(headers: &HeaderMap) -> Option<bool> {
     Some(matches!(site, "same-origin" | "none"))
 }
 
-/// The CSRF check of a state-changing request: one a browser made from
+/// The CSRF check of a state-changing request (a write, a load job, an
+/// InfluxQL POST that may `CREATE DATABASE`): one a browser made from
 /// another origin is refused, with or without tokens (a page on another
 /// port of the same host could write, or start load jobs); one carried by
-/// the dashboard's cookie must also say it comes from here.
-fn forged(method: &axum::http::Method, headers: &HeaderMap, via: Option<Via>) -> bool {
+/// the dashboard's cookie must also say it comes from here. Reads are not
+/// checked: without CORS headers another origin's page cannot read their
+/// answers, and Grafana's browser access POSTs its queries.
+fn forged(method: &axum::http::Method, path: &str, headers: &HeaderMap, via: Option<Via>) -> bool {
     if matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS) {
+        return false;
+    }
+    if !WRITE_PATHS.contains(&path) && path != "/query" {
         return false;
     }
     match same_origin(headers) {
@@ -139,7 +145,7 @@ pub const WRITE_PATHS: [&str; 3] = ["/write", "/prometheus/api/v1/write", "/api/
 pub async fn require_token(State(st): State<ApiState>, mut req: Request, next: Next) -> Response {
     let refused = || st.auth_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let Some(tokens) = st.tokens.as_ref() else {
-        if forged(req.method(), req.headers(), None) {
+        if forged(req.method(), req.uri().path(), req.headers(), None) {
             refused();
             return refuse(StatusCode::FORBIDDEN, CROSS_ORIGIN.into());
         }
@@ -166,7 +172,7 @@ pub async fn require_token(State(st): State<ApiState>, mut req: Request, next: N
         };
         return refuse(StatusCode::UNAUTHORIZED, format!("authorization failed: {why}; {HOW}"));
     };
-    if forged(req.method(), req.headers(), Some(via)) {
+    if forged(req.method(), path, req.headers(), Some(via)) {
         refused();
         return refuse(StatusCode::FORBIDDEN, CROSS_ORIGIN.into());
     }

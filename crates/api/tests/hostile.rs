@@ -287,6 +287,13 @@ async fn cross_origin_writes_and_tokens_in_urls_are_refused() {
     assert_eq!(send(&st, Request::post("/write?db=a").body(line()).unwrap()).await.0, StatusCode::NO_CONTENT);
     let cross_site = Request::post("/write?db=a").header("sec-fetch-site", "same-site").body(line()).unwrap();
     assert_eq!(send(&st, cross_site).await.0, StatusCode::FORBIDDEN);
+    // A query POSTed from another origin (Grafana's browser access) is a read.
+    let query = Request::post("/prometheus/api/v1/query")
+        .header("origin", "http://grafana:3000")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from("query=1"))
+        .unwrap();
+    assert_eq!(send(&st, query).await.0, StatusCode::OK);
 
     st.tokens = Some(Arc::new(
         cluster::server::Tokens::parse("free-token-0123456789\nbound-token-0123456789 node-3\n").unwrap(),

@@ -27,7 +27,7 @@ fn no_small_request_ends_the_server_and_ping_is_answered_throughout() {
     let (code, body) = common::http_post(&addr, "/write?db=hostile", "", b"hostile v=1 1800000000000000000\n");
     assert_eq!(code, 204, "{body}");
 
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (stop_tx, stop_rx) = mpsc::sync_channel::<()>(1);
     let (answered, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
     let pinger = {
         let (addr, answered, failed) = (addr.clone(), Arc::clone(&answered), Arc::clone(&failed));

@@ -354,15 +354,30 @@ impl Ev<'_, '_> {
     /// and the memory budget, before they are allocated where the caller
     /// can (`count_values`, vector matching: one call per new series).
     pub fn charge(&self, points: usize) -> Result<()> {
-        let total = self.points.get().saturating_add(points);
-        self.points.set(total);
-        if total > self.engine.limits.points {
+        let limit = self.engine.limits.points;
+        self.tally(&self.points, points, limit, "computes", "points (series × steps)", "or use a longer step")
+    }
+
+    /// Adds `n` to `counter`, refuses past `limit`, and reserves what the
+    /// `n` samples or points hold of the memory budget.
+    fn tally(
+        &self,
+        counter: &std::cell::Cell<usize>,
+        n: usize,
+        limit: usize,
+        verb: &str,
+        what: &str,
+        hint: &str,
+    ) -> Result<()> {
+        let total = counter.get().saturating_add(n);
+        counter.set(total);
+        if total > limit {
             return Err(Error::TooLarge(format!(
-                "the query computes more than {} points (series × steps); narrow its range or selectors, or use a longer step",
-                self.engine.limits.points
+                "the query {verb} more than {limit} {what}; narrow its range or its selectors{}{hint}",
+                if hint.is_empty() { "" } else { ", " }
             )));
         }
-        self.held.grow(points.saturating_mul(POINT_BYTES)).map_err(|e| Error::TooLarge(e.to_string()))
+        self.held.grow(n.saturating_mul(POINT_BYTES)).map_err(|e| Error::TooLarge(e.to_string()))
     }
 
     fn eval_node(&self, e: &Expr, times: &[i64]) -> Result<Value> {
@@ -430,15 +445,7 @@ impl Ev<'_, '_> {
     /// checks the deadline (every read passes here).
     fn count(&self, n: usize) -> Result<()> {
         self.check_deadline("reading its series")?;
-        let total = self.read.get() + n;
-        self.read.set(total);
-        if total > self.engine.limits.samples {
-            return Err(Error::TooLarge(format!(
-                "the query reads more than {} samples; narrow its range or its selectors",
-                self.engine.limits.samples
-            )));
-        }
-        self.held.grow(n.saturating_mul(POINT_BYTES)).map_err(|e| Error::TooLarge(e.to_string()))
+        self.tally(&self.read, n, self.engine.limits.samples, "reads", "samples", "")
     }
 
     /// An instant selector at every step: the newest sample at or before

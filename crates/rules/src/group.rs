@@ -481,7 +481,7 @@ mod tests {
         .unwrap();
         let stats = Arc::new(RuleStats::default());
         let mut g =
-            Group::new(&spec.groups[0], Duration::from_secs(1), Arc::clone(&store), None, Arc::clone(&stats)).unwrap();
+            Group::new(&spec.groups[0], Duration::from_secs(1), store.clone(), None, Arc::clone(&stats)).unwrap();
         let mut app = store::Appender::default();
         let mut rules_app = store::Appender::default();
         // x: 10 for 4 s, then 1.
@@ -547,7 +547,7 @@ mod tests {
         .unwrap();
         let board = Arc::new(model::alert::AlertBoard::default());
         let stats = Arc::new(RuleStats::default());
-        let mut g = Group::new(&spec.groups[0], Duration::from_secs(1), Arc::clone(&store), None, Arc::clone(&stats))
+        let mut g = Group::new(&spec.groups[0], Duration::from_secs(1), store.clone(), None, Arc::clone(&stats))
             .unwrap()
             .with_board(Arc::clone(&board), "r.yml");
         let mut app = store::Appender::default();
@@ -603,7 +603,7 @@ mod tests {
         .unwrap();
         let stats = Arc::new(RuleStats::default());
         let mut g =
-            Group::new(&spec.groups[0], Duration::from_secs(1), Arc::clone(&store), None, Arc::clone(&stats)).unwrap();
+            Group::new(&spec.groups[0], Duration::from_secs(1), store.clone(), None, Arc::clone(&stats)).unwrap();
         let (batch, _) = g.eval(1_800_000_000_000_000_000);
         assert_eq!(stats.evaluation_failures.load(Relaxed), 1);
         assert!(g.status[0].0.as_deref().unwrap().contains("points"), "{:?}", g.status[0]);

@@ -25,6 +25,20 @@ fn opts() -> Options {
     }
 }
 
+/// `n` event batches of 50 samples on CPU 0 of `stream`, a second apart,
+/// written to a store at `dir` and closed.
+fn write_seconds(dir: &std::path::Path, stream: &SeriesKey, n: i64) {
+    let store = Store::open(dir, opts()).unwrap();
+    for k in 0..n {
+        let mut b = EventBatch { cpu: 0, ..Default::default() };
+        for i in 0..50 {
+            b.push(1_700_000_000_000_000_000 + k * 1_000_000_000 + i * 100_000, 9, 9, 0x1000 + i as u64);
+        }
+        store.events().append(stream, &mut b, Encoding::Fast).unwrap();
+    }
+    store.close().unwrap();
+}
+
 fn stream(host: &str) -> SeriesKey {
     SeriesKey::new("perf_cpu_clock", [("host", host)])
 }
@@ -364,17 +378,7 @@ fn a_mark_is_stored_exactly_when_its_batches_are() {
 fn damage_inside_an_event_log_keeps_the_batches_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let stream = stream("a");
-    {
-        let store = Store::open(dir.path(), opts()).unwrap();
-        for k in 0..40i64 {
-            let mut b = EventBatch { cpu: 0, ..Default::default() };
-            for i in 0..50 {
-                b.push(1_700_000_000_000_000_000 + k * 1_000_000_000 + i * 100_000, 9, 9, 0x1000 + i as u64);
-            }
-            store.events().append(&stream, &mut b, Encoding::Fast).unwrap();
-        }
-        store.close().unwrap();
-    }
+    write_seconds(dir.path(), &stream, 40);
     let files: Vec<PathBuf> = {
         let mut f: Vec<_> = fs::read_dir(dir.path().join("events")).unwrap().map(|e| e.unwrap().path()).collect();
         f.sort();
@@ -411,17 +415,7 @@ fn damage_inside_an_event_log_keeps_the_batches_after_it() {
 fn a_damaged_event_log_magic_keeps_its_batches() {
     let dir = tempfile::tempdir().unwrap();
     let stream = stream("a");
-    {
-        let store = Store::open(dir.path(), opts()).unwrap();
-        for k in 0..10i64 {
-            let mut b = EventBatch { cpu: 0, ..Default::default() };
-            for i in 0..50 {
-                b.push(1_700_000_000_000_000_000 + k * 1_000_000_000 + i * 100_000, 9, 9, 0x1000 + i as u64);
-            }
-            store.events().append(&stream, &mut b, Encoding::Fast).unwrap();
-        }
-        store.close().unwrap();
-    }
+    write_seconds(dir.path(), &stream, 10);
     let written = fs::read_dir(dir.path().join("events"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -445,17 +439,7 @@ fn a_damaged_event_log_magic_keeps_its_batches() {
 #[test]
 fn a_damaged_stream_definition_loses_none_of_its_batches() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let store = Store::open(dir.path(), opts()).unwrap();
-        for k in 0..10i64 {
-            let mut b = EventBatch { cpu: 0, ..Default::default() };
-            for i in 0..50 {
-                b.push(1_700_000_000_000_000_000 + k * 1_000_000_000 + i * 100_000, 9, 9, 0x1000 + i as u64);
-            }
-            store.events().append(&stream("a"), &mut b, Encoding::Fast).unwrap();
-        }
-        store.close().unwrap();
-    }
+    write_seconds(dir.path(), &stream("a"), 10);
     let written = fs::read_dir(dir.path().join("events"))
         .unwrap()
         .map(|e| e.unwrap().path())
