@@ -622,7 +622,8 @@ mod tests {
         assert!(policy.check(&job("http://127.0.0.1:8081/")).unwrap_err().contains("not a target"));
         assert!(policy.check(&job("http://127.0.0.2:8080/")).unwrap_err().contains("--load-allow"));
         assert!(JobPolicy::default().check(&job("http://127.0.0.1:8080/")).is_err(), "nothing allowed by default");
-        let bad: [(fn(&mut Config), &str); 6] = [
+        type Change = fn(&mut Config);
+        let bad: [(Change, &str); 6] = [
             (|c| c.interval = Duration::from_nanos(1), "intervals"),
             (|c| c.connections = JOB_CONNECTIONS_MAX + 1, "connections"),
             (|c| c.threads = 1000, "threads"),
