@@ -200,8 +200,10 @@ async fn metrics_and_status_name_each_figure_once() {
             };
             assert_eq!(types[&name], kind, "{name}");
             // Sizes on disk may move between the two requests; counts do not here.
+            // serde_json's parser (without `float_roundtrip`) may land a
+            // float one unit in the last place off: equal within that.
             if !key.ends_with("bytes") {
-                assert_eq!(values[&name], v, "{name}");
+                assert!((values[&name] - v).abs() <= 1e-12 * v.abs().max(1.0), "{name}: {} against {v}", values[&name]);
             }
             checked += 1;
         }
