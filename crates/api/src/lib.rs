@@ -2,6 +2,13 @@
 //! [`ApiError`]. Responses are columnar JSON (one time array, one value array
 //! per series) so the dashboard hands them to uPlot unchanged.
 //! Documented in `docs/api.md`.
+//!
+//! Beside kansoku's own endpoints: the Prometheus API under `/prometheus`
+//! (`prometheus`), and `/federate` written by `exposition` (OpenMetrics with
+//! typed histogram families, or text 0.0.4). Tokens are checked by `auth`,
+//! heavy requests bounded by `guard`, and `serve` is the listener with its
+//! connection cap and header timeout. What other crates report (agents,
+//! ingest counters, SNMP targets) is shaped into JSON here (`views`).
 
 pub mod auth;
 mod diagnosis;

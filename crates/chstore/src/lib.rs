@@ -13,6 +13,15 @@
 //! reader queries use (`reader`: series and samples as `store::Source`;
 //! `events`: profiles counted by SQL as `store::source::EventSource`), and a
 //! cluster on loopback for tests and the lab (`local`).
+//!
+//! The series dictionary is keyed by the key's hash (`series_id`, so every
+//! server makes the same rows); events keep their chains and process tables;
+//! `Layout::statements` is the schema's DDL. The reader asks for a selector's
+//! series in one query and pushes the range API's buckets down into SQL;
+//! `Both` reads it beside the server's own embedded series. The writer also
+//! drops old data by day partition (`drop_before`), keeps each spool's mark
+//! (`mark`, `set_mark`), files shared symbol sources (`put_symbol`,
+//! `get_symbol`) and sets the insert quorum (`set_insert_quorum`).
 
 pub mod client;
 pub mod events;

@@ -9,6 +9,10 @@
 //! change between two results is real (`stats`: medians, the Mann–Whitney
 //! U test, bootstrap confidence intervals). Running it is `kansoku lab run`
 //! (crate `lab`), which writes a result this crate reads back.
+//!
+//! Commands take placeholders (`spec::expand`), the runs' order is shuffled
+//! by a printed seed (`spec::schedule`), and a parser is a preset by name or
+//! regex/JSON (`metrics::Parser`).
 
 pub mod environment;
 pub mod metrics;

@@ -7,6 +7,13 @@
 //! `kansoku_type="int"` (exact up to 2^53); unsigned integers (`u`, e.g.
 //! instruction pointers) bit for bit with `kansoku_type="u64"`, so they come
 //! back exactly. String fields are not stored: counted and reported.
+//!
+//! Line protocol is parsed by `parse_lines` (fuzzed; each series once per
+//! body); InfluxQL by a lexer and recursive-descent parser (`ql`, fuzzed); a
+//! measurement is read as rows of (tag set, time) with conditions evaluated
+//! per tag set, then per row (`query`); functions with GROUP BY tags and time
+//! and fill are `aggregate`'s; answers may be chunked (`chunk_lines`).
+//! Checked against a real influxd.
 
 use model::{Batch, SeriesKey, Timestamp};
 use store::{Appended, Appender, Store};

@@ -1,5 +1,11 @@
 //! The `kansoku` binary: parses the command line and wires the library crates
 //! together. No logic lives here that a library could hold.
+//!
+//! Its modules: `args` (shared value parsers, `PerfArgs`), `up` (`kansoku
+//! up`, also `kansoku snmp`, `kansoku server` and `lab synth`), `cluster`
+//! (`kansoku agent` and the ingest flags), `read` (the read commands),
+//! `export` (CSV, line protocol, OpenMetrics, and Parquet behind the default
+//! `parquet` feature), `import`.
 
 mod args;
 mod cluster;

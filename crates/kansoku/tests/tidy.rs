@@ -3,7 +3,10 @@
 //! map names every crate and no crate that is gone; every mention of a seed
 //! paper names one that exists (in `../shared/seeds/`, beside the checkout);
 //! crates depend only on lower layers; a crate's own clippy.toml keeps the
-//! workspace's rules.
+//! workspace's rules. And ARCHITECTURE.md says what the code does: its layer
+//! line is `LAYERS`, its `unsafe` invariant names every file with unsafe
+//! code, its JSON invariant every file that derives or implements
+//! `Serialize`, and its code map's rows stay short.
 
 use std::path::{Path, PathBuf};
 
@@ -181,4 +184,130 @@ fn only_main_names_the_lab() {
         let deps = deps.split("\n[").next().unwrap_or_default();
         assert!(!deps.lines().any(|l| l.starts_with("lab")), "crates/{c} depends on the lab");
     }
+}
+
+/// ARCHITECTURE.md.
+fn architecture() -> String {
+    std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap()
+}
+
+/// The bullet of ARCHITECTURE.md that begins with `start`, its continuation
+/// lines (indented by two) joined to it.
+fn bullet(doc: &str, start: &str) -> String {
+    let mut lines = doc.lines().skip_while(|l| !l.starts_with(start));
+    let first = lines.next().unwrap_or_else(|| panic!("ARCHITECTURE.md has no bullet beginning {start:?}"));
+    let mut text = first.to_owned();
+    for l in lines.take_while(|l| l.starts_with("  ")) {
+        text.push(' ');
+        text.push_str(l.trim());
+    }
+    text
+}
+
+/// What `text` holds in backticks.
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// The source files `text` names in backticks (`crates/…/x.rs`).
+fn named_files(text: &str) -> std::collections::BTreeSet<String> {
+    backticked(text).into_iter().filter(|t| t.starts_with("crates/") && t.ends_with(".rs")).map(str::to_owned).collect()
+}
+
+/// The `.rs` files under crates/ for which `keep` (path from the root, text)
+/// holds.
+fn crate_files(keep: impl Fn(&str, &str) -> bool) -> std::collections::BTreeSet<String> {
+    let root = root();
+    let mut rs = Vec::new();
+    files(&root.join("crates"), &[".rs"], &mut rs);
+    rs.iter()
+        .map(|p| (p.strip_prefix(&root).unwrap().display().to_string(), std::fs::read_to_string(p).unwrap()))
+        .filter(|(path, text)| keep(path, text))
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// Fails naming what `doc` (ARCHITECTURE.md's `what`) lacks and what it
+/// names wrongly.
+fn same_files(what: &str, doc: &std::collections::BTreeSet<String>, code: &std::collections::BTreeSet<String>) {
+    let missing: Vec<&String> = code.difference(doc).collect();
+    let extra: Vec<&String> = doc.difference(code).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "ARCHITECTURE.md's {what}: it lacks {missing:?}, and names {extra:?}, which the code does not bear out"
+    );
+}
+
+/// The layer line of ARCHITECTURE.md's invariants draws `LAYERS`: every
+/// crate of every layer, the layers in order, separated by arrows.
+#[test]
+fn the_layer_line_is_tidy_s_layers() {
+    let line = bullet(&architecture(), "- The crates depend in one direction:");
+    // The drawing runs from the colon to the first parenthesis.
+    let drawn = line.split_once(':').unwrap().1.split('(').next().unwrap();
+    let drawn: Vec<Vec<&str>> = drawn.split('→').map(backticked).collect();
+    let layers: Vec<Vec<&str>> = LAYERS.iter().map(|l| l.to_vec()).collect();
+    assert_eq!(drawn, layers, "ARCHITECTURE.md's layer line (left) is not tidy.rs's LAYERS (right)");
+}
+
+/// The invariant on `unsafe` names every file that has any: an `unsafe`
+/// block, function, impl or extern block outside comments, or an
+/// `allow(unsafe_code)` (one line or several).
+#[test]
+fn the_unsafe_list_is_every_unsafe_file() {
+    // Spelled in pieces so that this file does not find itself.
+    let kw = "unsafe";
+    let needles = [format!("{kw} {{"), format!("{kw} fn "), format!("{kw} impl"), format!("{kw} extern")];
+    let code = crate_files(|_, text| {
+        let code: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+        code.iter().any(|l| needles.iter().any(|n| l.contains(n.as_str())))
+            || code
+                .join("\n")
+                .split("allow(")
+                .skip(1)
+                .any(|a| a.split(')').next().unwrap().contains(&format!("{kw}_code")))
+    });
+    assert!(code.len() >= 3, "found only {code:?}");
+    let doc = named_files(&bullet(&architecture(), "- **`unsafe` only where it is named**"));
+    same_files("list of files with unsafe code", &doc, &code);
+}
+
+/// The invariant on JSON names every file outside tests and benchmarks that
+/// derives or implements `serde::Serialize`.
+#[test]
+fn the_serialize_list_is_every_serializing_file() {
+    let is_serialize = |t: &str| t.trim() == "Serialize" || t.trim().ends_with("::Serialize");
+    let code = crate_files(|path, text| {
+        !path.contains("/tests/")
+            && !path.contains("/benches/")
+            && (text.split("derive(").skip(1).any(|d| d.split(')').next().unwrap().split(',').any(is_serialize))
+                || text.lines().any(|l| {
+                    l.trim_start().starts_with("impl")
+                        && (l.contains(" Serialize for ") || l.contains("::Serialize for "))
+                }))
+    });
+    assert!(code.len() >= 3, "found only {code:?}");
+    let doc = named_files(&bullet(&architecture(), "- **The API's JSON is shaped in `api`**"));
+    same_files("list of files that serialise", &doc, &code);
+}
+
+/// The code map stays a map: a row's "what it holds" within 240 characters,
+/// its "key types" within 160; the details live in each crate's lib.rs.
+#[test]
+fn code_map_rows_stay_short() {
+    let doc = architecture();
+    let map = doc.split("\n## Code map\n").nth(1).expect("ARCHITECTURE.md has a code map");
+    let map = map.split("\n#").next().unwrap();
+    let rows: Vec<&str> = map.lines().filter(|l| l.starts_with("| `")).collect();
+    assert!(rows.len() >= LAYERS.iter().map(|l| l.len()).sum::<usize>(), "only {} rows in the code map", rows.len());
+    let mut long = Vec::new();
+    for row in rows {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 5, "a code map row of other than three cells: {row}");
+        let (holds, keys) = (cells[2].chars().count(), cells[3].chars().count());
+        if holds > 240 || keys > 160 {
+            long.push(format!("{}: {holds} and {keys} characters", cells[1]));
+        }
+    }
+    assert!(long.is_empty(), "code map rows over 240 (what it holds) or 160 (key types) characters: {long:?}");
 }

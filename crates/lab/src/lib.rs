@@ -2,6 +2,21 @@
 //! its figures beside the peer measured in the same run. Experiments that
 //! need a server or an agent run the kansoku binary itself
 //! (`std::env::current_exe`): they are meant to be run as `kansoku lab …`.
+//!
+//! What it measures: the collector's cost (`collector_cost`), whole processes
+//! beside PCP, collectd, node_exporter and the floor of reading the same
+//! files (`up_cost`, `kansoku lab read-floor`), SNMP beside its kernel floor
+//! (`snmp_bench`, `Poller::floor_once`), the store (`store_bench`,
+//! `clickhouse_bench`), the kernel tracer's cost (`trace_cost`), transfer and
+//! the paper's replay (`transfer`, `replay`), interference, with their HTML
+//! report (`report`); the hostile-client soak (`soak`) and issue 42's hostile
+//! requests (`hostile`, also sent by `hostile_e2e`); the verdict's validation
+//! campaign (`diagnose`: workloads in random order, the confusion matrix);
+//! HTTP load beside wrk and ab (`load`); experiment files run and results
+//! compared (`experiment`); the degradation curve (`latency`); component
+//! limits beside theory (`limits`). `procs` reads other processes' CPU
+//! clocks, ticks, resident sets and descendants; `machine` describes the
+//! machine.
 
 pub mod clickhouse_bench;
 pub mod collector_cost;

@@ -14,6 +14,13 @@
 //! every read, write and sync is answered that much later, with a loop
 //! device and ext4 over it, so databases and fio run on it unchanged).
 //! `kansoku lab latency` (crate `lab`) runs the sweep.
+//!
+//! The shim (`shim/delay.c`) is compiled by `build.rs` and installed by
+//! `install`; `calibrate` probes each step and judges it (`probe`, `judge`,
+//! `parse_ns`), and `relay::calibrate` measures the relay's. The FUSE file
+//! (`fuser`) answers on 16 threads (`disk::{Injector, Stack, probe}`).
+//! `curve` also holds the closed-loop model by Little's law
+//! (`closed_loop_pd`) and the curve's shape in the paper's terms (`shape`).
 
 pub mod calibrate;
 pub mod curve;

@@ -11,6 +11,12 @@
 //! `tc tbf` (`net`), and the CPU and memory baselines results from other
 //! machines are put in proportion with (`cpu`). `kansoku lab limits`
 //! (crate `lab`) runs them and writes the result and its report.
+//!
+//! The disk's reads go by position, by read size and by queue depth
+//! (`disk::{target, by_position, by_size, by_depth}`), its writes under each
+//! sync policy (`disk::writes`, `Sync`); a data sheet can come from a file
+//! (`theory::DataSheet`); the network's two ends are `net::serve` and
+//! `net::send` in a `net::Pair` of namespaces.
 
 pub mod cpu;
 pub mod disk;

@@ -10,6 +10,16 @@
 //! counters throughout. Worker threads each run a single-threaded tokio
 //! runtime with their share of the connections, as wrk runs an event loop
 //! per thread.
+//!
+//! HTTP/2 is h2c, through the `h2` crate. Responses are read by our own
+//! HTTP/1.1 reader (`http::ResponseReader`: the head by `httparse`, the
+//! body's framing followed and counted, never buffered; fuzzed) into HDR
+//! histograms from the intended and the actual send, and per-interval figures
+//! (`record::{Recorder, Summary}`). A run's whole measurements travel as
+//! bytes, for an agent's job to send back and merge exactly
+//! (`report::Report`, docs/format/load.md; fuzzed); an agent's load job is
+//! typed `key=value` fields, run only at targets its operator allows and
+//! within bounds (`job::Spec`, `JobPolicy`).
 
 pub mod http;
 pub mod job;

@@ -7,6 +7,12 @@
 //! blocks a producer. [`signal`] is the stop on Ctrl-C or SIGTERM;
 //! [`supervise`] records every thread's panic and shows it. The binary
 //! parses flags and picks the producers; what runs is here.
+//!
+//! A producer that samples every 100 ms stores its round on its own thread
+//! while the store's writer lock is free (`Jobs::spawn_inline`,
+//! `Store::try_append`) and queues it otherwise; the per-CPU sampler's sets
+//! go to an event writer thread of their own. On an agent (`agent::run`) the
+//! collector and the sampler feed the spool.
 
 use std::time::Duration;
 

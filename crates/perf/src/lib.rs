@@ -9,7 +9,11 @@
 //! - [`Capture`]: every CPU at a fixed period, drained into [`ring::Record`]s
 //!   with every loss counted;
 //! - [`script`]: `perf record` captures read through `perf script` into
-//!   per-CPU event batches (`kansoku import`, and the lab's replays).
+//!   per-CPU event batches (`kansoku import`, and the lab's replays);
+//! - `sampler`: the sampling loop, every ring drained into per-CPU event
+//!   batches and handed on a second at a time;
+//! - `symbols`: symbolisation (`symbols::Procs`), flame graphs and folded
+//!   stacks; `pprof`: profiles in pprof's format.
 
 pub mod mmap;
 #[cfg(feature = "symbols")]

@@ -8,7 +8,9 @@
 //! matching, aggregation arithmetic — but over all steps of a query at once,
 //! on nanosecond time, so steps go down to the 10 ms kansoku samples at. The
 //! HTTP side (Prometheus's JSON) lives in `api`; the differential test
-//! against a real Prometheus in `tests/differential.rs`.
+//! against a real Prometheus in `tests/differential.rs`. Remote write and
+//! remote read speak snappy-compressed protobuf; the remote write decoder
+//! is fuzzed.
 
 mod aggregate;
 mod binary;

@@ -5,6 +5,11 @@
 //! API. Groups evaluate at their own interval on wall-clock boundaries —
 //! down to 100 ms, where Prometheus stops at seconds — each on its own
 //! thread, handing their samples to a bounded queue like any producer.
+//!
+//! Alerting rules honour `keep_firing_for` and `limit`; each group posts its
+//! view (rule health, active alerts) to a `model::alert::AlertBoard` that the
+//! API lists (`/api/v1/rules`, `/api/v1/alerts`), and counts what it did
+//! (`RuleStats`).
 
 pub mod file;
 mod group;

@@ -5,6 +5,25 @@
 //! [`Options::block_duration`] it is written as an immutable, compressed block
 //! and the WAL segments it covers are deleted. Read path: blocks, then the
 //! head. The store knows nothing of HTTP, the collector or the wire.
+//!
+//! The WAL commits in groups (an appender writes under the writer lock and
+//! fsyncs outside it; appends written meanwhile ride on that fsync,
+//! `wal::GroupSync`) and writes each series definition twice; a segment that
+//! did not replay whole is kept in `wal/damaged/`, never deleted. The head
+//! keeps each series' newest samples raw and seals every 32 before them into
+//! a compressed chunk (`samples::chunk`). A block keeps each entry's place
+//! (`block::Loc`), never its key — keys are interned once per store — and
+//! frames each chunk with its index number, with a compressed copy of the
+//! keys after every 64 chunks, so a block whose index fails is read by
+//! scanning them (`block::recover_block`). Blocks are merged by the hour
+//! (compaction) and carry downsampled tiers (`tier::Tier`); retention removes
+//! the oldest. Range queries (`query::{range, Bucketer}`) take their answers'
+//! columns from a bounded pool that lets go when idle (`query::pool`); freed
+//! memory is given back to the kernel after flushes, merges and pool trims
+//! (`heap`, the crate's only unsafe module). Beside the series sit the
+//! per-CPU event logs (`events::{EventLog, EventQuery}`); `source` is what
+//! readers need of any store, embedded or not: series and samples (`Source`),
+//! profile counts by shape (`EventSource`, `Shape`, `EventCounts`).
 
 mod block;
 mod dir;

@@ -1,19 +1,25 @@
-//! Processes (`kansoku up --processes 1s`): every process's CPU, memory,
-//! storage I/O, faults, context switches and threads from `/proc/PID/{stat,
-//! io,status}` (`procfs`), summed per process name as process-exporter's
-//! `namedprocess_namegroup_*` series, plus `kansoku_process_*` series for
-//! each process above a CPU or memory threshold. Exits are accounted from
-//! the kernel's taskstats records (`taskstats`, read on a thread of its
-//! own): a process that lived 30 ms between two scans still adds its CPU to
-//! its group, and a group's counters never go back when members exit.
-//! A process that execs another program moves to that program's group from
-//! then on. Every cgroup too (`cgroups`: v2, and v1 controllers where
-//! mounted), as cAdvisor's `container_*` series. Cardinality stays
-//! bounded: per-process series only above the threshold and at most
-//! `max_processes` at once (a process's series end with a staleness marker
-//! when it exits), at most `max_groups` names (the rest in `other`);
+//! Processes (`kansoku up --processes 1s`, and `kansoku agent`'s): every
+//! process's CPU, memory, storage I/O, faults, context switches and threads
+//! from `/proc/PID/{stat,io,status}` (`procfs`), summed per process name as
+//! process-exporter's `namedprocess_namegroup_*` series, plus
+//! `kansoku_process_*` series for each process above a CPU or memory
+//! threshold. Exits are accounted from the kernel's taskstats records
+//! (`taskstats`, read on a thread of its own): a process that lived 30 ms
+//! between two scans still adds its CPU to its group, and a group's counters
+//! never go back when members exit. A process that execs another program
+//! moves to that program's group from then on. Every cgroup too (`cgroups`:
+//! v2, and v1 controllers where mounted), as cAdvisor's `container_*` series.
+//! Cardinality stays bounded: per-process series only above the threshold and
+//! at most `max_processes` at once (a process's series end with a staleness
+//! marker when it exits), at most `max_groups` names (the rest in `other`);
 //! everything past a bound is counted. Kernel threads are one group,
 //! `[kernel]`.
+//!
+//! The `/proc` parsers (`procfs::{parse_stat, parse_io, parse_status,
+//! parse_pss}`) and taskstats' records (generic netlink, parsed from bytes by
+//! `taskstats::parse`, into `taskstats::Exit`s) are fuzzed; an ended
+//! process's series ids are reused. `cgroups::hierarchies` finds the
+//! mounted cgroup hierarchies.
 
 pub mod cgroups;
 pub mod procfs;

@@ -16,6 +16,13 @@
 //! loaded by `aya` (pure Rust: no libbpf C library to build on 2 cores).
 //! Where BPF is refused, the same tracepoints are counted with
 //! `perf_event_open` instead (`counts`): counts, no latencies.
+//!
+//! Each histogram is counted into log-linear buckets (`hist`) of a BPF array
+//! that user space maps (`bpf`); futex waits are marked at `sys_enter` from
+//! the call's registers. A BPF task iterator reads every task's run time,
+//! switches, storage bytes, state and kernel-thread mark in one pass for the
+//! processes collector (`tasks`), and `table` makes the paper's table from
+//! the stored histograms.
 
 pub mod block;
 mod bpf;
