@@ -180,7 +180,7 @@ fn fio_on_the_delayed_device_degrades_as_littles_law_says() {
         "--warmup",
         "0",
         "--seconds",
-        "1",
+        "1s",
         "--out",
         out.to_str().unwrap(),
     ]);

@@ -69,8 +69,8 @@ pub struct Args {
     repetitions: usize,
     #[arg(long, default_value_t = 1)]
     warmup: usize,
-    /// Seconds of pgbench per run.
-    #[arg(long, default_value_t = 10)]
+    /// How long pgbench or fio runs each time, in whole seconds (`10s`).
+    #[arg(long, default_value = "10s", value_parser = parse_whole_seconds)]
     seconds: u64,
     /// Requests of redis-benchmark per run (--workload redis).
     #[arg(long, default_value_t = 20_000)]
@@ -364,6 +364,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         (i, w) => bail!(
             "--inject {i} with --workload {w}: redis goes with network, fio with storage, pgbench and --run with storage or preload"
         ),
+    }
+    // The workload's tools, before anything is calibrated (a missing fio
+    // or redis was found only after minutes of calibration).
+    let tools: &[&str] = match (args.run.is_some(), args.workload.as_str()) {
+        (true, _) => &[],
+        (false, "redis") => &["redis-server", "redis-benchmark"],
+        (false, "fio") => &["fio"],
+        (false, _) => &["pgbench"],
+    };
+    for t in tools {
+        perf::script::find_program(t)?;
     }
     let dir = tempfile::Builder::new().prefix("kansoku-latency-").tempdir()?;
     let lib = latency::install(dir.path())?;
@@ -808,5 +819,32 @@ fn sweep(
             timeout: Some("10m".into()),
         },
         telemetry,
+    }
+}
+
+/// A duration of whole seconds, at least one, as pgbench's `-T` and fio's
+/// `--runtime` take it; written like every other duration (`10s`, `1m`).
+fn parse_whole_seconds(s: &str) -> Result<u64, String> {
+    if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() {
+        return Err(format!("{s}: give a duration with its unit, e.g. {s}s"));
+    }
+    let d = crate::parse_dur(s)?;
+    if d.subsec_nanos() != 0 || d.as_secs() == 0 {
+        return Err(format!("{s}: whole seconds, at least 1s (pgbench and fio take seconds)"));
+    }
+    Ok(d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--seconds` is a duration like every other (issue 46: it alone took
+    /// a bare number), in whole seconds as pgbench and fio take them.
+    #[test]
+    fn seconds_are_a_duration_of_whole_seconds() {
+        assert_eq!(super::parse_whole_seconds("10s"), Ok(10));
+        assert_eq!(super::parse_whole_seconds("1m"), Ok(60));
+        assert!(super::parse_whole_seconds("3").unwrap_err().contains("e.g. 3s"));
+        assert!(super::parse_whole_seconds("1500ms").unwrap_err().contains("whole seconds"));
+        assert!(super::parse_whole_seconds("0s").is_err());
     }
 }
