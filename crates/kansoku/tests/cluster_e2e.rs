@@ -144,8 +144,7 @@ fn agent(server: &str, data: &Path, host: &str, extra: &[&str]) -> Proc {
 const READ_TOKEN: &str = "any-host-token-0123456789";
 
 fn json(addr: &str, path: &str) -> serde_json::Value {
-    let sep = if path.contains('?') { '&' } else { '?' };
-    let (status, body) = http_get(addr, &format!("{path}{sep}p={READ_TOKEN}"));
+    let (status, body) = common::http_get_with(addr, path, &format!("Authorization: Token {READ_TOKEN}\r\n"));
     assert_eq!(status, 200, "{path}: {body}");
     serde_json::from_str(&body).unwrap()
 }
