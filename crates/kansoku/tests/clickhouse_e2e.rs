@@ -214,8 +214,8 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
     }
     // A new server, its data directory empty, answers for every host from
     // the store alone: the servers hold no state of their own. Its rules
-    // read the agents' series there too (issue 46: rules saw only the
-    // server's own series).
+    // and verdicts read the agents' series there too (issue 46: rules saw
+    // only the server's own series).
     let rules = dir.path().join("rules.yml");
     std::fs::write(
         &rules,
@@ -231,6 +231,18 @@ fn two_servers_in_front_of_a_replicated_cluster_store_every_batch_once() {
     };
     wait("the recording rule over the agents' series", Duration::from_secs(30), || rule_value().is_some());
     assert_eq!(rule_value(), Some(HOSTS.len() as f64), "the rule counts every agent's series");
+    // A verdict over each agent's series, read from ClickHouse: windows up to
+    // the next whole minute (the agents' few seconds of data may lie in the
+    // minute not yet over, which no finished window holds).
+    let next_minute = (model::Timestamp::now().as_nanos() / 60_000_000_000 + 1) * 60;
+    for host in HOSTS {
+        let path = format!("/api/v1/diagnosis?host={host}&from={}&to={next_minute}&window=1m", next_minute - 3600);
+        let (status, body) = common::http_get(&s3.addr, &path);
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let known = v["windows"].as_array().unwrap().iter().filter(|w| w["verdict"] != "unknown").count();
+        assert!(known > 0, "{host}: no verdict over the agent's series: {body}");
+    }
     let end = number(&ch, "SELECT max(t) FROM k.samples") as i64;
     for host in HOSTS {
         let q = format!("count_over_time(node_load1{{host=\"{host}\"}}[1h])");
