@@ -590,9 +590,6 @@ pub async fn remote_write(
                 ok
             });
         }
-        // A series left with no sample is not created (nor counted
-        // against the writer's new-series limit).
-        series.retain(|(_, samples)| !samples.is_empty());
         let mut points = influx::Points::from_series(series);
         if let Some(host) = forced_host {
             for k in &mut points.keys {

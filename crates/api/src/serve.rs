@@ -54,7 +54,7 @@ struct TimedBody {
 
 /// The error a body that timed out ends with ([`is_body_timeout`]).
 #[derive(Debug)]
-pub struct BodyTimeout(Duration);
+struct BodyTimeout(Duration);
 
 impl std::fmt::Display for BodyTimeout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,7 +65,7 @@ impl std::fmt::Display for BodyTimeout {
 impl std::error::Error for BodyTimeout {}
 
 /// Whether reading a body failed because it timed out.
-pub fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);
     while let Some(e) = cur {
         if e.is::<BodyTimeout>() {
@@ -132,6 +132,11 @@ async fn timed_body(
     axum::extract::State((limits, stats)): axum::extract::State<(ServeLimits, Arc<ServeStats>)>,
     req: axum::extract::Request,
 ) -> axum::extract::Request {
+    use http_body::Body;
+    // Nothing to wait for (a GET): no timer.
+    if req.body().is_end_stream() {
+        return req;
+    }
     let now = tokio::time::Instant::now();
     let deadline = now + limits.body_timeout;
     req.map(|inner| {

@@ -59,10 +59,13 @@ pub struct Points {
 }
 
 impl Points {
-    /// From series, each with its (time, value) samples.
+    /// From series, each with its (time, value) samples; a series without
+    /// any is left out (it would be created, and counted against a
+    /// writer's new-series limit, for nothing).
     pub fn from_series(series: Vec<(SeriesKey, Vec<(i64, f64)>)>) -> Points {
         let mut out = Points { keys: Vec::with_capacity(series.len()), points: Vec::new() };
-        for (id, (key, samples)) in series.into_iter().enumerate() {
+        for (key, samples) in series.into_iter().filter(|(_, s)| !s.is_empty()) {
+            let id = out.keys.len();
             out.keys.push(key);
             out.points.extend(samples.into_iter().map(|(t, v)| (id as u32, t, v)));
         }

@@ -136,21 +136,15 @@ pub fn run(policy: &JobPolicy, start_ns: i64, fields: &[String]) -> Result<Vec<u
     // The start on this process's monotonic clock; at least 5 ms ahead for
     // the workers to set up. A job that arrived late starts late, and its
     // report says so (`began_ns`).
-    let now_wall = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+    let now_wall = clock::realtime_ns();
     let ahead = Duration::from_nanos(start_ns.saturating_sub(now_wall).max(5_000_000) as u64);
     let (wall0, t0) = (SystemTime::now(), Instant::now());
-    let cpu0 = process_cpu_ns();
+    let cpu0 = clock::process_cpu_ns();
     let out = crate::run_at(&cfg, &Arc::new(Progress::default()), t0 + ahead).map_err(|e| format!("the load: {e}"))?;
-    let cpu_ns = process_cpu_ns() - cpu0;
+    let cpu_ns = clock::process_cpu_ns() - cpu0;
     let began = wall0 + out.start.saturating_duration_since(t0);
     let began_ns = began.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
     Ok(Report { began_ns, elapsed: out.elapsed, cpu_ns, recorder: out.recorder }.encode())
-}
-
-/// This process's CPU time (user and system), in ns.
-fn process_cpu_ns() -> i64 {
-    use nix::time::{ClockId, clock_gettime};
-    clock_gettime(ClockId::CLOCK_PROCESS_CPUTIME_ID).map_or(0, |t| t.tv_sec() * 1_000_000_000 + t.tv_nsec())
 }
 
 #[cfg(test)]

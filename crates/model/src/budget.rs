@@ -51,10 +51,6 @@ impl MemoryBudget {
         Arc::clone(GLOBAL.get_or_init(|| MemoryBudget::new(QUERY_MEMORY_DEFAULT)))
     }
 
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     /// Bytes reserved now, by all queries.
     pub fn used(&self) -> usize {
         self.used.load(Relaxed)

@@ -118,7 +118,7 @@ pub(crate) fn aggregate(ev: &Ev<'_, '_>, a: &AggregateExpr, times: &[i64]) -> Re
                             std::collections::hash_map::Entry::Vacant(v) => {
                                 // Up to one series per distinct value: counted
                                 // before it is allocated.
-                                ev.charge(steps)?;
+                                ev.charge_series(steps)?;
                                 v.insert(vec![None; steps])
                             }
                         };

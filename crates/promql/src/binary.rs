@@ -217,7 +217,7 @@ fn vector_vector(
                 std::collections::hash_map::Entry::Vacant(v) => {
                     // Many-to-many matches can make more series than either
                     // side: each counted before it is allocated.
-                    ev.charge(steps)?;
+                    ev.charge_series(steps)?;
                     order.push(v.key().clone());
                     v.insert(vec![None; steps])
                 }

@@ -158,6 +158,7 @@ impl<'a> Engine<'a> {
             end,
             read: std::cell::Cell::new(0),
             points: std::cell::Cell::new(0),
+            counted: std::cell::Cell::new(0),
             deadline,
             held: self.budget.reservation(),
         };
@@ -286,6 +287,9 @@ pub(crate) struct Ev<'e, 'a> {
     read: std::cell::Cell<usize>,
     /// Points computed so far (against [`Limits::points`]).
     points: std::cell::Cell<usize>,
+    /// Points the node being evaluated has already counted as it made its
+    /// series ([`Ev::charge_series`]): not counted again for its output.
+    counted: std::cell::Cell<usize>,
     /// When the query must have finished.
     deadline: std::time::Instant,
     /// What this query holds of the memory budget.
@@ -328,14 +332,18 @@ impl Ev<'_, '_> {
     /// the query's limits, and the deadline checked, at every node.
     pub fn eval(&self, e: &Expr, times: &[i64]) -> Result<Value> {
         self.check_deadline("evaluating")?;
-        let v = self.eval_node(e, times)?;
+        // Inner nodes keep their own count; this node's is restored after.
+        let outer = self.counted.replace(0);
+        let v = self.eval_node(e, times);
+        let counted = self.counted.replace(outer);
+        let v = v?;
         let points = match &v {
             Value::Scalar(s) => s.len(),
             Value::Vector(vs) => vs.len().saturating_mul(times.len()),
             Value::Matrix(m) => m.iter().map(|(_, s)| s.len()).sum(),
             Value::String(_) => 0,
         };
-        self.charge(points)?;
+        self.charge(points.saturating_sub(counted))?;
         Ok(v)
     }
 
@@ -350,10 +358,18 @@ impl Ev<'_, '_> {
         Ok(())
     }
 
+    /// Counts a series of `steps` points the current node is about to make,
+    /// before it is allocated (`count_values`, vector matching: one call
+    /// per new series); the node's output is then not counted again.
+    pub fn charge_series(&self, steps: usize) -> Result<()> {
+        self.charge(steps)?;
+        self.counted.set(self.counted.get().saturating_add(steps));
+        Ok(())
+    }
+
     /// Counts `points` computed (series × steps) against the query's limit
-    /// and the memory budget, before they are allocated where the caller
-    /// can (`count_values`, vector matching: one call per new series).
-    pub fn charge(&self, points: usize) -> Result<()> {
+    /// and the memory budget.
+    fn charge(&self, points: usize) -> Result<()> {
         let limit = self.engine.limits.points;
         self.tally(&self.points, points, limit, "computes", "points (series × steps)", "or use a longer step")
     }

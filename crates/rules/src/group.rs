@@ -466,15 +466,20 @@ mod tests {
     use super::*;
     use store::Store;
 
+    /// A store without fsyncs in a directory of its own.
+    fn test_store() -> (tempfile::TempDir, Arc<Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = store::Options { fsync: store::FsyncPolicy::Never, ..Default::default() };
+        let store = Arc::new(Store::open(dir.path(), opts).unwrap());
+        (dir, store)
+    }
+
     const S: i64 = 1_000_000_000;
     const T0: i64 = 1_800_000_000 * S;
 
     #[test]
     fn alerts_go_pending_firing_resolved_and_their_series_end_with_a_marker() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(
-            Store::open(dir.path(), store::Options { fsync: store::FsyncPolicy::Never, ..Default::default() }).unwrap(),
-        );
+        let (_dir, store) = test_store();
         let spec: crate::RuleFile = serde_norway::from_str(
             "groups:\n- name: g\n  rules:\n  - record: x:doubled\n    expr: x * 2\n  - alert: High\n    expr: x > 5\n    for: 2s\n    labels: {severity: page}\n    annotations: {summary: 'x is {{ $value }} on {{ $labels.h }}'}\n",
         )
@@ -537,10 +542,7 @@ mod tests {
     /// series) than it allows — its alerts forgotten, its error shown.
     #[test]
     fn keep_firing_for_and_limit() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(
-            Store::open(dir.path(), store::Options { fsync: store::FsyncPolicy::Never, ..Default::default() }).unwrap(),
-        );
+        let (_dir, store) = test_store();
         let spec: crate::RuleFile = serde_norway::from_str(
             "groups:\n- name: g\n  limit: 1\n  rules:\n  - alert: Kept\n    expr: x{h=\"n1\"} > 5\n    keep_firing_for: 2s\n  - alert: Many\n    expr: x > 0\n  - record: x:all\n    expr: x\n",
         )
@@ -593,10 +595,7 @@ mod tests {
     /// goes on.
     #[test]
     fn a_rule_past_the_query_limits_fails_and_is_counted() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(
-            Store::open(dir.path(), store::Options { fsync: store::FsyncPolicy::Never, ..Default::default() }).unwrap(),
-        );
+        let (_dir, store) = test_store();
         let spec: crate::RuleFile = serde_norway::from_str(
             "groups:\n- name: g\n  rules:\n  - record: bomb\n    expr: count(count_over_time(count_values(\"v\", vector(time()))[6h:1s]))\n  - record: one\n    expr: vector(1)\n",
         )
