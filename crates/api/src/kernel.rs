@@ -68,7 +68,7 @@ pub async fn syscalls(
 type Grew = (Vec<(f64, f64)>, f64, f64);
 
 /// Every system call's row on `host` over `[from, to]`, by total time.
-fn table(store: &dyn store::Source, host: &str, from: i64, to: i64) -> Result<Vec<trace::table::Row>, ApiError> {
+fn table(store: &dyn source::Source, host: &str, from: i64, to: i64) -> Result<Vec<trace::table::Row>, ApiError> {
     let esc = host.replace('\\', "\\\\").replace('"', "\\\"");
     let sel = Selector::parse(&format!("{{__name__=~\"kernel_syscall_seconds_.*\",host=\"{esc}\"}}"))
         .map_err(|e| ApiError::BadRequest(format!("host: {e}")))?;

@@ -69,9 +69,9 @@ pub struct ApiState {
     pub store: Arc<Store>,
     /// What queries read: the store itself, or on `kansoku server --store
     /// clickhouse://…` the ClickHouse cluster the agents' data goes to.
-    pub reader: Arc<dyn store::Source>,
+    pub reader: Arc<dyn source::Source>,
     /// What profiles count: the store's event log, or ClickHouse's events.
-    pub events: Arc<dyn store::source::EventSource>,
+    pub events: Arc<dyn source::EventSource>,
     /// Each acknowledged append, for the live tail.
     pub live: broadcast::Sender<Arc<Appended>>,
     /// On a server in front of ClickHouse: the live tail polls `reader`

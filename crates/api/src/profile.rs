@@ -21,8 +21,8 @@ use axum::extract::{Query, State};
 use axum::response::IntoResponse;
 use model::{Selector, Timestamp};
 use perf::symbols::Procs;
-use store::events::EventQuery;
-use store::source::{EventCounts, EventsError, Shape};
+use source::EventQuery;
+use source::{EventCounts, EventsError, Shape};
 
 use crate::{ApiError, ApiState};
 
@@ -197,7 +197,7 @@ pub async fn timeline(
     let shape = Shape::Timeline { buckets: req.buckets };
     let v = count(&st, req, shape, |req, c, procs| {
         let (from, to) = (req.query.from, req.query.to);
-        let width = store::source::bucket_width(&req.query, req.buckets);
+        let width = source::bucket_width(&req.query, req.buckets);
         let mut names: HashMap<u32, String> = HashMap::new();
         let cpus: Vec<serde_json::Value> = c
             .cells

@@ -432,7 +432,7 @@ async fn matching(st: &ApiState, p: Vec<(String, String)>) -> Result<Vec<Labels>
 }
 
 /// Every series (id, key) any selector matches, each once.
-fn matched(store: &dyn store::Source, sels: &[Selector]) -> Result<Vec<(u32, model::SeriesKey)>, PromError> {
+fn matched(store: &dyn source::Source, sels: &[Selector]) -> Result<Vec<(u32, model::SeriesKey)>, PromError> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for sel in sels {

@@ -118,7 +118,9 @@ pub fn parse_range_query(params: &HashMap<String, String>, now: Timestamp) -> Re
             return Err(ApiError::BadRequest(format!("rate must be true or false, not {other:?}")));
         }
     };
-    let aggs = get("agg").map_or(Ok(Vec::new()), |a| a.split(',').map(str::parse::<Agg>).collect())?;
+    let aggs = get("agg")
+        .map_or(Ok(Vec::new()), |a| a.split(',').map(str::parse::<Agg>).collect())
+        .map_err(store::query::QueryError::from)?;
     if !aggs.is_empty() && step_ns.is_none() && points.is_none() {
         return Err(ApiError::BadRequest("agg needs step or points (aggregation is per bucket)".into()));
     }

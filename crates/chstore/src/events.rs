@@ -12,8 +12,8 @@
 use std::collections::HashMap;
 
 use codec::events::{MapInfo, ProcInfo};
-use store::events::EventQuery;
-use store::source::{EventCounts, EventSource, EventsError, Shape, bucket_width};
+use source::EventQuery;
+use source::{EventCounts, EventSource, EventsError, Shape, bucket_width};
 
 use crate::reader::{Reader, Rows};
 

@@ -10,8 +10,8 @@
 //! text out, failing over among the addresses given), the writer a server's
 //! ingest calls per batch (`writer`: deterministic blocks, so a batch resent
 //! through another server is deduplicated by the replicated tables), the
-//! reader queries use (`reader`: series and samples as `store::Source`;
-//! `events`: profiles counted by SQL as `store::source::EventSource`), and a
+//! reader queries use (`reader`: series and samples as `source::Source`;
+//! `events`: profiles counted by SQL as `source::EventSource`), and a
 //! cluster on loopback for tests and the lab (`local`).
 //!
 //! The series dictionary is keyed by the key's hash (`series_id`, so every

@@ -1,6 +1,6 @@
 //! What queries read on a server in front of ClickHouse: series by
 //! selector from the dictionary (held in memory, reloaded when it grew),
-//! samples and tiers by SQL, as `store::Source`, so PromQL, InfluxQL, the
+//! samples and tiers by SQL, as `source::Source`, so PromQL, InfluxQL, the
 //! range API and the diagnosis run unchanged. `Both` puts the server's own
 //! embedded series (its ingest figures, the agents' clock offsets) beside
 //! them.
@@ -14,10 +14,10 @@ use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use model::{Selector, SeriesKey, Timestamp};
-use store::Source;
-use store::query::Agg;
-use store::source::Buckets;
-use store::tier::Tier;
+use source::Agg;
+use source::Buckets;
+use source::Source;
+use source::tier::Tier;
 
 use crate::client::{Client, Error};
 use crate::schema::TIERS;
@@ -405,14 +405,14 @@ impl<A: Source, B: Source> Source for Both<A, B> {
 }
 
 /// Two event sources as one: both counted, the counts added.
-impl<A: store::source::EventSource, B: store::source::EventSource> store::source::EventSource for Both<A, B> {
+impl<A: source::EventSource, B: source::EventSource> source::EventSource for Both<A, B> {
     fn count(
         &self,
-        q: &store::events::EventQuery,
+        q: &source::EventQuery,
         pid: Option<u32>,
-        shape: store::source::Shape,
+        shape: source::Shape,
         max: u64,
-    ) -> Result<store::source::EventCounts, store::source::EventsError> {
+    ) -> Result<source::EventCounts, source::EventsError> {
         let mut a = self.0.count(q, pid, shape, max)?;
         a.merge(self.1.count(q, pid, shape, max)?);
         Ok(a)

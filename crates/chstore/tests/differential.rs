@@ -212,8 +212,8 @@ fn event_batches(cpus: u32, seconds: i64) -> Vec<codec::events::EventBatch> {
 
 #[test]
 fn profiles_count_alike_from_either_store() {
-    use store::events::EventQuery;
-    use store::source::{EventSource, Shape};
+    use source::EventQuery;
+    use source::{EventSource, Shape};
 
     let dir = tempfile::tempdir().unwrap();
     let cluster = LocalCluster::start(&dir.path().join("ch"), 1, 1).unwrap();

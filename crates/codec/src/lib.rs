@@ -8,6 +8,7 @@
 //! decoder here takes outside bytes and is fuzzed (`fuzz/`); formats are in
 //! `docs/format/`.
 
+pub mod decimal;
 pub mod events;
 pub mod frame;
 pub mod varint;

@@ -90,7 +90,7 @@ fn columns(e: &Engine, q: &str, (start, end, step): (i64, i64, i64)) -> BTreeMap
 /// `start + window`, … up to `end`: one PromQL range query per feature,
 /// grouped by host, however many hosts there are.
 pub fn features_by_host(
-    store: &dyn store::Source,
+    store: &dyn source::Source,
     matcher: &str,
     start: i64,
     end: i64,
@@ -177,7 +177,7 @@ pub fn features_by_host(
 /// The features of `host` for each window of `window_ns` ending at
 /// `start`, `start + window`, … up to `end` (windows without data have
 /// every feature None).
-pub fn features(store: &dyn store::Source, host: &str, start: i64, end: i64, window_ns: i64) -> Vec<Features> {
+pub fn features(store: &dyn source::Source, host: &str, start: i64, end: i64, window_ns: i64) -> Vec<Features> {
     let h = host.replace('\\', "\\\\").replace('"', "\\\"");
     features_by_host(store, &format!("host=\"{h}\""), start, end, window_ns).remove(host).unwrap_or_else(|| {
         let n = ((end - start) / window_ns + 1) as usize;

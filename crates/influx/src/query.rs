@@ -16,7 +16,7 @@ use crate::{FIELD_LABEL, TYPE_LABEL};
 /// Runs one statement; `databases` holds those created here. `epoch`:
 /// numeric times in that unit (ns per unit), else RFC 3339 strings.
 pub fn execute(
-    store: &dyn store::Source,
+    store: &dyn source::Source,
     st: &Statement,
     db: Option<&str>,
     epoch: Option<i64>,
@@ -71,7 +71,7 @@ fn series_of_names(name: &str, names: BTreeSet<String>) -> Value {
 }
 
 /// Every series written by line protocol into `db`.
-fn db_series(store: &dyn store::Source, db: &str) -> Result<Vec<(u32, SeriesKey)>, String> {
+fn db_series(store: &dyn source::Source, db: &str) -> Result<Vec<(u32, SeriesKey)>, String> {
     Ok(store.series(&Selector {
         matchers: vec![
             model::Matcher::new(FIELD_LABEL, model::MatchOp::NotEqual, "").map_err(|e| e.to_string())?,
@@ -146,7 +146,7 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    pub(crate) fn read(store: &dyn store::Source, db: &str, s: &Select) -> Result<Table, String> {
+    pub(crate) fn read(store: &dyn source::Source, db: &str, s: &Select) -> Result<Table, String> {
         let all: Vec<(u32, SeriesKey)> =
             db_series(store, db)?.into_iter().filter(|(_, k)| measurement_of(k) == Some(&s.measurement)).collect();
         let field_names: BTreeSet<&str> = all.iter().filter_map(|(_, k)| k.get(FIELD_LABEL)).collect();
@@ -448,7 +448,7 @@ fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
 
 /// `SHOW SERIES [FROM m] [WHERE tags]`: each series key (`m,tag=v,…`, tags
 /// in name order) once, whatever its fields.
-fn show_series(store: &dyn store::Source, db: &str, from: Option<&str>, cond: Option<&Expr>) -> Result<Value, String> {
+fn show_series(store: &dyn source::Source, db: &str, from: Option<&str>, cond: Option<&Expr>) -> Result<Value, String> {
     let esc = |s: &str| s.replace(',', "\\,").replace(' ', "\\ ").replace('=', "\\=");
     let mut keys = BTreeSet::new();
     let no_fields = BTreeSet::new();
@@ -476,7 +476,7 @@ fn show_series(store: &dyn store::Source, db: &str, from: Option<&str>, cond: Op
 
 /// `SHOW TAG KEYS`, `SHOW FIELD KEYS`, `SHOW TAG VALUES WITH KEY …`: one
 /// series per measurement, names in order, as InfluxDB answers them.
-fn show_keys(store: &dyn store::Source, db: &str, measurement: Option<&str>, st: &Statement) -> Result<Value, String> {
+fn show_keys(store: &dyn source::Source, db: &str, measurement: Option<&str>, st: &Statement) -> Result<Value, String> {
     // measurement -> rows
     let mut out: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
     for (_, k) in db_series(store, db)? {

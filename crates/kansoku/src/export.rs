@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use codec::events::Want;
 use model::{Selector, SeriesKey, Timestamp, parse_time};
+use source::EventQuery;
 use store::Store;
-use store::events::EventQuery;
 
 use crate::read::csv_field;
 

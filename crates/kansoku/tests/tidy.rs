@@ -110,6 +110,7 @@ fn seed_papers_are_named_as_they_are_filed() {
 const LAYERS: &[&[&str]] = &[
     &["model", "clock", "client"],
     &["codec"],
+    &["source"],
     &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits", "tasks", "synth"],
     &["symstore", "chstore"],
     &["influx", "cluster", "promql", "latency"],

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clock::thread_cpu_ns;
 use model::{Selector, SeriesKey, Timestamp};
+use source::{EventSource, Shape};
 use store::query::range;
-use store::source::{EventSource, Shape};
 use store::{Appender, Store};
 
 #[derive(clap::Args, Debug)]
@@ -245,7 +245,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         r.clickhouse_bytes_per_event = total / r.events as f64;
         // 5. Profiles over every event: counted by the embedded store's scan,
         // and by ClickHouse's GROUP BY.
-        let q = store::events::EventQuery {
+        let q = source::EventQuery {
             streams: Selector::parse(r#"{__name__="perf_cpu_clock",host="synth-000"}"#)?,
             cpus: Vec::new(),
             from: start,
@@ -321,7 +321,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 #[derive(Debug)]
 struct PerSeries<'a>(&'a chstore::Reader);
 
-impl store::Source for PerSeries<'_> {
+impl source::Source for PerSeries<'_> {
     fn series_limited(&self, sel: &Selector, limit: usize) -> (Vec<(u32, SeriesKey)>, usize) {
         self.0.series_limited(sel, limit)
     }
@@ -334,7 +334,7 @@ impl store::Source for PerSeries<'_> {
         self.0.tiers()
     }
 
-    fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> store::tier::Tier {
+    fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> source::tier::Tier {
         self.0.read_tier(id, res, from, to)
     }
 }

@@ -30,7 +30,7 @@ use anyhow::{Context, bail};
 use clock::thread_cpu_ns;
 use codec::events::{Column, Encoding, EventBatch};
 use model::{Selector, SeriesKey};
-use store::events::EventQuery;
+use source::EventQuery;
 use store::query::{RangeQuery, range};
 use store::{Appender, Store};
 
@@ -375,7 +375,7 @@ pub(crate) fn bench_store_options() -> store::Options {
 /// series of two synthetic hosts over `span` from `start`, 2,000 buckets of
 /// min/max/avg.
 pub(crate) fn budget_query(start: i64, span: Duration) -> store::query::RangeQuery {
-    use store::query::Agg;
+    use source::Agg;
     store::query::RangeQuery {
         selector: model::Selector::parse(r#"node_cpu_seconds_total{host=~"synth-00[01]"}"#).expect("a valid selector"),
         from: model::Timestamp(start),

@@ -82,7 +82,7 @@ impl Default for Limits {
 
 #[derive(Debug)]
 pub struct Engine<'a> {
-    store: &'a dyn store::Source,
+    store: &'a dyn source::Source,
     pub lookback: i64,
     pub limits: Limits,
     /// What all queries hold together ([`MemoryBudget::global`] unless set).
@@ -117,7 +117,7 @@ impl Matrix {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(store: &'a dyn store::Source) -> Engine<'a> {
+    pub fn new(store: &'a dyn source::Source) -> Engine<'a> {
         Engine { store, lookback: LOOKBACK_NS, limits: Limits::default(), budget: MemoryBudget::global() }
     }
 

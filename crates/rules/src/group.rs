@@ -92,7 +92,7 @@ pub struct Group {
     alerts: Vec<HashMap<Labels, Active>>,
     /// What the rules read: the embedded store, or on a server in front of
     /// ClickHouse the agents' series there beside the server's own.
-    store: Arc<dyn store::Source>,
+    store: Arc<dyn source::Source>,
     notify: Option<SyncSender<Vec<Alert>>>,
     stats: Arc<RuleStats>,
     ids: Ids,
@@ -115,7 +115,7 @@ impl Group {
     pub fn new(
         spec: &file::Group,
         default_interval: Duration,
-        store: Arc<dyn store::Source>,
+        store: Arc<dyn source::Source>,
         alertmanager: Option<Alertmanager>,
         stats: Arc<RuleStats>,
     ) -> std::io::Result<Group> {

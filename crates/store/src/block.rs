@@ -609,6 +609,7 @@ pub fn read_chunk(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tier::TierBytes;
 
     fn sample_block(dir: &Path) -> BlockMeta {
         let a = SeriesKey::new("a", [("host", "h")]);

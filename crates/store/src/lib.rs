@@ -21,10 +21,11 @@
 //! columns from a bounded pool that lets go when idle (`query::pool`); freed
 //! memory is given back to the kernel after flushes, merges and pool trims
 //! (`heap`, the crate's only unsafe module). Beside the series sit the
-//! per-CPU event logs (`events::{EventLog, EventQuery}`); `source` is what
-//! readers need of any store, embedded or not: series and samples (`Source`),
-//! profile counts by shape (`EventSource`, `Shape`, `EventCounts`).
+//! per-CPU event logs (`events::{EventLog, EventQuery}`). Readers read it
+//! through the `source` crate's interface (`as_source`), as they read
+//! ClickHouse.
 
+mod as_source;
 mod block;
 mod dir;
 pub mod events;
@@ -33,7 +34,6 @@ pub mod heap;
 mod open_files;
 pub mod query;
 pub mod samples;
-pub mod source;
 mod store;
 pub mod tier;
 pub mod wal;
@@ -41,7 +41,6 @@ pub mod wal;
 use std::path::PathBuf;
 
 pub use block::{BlockError, BlockMeta, read_block_meta};
-pub use source::Source;
 pub use store::{
     Appended, Appender, DiskBudget, DiskUsage, FsyncPolicy, Options, Retention, SERIES_MAX_DEFAULT, Store, StoreStats,
 };

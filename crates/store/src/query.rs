@@ -2,6 +2,7 @@
 //! column per series (uPlot's data layout), raw or downsampled into buckets,
 //! with counter rates derived at query time (the store keeps raw counters).
 
+pub use source::Agg;
 use std::str::FromStr;
 
 use model::{Selector, SeriesKey, Timestamp};
@@ -16,45 +17,10 @@ pub const QUERY_CELLS_MAX: usize = 50_000_000;
 /// (`Timestamp::is_storable`), bucket arithmetic stays far inside `i64`.
 pub const STEP_NS_MAX: i64 = 3650 * 86_400 * 1_000_000_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Agg {
-    Min,
-    Max,
-    Avg,
-    Last,
-    Count,
-}
-
-impl Agg {
-    pub fn name(self) -> &'static str {
-        match self {
-            Agg::Min => "min",
-            Agg::Max => "max",
-            Agg::Avg => "avg",
-            Agg::Last => "last",
-            Agg::Count => "count",
-        }
-    }
-}
-
-impl FromStr for Agg {
-    type Err = QueryError;
-    fn from_str(s: &str) -> Result<Agg, QueryError> {
-        Ok(match s {
-            "min" => Agg::Min,
-            "max" => Agg::Max,
-            "avg" => Agg::Avg,
-            "last" => Agg::Last,
-            "count" => Agg::Count,
-            other => return Err(QueryError::BadAgg(other.to_owned())),
-        })
-    }
-}
-
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum QueryError {
-    #[error("unknown aggregation {0:?}: use min, max, avg, last or count")]
-    BadAgg(String),
+    #[error(transparent)]
+    BadAgg(#[from] source::BadAgg),
     #[error("empty time range: from ({from}) is after to ({to})")]
     EmptyRange { from: Timestamp, to: Timestamp },
     #[error("selector matches {0} series (limit {QUERY_SERIES_MAX}); narrow it with more labels")]
@@ -231,7 +197,7 @@ pub struct FrameSeries {
     pub values: Vec<Option<f64>>,
 }
 
-pub fn range(store: &dyn crate::Source, q: &RangeQuery) -> Result<Frame, QueryError> {
+pub fn range(store: &dyn source::Source, q: &RangeQuery) -> Result<Frame, QueryError> {
     if q.from > q.to {
         return Err(QueryError::EmptyRange { from: q.from, to: q.to });
     }

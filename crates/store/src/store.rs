@@ -22,7 +22,7 @@ use crate::dir;
 use crate::events::EventLog;
 use crate::head::Head;
 use crate::open_files::OpenFiles;
-use crate::tier::{self, Tier};
+use crate::tier::{self, Tier, TierBytes};
 use crate::wal::{WalWriter, encode_samples, encode_series, list_segments};
 
 mod compact;

@@ -11,134 +11,16 @@
 
 use model::SeriesKey;
 
-use crate::samples::chunk::decode;
-use crate::samples::{ChunkError, Grid, decimal_scale, decode_values, encode_chunk, round_decimal};
+use crate::samples::chunk;
+use crate::samples::{ChunkError, Grid, decode_values, encode_chunk};
 use codec::varint::{Reader, put_u64};
 
 pub const TIER_LABEL: &str = "__tier__";
 
-pub const SECOND: i64 = 1_000_000_000;
-pub const MINUTE: i64 = 60 * SECOND;
+pub use source::tier::{AGGS, MINUTE, SECOND, Scale, Tier, TierAgg};
 
 /// The tier resolutions a store can keep, finest first.
 pub const RESOLUTIONS: [(i64, &str); 2] = [(SECOND, "1s"), (MINUTE, "1m")];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TierAgg {
-    Min,
-    Max,
-    Sum,
-    Count,
-}
-
-pub const AGGS: [TierAgg; 4] = [TierAgg::Min, TierAgg::Max, TierAgg::Sum, TierAgg::Count];
-
-/// One tier of one series over some range: a point per non-empty period,
-/// stamped with the period's start.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Tier {
-    pub ts: Vec<i64>,
-    pub min: Vec<f64>,
-    pub max: Vec<f64>,
-    pub sum: Vec<f64>,
-    pub count: Vec<f64>,
-    /// What `min` and `max` are to be divided by: 1 (they are the values)
-    /// except in a part a query folds into buckets
-    /// ([`Tier::decode_for_folding`]).
-    pub scale: Scale,
-}
-
-/// Divisors of a tier's `min` and `max` columns.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Scale {
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Scale {
-    pub const UNIT: Scale = Scale { min: 1.0, max: 1.0 };
-}
-
-impl Default for Scale {
-    fn default() -> Scale {
-        Scale::UNIT
-    }
-}
-
-impl Tier {
-    pub fn column(&self, agg: TierAgg) -> &[f64] {
-        match agg {
-            TierAgg::Min => &self.min,
-            TierAgg::Max => &self.max,
-            TierAgg::Sum => &self.sum,
-            TierAgg::Count => &self.count,
-        }
-    }
-
-    pub fn column_mut(&mut self, agg: TierAgg) -> &mut Vec<f64> {
-        self.parts_mut(agg).1
-    }
-
-    /// Aggregates raw samples (time-ordered) into periods of `res` ns.
-    /// Where the samples are decimals (counters in hundredths, say), each
-    /// sum is rounded to their decimals: exact, and stored as compactly and
-    /// decoded as fast as the samples themselves.
-    pub fn build(ts: &[i64], vals: &[f64], res: i64) -> Tier {
-        let mut t = Tier::default();
-        let scale = decimal_scale(vals);
-        let mut i = 0;
-        while i < ts.len() {
-            let start = ts[i] - ts[i].rem_euclid(res);
-            // The last period of i64 has no end: it takes the rest.
-            let j = match start.checked_add(res) {
-                Some(end) => i + ts[i..].partition_point(|&x| x < end),
-                None => ts.len(),
-            };
-            // Staleness markers end a series; they are not samples.
-            let period = &vals[i..j];
-            let v = || period.iter().copied().filter(|v| v.to_bits() != model::STALE_NAN);
-            i = j;
-            let count = v().count();
-            if count == 0 {
-                continue;
-            }
-            t.ts.push(start);
-            t.min.push(v().fold(f64::INFINITY, f64::min));
-            t.max.push(v().fold(f64::NEG_INFINITY, f64::max));
-            let sum = v().sum();
-            t.sum.push(scale.map_or(sum, |k| round_decimal(sum, k)));
-            t.count.push(count as f64);
-        }
-        t
-    }
-
-    /// Appends `other`, which starts after this one ends (or merges a period
-    /// both hold, as happens when a block boundary falls inside a second).
-    pub fn extend(&mut self, other: &Tier) {
-        debug_assert_eq!(self.scale, Scale::UNIT, "BUG: extending a tier left undivided");
-        // `other`'s minima and maxima divided as they are copied; by 1 (its
-        // values, or an XOR column) left as they are, to the bit (dividing
-        // would quiet a signalling NaN).
-        let divided = |v: f64, by: f64| if by == 1.0 { v } else { v / by };
-        let (min, max) = (|v| divided(v, other.scale.min), |v| divided(v, other.scale.max));
-        let mut k = 0;
-        if let (Some(&last), Some(&first)) = (self.ts.last(), other.ts.first())
-            && last == first
-        {
-            let n = self.ts.len() - 1;
-            self.min[n] = self.min[n].min(min(other.min[0]));
-            self.max[n] = self.max[n].max(max(other.max[0]));
-            self.sum[n] += other.sum[0];
-            self.count[n] += other.count[0];
-            k = 1;
-        }
-        self.ts.extend_from_slice(&other.ts[k..]);
-        self.min.extend(other.min[k..].iter().map(|&v| min(v)));
-        self.max.extend(other.max[k..].iter().map(|&v| max(v)));
-        self.sum.extend_from_slice(&other.sum[k..]);
-        self.count.extend_from_slice(&other.count[k..]);
-    }
-}
 
 /// The key of the tier entry of the raw entry at `raw_index`.
 pub fn tier_key(raw_index: usize, res_name: &str) -> SeriesKey {
@@ -155,9 +37,17 @@ pub fn parse_tier_key(key: &SeriesKey) -> Option<(usize, i64)> {
     Some((idx.parse().ok()?, res))
 }
 
-impl Tier {
+/// A tier's bytes in a block: its four columns as length-prefixed chunks
+/// (docs/format/block.md).
+pub trait TierBytes {
+    fn encode(&self) -> Vec<u8>;
+    fn decode_into(&mut self, data: &[u8], n: usize, from: i64, to: i64) -> Result<(), ChunkError>;
+    fn decode_for_folding(&mut self, data: &[u8], n: usize, from: i64, to: i64) -> Result<(), ChunkError>;
+}
+
+impl TierBytes for Tier {
     /// The four columns as length-prefixed chunks.
-    pub fn encode(&self) -> Vec<u8> {
+    fn encode(&self) -> Vec<u8> {
         debug_assert_eq!(self.scale, Scale::UNIT, "BUG: encoding a tier left undivided");
         let mut out = Vec::new();
         for agg in AGGS {
@@ -168,98 +58,88 @@ impl Tier {
         out
     }
 
-    /// Decodes a tier entry of `n` periods, keeping those starting in `[from, to]`.
-    pub fn decode(data: &[u8], n: usize, from: i64, to: i64) -> Result<Tier, ChunkError> {
-        let mut t = Tier::default();
-        t.decode_into(data, n, from, to)?;
-        Ok(t)
-    }
-
     /// [`Tier::decode`] into this tier's buffers (emptied first): a reader
     /// going through many entries allocates once.
-    pub fn decode_into(&mut self, data: &[u8], n: usize, from: i64, to: i64) -> Result<(), ChunkError> {
-        self.decode_scaled(data, n, from, to, false)
+    fn decode_into(&mut self, data: &[u8], n: usize, from: i64, to: i64) -> Result<(), ChunkError> {
+        decode_scaled(self, data, n, from, to, false)
     }
 
     /// [`Tier::decode_into`], but decimal `min` and `max` columns are left
     /// as integers, their divisors in [`Tier::scale`]: a query folding
     /// periods into buckets divides once a bucket, not once a period.
-    pub fn decode_for_folding(&mut self, data: &[u8], n: usize, from: i64, to: i64) -> Result<(), ChunkError> {
-        self.decode_scaled(data, n, from, to, true)
+    fn decode_for_folding(&mut self, data: &[u8], n: usize, from: i64, to: i64) -> Result<(), ChunkError> {
+        decode_scaled(self, data, n, from, to, true)
     }
+}
 
-    fn decode_scaled(&mut self, data: &[u8], n: usize, from: i64, to: i64, fold: bool) -> Result<(), ChunkError> {
-        self.scale = Scale::UNIT;
-        self.ts.clear();
-        for agg in AGGS {
-            self.column_mut(agg).clear();
-        }
-        let mut r = Reader::new(data);
-        // The four columns share their timestamps: decoded from the first,
-        // and where that is a regular grid, only checked against it in the others.
-        let mut grid: Option<Grid> = None;
-        let mut other_ts = Vec::new();
-        for agg in AGGS {
-            let len = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Truncated)?;
-            let chunk = r.bytes(len).ok_or(ChunkError::Truncated)?;
-            let divide = !(fold && matches!(agg, TierAgg::Min | TierAgg::Max));
-            let (ts, column) = self.parts_mut(agg);
-            let divisor = match grid {
-                Some(g) if g.step != 0 => {
-                    let (got, divisor) = decode_values(chunk, column, divide)?;
-                    if got != g {
-                        return Err(ChunkError::Header("tier columns disagree"));
-                    }
-                    divisor
+/// Decodes a tier entry of `n` periods, keeping those starting in `[from, to]`.
+pub fn decode(data: &[u8], n: usize, from: i64, to: i64) -> Result<Tier, ChunkError> {
+    let mut t = Tier::default();
+    t.decode_into(data, n, from, to)?;
+    Ok(t)
+}
+
+fn decode_scaled(t: &mut Tier, data: &[u8], n: usize, from: i64, to: i64, fold: bool) -> Result<(), ChunkError> {
+    t.scale = Scale::UNIT;
+    t.ts.clear();
+    for agg in AGGS {
+        t.column_mut(agg).clear();
+    }
+    let mut r = Reader::new(data);
+    // The four columns share their timestamps: decoded from the first,
+    // and where that is a regular grid, only checked against it in the others.
+    let mut grid: Option<Grid> = None;
+    let mut other_ts = Vec::new();
+    for agg in AGGS {
+        let len = usize::try_from(r.u64().ok_or(ChunkError::Truncated)?).map_err(|_| ChunkError::Truncated)?;
+        let chunk = r.bytes(len).ok_or(ChunkError::Truncated)?;
+        let divide = !(fold && matches!(agg, TierAgg::Min | TierAgg::Max));
+        let (ts, column) = t.parts_mut(agg);
+        let divisor = match grid {
+            Some(g) if g.step != 0 => {
+                let (got, divisor) = decode_values(chunk, column, divide)?;
+                if got != g {
+                    return Err(ChunkError::Header("tier columns disagree"));
                 }
-                Some(_) => {
-                    other_ts.clear();
-                    let (_, divisor) = decode(chunk, Some(&mut other_ts), column, divide)?;
-                    if other_ts != *ts {
-                        return Err(ChunkError::Header("tier columns disagree"));
-                    }
-                    divisor
-                }
-                None => {
-                    ts.reserve(n);
-                    let (g, divisor) = decode(chunk, Some(ts), column, divide)?;
-                    if ts.len() != n {
-                        return Err(ChunkError::Header("tier columns disagree"));
-                    }
-                    grid = Some(g);
-                    divisor
-                }
-            };
-            match agg {
-                TierAgg::Min => self.scale.min = divisor,
-                TierAgg::Max => self.scale.max = divisor,
-                TierAgg::Sum | TierAgg::Count => {}
+                divisor
             }
-        }
-        if r.remaining() != 0 {
-            return Err(ChunkError::Header("trailing bytes after the tier"));
-        }
-        let lo = self.ts.partition_point(|&x| x < from);
-        let hi = self.ts.partition_point(|&x| x <= to);
-        for agg in AGGS {
-            let c = self.column_mut(agg);
-            c.truncate(hi);
-            c.drain(..lo);
-        }
-        self.ts.truncate(hi);
-        self.ts.drain(..lo);
-        Ok(())
-    }
-
-    /// The timestamps and one column, both mutable.
-    fn parts_mut(&mut self, agg: TierAgg) -> (&mut Vec<i64>, &mut Vec<f64>) {
+            Some(_) => {
+                other_ts.clear();
+                let (_, divisor) = chunk::decode(chunk, Some(&mut other_ts), column, divide)?;
+                if other_ts != *ts {
+                    return Err(ChunkError::Header("tier columns disagree"));
+                }
+                divisor
+            }
+            None => {
+                ts.reserve(n);
+                let (g, divisor) = chunk::decode(chunk, Some(ts), column, divide)?;
+                if ts.len() != n {
+                    return Err(ChunkError::Header("tier columns disagree"));
+                }
+                grid = Some(g);
+                divisor
+            }
+        };
         match agg {
-            TierAgg::Min => (&mut self.ts, &mut self.min),
-            TierAgg::Max => (&mut self.ts, &mut self.max),
-            TierAgg::Sum => (&mut self.ts, &mut self.sum),
-            TierAgg::Count => (&mut self.ts, &mut self.count),
+            TierAgg::Min => t.scale.min = divisor,
+            TierAgg::Max => t.scale.max = divisor,
+            TierAgg::Sum | TierAgg::Count => {}
         }
     }
+    if r.remaining() != 0 {
+        return Err(ChunkError::Header("trailing bytes after the tier"));
+    }
+    let lo = t.ts.partition_point(|&x| x < from);
+    let hi = t.ts.partition_point(|&x| x <= to);
+    for agg in AGGS {
+        let c = t.column_mut(agg);
+        c.truncate(hi);
+        c.drain(..lo);
+    }
+    t.ts.truncate(hi);
+    t.ts.drain(..lo);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -322,12 +202,12 @@ mod tests {
         let t = Tier::build(&ts, &vals, 1000);
         let naive: Vec<f64> = vals.chunks(10).map(|c| c.iter().sum()).collect();
         assert!(
-            naive.iter().any(|&s| crate::samples::decimal_scale(&[s]) != Some(2)),
+            naive.iter().any(|&s| codec::decimal::decimal_scale(&[s]) != Some(2)),
             "{naive:?}: the test needs an inexact float sum"
         );
         for (got, want) in t.sum.iter().zip(&naive) {
             assert!((got - want).abs() < 1e-9, "{got} vs {want}");
-            assert_eq!(crate::samples::decimal_scale(&[*got]).map(|k| k <= 2), Some(true), "{got}");
+            assert_eq!(codec::decimal::decimal_scale(&[*got]).map(|k| k <= 2), Some(true), "{got}");
         }
         assert!(t.encode().len() < Tier { sum: naive, ..t.clone() }.encode().len());
     }
@@ -348,16 +228,16 @@ mod tests {
         assert_eq!(parse_tier_key(&SeriesKey::new("", [(TIER_LABEL, "1:5s")])), None);
         let t = Tier::build(&[0, 400, 1000, 2500, 2600], &[1.0, f64::NAN, -0.0, 1e300, 3.5], 1000);
         let enc = t.encode();
-        let back = Tier::decode(&enc, 3, i64::MIN, i64::MAX).unwrap();
+        let back = decode(&enc, 3, i64::MIN, i64::MAX).unwrap();
         assert_eq!(back.ts, t.ts);
         for agg in AGGS {
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(back.column(agg)), bits(t.column(agg)));
         }
-        assert_eq!(Tier::decode(&enc, 3, 1000, 2000).unwrap().ts, [1000, 2000]);
-        assert!(Tier::decode(&enc, 4, i64::MIN, i64::MAX).is_err(), "count checked");
+        assert_eq!(decode(&enc, 3, 1000, 2000).unwrap().ts, [1000, 2000]);
+        assert!(decode(&enc, 4, i64::MIN, i64::MAX).is_err(), "count checked");
         for cut in 0..enc.len() {
-            assert!(Tier::decode(&enc[..cut], 3, i64::MIN, i64::MAX).is_err());
+            assert!(decode(&enc[..cut], 3, i64::MIN, i64::MAX).is_err());
         }
     }
 
@@ -375,7 +255,7 @@ mod tests {
         assert_eq!(scratch, short);
         assert!(scratch.decode_into(&short_enc[..short_enc.len() - 1], 3, i64::MIN, i64::MAX).is_err());
         scratch.decode_into(&short_enc, short.ts.len(), 1000, 1000).unwrap();
-        assert_eq!(scratch, Tier::decode(&short_enc, short.ts.len(), 1000, 1000).unwrap());
+        assert_eq!(scratch, decode(&short_enc, short.ts.len(), 1000, 1000).unwrap());
         assert_eq!(scratch.ts, [1000]);
     }
 }

@@ -15,8 +15,8 @@ use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int32Type, Int64T
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
+use source::EventQuery;
 use store::Store;
-use store::events::EventQuery;
 
 const ROW_GROUP: usize = 1 << 20;
 

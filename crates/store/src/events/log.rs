@@ -10,6 +10,7 @@
 //! mid-write) is cut whole, mark included, so a mark is stored exactly when
 //! its batches are: a resent batch is recognised, never stored twice.
 
+pub use source::EventQuery;
 use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
@@ -137,17 +138,6 @@ pub struct EventLog {
     stats: EventStats,
     /// Log files, opened when read; a bounded number stay open.
     open_files: crate::open_files::OpenFiles,
-}
-
-/// Which events a query reads.
-#[derive(Debug, Clone)]
-pub struct EventQuery {
-    pub streams: Selector,
-    /// Only these CPUs; empty means all.
-    pub cpus: Vec<u32>,
-    /// Inclusive range, ns since the epoch.
-    pub from: i64,
-    pub to: i64,
 }
 
 /// The answer to [`EventLog::top`].

@@ -24,6 +24,7 @@
 //! See `docs/format/chunk.md`.
 
 use super::bits::{BitReader, BitWriter};
+use codec::decimal::{POW10, SCALE_MAX, decimal_scale, round};
 use codec::varint::{Reader, put_u64};
 
 const CODEC_XOR: u8 = 0;
@@ -46,9 +47,6 @@ const ZSTD_LEVEL: i32 = 3;
 const ZSTD_MIN_BODY: usize = 128;
 /// A sample takes at most 69 bits of delta-of-delta and 78 of XOR value.
 const BITS_PER_SAMPLE_MAX: usize = 147;
-/// Largest decimal exponent tried: µs-resolution values in seconds need 6;
-/// beyond 9 the scaled integers stop fitting in 53 bits for real magnitudes.
-const SCALE_MAX: u8 = 9;
 /// Samples per chunk accepted from disk; more means corruption.
 pub const CHUNK_SAMPLES_MAX: usize = 1 << 24;
 
@@ -226,7 +224,7 @@ pub(crate) fn decode(
     if regular {
         if let Some(ts) = ts {
             ts.reserve(n);
-            ts.extend((0..n as i64).map(|i| t0 + i * step));
+            ts.extend((0..n as i64).map(|i| t0.wrapping_add(i.wrapping_mul(step))));
         }
         values.decode_rest(&mut bits, n - 1, vals).ok_or(ChunkError::Truncated)?;
         return Ok((Grid { n, t0, step }, divisor));
@@ -249,32 +247,6 @@ pub(crate) fn decode(
     Ok((Grid { n, t0, step: 0 }, divisor))
 }
 
-/// The smallest k such that every value is exactly `round(v * 10^k) / 10^k`
-/// with the integer below 2^53; `None` if there is none (then XOR).
-pub(crate) fn decimal_scale(vals: &[f64]) -> Option<u8> {
-    'scales: for k in 0..=SCALE_MAX {
-        let p = POW10[k as usize];
-        for &v in vals {
-            if !exact_decimal(v, p) {
-                continue 'scales;
-            }
-        }
-        return Some(k);
-    }
-    None
-}
-
-/// `v` rounded to `k` decimals (`k` from [`decimal_scale`]): the nearest
-/// float to a decimal, which the decimal codec stores in a few bits. A sum
-/// of decimals is a decimal, but adding floats leaves it an ulp off, which
-/// would make its whole chunk fall back to XOR. Magnitudes past 2^53 units
-/// are left as they are.
-pub(crate) fn round_decimal(v: f64, k: u8) -> f64 {
-    let p = POW10[k as usize];
-    let m = round(v * p);
-    if m.abs() < EXACT_INT_MAX { m / p } else { v }
-}
-
 /// The largest g dividing every `round(v * p) - round(v0 * p)`; 1 if all are equal.
 fn decimal_step(vals: &[f64], p: f64) -> u64 {
     let Some(&v0) = vals.first() else { return 1 };
@@ -294,38 +266,6 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
         (a, b) = (b, a % b);
     }
     a
-}
-
-/// `x.round()` (half away from zero, the sign of a zero kept), inline:
-/// `f64::round` is a call into libm on baseline x86-64 (no SSE4.1), and
-/// the decimal checks round every value of every chunk and tier sum
-/// (6 % of a flush of 100,000 series). Below 2^53 the truncation through
-/// `i64` and the fraction `x - t` are exact.
-#[inline]
-fn round(x: f64) -> f64 {
-    if x.is_nan() || x.abs() >= EXACT_INT_MAX {
-        return x.round(); // past 2^53 (already whole), infinite or NaN
-    }
-    let t = (x as i64) as f64;
-    let frac = x - t;
-    if frac >= 0.5 {
-        t + 1.0
-    } else if frac <= -0.5 {
-        t - 1.0
-    } else {
-        t.copysign(x)
-    }
-}
-
-const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
-const EXACT_INT_MAX: f64 = 9_007_199_254_740_992.0; // 2^53
-
-/// Whether `v` survives the trip through the integer the codec stores. The
-/// check goes through `i64` exactly as decoding does: `-0.0` fails it (the
-/// integer 0 decodes as `+0.0`), so a chunk holding `-0.0` uses XOR.
-fn exact_decimal(v: f64, p: f64) -> bool {
-    let m = round(v * p);
-    m.abs() < EXACT_INT_MAX && ((m as i64) as f64 / p).to_bits() == v.to_bits()
 }
 
 fn put_dod(w: &mut BitWriter, x: i64) {
@@ -622,6 +562,7 @@ impl ValueDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use codec::decimal::EXACT_INT_MAX;
     use proptest::prelude::*;
 
     fn round_trip(ts: &[i64], vals: &[f64]) -> usize {

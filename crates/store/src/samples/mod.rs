@@ -6,4 +6,3 @@ pub mod bits;
 pub mod chunk;
 
 pub use chunk::{ChunkError, Grid, decode_chunk, decode_values, encode_chunk, encode_chunk_plain_into};
-pub(crate) use chunk::{decimal_scale, round_decimal};

@@ -9,7 +9,7 @@ use model::{Selector, SeriesKey, Timestamp};
 
 use super::{Block, Store, read_lock};
 use crate::block::{read_chunk, read_entry_into};
-use crate::tier::Tier;
+use crate::tier::{Tier, TierBytes};
 
 impl Store {
     /// How many of `keys` the store does not hold yet (one lock for all).

@@ -1,21 +1,79 @@
-//! What the readers of series need from a store — the query languages, the
-//! range API, the diagnosis — as one trait, so that they read the embedded
-//! store and a ClickHouse cluster (`chstore::Reader`) alike; and what
-//! profiles need from the per-CPU events, counted where they are kept
-//! (`EventSource`).
+//! What the readers of stored data need from a store, as one interface
+//! below both stores: the embedded store (`store`) and a ClickHouse cluster
+//! (`chstore`) implement it; the query languages (PromQL, InfluxQL), the
+//! range API, recording rules and alerts, and the diagnosis read only
+//! through it. [`Source`] is series by selector and their samples, read a
+//! part at a time or bucketed where they are kept; [`tier::Tier`] is the
+//! downsampled shape a store answers with; [`EventSource`] counts the
+//! per-CPU events of a profile by [`Shape`] where they are kept. Plain data
+//! and arithmetic, no I/O: a reader composed over several sources (the
+//! server's own series beside ClickHouse's) is written against this crate
+//! alone.
 
 use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
 
-use codec::events::{EventBatch, ProcInfo, Want};
+use codec::events::{EventBatch, ProcInfo};
 use model::{Selector, SeriesKey, Timestamp};
 
-use crate::Store;
-use crate::events::EventQuery;
-use crate::query::Agg;
-use crate::tier::Tier;
+pub mod tier;
+
+use tier::Tier;
 
 /// Per series, one column of buckets per aggregate.
 pub type Buckets = Vec<Vec<Vec<Option<f64>>>>;
+
+/// How the samples of a bucket are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agg {
+    Min,
+    Max,
+    Avg,
+    Last,
+    Count,
+}
+
+impl Agg {
+    pub fn name(self) -> &'static str {
+        match self {
+            Agg::Min => "min",
+            Agg::Max => "max",
+            Agg::Avg => "avg",
+            Agg::Last => "last",
+            Agg::Count => "count",
+        }
+    }
+}
+
+/// An aggregation name that is none of [`Agg`]'s.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown aggregation {0:?}: use min, max, avg, last or count")]
+pub struct BadAgg(pub String);
+
+impl FromStr for Agg {
+    type Err = BadAgg;
+    fn from_str(s: &str) -> Result<Agg, BadAgg> {
+        Ok(match s {
+            "min" => Agg::Min,
+            "max" => Agg::Max,
+            "avg" => Agg::Avg,
+            "last" => Agg::Last,
+            "count" => Agg::Count,
+            other => return Err(BadAgg(other.to_owned())),
+        })
+    }
+}
+
+/// Which per-CPU events: the streams, the CPUs, the time range.
+#[derive(Debug, Clone)]
+pub struct EventQuery {
+    pub streams: Selector,
+    /// Only these CPUs; empty means all.
+    pub cpus: Vec<u32>,
+    /// Inclusive range, ns since the epoch.
+    pub from: i64,
+    pub to: i64,
+}
 
 /// Series by selector and their samples. Ids are the source's own, valid
 /// for the life of the source.
@@ -71,7 +129,7 @@ pub trait Source: Send + Sync + std::fmt::Debug {
 
     /// The samples of `ids` in `[from, to]` bucketed where they are kept:
     /// `n` buckets of `step` from `start`, a column per aggregate, as
-    /// [`crate::query::downsample`] would make them. None: the source has
+    /// `store::query::downsample` would make them. None: the source has
     /// no such shortcut, and the caller reads the samples.
     #[allow(clippy::too_many_arguments)]
     fn buckets(
@@ -88,37 +146,6 @@ pub trait Source: Send + Sync + std::fmt::Debug {
     }
 }
 
-impl Source for Store {
-    fn series_limited(&self, sel: &Selector, limit: usize) -> (Vec<(u32, SeriesKey)>, usize) {
-        Store::series_limited(self, sel, limit)
-    }
-
-    fn series(&self, sel: &Selector) -> Vec<(u32, SeriesKey)> {
-        Store::series(self, sel)
-    }
-
-    fn read(&self, id: u32, from: Timestamp, to: Timestamp) -> (Vec<i64>, Vec<f64>) {
-        Store::read(self, id, from, to)
-    }
-
-    fn tiers(&self) -> Vec<i64> {
-        Store::tiers(self)
-    }
-
-    fn read_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp) -> Tier {
-        Store::read_tier(self, id, res, from, to)
-    }
-
-    fn scan(&self, id: u32, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&[i64], &[f64])) {
-        Store::scan(self, id, from, to, f)
-    }
-
-    fn scan_tier(&self, id: u32, res: i64, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&Tier)) {
-        Store::scan_tier(self, id, res, from, to, f)
-    }
-}
-
-/// A shared source reads as the source itself.
 impl<T: Source + ?Sized> Source for std::sync::Arc<T> {
     fn series_limited(&self, sel: &Selector, limit: usize) -> (Vec<(u32, SeriesKey)>, usize) {
         (**self).series_limited(sel, limit)
@@ -249,24 +276,6 @@ pub trait EventSource: Send + Sync + std::fmt::Debug {
     /// `shape`. A source that must bring the events to count them refuses
     /// more than `max` (bounded memory).
     fn count(&self, q: &EventQuery, pid: Option<u32>, shape: Shape, max: u64) -> Result<EventCounts, EventsError>;
-}
-
-impl EventSource for Store {
-    fn count(&self, q: &EventQuery, pid: Option<u32>, shape: Shape, max: u64) -> Result<EventCounts, EventsError> {
-        let want = Want {
-            time: true,
-            pid: true,
-            tid: false,
-            ip: !matches!(shape, Shape::Timeline { .. }),
-            chain: shape == Shape::Stacks,
-        };
-        let (batches, corrupt) = self.events().scan(q, want);
-        let total: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
-        if total > max {
-            return Err(EventsError::TooLarge(total, max));
-        }
-        Ok(count_batches(batches, corrupt, q, pid, shape))
-    }
 }
 
 /// Counts scanned batches by `shape` (what a source without a query
