@@ -3,18 +3,18 @@
 //! token — series, queries, the live tail, hosts (agents' addresses), SNMP
 //! targets (the device inventory), profiles (process and symbol names),
 //! `/metrics` and the dashboard alike — and only a writing token may write
-//! (`/write`, `CREATE DATABASE`). The kinds are `cluster::server::Tokens`'s.
+//! (`/write`, `CREATE DATABASE`). The kinds are `access::Tokens`'s.
 //!
 //! The token is checked before anything of the request is read: an
 //! anonymous client costs no body read, no decompression, no parse.
 
 use std::collections::HashMap;
 
+pub use access::{Access, Caller};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use cluster::server::Access;
 
 use crate::ApiState;
 
@@ -109,30 +109,6 @@ fn refuse(status: StatusCode, msg: String) -> Response {
         r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
     }
     r
-}
-
-/// Who made a request (with tokens): what its token may do, and which
-/// writer it is — the host a token is bound to, or the token itself (as a
-/// hash: never a secret in a log or an error) — for per-writer limits.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub access: Access,
-    pub writer: String,
-}
-
-impl Caller {
-    fn new(token: &str, access: Access) -> Caller {
-        let writer = match &access {
-            Access::Write(Some(host)) => format!("host {host}"),
-            _ => {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                token.hash(&mut h);
-                format!("token #{:016x}", h.finish())
-            }
-        };
-        Caller { access, writer }
-    }
 }
 
 /// The middleware: passes a request with a good token on, with its

@@ -8,11 +8,11 @@ use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use access::Access;
 use axum::body::Bytes;
 use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cluster::server::Access;
 use model::Timestamp;
 use model::report::Figure;
 

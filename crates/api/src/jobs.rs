@@ -44,7 +44,7 @@ pub async fn load(
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     if let Some(axum::Extension(c)) = &caller
-        && c.access != cluster::server::Access::Write(None)
+        && c.access != access::Access::Write(None)
     {
         return Err(ApiError::Forbidden("starting load on agents needs a writing token not bound to one host".into()));
     }
@@ -83,7 +83,7 @@ pub async fn load(
     let timeout = seconds("timeout_s", 60.0)?;
     let (start_ns, runs) = c
         .jobs
-        .run(&c.hosts, &agents, "load", &args, cluster::server::JobTimes { start_in, connect, timeout })
+        .run(&c.hosts, &agents, "load", &args, ingest::JobTimes { start_in, connect, timeout })
         .await
         .map_err(|e| ApiError::Unavailable(e.to_string()))?;
     let b64 = base64::engine::general_purpose::STANDARD;

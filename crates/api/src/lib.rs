@@ -47,10 +47,10 @@ pub const LIVE_BUFFER: usize = 100;
 /// What `kansoku server` shares with the API: its agents and ingest counters.
 #[derive(Clone, Debug)]
 pub struct ClusterView {
-    pub hosts: Arc<cluster::hosts::Hosts>,
-    pub ingest: Arc<cluster::server::IngestStats>,
+    pub hosts: Arc<ingest::hosts::Hosts>,
+    pub ingest: Arc<ingest::IngestStats>,
     /// Jobs handed to agents (`POST /api/v1/jobs/load`).
-    pub jobs: Arc<cluster::server::Jobs>,
+    pub jobs: Arc<ingest::Jobs>,
 }
 
 /// A part's report that `api` does not know by type (rules): its section
@@ -94,7 +94,7 @@ pub struct ApiState {
     pub alerts: Option<Arc<model::alert::AlertBoard>>,
     /// Tokens (`kansoku server --tokens`): every endpoint but `/ping` then
     /// requires one, and writing a writing one (`auth`).
-    pub tokens: Option<Arc<cluster::server::Tokens>>,
+    pub tokens: Option<Arc<access::Tokens>>,
     /// Requests refused for a missing, unknown or read-only token.
     pub auth_refused: Arc<std::sync::atomic::AtomicU64>,
     /// Bounds heavy requests (queries, series, profiles) together.

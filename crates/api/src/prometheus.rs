@@ -555,7 +555,7 @@ pub async fn remote_write(
     };
     let caller = caller.map(|c| c.0);
     let forced_host = match caller.as_ref().map(|c| &c.access) {
-        Some(cluster::server::Access::Write(Some(h))) => Some(h.clone()),
+        Some(access::Access::Write(Some(h))) => Some(h.clone()),
         _ => None,
     };
     let writer = caller.map(|c| c.writer);

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 /// One agent of `GET /api/v1/hosts`.
-pub fn host(h: &cluster::hosts::HostInfo) -> Value {
+pub fn host(h: &ingest::hosts::HostInfo) -> Value {
     json!({
         "host": h.host,
         "state": h.state,
@@ -70,7 +70,7 @@ mod tests {
 
     #[test]
     fn shapes_are_the_documented_ones() {
-        let mut h = cluster::hosts::HostInfo::default();
+        let mut h = ingest::hosts::HostInfo::default();
         (h.host, h.state, h.clock_offset_ns) = ("n1".into(), "live", Some(-5));
         let v = host(&h);
         assert_eq!(

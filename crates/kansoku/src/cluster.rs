@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use access::Tokens;
+use agent::{Agent, AgentConfig};
 use anyhow::{Context, bail};
-use cluster::agent::{Agent, AgentConfig};
-use cluster::server::{ServerConfig, Tokens};
 use collect::{Collector, CollectorConfig};
+use ingest::ServerConfig;
 use wire::rounds::Codec;
 
 use crate::args::{PerfArgs, TraceArgs, hostname, parse_dur, parse_interval};
@@ -89,7 +90,7 @@ pub struct IngestSetup {
 pub fn ingest_setup(args: &IngestArgs) -> anyhow::Result<IngestSetup> {
     let tokens = args.tokens.as_deref().map(Tokens::load).transpose()?.map(Arc::new);
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(cluster::tls::server_config(cert, key, args.client_ca.as_deref())?),
+        (Some(cert), Some(key)) => Some(link::tls::server_config(cert, key, args.client_ca.as_deref())?),
         _ => None,
     };
     if args.max_frame < 4096 {
@@ -221,13 +222,13 @@ fn parse_spool_size(s: &str) -> Result<SpoolSize, String> {
 
 pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
-    cluster::net::parse_server(&args.server).map_err(|e| anyhow::anyhow!("--server {e}"))?;
+    link::net::parse_server(&args.server).map_err(|e| anyhow::anyhow!("--server {e}"))?;
     if args.batch < args.interval || args.batch > Duration::from_secs(60) {
         bail!("--batch {:?}: from --interval ({:?}) to 60s", args.batch, args.interval);
     }
     let token = match &args.token_file {
         Some(f) => {
-            cluster::server::check_private(f, "--token-file")?;
+            access::check_private(f, "--token-file")?;
             let t = std::fs::read_to_string(f).with_context(|| format!("--token-file {}", f.display()))?;
             let t = t.trim().to_owned();
             if t.is_empty() {
@@ -238,7 +239,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         None => None,
     };
     let tls = match &args.ca {
-        Some(ca) => Some(cluster::tls::client_config(ca, args.cert.as_deref().zip(args.key.as_deref()))?),
+        Some(ca) => Some(link::tls::client_config(ca, args.cert.as_deref().zip(args.key.as_deref()))?),
         None => None,
     };
     let mut cfg = AgentConfig::new(args.server.clone(), host.clone(), args.interval);
@@ -257,7 +258,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             );
         }
         let policy = load::JobPolicy { allow: args.load_allow.clone() };
-        cfg.jobs = Some(cluster::agent::JobRunner {
+        cfg.jobs = Some(agent::JobRunner {
             kinds: args.jobs.clone(),
             run: Arc::new(move |_kind: &str, start_ns: i64, fields: &[String]| {
                 load::job::run(&policy, start_ns, fields)

@@ -348,7 +348,7 @@ fn serve(
             let symbols = Arc::new(symbols);
             if let Some(ch) = &setup.config.clickhouse {
                 // Symbol sources one server received name frames on all.
-                symbols.set_shared(Arc::new(cluster::server::SharedSymbols(Arc::clone(ch))));
+                symbols.set_shared(Arc::new(ingest::SharedSymbols(Arc::clone(ch))));
             }
             setup.config.symbols = Some(Arc::clone(&symbols));
             state.symbols = Some(Arc::clone(&symbols));
@@ -391,7 +391,7 @@ fn serve(
                     node::jobs::report_series("kansoku_clickhouse", every, || ch.report(), &tx, &stop);
                 })?;
             }
-            let ingest = Arc::new(cluster::server::Ingest::new(Arc::clone(&store), state.live.clone(), setup.config));
+            let ingest = Arc::new(ingest::Ingest::new(Arc::clone(&store), state.live.clone(), setup.config));
             state.cluster = Some(api::ClusterView {
                 hosts: Arc::clone(&ingest.hosts),
                 ingest: Arc::clone(&ingest.stats),

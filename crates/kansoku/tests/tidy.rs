@@ -108,12 +108,12 @@ fn seed_papers_are_named_as_they_are_filed() {
 /// The crates' layers, lowest first, as ARCHITECTURE.md draws them: a crate
 /// may depend only on crates of lower layers.
 const LAYERS: &[&[&str]] = &[
-    &["model", "clock", "client"],
+    &["model", "clock", "client", "access"],
     &["codec"],
     &["source"],
     &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits", "tasks", "synth"],
-    &["symstore", "chstore"],
-    &["influx", "cluster", "promql", "latency"],
+    &["symstore", "chstore", "link"],
+    &["influx", "agent", "ingest", "promql", "latency"],
     &["diagnose"],
     &["node", "api", "lab", "rules"],
     &["kansoku"],
@@ -179,7 +179,7 @@ fn only_main_names_the_lab() {
         .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
         .collect();
     assert!(naming.is_empty(), "these files of the binary name the lab: {naming:?}");
-    for c in ["node", "api", "cluster", "rules", "collect", "load", "perf", "synth"] {
+    for c in ["node", "api", "agent", "ingest", "rules", "collect", "load", "perf", "synth"] {
         let manifest = std::fs::read_to_string(root.join("crates").join(c).join("Cargo.toml")).unwrap();
         let deps = manifest.split("\n[dependencies]\n").nth(1).unwrap_or_default();
         let deps = deps.split("\n[").next().unwrap_or_default();

@@ -359,7 +359,7 @@ fn capacity(args: &Args) -> anyhow::Result<serde_json::Value> {
 
 async fn blaster(ingest: &str, k: usize, cores: usize, duration: Duration) -> anyhow::Result<u64> {
     use tokio::io::AsyncWriteExt;
-    let conn = cluster::net::connect(ingest, None).await?;
+    let conn = link::net::connect(ingest, None).await?;
     let (mut rd, mut wr) = tokio::io::split(conn);
     let host = format!("blast-{k:02}");
     let mut out = Vec::new();
@@ -379,7 +379,7 @@ async fn blaster(ingest: &str, k: usize, cores: usize, duration: Duration) -> an
     Msg::Series(defs).encode(&mut out);
     wr.write_all(&out).await?;
     let mut buf = Vec::new();
-    match cluster::net::read_msg(&mut rd, &mut buf, wire::FRAME_MAX).await? {
+    match link::net::read_msg(&mut rd, &mut buf, wire::FRAME_MAX).await? {
         Some(Msg::Welcome { .. }) => {}
         other => bail!("blaster {k}: expected welcome, got {other:?}"),
     }
@@ -389,7 +389,7 @@ async fn blaster(ingest: &str, k: usize, cores: usize, duration: Duration) -> an
     let (tx, mut rx) = tokio::sync::mpsc::channel::<u64>(1024);
     let reader = tokio::spawn(async move {
         let mut buf = Vec::new();
-        while let Ok(Some(m)) = cluster::net::read_msg(&mut rd, &mut buf, wire::FRAME_MAX).await {
+        while let Ok(Some(m)) = link::net::read_msg(&mut rd, &mut buf, wire::FRAME_MAX).await {
             if let Msg::Ack { seq } = m
                 && tx.send(seq).await.is_err()
             {

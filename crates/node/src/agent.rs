@@ -10,7 +10,7 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use cluster::agent::Agent;
+use agent::Agent;
 use codec::events::{Encoding, EventBatch, encode_many, threads_for};
 use collect::Collector;
 use model::Batch;

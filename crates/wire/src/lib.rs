@@ -7,3 +7,7 @@ pub mod frame;
 pub mod rounds;
 
 pub use frame::*;
+
+/// A job's result bytes as an agent sends them back, or why it failed, in
+/// words (`Msg::JobDone`).
+pub type JobResult = Result<Vec<u8>, String>;

@@ -94,7 +94,7 @@ impl Hosts {
     }
 
     /// The agent's own figures, as found in its batches.
-    pub fn agent_figures(&self, host: &str, fig: &crate::server::Figures) {
+    pub fn agent_figures(&self, host: &str, fig: &crate::Figures) {
         self.with(host, |h| {
             if let Some((t, c)) = fig.cpu {
                 if let Some((t0, c0)) = h.cpu_last
@@ -170,7 +170,7 @@ mod tests {
     fn overhead_and_clock_are_reported() {
         let hosts = Hosts::default();
         hosts.connected("a", "0.1.0", "127.0.0.1:5", 100_000_000, 1_000_000_000);
-        let fig = |cpu, backlog| crate::server::Figures { cpu: Some(cpu), backlog, ..Default::default() };
+        let fig = |cpu, backlog| crate::Figures { cpu: Some(cpu), backlog, ..Default::default() };
         hosts.agent_figures("a", &fig((0, 1.0), None));
         hosts.agent_figures("a", &fig((2_000_000_000, 1.02), Some(3.0)));
         hosts.clock("a", -150_000_000, 1_000_000);

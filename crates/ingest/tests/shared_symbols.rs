@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chstore::Writer;
 use chstore::local::LocalCluster;
-use cluster::server::SharedSymbols;
+use ingest::SharedSymbols;
 use symstore::{Key, Lookup, SymStore};
 
 const TABLE: &str = "ffffffff81000000 T _stext\nffffffff81001000 t do_one_initcall\n";

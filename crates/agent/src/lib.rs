@@ -4,6 +4,12 @@
 //! bounded window of unacknowledged batches in flight, and reconnects with
 //! backoff. Sampling never waits on the network: the spool absorbs outages
 //! and slow servers, and drops (counted) only when it is full.
+//!
+//! Here: the sender and the jobs the server hands this agent ([`JobRunner`]);
+//! [`spool`] is the bounded on-disk queue of unacknowledged batches. The
+//! connection itself (TCP or TLS, frames) is the `link` crate's.
+
+pub mod spool;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,8 +20,8 @@ use std::time::{Duration, Instant};
 use model::{Batch, SeriesKey, Timestamp};
 use tokio::io::{AsyncWriteExt, BufWriter};
 
-use crate::net::{self, NetError};
 use crate::spool::{Kind, Spool};
+use link::net::{self, NetError};
 use wire::rounds::{self, Codec};
 use wire::{Hello, Msg};
 
@@ -54,8 +60,7 @@ pub struct AgentConfig {
 /// (a thread of its own runs it) and must not begin before `start_ns`.
 pub type RunJob = Arc<dyn Fn(&str, i64, &[String]) -> JobResult + Send + Sync>;
 
-/// A job's result bytes, or why it failed, in words.
-pub type JobResult = Result<Vec<u8>, String>;
+pub use wire::JobResult;
 
 /// The kinds of job an agent takes and what runs them.
 #[derive(Clone)]
@@ -302,7 +307,7 @@ impl Agent {
             let connects = self.sender.connects.load(Ordering::Relaxed);
             let result = tokio::select! {
                 r = self.session(false) => r,
-                _ = crate::net::stopped(&mut stop) => break,
+                _ = link::net::stopped(&mut stop) => break,
             };
             self.sender.connected.store(false, Ordering::Relaxed);
             if self.sender.connects.load(Ordering::Relaxed) > connects {
@@ -341,7 +346,7 @@ impl Agent {
             }
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
-                _ = crate::net::stopped(&mut stop) => break,
+                _ = link::net::stopped(&mut stop) => break,
             }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::agent::JobResult;
 use crate::hosts::Hosts;
+use wire::JobResult;
 
 /// Jobs queued to one agent's session, at most (each is one frame).
 const QUEUE: usize = 16;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use cluster::server::{Ingest, ServerConfig};
+use ingest::{Ingest, ServerConfig};
 use model::{Batch, SeriesKey, Timestamp};
 use store::{Options, Store};
 use tokio::io::AsyncWriteExt;
@@ -50,7 +50,7 @@ async fn start(dir: &std::path::Path, cfg: ServerConfig) -> (Arc<Ingest>, String
 }
 
 /// Reads frames until one that is not a Ping; returns it.
-async fn next(frames: &mut cluster::net::Frames) -> Msg {
+async fn next(frames: &mut link::net::Frames) -> Msg {
     loop {
         match frames.recv().await.expect("stream open").expect("frame") {
             (Msg::Ping { .. }, _) => continue,
@@ -63,10 +63,10 @@ async fn connect(
     addr: &str,
     spool_id: u64,
     n_series: u32,
-) -> (cluster::net::Frames, impl Drop, tokio::io::WriteHalf<TcpStream>, u64) {
+) -> (link::net::Frames, impl Drop, tokio::io::WriteHalf<TcpStream>, u64) {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let (rd, mut wr) = tokio::io::split(tcp);
-    let (mut frames, guard) = cluster::net::spawn_reader(rd, wire::FRAME_MAX);
+    let (mut frames, guard) = link::net::spawn_reader(rd, wire::FRAME_MAX);
     let mut out = Vec::new();
     hello(spool_id).encode(&mut out);
     let defs = (0..n_series).map(|i| (i, SeriesKey::new("m", [("i", i.to_string())]))).collect();
@@ -170,7 +170,7 @@ async fn idle_sockets_cannot_lock_agents_out() {
     // A third authenticated agent is refused: the limit is on agents.
     let tcp = TcpStream::connect(&addr).await.unwrap();
     let (rd, mut wr) = tokio::io::split(tcp);
-    let (mut frames, _g3) = cluster::net::spawn_reader(rd, wire::FRAME_MAX);
+    let (mut frames, _g3) = link::net::spawn_reader(rd, wire::FRAME_MAX);
     let mut out = Vec::new();
     hello(3).encode(&mut out);
     wr.write_all(&out).await.unwrap();
@@ -190,7 +190,7 @@ async fn the_series_limit_is_per_host_across_connections() {
         async move {
             let tcp = TcpStream::connect(&addr).await.unwrap();
             let (rd, mut wr) = tokio::io::split(tcp);
-            let (mut frames, guard) = cluster::net::spawn_reader(rd, wire::FRAME_MAX);
+            let (mut frames, guard) = link::net::spawn_reader(rd, wire::FRAME_MAX);
             let mut out = Vec::new();
             hello(u64::from(name.as_bytes()[0])).encode(&mut out);
             Msg::Series((0..8).map(|i| (i, SeriesKey::new(name, [("i", i.to_string())]))).collect()).encode(&mut out);

@@ -1,6 +1,11 @@
-//! Who may connect and what they may do: the tokens file (`TOKEN [HOST]`
-//! writes and reads, `read TOKEN` reads only), checked in constant time, and
-//! the rule that a file holding secrets is readable by its owner alone.
+//! Who may connect and what they may do, for the HTTP API and the agents'
+//! ingest alike: the tokens file (`TOKEN [HOST]` writes and reads, `read
+//! TOKEN` reads only), checked in constant time; a caller's identity for
+//! per-writer limits ([`Caller`]: the host its token is bound to, or a hash
+//! of the token, never the secret); and the rule that a file holding
+//! secrets is readable by its owner alone. No I/O beyond reading those
+//! files; the HTTP middleware (`api::auth`) and the ingest's handshake
+//! (`ingest`) call it.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,6 +28,30 @@ pub enum Access {
     Read,
     /// Read everything; write as this host, or any host (`None`).
     Write(Option<String>),
+}
+
+/// Who made a request (with tokens): what its token may do, and which
+/// writer it is — the host a token is bound to, or the token itself (as a
+/// hash: never a secret in a log or an error) — for per-writer limits.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub access: Access,
+    pub writer: String,
+}
+
+impl Caller {
+    pub fn new(token: &str, access: Access) -> Caller {
+        let writer = match &access {
+            Access::Write(Some(host)) => format!("host {host}"),
+            _ => {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                token.hash(&mut h);
+                format!("token #{:016x}", h.finish())
+            }
+        };
+        Caller { access, writer }
+    }
 }
 
 impl Tokens {
@@ -108,4 +137,58 @@ pub fn check_private(path: &Path, what: &str) -> anyhow::Result<()> {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: &str = "0123456789abcdef-write";
+    const H: &str = "0123456789abcdef-hostbound";
+    const R: &str = "0123456789abcdef-read";
+
+    fn tokens() -> Tokens {
+        Tokens::parse(&format!("# comment\n{W}\n{H} web1  # bound\nread {R}\n\n")).unwrap()
+    }
+
+    #[test]
+    fn each_kind_of_token_may_do_what_its_line_says() {
+        let t = tokens();
+        assert_eq!(t.access(W), Ok(&Access::Write(None)));
+        assert_eq!(t.access(R), Ok(&Access::Read));
+        assert_eq!(t.access("0123456789abcdef-nope"), Err("unknown token"));
+        assert_eq!(t.check(W, "any"), Ok(()));
+        assert_eq!(t.check(H, "web1"), Ok(()));
+        assert_eq!(t.check(H, "web2"), Err("token not valid for this host"));
+        assert_eq!(t.check(R, "web1"), Err("a read-only token cannot write"));
+    }
+
+    #[test]
+    fn a_bad_tokens_file_names_its_line() {
+        assert_eq!(Tokens::parse("short").unwrap_err(), "line 1: token shorter than 16 characters");
+        assert_eq!(Tokens::parse(&format!("{W}\na b c")).unwrap_err(), "line 2: expected TOKEN [HOST], or read TOKEN");
+        assert!(Tokens::parse("# only a comment\n").unwrap_err().starts_with("no tokens"));
+    }
+
+    /// A writer is its bound host, or a hash of its token: never the token.
+    #[test]
+    fn a_caller_never_carries_the_secret() {
+        assert_eq!(Caller::new(H, Access::Write(Some("web1".into()))).writer, "host web1");
+        let c = Caller::new(W, Access::Write(None));
+        assert!(c.writer.starts_with("token #") && !c.writer.contains(W), "{}", c.writer);
+        assert_eq!(c.writer, Caller::new(W, Access::Read).writer, "the same token is the same writer");
+    }
+
+    #[test]
+    fn a_secret_file_others_may_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("tokens");
+        std::fs::write(&f, format!("{W}\n")).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Tokens::load(&f).unwrap_err().to_string();
+        assert!(e.contains("open to other users (mode 0644)") && e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(Tokens::load(&f).is_ok());
+    }
 }

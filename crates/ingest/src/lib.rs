@@ -11,8 +11,10 @@
 //! stored again.
 //!
 //! Here: the configuration, counters, the listener and a connection's
-//! handshake. Beside it: tokens (`tokens`) and a connection's life after its
-//! hello (`session`).
+//! handshake. Beside it: a connection's life after its hello (`session`),
+//! jobs handed to agents (`jobs`), what the server knows of each agent
+//! (`hosts`), symbol sources shared through ClickHouse (`shared`). Who may
+//! connect is the `access` crate's; the connection itself, `link`'s.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,21 +29,21 @@ use tokio::net::TcpListener;
 use tokio::sync::broadcast;
 
 use crate::hosts::Hosts;
-use crate::net::{self, Conn, NetError};
+use link::net::{self, Conn, NetError};
 use wire::Msg;
 use wire::rounds;
 
+pub mod hosts;
 mod jobs;
 mod session;
 mod shared;
-mod tokens;
 
 pub use jobs::{AgentRun, JobError, JobTimes, Jobs};
 
+use access::Tokens;
 pub use session::Figures;
 use session::Work;
 pub use shared::SharedSymbols;
-pub use tokens::{Access, Tokens, check_private};
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -188,7 +190,7 @@ impl Ingest {
                         continue;
                     }
                 },
-                _ = crate::net::stopped(&mut stop) => return,
+                _ = link::net::stopped(&mut stop) => return,
             };
             let _ = tcp.set_nodelay(true);
             let ingest = Arc::clone(&self);
