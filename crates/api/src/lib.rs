@@ -33,7 +33,6 @@ use axum::Router;
 use axum::http::header;
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;
-use collect::CollectorStats;
 use store::{Appended, Store};
 use tokio::sync::broadcast;
 
@@ -53,10 +52,11 @@ pub struct ClusterView {
     pub jobs: Arc<ingest::Jobs>,
 }
 
-/// A part's report that `api` does not know by type (rules): its section
-/// name in `/api/v1/status` and `/metrics`, and how to read its figures.
+/// A running part's report (each producer's, the rules', the symbol
+/// store's, …): its section name in `/api/v1/status` and `/metrics`, and how
+/// to read its figures. The API knows the producers by their reports only.
 #[derive(Clone)]
-pub struct Report(pub &'static str, pub Arc<dyn Fn() -> Vec<model::report::Figure> + Send + Sync>);
+pub struct Report(pub &'static str, pub model::producer::ReportFn);
 
 impl std::fmt::Debug for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,17 +78,17 @@ pub struct ApiState {
     /// this far behind now (the agents' batches land late), instead of
     /// following `live`.
     pub live_delay: Option<std::time::Duration>,
-    pub collector: Option<Arc<CollectorStats>>,
     pub interval: Option<std::time::Duration>,
-    pub snmp: Option<Arc<snmp::PollerStats>>,
-    pub snmp_views: Option<snmp::poller::Views>,
+    /// Asks the SNMP poller, if one runs, for its targets' state.
+    pub snmp_targets: Option<model::snmp::TargetsFn>,
     /// The agents' ingest, on `kansoku server`.
     pub cluster: Option<ClusterView>,
     /// The InfluxDB 1.x compatibility endpoints.
     pub influx: Arc<influx::Influx>,
     /// The Prometheus endpoints' counters.
     pub prometheus: Arc<prometheus::PromStats>,
-    /// Reports of parts composed by the binary (rule groups).
+    /// Reports of the running parts the API does not own: producers,
+    /// rules, symbol store, ClickHouse, threads.
     pub reports: Vec<Report>,
     /// The rule groups' active alerts (`--rules`).
     pub alerts: Option<Arc<model::alert::AlertBoard>>,
@@ -119,10 +119,8 @@ impl ApiState {
             store,
             live: broadcast::channel(LIVE_BUFFER).0,
             live_delay: None,
-            collector: None,
             interval: None,
-            snmp: None,
-            snmp_views: None,
+            snmp_targets: None,
             cluster: None,
             influx: Arc::default(),
             prometheus: Arc::default(),
@@ -200,7 +198,7 @@ pub fn router(state: ApiState) -> Router {
 async fn snmp_targets(
     axum::extract::State(st): axum::extract::State<ApiState>,
 ) -> Result<axum::Json<serde_json::Value>, ApiError> {
-    let views = st.snmp_views.clone().ok_or_else(|| {
+    let views = st.snmp_targets.clone().ok_or_else(|| {
         ApiError::Unavailable("no SNMP poller runs here: start kansoku snmp, or kansoku up --snmp-targets".into())
     })?;
     let limit = st.interval.unwrap_or(std::time::Duration::from_secs(1)) * 2 + std::time::Duration::from_secs(1);

@@ -39,7 +39,7 @@ pub fn top_row(r: &perf::symbols::TopRow) -> Value {
 }
 
 /// One target of `GET /api/v1/snmp/targets`.
-pub fn snmp_target(t: &snmp::poller::TargetView) -> Value {
+pub fn snmp_target(t: &model::snmp::TargetView) -> Value {
     let oids: Vec<Value> = t
         .oids
         .iter()

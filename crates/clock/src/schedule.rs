@@ -28,7 +28,7 @@ pub fn after_round(scheduled_ns: i64, now_ns: i64, interval_ns: i64) -> (i64, u6
 
 /// Longest single sleep: a stop request is noticed within this time even
 /// at a 60 s interval (at once where the stopper unparks the thread, as
-/// `node::jobs` does), and so is a wall clock stepped back. Each slice is a
+/// `node::pipelines` does), and so is a wall clock stepped back. Each slice is a
 /// wake-up (~44 µs of CPU on a VM): at 100 ms slices a producer running
 /// every second woke ten times for one round.
 const SLEEP_SLICE_NS: i64 = 1_000_000_000;

@@ -1,21 +1,21 @@
-//! The sampling loop: wake on each interval boundary, run every source into one
-//! batch stamped with the boundary, add the collector's own cost, and hand the
-//! batch to the store's bounded queue without ever blocking on it.
+//! The host collector's round: every source into one batch stamped with the
+//! boundary, with the collector's own cost. It is a `model::producer::Producer`;
+//! `node::rounds` wakes it on each boundary and hands the batch on without
+//! ever blocking.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::mpsc::TrySendError;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use model::producer::{Producer, ReportFn};
 use model::report::Figure;
-use model::{Batch, SeriesKey, Sink, Timestamp};
+use model::{Batch, Timestamp};
 
 use crate::emitter::Emitter;
 use crate::own_cost::Rss;
-use crate::source::{Source, default_sources};
-use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
-use clock::{process_cpu_ns, realtime_ns, thread_cpu_ns};
+use crate::source::{HostSource, default_sources};
+use clock::{process_cpu_ns, thread_cpu_ns};
 
 /// Shortest interval we schedule: below this, wake-up lateness (tens of µs)
 /// and the round's own cost become a large share of the interval.
@@ -75,7 +75,7 @@ impl CollectorStats {
 
 #[derive(Debug)]
 struct SourceSlot {
-    source: Box<dyn Source>,
+    source: Box<dyn HostSource>,
     errors: u64,
     logged: bool,
     /// Time spent in this source, cumulative, by the monotonic clock (a vDSO
@@ -105,7 +105,7 @@ pub struct Collector {
     cpu_mark: Option<i64>,
 }
 
-impl std::fmt::Debug for dyn Source {
+impl std::fmt::Debug for dyn HostSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -222,52 +222,46 @@ impl Collector {
         }
         Ok(bytes)
     }
+}
 
-    /// Samples until `stop` is set. Never blocks on `sink`: when the queue is
-    /// full the batch is dropped and counted, and its series declarations are
-    /// carried into the next batch so later points still resolve.
-    pub fn run(mut self, sink: impl Sink, stop: Arc<AtomicBool>) {
-        let interval = self.interval_ns;
-        let mut scheduled = next_boundary(realtime_ns(), interval);
-        let mut carried_defs: Vec<(u32, SeriesKey)> = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            match sleep_until(scheduled, interval, &stop) {
-                Wake::Reached => {}
-                Wake::Stopped => break,
-                Wake::ClockSteppedBack => {
-                    self.stats.clock_steps.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        "wall clock stepped back: resampling from the next boundary (samples until the clock \
-                         passes the newest stored one are refused as out of order and counted)"
-                    );
-                    scheduled = next_boundary(realtime_ns(), interval);
-                    continue;
-                }
-            }
-            let lateness = realtime_ns() - scheduled;
-            let mut batch = self.collect_round(Timestamp(scheduled), lateness);
-            if !carried_defs.is_empty() {
-                carried_defs.append(&mut batch.defs);
-                batch.defs = std::mem::take(&mut carried_defs);
-            }
-            match sink.try_send(batch) {
-                Ok(()) => {}
-                Err(TrySendError::Full(b)) => {
-                    carried_defs = b.defs;
-                    if self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed) == 0 {
-                        tracing::warn!(
-                            "store queue full: dropping rounds (counted in kansoku_collector_dropped_batches_total)"
-                        );
-                    }
-                }
-                Err(TrySendError::Disconnected(_)) => break,
-            }
-            let (next, missed) = after_round(scheduled, realtime_ns(), interval);
-            if missed > 0 {
-                self.stats.missed_rounds.fetch_add(missed, Ordering::Relaxed);
-            }
-            scheduled = next;
+impl Producer for Collector {
+    fn name(&self) -> &'static str {
+        "collector"
+    }
+
+    fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval_ns as u64)
+    }
+
+    fn report(&self) -> Option<ReportFn> {
+        let stats = self.stats();
+        Some(Arc::new(move || stats.report().to_vec()))
+    }
+
+    fn round(&mut self, t: Timestamp, lateness_ns: i64) -> Option<Batch> {
+        Some(self.collect_round(t, lateness_ns))
+    }
+
+    fn missed(&mut self, n: u64) {
+        self.stats.missed_rounds.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn dropped(&mut self) {
+        if self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!("store queue full: dropping rounds (counted in kansoku_collector_dropped_batches_total)");
         }
+    }
+
+    fn clock_stepped(&mut self) {
+        self.stats.clock_steps.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            "wall clock stepped back: resampling from the next boundary (samples until the clock \
+             passes the newest stored one are refused as out of order and counted)"
+        );
+    }
+
+    fn inline(&self) -> bool {
+        true
     }
 }
 

@@ -8,12 +8,12 @@ use crate::proc_file::ProcFile;
 use crate::{procfs, sysfs};
 
 /// A family of files read once per round.
-pub trait Source: Send {
+pub trait HostSource: Send {
     /// Short stable name, used as the `source` label of error counters.
     fn name(&self) -> &'static str;
     /// Reads and emits one round of samples.
     fn collect(&mut self, out: &mut Emitter) -> Result<(), SourceError>;
-    /// The files [`Source::collect`] reads each round: what the collector's
+    /// The files [`HostSource::collect`] reads each round: what the collector's
     /// floor reads and nothing more ([`crate::Collector::read_round`]).
     fn files(&mut self) -> Vec<&mut ProcFile>;
 }
@@ -80,10 +80,10 @@ impl Missing {
 /// Every source this host offers, rooted at `root` (`/` in production, a
 /// fixture tree in tests). Sources whose files this kernel lacks are left out
 /// and named in the second list, so the caller can log them once.
-pub fn default_sources(root: &Path) -> (Vec<Box<dyn Source>>, Vec<Missing>) {
-    let mut sources: Vec<Box<dyn Source>> = Vec::new();
+pub fn default_sources(root: &Path) -> (Vec<Box<dyn HostSource>>, Vec<Missing>) {
+    let mut sources: Vec<Box<dyn HostSource>> = Vec::new();
     let mut missing = Vec::new();
-    let mut add = |r: Result<Box<dyn Source>, Missing>| match r {
+    let mut add = |r: Result<Box<dyn HostSource>, Missing>| match r {
         Ok(s) => sources.push(s),
         Err(m) => missing.push(m),
     };

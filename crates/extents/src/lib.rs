@@ -4,7 +4,7 @@
 //! are read with FIEMAP and the file system's free space with GETFSMAP
 //! (`ioctl`, the crate's only unsafe module; the answers parsed from bytes
 //! by `parse`), merged into physically contiguous runs and summed into
-//! fragmentation figures stored as series (`scan`, [`Collector`]); the map
+//! fragmentation figures stored as series (`scan`, [`Scanner`]); the map
 //! itself is kept as a compressed snapshot file (`snapshots`) that the
 //! dashboard draws as the device's address space, before and after.
 //!
@@ -20,19 +20,19 @@ pub mod snapshots;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use model::producer::{Producer, ReportFn};
 use model::{Batch, SeriesKey, Timestamp};
 
 pub use scan::{FREE, Figures, FileMap, OTHER, Snapshot, cells, files_span, scan};
 pub use snapshots::Snapshots;
 
-/// The fragmentation collector: each path scanned at start and then on
+/// The fragmentation scanner: each path scanned at start and then on
 /// every interval boundary; figures as series, the maps as snapshots.
 #[derive(Debug)]
-pub struct Collector {
+pub struct Scanner {
     pub paths: Vec<PathBuf>,
     pub interval: Duration,
     pub host: String,
@@ -60,9 +60,9 @@ impl Stats {
     }
 }
 
-impl Collector {
-    pub fn new(paths: Vec<PathBuf>, interval: Duration, host: String, snapshots: Option<Snapshots>) -> Collector {
-        Collector { paths, interval, host, snapshots, ids: HashMap::new(), stats: Arc::default() }
+impl Scanner {
+    pub fn new(paths: Vec<PathBuf>, interval: Duration, host: String, snapshots: Option<Snapshots>) -> Scanner {
+        Scanner { paths, interval, host, snapshots, ids: HashMap::new(), stats: Arc::default() }
     }
 
     pub fn stats(&self) -> Arc<Stats> {
@@ -121,29 +121,36 @@ impl Collector {
         }
         batch
     }
+}
 
-    /// Scans now and then on every interval boundary until `stop`.
-    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
-        let send = |c: &mut Collector, b: Batch| match sink.try_send(b) {
-            Ok(()) => true,
-            Err(TrySendError::Full(b)) => {
-                // Declared again with the next batch.
-                for (_, key) in &b.defs {
-                    c.ids.remove(key);
-                }
-                c.stats.dropped_rounds.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-            Err(TrySendError::Disconnected(_)) => false,
-        };
-        let first = self.round(clock::realtime_ns());
-        if !send(&mut self, first) {
-            return;
-        }
+impl Producer for Scanner {
+    fn name(&self) -> &'static str {
+        "fragmentation"
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn report(&self) -> Option<ReportFn> {
         let stats = self.stats();
-        clock::schedule::every(self.interval.as_nanos() as i64, &stop, &stats.missed_intervals, |t| {
-            let b = self.round(t);
-            send(&mut self, b)
-        });
+        Some(Arc::new(move || stats.report()))
+    }
+
+    fn round(&mut self, t: Timestamp, _lateness_ns: i64) -> Option<Batch> {
+        Some(Scanner::round(self, t.0))
+    }
+
+    fn missed(&mut self, n: u64) {
+        self.stats.missed_intervals.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn dropped(&mut self) {
+        self.stats.dropped_rounds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Scans at start, then on every boundary: a map to see at once.
+    fn starts_at_once(&self) -> bool {
+        true
     }
 }

@@ -1,5 +1,7 @@
-//! `kansoku agent` (collect here, ship to a server) and the ingest side of
-//! `kansoku server`: command-line flags to `cluster` configurations.
+//! `kansoku agent` (sample here what `up` samples, ship it to a server) and
+//! the ingest side of `kansoku server`: flags to the `agent` and `ingest`
+//! crates' configurations, and the server's symbol store and ClickHouse
+//! wired beside its ingest.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,11 +11,13 @@ use std::time::Duration;
 use access::Tokens;
 use agent::{Agent, AgentConfig};
 use anyhow::{Context, bail};
-use collect::{Collector, CollectorConfig};
 use ingest::ServerConfig;
+use model::producer::Producer;
+use node::rounds::{Every, ReportSeries};
 use wire::rounds::Codec;
 
-use crate::args::{PerfArgs, TraceArgs, hostname, parse_dur, parse_interval};
+use crate::args::{hostname, parse_dur, parse_interval};
+use crate::sample::SampleArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct IngestArgs {
@@ -176,11 +180,7 @@ pub struct AgentArgs {
     #[arg(long, default_value = "auto", value_parser = parse_spool_size)]
     spool_size: SpoolSize,
     #[command(flatten)]
-    perf: PerfArgs,
-    #[command(flatten)]
-    trace: TraceArgs,
-    #[command(flatten)]
-    processes: crate::args::ProcessArgs,
+    sample: SampleArgs,
     /// A connection whose oldest batch waits longer than this for its
     /// acknowledgement is dropped and made anew.
     #[arg(long, default_value = "10s", value_parser = parse_dur)]
@@ -272,8 +272,8 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         let died = node::supervise::threads().values().map(|r| r.died).sum::<u64>();
         vec![("kansoku_threads_panics_total", node::supervise::panics() as f64), ("kansoku_threads_died", died as f64)]
     }));
-    let sampler = args.perf.open_sampler(&host, &args.data)?;
-    if let Some(sampler) = &sampler {
+    let mut sampling = args.sample.start(Some(&host), args.interval, &args.data)?;
+    if let Some(sampler) = &sampling.sampler {
         // The sampler's figures travel with every batch, beside the agent's own.
         let stats = Arc::clone(&sampler.stats);
         agent.add_figures(Box::new(move || stats.figures()));
@@ -286,15 +286,8 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let tracer = args.trace.start(&host);
-    let mut others: Vec<(&'static str, node::agent::Producer)> = Vec::new();
-    if let Some(tracer) = tracer {
-        let stats = tracer.stats();
-        agent.add_figures(Box::new(move || stats.figures()));
-        others.push(("trace", Box::new(move |tx, stop| tracer.run(tx, stop))));
-    }
-    if let Some(procs) = args.processes.start(&host) {
-        others.push(("processes", Box::new(move |tx, stop| procs.run(tx, stop))));
+    for f in std::mem::take(&mut sampling.shipped) {
+        agent.add_figures(f);
     }
     let agent = Arc::new(agent);
     let backlog = agent.spool().stats().backlog_batches.load(Ordering::Relaxed);
@@ -306,7 +299,7 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
         spool_dir.display()
     );
 
-    if let Some(sampler) = &sampler {
+    if let Some(sampler) = &sampling.sampler {
         tracing::info!(
             "perf: sampling every CPU {} times a second ({}), shipped as {}{{host={host:?}}}",
             sampler.hz(),
@@ -314,11 +307,67 @@ pub fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
             sampler.event().stream()
         );
     }
-    let collector = Collector::new(&CollectorConfig { interval: args.interval, host, root: "/".into() });
-    node::agent::run(Arc::clone(&agent), collector, others, sampler, args.batch)?;
+    node::agent::run(Arc::clone(&agent), sampling.producers, sampling.sampler, args.batch)?;
     let left = agent.spool().stats().backlog_batches.load(Ordering::Relaxed);
     if left > 0 {
         tracing::info!("{left} batches stay in the spool for the next start");
     }
     Ok(())
+}
+
+/// The agents' ingest beside `store`: the symbol store that names their
+/// samples, and on a ClickHouse-backed server the readers queries go
+/// through, ClickHouse's retention and figures, each as a producer.
+pub fn wire_ingest(
+    mut setup: IngestSetup,
+    (data, interval, retention_time): (&std::path::Path, Duration, Option<Duration>),
+    store: &Arc<store::Store>,
+    state: &mut api::ApiState,
+    producers: &mut Vec<Box<dyn Producer>>,
+) -> anyhow::Result<(Arc<ingest::Ingest>, std::net::TcpListener)> {
+    state.tokens = setup.config.tokens.clone();
+    let symbols = symstore::SymStore::open(data, setup.symbols_budget)
+        .with_context(|| format!("open the symbol store in {}", data.display()))?;
+    let symbols = Arc::new(symbols);
+    if let Some(ch) = &setup.config.clickhouse {
+        // Symbol sources one server received name frames on all.
+        symbols.set_shared(Arc::new(ingest::SharedSymbols(Arc::clone(ch))));
+    }
+    setup.config.symbols = Some(Arc::clone(&symbols));
+    state.symbols = Some(Arc::clone(&symbols));
+    let every = interval.max(Duration::from_secs(1));
+    let report = Arc::clone(&symbols);
+    producers.push(Box::new(ReportSeries::new("symbols", "kansoku_symbols", every, Arc::new(move || report.report()))));
+    if let Some(ch) = setup.config.clickhouse.clone() {
+        // Queries read the agents' series from ClickHouse, and this
+        // server's own (its ingest, the agents' clocks) from here;
+        // profiles count the agents' events in ClickHouse.
+        let reader = Arc::new(ch.reader());
+        state.reader = Arc::new(chstore::Both(Arc::clone(store), Arc::clone(&reader)));
+        state.events = Arc::new(chstore::Both(Arc::clone(store), Arc::clone(&reader)));
+        state.live_delay = Some(setup.live_delay);
+        // --retention-time: whole days older than it are dropped from
+        // ClickHouse (checked every 10 minutes, by every server: a drop is
+        // idempotent).
+        if let Some(keep) = retention_time {
+            let ch = Arc::clone(&ch);
+            let work = move |t: i64| {
+                let cutoff = (t as u64).saturating_sub(keep.as_nanos() as u64);
+                if let Err(e) = ch.drop_before(cutoff, Duration::from_secs(60)) {
+                    tracing::warn!("clickhouse retention: {e}");
+                }
+            };
+            let interval = Duration::from_secs(600);
+            producers.push(Box::new(Every { name: "clickhouse-retention", interval, work: Box::new(work) }));
+        }
+        let report = Arc::new(move || ch.report().into_iter().chain(reader.report()).collect());
+        producers.push(Box::new(ReportSeries::new("clickhouse", "kansoku_clickhouse", every, report)));
+    }
+    let ingest = Arc::new(ingest::Ingest::new(Arc::clone(store), state.live.clone(), setup.config));
+    state.cluster = Some(api::ClusterView {
+        hosts: Arc::clone(&ingest.hosts),
+        ingest: Arc::clone(&ingest.stats),
+        jobs: Arc::clone(&ingest.jobs),
+    });
+    Ok((ingest, setup.listener))
 }

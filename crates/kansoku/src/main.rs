@@ -12,6 +12,7 @@ mod cluster;
 mod export;
 mod import;
 mod read;
+mod sample;
 mod up;
 
 use std::path::PathBuf;
@@ -34,7 +35,7 @@ enum Cmd {
     /// (spooled on disk until the server acknowledges it).
     Agent(cluster::AgentArgs),
     /// Store, API and dashboard for many hosts: agents connect to --ingest.
-    Server(up::ServerArgs),
+    Server(Box<up::ServerArgs>),
     /// Poll SNMP targets on interval boundaries (the glogger cycle), store
     /// every answer and every silence under --data, serve the API on --listen.
     Snmp(up::SnmpArgs),
@@ -177,7 +178,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Up(args) => up::run(args),
         Cmd::Agent(args) => cluster::run_agent(args),
-        Cmd::Server(args) => up::run_server(args),
+        Cmd::Server(args) => up::run_server(*args),
         Cmd::Snmp(args) => up::run_snmp(args),
         Cmd::Series(args) => read::series(args),
         Cmd::Query(args) => read::query(args),

@@ -1,7 +1,7 @@
-//! `kansoku up`, `snmp`, `server` and `lab synth`: flags to the producers
-//! they run (host collector, SNMP poller, per-CPU sampler, agents' ingest,
-//! synthetic hosts) over one store, wired by `node::jobs`, and the HTTP API on
-//! a small tokio runtime. Ctrl-C or SIGTERM stops sampling, drains the
+//! `kansoku up`, `snmp`, `server` and `lab synth`: one store, the
+//! producers the flags ask for (`sample`: the same list an agent runs) in
+//! `node::pipelines`, the agents' ingest on a server, and the HTTP API on a
+//! small tokio runtime. Ctrl-C or SIGTERM stops sampling, drains the
 //! queues, and flushes the store.
 
 use std::net::SocketAddr;
@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use collect::{Collector, CollectorConfig};
+use model::producer::Producer;
 use store::{DiskBudget, FsyncPolicy, Options, Retention, Store};
 
-use crate::args::{PerfArgs, Tiers, TraceArgs, hostname, parse_budget, parse_dur, parse_interval, parse_tiers};
+use crate::args::{Tiers, hostname, parse_budget, parse_dur, parse_interval, parse_tiers};
+use crate::sample::{SampleArgs, Sampling};
 
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
@@ -22,59 +23,8 @@ pub struct UpArgs {
     /// Value of the host label (default: this machine's hostname).
     #[arg(long)]
     host: Option<String>,
-    /// Also poll the SNMP targets in this file (see `kansoku snmp --help`),
-    /// at --interval.
-    #[arg(long, value_name = "FILE")]
-    snmp_targets: Option<PathBuf>,
     #[command(flatten)]
-    perf: PerfArgs,
-    #[command(flatten)]
-    trace: TraceArgs,
-    #[command(flatten)]
-    fragmentation: FragmentationArgs,
-    #[command(flatten)]
-    processes: crate::args::ProcessArgs,
-}
-
-/// Where file systems put their files' blocks (seed 001's DAV).
-#[derive(clap::Args, Debug)]
-pub struct FragmentationArgs {
-    /// Measure fragmentation under these paths (comma-separated): every
-    /// regular file's extents (FIEMAP) and the file system's free space
-    /// (GETFSMAP), as `kansoku_fragmentation_*` series and a map the
-    /// dashboard draws (docs/fragmentation.md). Off by default.
-    #[arg(long, value_delimiter = ',', value_name = "PATH")]
-    fragmentation: Vec<PathBuf>,
-    /// How often the paths are scanned (the first scan runs at start).
-    #[arg(long, default_value = "10m", value_parser = parse_dur)]
-    fragmentation_interval: Duration,
-    /// Maps kept in DATA/extents, oldest removed first (144: a day at 10 min).
-    #[arg(long, default_value_t = 144)]
-    fragmentation_keep: usize,
-}
-
-impl FragmentationArgs {
-    fn collector(&self, host: &str, data: &std::path::Path) -> anyhow::Result<Option<extents::Collector>> {
-        if self.fragmentation.is_empty() {
-            return Ok(None);
-        }
-        if self.fragmentation_interval < Duration::from_secs(1) {
-            bail!(
-                "--fragmentation-interval {:?}: at least 1s (a scan reads every file's map)",
-                self.fragmentation_interval
-            );
-        }
-        for p in &self.fragmentation {
-            std::fs::metadata(p).with_context(|| format!("--fragmentation {}", p.display()))?;
-        }
-        let snapshots = extents::Snapshots::open(data.join("extents"), self.fragmentation_keep);
-        Ok(Some(extents::Collector::new(
-            self.fragmentation.clone(),
-            self.fragmentation_interval,
-            host.to_owned(),
-            Some(snapshots),
-        )))
-    }
+    sample: SampleArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -96,10 +46,13 @@ pub struct ServerArgs {
     common: CommonArgs,
     #[command(flatten)]
     ingest: crate::cluster::IngestArgs,
-    /// Also poll the SNMP targets in this file (see `kansoku snmp --help`),
-    /// at --interval.
-    #[arg(long, value_name = "FILE")]
-    snmp_targets: Option<PathBuf>,
+    /// Also sample this machine, as this host: the collector, the kernel
+    /// tracer and whatever else the flags below ask for, as `kansoku up`
+    /// does. Off by default: a server stores its agents.
+    #[arg(long, value_name = "NAME")]
+    host: Option<String>,
+    #[command(flatten)]
+    sample: SampleArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -176,25 +129,40 @@ struct CommonArgs {
     alertmanager: Option<String>,
 }
 
+/// What one command runs over its store.
+struct Node {
+    /// `up`, `snmp`, `server` or `lab synth`, and what it samples, in words.
+    command: &'static str,
+    what: String,
+    sampling: Sampling,
+    ingest: Option<crate::cluster::IngestSetup>,
+}
+
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_else(hostname);
-    let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    let sampler = args.perf.open_sampler(&host, &args.common.data)?;
-    let frag = args.fragmentation.collector(&host, &args.common.data)?;
-    let procs = args.processes.start(&host);
-    let tracer = args.trace.start(&host);
-    serve(&args.common, Some(host), snmp, None, None, (sampler, tracer, frag, procs))
+    let sampling = args.sample.start(Some(&host), args.common.interval, &args.common.data)?;
+    let what = format!("host {host:?}{}", if sampling.snmp_targets.is_some() { " and SNMP targets" } else { "" });
+    serve(&args.common, Node { command: "up", what, sampling, ingest: None })
 }
 
 pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
-    serve(&args.common, None, Some((&args.targets, args.timeout)), None, None, (None, None, None, None))
+    let mut producers = Vec::new();
+    let targets = crate::sample::push_poller(&mut producers, &args.targets, args.common.interval, args.timeout)?;
+    let sampling = Sampling { snmp_targets: Some(targets), ..Sampling::of(producers) };
+    serve(&args.common, Node { command: "snmp", what: "SNMP targets".into(), sampling, ingest: None })
 }
 
 /// `kansoku server`: the store, API and dashboard, and the agents' ingest.
 pub fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let ingest = crate::cluster::ingest_setup(&args.ingest)?;
-    let snmp = args.snmp_targets.as_deref().map(|t| (t, None));
-    serve(&args.common, None, snmp, None, Some(ingest), (None, None, None, None))
+    let sampling = args.sample.start(args.host.as_deref(), args.common.interval, &args.common.data)?;
+    let what = format!(
+        "agents on {}{}{}",
+        ingest.listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        args.host.as_ref().map(|h| format!(", host {h:?}")).unwrap_or_default(),
+        if sampling.snmp_targets.is_some() { " and SNMP targets" } else { "" }
+    );
+    serve(&args.common, Node { command: "server", what, sampling, ingest: Some(ingest) })
 }
 
 /// `kansoku lab synth`: synthetic hosts through the same store path as `up`.
@@ -210,32 +178,17 @@ pub fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         synth.n_series(),
         f64::from(synth.n_series()) / args.common.interval.as_secs_f64()
     );
-    serve(&args.common, None, None, Some(synth), None, (None, None, None, None))
+    let sampling = Sampling::of(vec![Box::new(synth)]);
+    serve(&args.common, Node { command: "lab synth", what: "synthetic hosts".into(), sampling, ingest: None })
 }
 
-fn serve(
-    args: &CommonArgs,
-    host: Option<String>,
-    snmp: Option<(&std::path::Path, Option<Duration>)>,
-    synth: Option<synth::Synth>,
-    ingest: Option<crate::cluster::IngestSetup>,
-    (sampler, tracer, frag, procs): (
-        Option<perf::sampler::Sampler>,
-        Option<trace::Tracer>,
-        Option<extents::Collector>,
-        Option<tasks::Collector>,
-    ),
-) -> anyhow::Result<()> {
+fn serve(args: &CommonArgs, node: Node) -> anyhow::Result<()> {
     let addr: SocketAddr = args
         .listen
         .parse()
         .with_context(|| format!("--listen {:?}: expected IP:PORT, e.g. 127.0.0.1:7070", args.listen))?;
-    // Read the targets and bind before touching the data directory: a bad
+    // Read the rules and bind before touching the data directory: a bad
     // file or a port in use changes nothing.
-    let targets = match snmp {
-        Some((path, _)) => Some(snmp::targets::load(path)?),
-        None => None,
-    };
     let rule_files =
         args.rules.iter().map(|f| rules::load(f).map(|r| (f.clone(), r))).collect::<Result<Vec<_>, _>>()?;
     if args.alertmanager.is_some() && rule_files.is_empty() {
@@ -251,35 +204,6 @@ fn serve(
     listener.set_nonblocking(true).context("listen socket")?;
     let local = listener.local_addr().context("listen socket")?;
 
-    let poller = match (targets, snmp) {
-        (Some(targets), Some((_, timeout))) => {
-            let n = targets.len();
-            tracing::info!("snmp: discovering {n} targets");
-            let (plan, failures) = snmp::plan(targets, Duration::from_secs(1), 2);
-            for f in &failures {
-                tracing::warn!(
-                    "snmp: {}: discovery failed ({}); polling sysUpTime.0 and laLoad.1 until a retry (every 60 s) succeeds",
-                    f.target,
-                    f.reason
-                );
-            }
-            let mut cfg = snmp::PollerConfig::new(args.interval);
-            if let Some(t) = timeout {
-                if t > args.interval {
-                    bail!(
-                        "--timeout {t:?} exceeds --interval {:?}: answers must count within their interval",
-                        args.interval
-                    );
-                }
-                cfg.timeout = t;
-            }
-            let poller = snmp::Poller::new(cfg, plan).context("snmp: open UDP sockets")?;
-            tracing::info!("snmp: polling {n} targets ({} series) every {:?}", poller.n_series(), args.interval);
-            Some(poller)
-        }
-        _ => None,
-    };
-
     let opts = Options {
         fsync: args.fsync,
         block_duration: args.block_duration,
@@ -293,9 +217,12 @@ fn serve(
     store.spawn_compactor().context("start the store's compactor")?;
     let mut state = api::ApiState::new(Arc::clone(&store));
     state.interval = Some(args.interval);
-    let mut jobs = node::jobs::Jobs::new(Arc::clone(&store), state.live.clone()).with_fsync(args.local_fsync);
+    state.snmp_targets = node.sampling.snmp_targets;
+    state.fragmentation = node.sampling.fragmentation;
+    let mut pipes =
+        node::pipelines::Pipelines::new(Arc::clone(&store), state.live.clone()).with_fsync(args.local_fsync);
     // Every panic of every thread, and the writers' batches a panic cost.
-    let panicked = Arc::clone(&jobs.panicked);
+    let panicked = Arc::clone(&pipes.panicked);
     state.reports.push(api::Report(
         "threads",
         Arc::new(move || {
@@ -307,170 +234,32 @@ fn serve(
             f
         }),
     ));
-    if let Some(host) = &host {
-        let collector =
-            Collector::new(&CollectorConfig { interval: args.interval, host: host.clone(), root: "/".into() });
-        state.collector = Some(collector.stats());
-        jobs.spawn_inline("collector", move |sink, stop| collector.run(sink, stop))?;
-    }
-    if let Some(tracer) = tracer {
-        let stats = tracer.stats();
-        state.reports.push(api::Report("trace", Arc::new(move || stats.report().to_vec())));
-        jobs.spawn("trace", move |tx, stop| tracer.run(tx, stop))?;
-    }
-    if let Some(procs) = procs {
-        let stats = procs.stats();
-        state.reports.push(api::Report("processes", Arc::new(move || stats.report())));
-        jobs.spawn("processes", move |tx, stop| procs.run(tx, stop))?;
-    }
-    if let Some(frag) = frag {
-        state.fragmentation = frag.snapshots.clone().map(|s| (s, frag.paths.clone()));
-        let stats = frag.stats();
-        state.reports.push(api::Report("fragmentation", Arc::new(move || stats.report())));
-        tracing::info!(
-            "fragmentation: scanning {} every {:?}",
-            frag.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-            frag.interval
-        );
-        jobs.spawn("fragmentation", move |tx, stop| frag.run(tx, stop))?;
-    }
-    if let Some(poller) = poller {
-        state.snmp = Some(poller.stats());
-        state.snmp_views = Some(poller.views());
-        jobs.spawn_inline("snmp-poller", move |sink, stop| poller.run(sink, stop))?;
-    }
-
-    let ingest = match ingest {
-        Some(mut setup) => {
-            state.tokens = setup.config.tokens.clone();
-            let symbols = symstore::SymStore::open(&args.data, setup.symbols_budget)
-                .with_context(|| format!("open the symbol store in {}", args.data.display()))?;
-            let symbols = Arc::new(symbols);
-            if let Some(ch) = &setup.config.clickhouse {
-                // Symbol sources one server received name frames on all.
-                symbols.set_shared(Arc::new(ingest::SharedSymbols(Arc::clone(ch))));
-            }
-            setup.config.symbols = Some(Arc::clone(&symbols));
-            state.symbols = Some(Arc::clone(&symbols));
-            let report = Arc::clone(&symbols);
-            state.reports.push(api::Report("symbols", Arc::new(move || report.report())));
-            let every = args.interval.max(Duration::from_secs(1));
-            jobs.spawn("symbols", move |tx, stop| {
-                node::jobs::report_series("kansoku_symbols", every, || symbols.report(), &tx, &stop);
-            })?;
-            if let Some(ch) = setup.config.clickhouse.clone() {
-                // Queries read the agents' series from ClickHouse, and this
-                // server's own (its ingest, the agents' clocks) from here;
-                // profiles count the agents' events in ClickHouse.
-                let reader = Arc::new(ch.reader());
-                state.reader = Arc::new(chstore::Both(Arc::clone(&store), Arc::clone(&reader)));
-                state.events = Arc::new(chstore::Both(Arc::clone(&store), Arc::clone(&reader)));
-                state.live_delay = Some(setup.live_delay);
-                let report = Arc::clone(&ch);
-                state.reports.push(api::Report(
-                    "clickhouse",
-                    Arc::new(move || report.report().into_iter().chain(reader.report()).collect()),
-                ));
-                // --retention-time: whole days older than it are dropped
-                // from ClickHouse (checked every 10 minutes, by every server:
-                // a drop is idempotent).
-                if let Some(keep) = args.retention_time {
-                    let ch = Arc::clone(&ch);
-                    jobs.spawn("clickhouse-retention", move |_, stop| {
-                        let missed = std::sync::atomic::AtomicU64::new(0);
-                        clock::schedule::every(600_000_000_000, &stop, &missed, |t| {
-                            let cutoff = (t as u64).saturating_sub(keep.as_nanos() as u64);
-                            if let Err(e) = ch.drop_before(cutoff, Duration::from_secs(60)) {
-                                tracing::warn!("clickhouse retention: {e}");
-                            }
-                            true
-                        });
-                    })?;
-                }
-                jobs.spawn("clickhouse", move |tx, stop| {
-                    node::jobs::report_series("kansoku_clickhouse", every, || ch.report(), &tx, &stop);
-                })?;
-            }
-            let ingest = Arc::new(ingest::Ingest::new(Arc::clone(&store), state.live.clone(), setup.config));
-            state.cluster = Some(api::ClusterView {
-                hosts: Arc::clone(&ingest.hosts),
-                ingest: Arc::clone(&ingest.stats),
-                jobs: Arc::clone(&ingest.jobs),
-            });
-            Some((ingest, setup.listener))
+    let mut producers = node.sampling.producers;
+    let ingest = match node.ingest {
+        Some(setup) => {
+            let at = (args.data.as_path(), args.interval, args.retention_time);
+            Some(crate::cluster::wire_ingest(setup, at, &store, &mut state, &mut producers)?)
         }
         None => None,
     };
-
     if !rule_files.is_empty() {
-        let stats = Arc::new(rules::RuleStats::default());
-        let am = args.alertmanager.as_deref().map(|u| rules::Alertmanager::new(u, &format!("http://{local}/")));
-        let board = Arc::new(model::alert::AlertBoard::default());
-        state.alerts = Some(Arc::clone(&board));
-        for (path, file) in &rule_files {
-            for spec in &file.groups {
-                let group = rules::Group::new(
-                    spec,
-                    args.interval.max(Duration::from_millis(100)),
-                    // What queries read: on a server in front of ClickHouse
-                    // the agents' series too (the rules once saw only the
-                    // server's own).
-                    Arc::clone(&state.reader),
-                    am.clone(),
-                    Arc::clone(&stats),
-                )?
-                .with_board(Arc::clone(&board), &path.display().to_string());
-                tracing::info!(
-                    "rules: group {:?} of {} ({} rules) every {:?}{}",
-                    spec.name,
-                    path.display(),
-                    spec.rules.len(),
-                    group.interval(),
-                    am.as_ref().map(|a| format!(", alerts to {}", a.url())).unwrap_or_default()
-                );
-                jobs.spawn("rules", move |tx, stop| group.run(tx, stop))?;
-            }
+        producers.extend(rule_groups(args, &rule_files, &mut state, local)?);
+    }
+    for p in producers {
+        if let Some(report) = p.report() {
+            state.reports.push(api::Report(p.name(), report));
         }
-        let report = Arc::clone(&stats);
-        state.reports.push(api::Report("rules", Arc::new(move || report.report().to_vec())));
+        pipes.add(p)?;
     }
-
-    if let (Some(sampler), Some(host)) = (sampler, &host) {
+    if let Some(sampler) = node.sampling.sampler {
         let (hz, event) = (sampler.hz(), sampler.event());
-        jobs.spawn_sampler(sampler)?;
-        tracing::info!(
-            "perf: sampling every CPU {hz} times a second ({}) into {}{{host={host:?}}}",
-            event.name(),
-            event.stream()
-        );
+        tracing::info!("perf: sampling every CPU {hz} times a second ({}) into {}", event.name(), event.stream());
+        pipes.spawn_sampler(sampler)?;
     }
-    let synthetic = synth.is_some();
-    if let Some(synth) = synth {
-        jobs.spawn("synth", move |tx, stop| synth.run(tx, stop))?;
-    }
-
-    let what = match (&host, state.snmp.is_some()) {
-        _ if synthetic => "synthetic hosts".to_owned(),
-        _ if ingest.is_some() => format!(
-            "agents on {}{}",
-            ingest.as_ref().map(|i| i.1.local_addr().map(|a| a.to_string()).unwrap_or_default()).unwrap_or_default(),
-            if state.snmp.is_some() { " and SNMP targets" } else { "" }
-        ),
-        (Some(h), true) => format!("host {h:?} and SNMP targets"),
-        (Some(h), false) => format!("host {h:?}"),
-        (None, _) => "SNMP targets".to_owned(),
-    };
     tracing::info!(
-        "kansoku {}: listening on http://{local}, {what}, interval {:?}, data in {}",
-        if synthetic {
-            "lab synth"
-        } else if ingest.is_some() {
-            "server"
-        } else if host.is_some() {
-            "up"
-        } else {
-            "snmp"
-        },
+        "kansoku {}: listening on http://{local}, {}, interval {:?}, data in {}",
+        node.command,
+        node.what,
         args.interval,
         args.data.display()
     );
@@ -502,8 +291,42 @@ fn serve(
     ingest_stop.send_replace(true);
     rt.shutdown_timeout(Duration::from_secs(5));
     tracing::info!("stopping: draining the queues and flushing the store");
-    jobs.stop_and_join()?;
+    pipes.stop_and_join()?;
     store.close().context("flush store")?;
     served.context("HTTP server")?;
     Ok(())
+}
+
+/// `--rules`: a producer per group, reading what queries read (on a server
+/// in front of ClickHouse the agents' series too), their alerts on the API's
+/// board and, with `--alertmanager`, sent there; one report for all.
+fn rule_groups(
+    args: &CommonArgs,
+    files: &[(PathBuf, rules::RuleFile)],
+    state: &mut api::ApiState,
+    local: SocketAddr,
+) -> anyhow::Result<Vec<Box<dyn Producer>>> {
+    let stats = Arc::new(rules::RuleStats::default());
+    let am = args.alertmanager.as_deref().map(|u| rules::Alertmanager::new(u, &format!("http://{local}/")));
+    let board = Arc::new(model::alert::AlertBoard::default());
+    state.alerts = Some(Arc::clone(&board));
+    let mut groups: Vec<Box<dyn Producer>> = Vec::new();
+    for (path, file) in files {
+        for spec in &file.groups {
+            let every = args.interval.max(Duration::from_millis(100));
+            let group = rules::Group::new(spec, every, Arc::clone(&state.reader), am.clone(), Arc::clone(&stats))?
+                .with_board(Arc::clone(&board), &path.display().to_string());
+            tracing::info!(
+                "rules: group {:?} of {} ({} rules) every {:?}{}",
+                spec.name,
+                path.display(),
+                spec.rules.len(),
+                group.interval(),
+                am.as_ref().map(|a| format!(", alerts to {}", a.url())).unwrap_or_default()
+            );
+            groups.push(Box::new(group));
+        }
+    }
+    state.reports.push(api::Report("rules", Arc::new(move || stats.report().to_vec())));
+    Ok(groups)
 }

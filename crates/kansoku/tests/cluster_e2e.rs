@@ -658,3 +658,33 @@ fn agents_load_one_target_from_one_instant() {
     assert!(!out.status.success() && log.contains("\"nobody\" is not connected (waited 300ms"), "{log}");
     assert!(!none.exists());
 }
+
+/// An agent runs the producers `up` runs, from the same flags: SNMP targets
+/// (a fake agent farm on loopback) and a fragmentation scan ship beside its
+/// host's rounds, stored on the server under the agent's host.
+#[test]
+fn an_agent_runs_what_up_runs_snmp_and_fragmentation_included() {
+    use snmp::farm;
+    let dir = tempfile::tempdir().unwrap();
+    let ips = farm::ips(std::net::Ipv4Addr::new(127, 3, 1, 1), 2);
+    let farm = farm::Farm::start(0, ips.into_iter().map(|ip| (ip, farm::Fault::None)).collect(), 1).unwrap();
+    let targets = dir.path().join("targets");
+    std::fs::write(&targets, format!("{} v2c rack=r1\n{} v2c\n", farm.addrs[0], farm.addrs[1])).unwrap();
+    let scanned = dir.path().join("scanned");
+    std::fs::create_dir(&scanned).unwrap();
+    std::fs::write(scanned.join("f"), vec![7u8; 1 << 20]).unwrap();
+    let data = dir.path().join("server");
+    let mut srv = server(&data, "127.0.0.1:0", &[]);
+    let (t, s) = (targets.to_str().unwrap(), scanned.to_str().unwrap());
+    let mut ag = agent(&srv.ingest, &dir.path().join("agent"), "both", &["--snmp-targets", t, "--fragmentation", s]);
+    wait_for("batches", || stored_batches(&srv.http, "both") >= 4);
+    ag.stop();
+    srv.proc.stop();
+    let out = Command::new(BIN).args(["series", "{host=\"both\"}"]).arg("--data").arg(&data).output().unwrap();
+    let series = String::from_utf8(out.stdout).unwrap();
+    assert!(series.contains("node_load1{host=\"both\"}"), "the host collector:\n{series}");
+    assert!(series.contains("kansoku_fragmentation_"), "the fragmentation scan:\n{series}");
+    let snmp = Command::new(BIN).args(["series", "{rack=\"r1\"}"]).arg("--data").arg(&data).output().unwrap();
+    let snmp = String::from_utf8(snmp.stdout).unwrap();
+    assert!(snmp.lines().any(|l| l.contains(&farm.addrs[0].to_string())), "the SNMP target's series:\n{snmp}");
+}

@@ -115,7 +115,8 @@ const LAYERS: &[&[&str]] = &[
     &["symstore", "chstore", "link"],
     &["influx", "agent", "ingest", "promql", "latency"],
     &["diagnose"],
-    &["node", "api", "lab", "rules"],
+    &["node", "api", "rules"],
+    &["lab"],
     &["kansoku"],
 ];
 

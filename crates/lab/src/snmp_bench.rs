@@ -281,7 +281,7 @@ fn measure_kansoku(
     fsync: store::FsyncPolicy,
 ) -> anyhow::Result<Kansoku> {
     let (plan, _) = snmp::plan(specs(addrs), Duration::from_secs(1), 0);
-    let poller = Poller::new(PollerConfig::new(interval), plan).context("open SNMP sockets")?;
+    let mut poller = Poller::new(PollerConfig::new(interval), plan).context("open SNMP sockets")?;
     let stats = poller.stats();
     let dir = tempfile::tempdir()?;
     let store = store::Store::open(dir.path(), store::Options::default())?;
@@ -289,7 +289,7 @@ fn measure_kansoku(
     let (tx, rx) = sync_channel::<Batch>(256);
     let poll_thread = {
         let stop = Arc::clone(&stop);
-        std::thread::spawn(move || poller.run(tx, stop))
+        std::thread::spawn(move || node::rounds::run(&mut poller, &tx, &stop))
     };
     let writer = std::thread::spawn(move || -> anyhow::Result<_> {
         let mut appender = store::Appender::with_fsync(fsync);

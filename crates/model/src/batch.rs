@@ -27,7 +27,7 @@ impl Batch {
 
 /// Where a producer hands its rounds, never waiting: a bounded queue to a
 /// writer thread (`SyncSender`), or a sink that stores the round on the
-/// producer's own thread when it can (`node::jobs`). `Full` gives the batch
+/// producer's own thread when it can (`node::pipelines`). `Full` gives the batch
 /// back, so the producer can count it and carry its declarations on.
 pub trait Sink {
     fn try_send(&self, batch: Batch) -> Result<(), std::sync::mpsc::TrySendError<Batch>>;

@@ -6,9 +6,11 @@
 pub mod alert;
 mod batch;
 pub mod budget;
+pub mod producer;
 pub mod report;
 mod selector;
 mod series;
+pub mod snmp;
 pub mod task;
 mod timestamp;
 

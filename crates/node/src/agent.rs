@@ -1,4 +1,4 @@
-//! An agent's pipelines: the host collector's rounds to the spooler, the
+//! An agent's pipelines: its producers' rounds (the host collector's first) to the spooler, the
 //! per-CPU sampler's sets of event batches encoded here and spooled as one
 //! batch each, and the sender shipping the spool to the server — until a
 //! signal, then the last batch to the spool and a few seconds to send the
@@ -10,35 +10,33 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use agent::Agent;
+use ::agent::Agent;
 use codec::events::{Encoding, EventBatch, encode_many, threads_for};
-use collect::Collector;
 use model::Batch;
+use model::producer::Producer;
 
 use crate::{PERF_DRAIN, PERF_QUEUE, QUEUE_ROUNDS};
 
 /// How long a stopping agent keeps sending its backlog.
 pub const DRAIN: Duration = Duration::from_secs(5);
 
-/// Another producer of series batches beside the collector (the kernel
-/// tracer): run on a thread of its own until the flag turns true.
-pub type Producer = Box<dyn FnOnce(SyncSender<Batch>, Arc<AtomicBool>) + Send>;
-
-/// Runs `agent` with `collector`, the `others` (their batches spooled with
-/// the collector's rounds) and `sampler` (its sets every `batch`) until
-/// Ctrl-C or SIGTERM.
+/// Runs `agent` with the `producers` (the first, the host collector,
+/// straight into the spooler's queue; the others' batches merged into it,
+/// each in an id space of its own) and `sampler` (its sets every `batch`)
+/// until Ctrl-C or SIGTERM.
 pub fn run(
     agent: Arc<Agent>,
-    collector: Collector,
-    others: Vec<(&'static str, Producer)>,
+    producers: Vec<Box<dyn Producer>>,
     sampler: Option<perf::sampler::Sampler>,
     batch: Duration,
 ) -> std::io::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = sync_channel(QUEUE_ROUNDS);
+    let mut producers = producers.into_iter();
+    let mut first = producers.next().ok_or_else(|| std::io::Error::other("BUG: an agent with no producer"))?;
     let mut other_threads = Vec::new();
-    for (k, (name, produce)) in others.into_iter().enumerate() {
-        other_threads.extend(spawn_merged(name, produce, k, &tx, &stop)?);
+    for (k, p) in producers.enumerate() {
+        other_threads.extend(spawn_merged(p, k, &tx, &stop)?);
     }
     let perf_threads = match sampler {
         Some(sampler) => spawn_sampler(&agent, sampler, batch, &stop)?,
@@ -49,7 +47,7 @@ pub fn run(
     let hold_queue = tx.clone();
     let producer = {
         let stop = Arc::clone(&stop);
-        crate::supervise::spawn("collector", move || collector.run(tx, stop))?
+        crate::supervise::spawn(first.name(), move || crate::rounds::run(&mut *first, &tx, &stop))?
     };
     let spooler = {
         let agent = Arc::clone(&agent);
@@ -99,16 +97,16 @@ fn id_space(k: usize) -> u32 {
 /// the queue has no room for is the producer's drop (its own counters say
 /// so: the merge waits, so the producer's queue fills).
 fn spawn_merged(
-    name: &'static str,
-    produce: Producer,
+    mut p: Box<dyn Producer>,
     k: usize,
     tx: &SyncSender<Batch>,
     stop: &Arc<AtomicBool>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let name = p.name();
     let (own_tx, own_rx) = sync_channel::<Batch>(QUEUE_ROUNDS);
     let run = {
         let stop = Arc::clone(stop);
-        crate::supervise::spawn(name, move || produce(own_tx, stop))?
+        crate::supervise::spawn(name, move || crate::rounds::run(&mut *p, &own_tx, &stop))?
     };
     let tx = tx.clone();
     let base = id_space(k);

@@ -1,15 +1,16 @@
 //! The pipelines of a running kansoku, wired the same way whatever the
-//! command: each producer (host collector, SNMP poller, per-CPU sampler,
-//! synthetic hosts) runs on its own thread and hands its rounds to a bounded
-//! queue; a writer thread of its own drains the queue into the store (and the
-//! live broadcast) — [`jobs`] — or, on an agent, into the spool that the
-//! sender ships from — [`agent`]. A full queue drops and counts; nothing
+//! command: each producer (`model::producer::Producer`: host collector, SNMP
+//! poller, kernel tracer, processes, fragmentation, rule groups, synthetic
+//! hosts) runs in the one round loop ([`rounds`]) on its own thread and
+//! hands its rounds to a bounded queue; a writer thread of its own drains the
+//! queue into the store (and the live broadcast) — [`pipelines`] — or, on an
+//! agent, into the spool that the sender ships from — [`agent`]. A full queue drops and counts; nothing
 //! blocks a producer. [`signal`] is the stop on Ctrl-C or SIGTERM;
 //! [`supervise`] records every thread's panic and shows it. The binary
 //! parses flags and picks the producers; what runs is here.
 //!
 //! A producer that samples every 100 ms stores its round on its own thread
-//! while the store's writer lock is free (`Jobs::spawn_inline`,
+//! while the store's writer lock is free (`Pipelines::add` of an inline producer,
 //! `Store::try_append`) and queues it otherwise; the per-CPU sampler's sets
 //! go to an event writer thread of their own. On an agent (`agent::run`) the
 //! collector and the sampler feed the spool.
@@ -17,7 +18,8 @@
 use std::time::Duration;
 
 pub mod agent;
-pub mod jobs;
+pub mod pipelines;
+pub mod rounds;
 pub mod signal;
 pub mod supervise;
 

@@ -6,10 +6,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::SyncSender;
 use std::time::Duration;
 
+use model::producer::{Producer, ReportFn};
 use model::report::Figure;
 use model::{Batch, SeriesKey, Timestamp};
 
@@ -386,33 +387,42 @@ impl Group {
             rules,
         }
     }
+}
 
-    /// Evaluates on every boundary of the interval until `stop`, handing
-    /// each batch to `sink` without blocking (a full queue drops and counts).
-    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
-        let stats = Arc::clone(&self.stats);
-        clock::schedule::every(self.interval.as_nanos() as i64, &stop, &stats.missed_intervals, |t| {
-            let (batch, alerts) = self.eval(t);
-            if let Some(n) = &self.notify
-                && !alerts.is_empty()
-                && n.try_send(alerts).is_err()
-            {
-                stats.notifications_dropped.fetch_add(1, Relaxed);
-            }
-            match sink.try_send(batch) {
-                Ok(()) => true,
-                Err(TrySendError::Full(b)) => {
-                    // Its series are declared again with the next batch.
-                    for (id, key) in &b.defs {
-                        self.ids.of.remove(key);
-                        self.last.remove(id);
-                    }
-                    stats.dropped_batches.fetch_add(1, Relaxed);
-                    true
-                }
-                Err(TrySendError::Disconnected(_)) => false,
-            }
-        });
+impl Producer for Group {
+    fn name(&self) -> &'static str {
+        "rules"
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// The groups share one report (`RuleStats`), shown once by whoever
+    /// runs them.
+    fn report(&self) -> Option<ReportFn> {
+        None
+    }
+
+    /// Evaluates every rule at `t`; alerts that changed go to the
+    /// notifier's queue (full: dropped and counted).
+    fn round(&mut self, t: Timestamp, _lateness_ns: i64) -> Option<Batch> {
+        let (batch, alerts) = self.eval(t.0);
+        if let Some(n) = &self.notify
+            && !alerts.is_empty()
+            && n.try_send(alerts).is_err()
+        {
+            self.stats.notifications_dropped.fetch_add(1, Relaxed);
+        }
+        Some(batch)
+    }
+
+    fn missed(&mut self, n: u64) {
+        self.stats.missed_intervals.fetch_add(n, Relaxed);
+    }
+
+    fn dropped(&mut self) {
+        self.stats.dropped_batches.fetch_add(1, Relaxed);
     }
 }
 

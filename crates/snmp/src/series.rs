@@ -41,13 +41,6 @@ impl Series {
         batch.points.push((id, value));
     }
 
-    /// A batch was dropped: its definitions must travel with a later one.
-    pub fn undeclare(&mut self, defs: &[(u32, SeriesKey)]) {
-        for (id, _) in defs {
-            self.declared[*id as usize] = false;
-        }
-    }
-
     #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.keys.len()

@@ -93,7 +93,7 @@ fn every_fault_is_recorded_as_what_it_is() {
     assert!(failures.is_empty(), "{failures:?}");
     let poller = Poller::new(PollerConfig::new(Duration::from_millis(100)), plan).unwrap();
     let stats = poller.stats();
-    let batches = poller.run_intervals(INTERVALS);
+    let batches = node::rounds::first_batches(poller, INTERVALS);
     let r = Recorded::new(&batches);
     let n = INTERVALS;
     let t = |i: usize| format!("target=\"{}\"", a[i]);
@@ -193,7 +193,7 @@ fn two_thousand_targets_one_socket_farm() {
     let poller = Poller::new(PollerConfig::new(Duration::from_millis(100)), plan).unwrap();
     let stats = poller.stats();
     let n = 10;
-    let r = Recorded::new(&poller.run_intervals(n));
+    let r = Recorded::new(&node::rounds::first_batches(poller, n));
     let mut healthy_up = 0;
     let mut healthy = 0;
     for (i, a) in farm.addrs.iter().enumerate() {
@@ -251,7 +251,7 @@ fn a_target_down_at_start_is_discovered_later() {
     let mut cfg = PollerConfig::new(Duration::from_millis(100));
     cfg.rediscover_every = Duration::from_millis(300);
     let poller = Poller::new(cfg, plan).unwrap();
-    let batches = poller.run_intervals(30);
+    let batches = node::rounds::first_batches(poller, 30);
     let r = Recorded::new(&batches);
     let t = format!("target=\"{a}\"");
     let up = r.values(&format!("kansoku_snmp_up{{{t}}}"));

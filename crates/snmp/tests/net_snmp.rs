@@ -146,7 +146,7 @@ fn polls_real_snmpd_and_matches_snmpget() {
     // refresh three times.
     let intervals = 105;
     let poller = Poller::new(PollerConfig::new(Duration::from_millis(100)), plan).unwrap();
-    let batches = poller.run_intervals(intervals);
+    let batches = node::rounds::first_batches(poller, intervals);
     let r = recorded(&batches);
     let ta = format!("target=\"{}\"", a.addr);
     let tb = format!("target=\"{}\"", b.addr);

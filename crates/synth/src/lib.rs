@@ -11,10 +11,10 @@
 //! `/proc/stat`, so rates look like the real thing, steps included.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use model::producer::{Producer, ReportFn};
 use model::{Batch, SeriesKey, Timestamp};
 
 const MODES: [&str; 8] = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"];
@@ -41,7 +41,20 @@ pub struct SynthStats {
     pub dropped_batches: AtomicU64,
 }
 
-/// The generator: call [`Synth::run`] on its own thread.
+impl SynthStats {
+    /// The figures of `/api/v1/status`'s `synth` part.
+    pub fn report(&self) -> Vec<model::report::Figure> {
+        use model::report::Figure;
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            Figure::counter("rounds", n(&self.rounds)),
+            Figure::counter("samples", n(&self.samples)),
+            Figure::counter("dropped_batches", n(&self.dropped_batches)),
+        ]
+    }
+}
+
+/// The generator: a `model::producer::Producer` (`node::rounds` runs it).
 #[derive(Debug)]
 pub struct Synth {
     hosts: Vec<Host>,
@@ -49,6 +62,8 @@ pub struct Synth {
     rng: Rng,
     stats: Arc<SynthStats>,
     n_series: u32,
+    /// The first round declared every series.
+    declared: bool,
 }
 
 #[derive(Debug)]
@@ -113,6 +128,7 @@ impl Synth {
             interval_ns: interval.as_nanos() as i64,
             rng,
             stats: Arc::default(),
+            declared: false,
             n_series: (args.hosts * per_host) as u32,
         }
     }
@@ -189,34 +205,41 @@ impl Synth {
         }
         batch.time = time;
     }
+}
 
-    /// Produces a batch per interval boundary until `stop`; drops (and
-    /// counts) rounds when the store queue is full, as the collector does.
-    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
-        let mut defs: Vec<(u32, SeriesKey)> = self.keys().into_iter().enumerate().map(|(i, k)| (i as u32, k)).collect();
-        let missed = std::sync::atomic::AtomicU64::new(0);
-        clock::schedule::every(self.interval_ns, &stop, &missed, |t| {
-            let mut batch = Batch::new(Timestamp(t));
-            batch.points.reserve(self.n_series as usize);
-            self.round(Timestamp(t), &mut batch);
-            batch.defs = std::mem::take(&mut defs);
-            let n = batch.points.len() as u64;
-            match sink.try_send(batch) {
-                Ok(()) => {
-                    self.stats.rounds.fetch_add(1, Ordering::Relaxed);
-                    self.stats.samples.fetch_add(n, Ordering::Relaxed);
-                    true
-                }
-                Err(TrySendError::Full(b)) => {
-                    defs = b.defs;
-                    if self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed) == 0 {
-                        tracing::warn!("synth: store queue full, dropping rounds (counted)");
-                    }
-                    true
-                }
-                Err(TrySendError::Disconnected(_)) => false,
-            }
-        });
+impl Producer for Synth {
+    fn name(&self) -> &'static str {
+        "synth"
+    }
+
+    fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval_ns as u64)
+    }
+
+    fn report(&self) -> Option<ReportFn> {
+        let stats = self.stats();
+        Some(Arc::new(move || stats.report()))
+    }
+
+    /// Every host advanced one interval; the first round declares every
+    /// series.
+    fn round(&mut self, t: Timestamp, _lateness_ns: i64) -> Option<Batch> {
+        let mut batch = Batch::new(t);
+        if !self.declared {
+            batch.defs = self.keys().into_iter().enumerate().map(|(i, k)| (i as u32, k)).collect();
+            self.declared = true;
+        }
+        batch.points.reserve(self.n_series as usize);
+        Synth::round(self, t, &mut batch);
+        self.stats.rounds.fetch_add(1, Ordering::Relaxed);
+        self.stats.samples.fetch_add(batch.points.len() as u64, Ordering::Relaxed);
+        Some(batch)
+    }
+
+    fn dropped(&mut self) {
+        if self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!("synth: store queue full, dropping rounds (counted)");
+        }
     }
 }
 

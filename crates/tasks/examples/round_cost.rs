@@ -18,7 +18,7 @@ fn main() {
         if !cgroups {
             cfg.max_cgroups = 0;
         }
-        let (mut c, why) = tasks::Collector::new(cfg, true);
+        let (mut c, why) = tasks::Processes::new(cfg, true);
         if let Some(w) = why {
             eprintln!("{w}");
         }

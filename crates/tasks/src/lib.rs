@@ -27,10 +27,11 @@ pub mod taskstats;
 
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, TrySendError, sync_channel};
 use std::time::Duration;
 
+use model::producer::{Producer, ReportFn};
 use model::{Batch, SeriesKey, Timestamp};
 
 /// Exit records waiting for the next round, at most.
@@ -247,7 +248,7 @@ pub use model::task::Thread;
 pub type Runtimes = Box<dyn FnMut(&mut Vec<Thread>) -> std::io::Result<()> + Send>;
 
 /// The processes producer.
-pub struct Collector {
+pub struct Processes {
     /// Where the round's processes and their run times come from, if not
     /// from a `/proc` walk and a schedstat per process.
     runtimes: Option<Runtimes>,
@@ -282,9 +283,9 @@ pub struct Collector {
     cpu_now: HashMap<u32, f64>,
 }
 
-impl std::fmt::Debug for Collector {
+impl std::fmt::Debug for Processes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Collector")
+        f.debug_struct("Processes")
             .field("cfg", &self.cfg)
             .field("runtimes", &self.runtimes.is_some())
             .field("processes", &self.procs.len())
@@ -340,12 +341,12 @@ fn user_hz() -> f64 {
     rustix::param::clock_ticks_per_second() as f64
 }
 
-impl Collector {
+impl Processes {
     /// A collector; `exits` on (root) listens for taskstats records on a
     /// thread of its own. Without them (not root, an old kernel) the
     /// collector still works: a process is accounted to its last scan, and
     /// the reason is returned to be logged.
-    pub fn new(cfg: Config, exits: bool) -> (Collector, Option<String>) {
+    pub fn new(cfg: Config, exits: bool) -> (Processes, Option<String>) {
         let stats = Arc::new(Stats::default());
         let (rx, why) = if exits {
             match listen(&stats) {
@@ -355,7 +356,7 @@ impl Collector {
         } else {
             (None, None)
         };
-        let c = Collector {
+        let c = Processes {
             runtimes: None,
             tasks: Vec::new(),
             cfg,
@@ -618,7 +619,7 @@ impl Collector {
     /// instead of walking `/proc` and reading a schedstat per process: a
     /// process whose time did not move costs nothing. A failed read falls
     /// back to the walk for that round (counted).
-    pub fn with_runtimes(mut self, runtimes: Runtimes) -> Collector {
+    pub fn with_runtimes(mut self, runtimes: Runtimes) -> Processes {
         self.runtimes = Some(runtimes);
         self
     }
@@ -974,37 +975,32 @@ impl Collector {
             })
             .collect()
     }
+}
 
-    /// A batch was dropped: its declarations were lost, so every series is
-    /// declared again from the next batch on.
-    fn forget_ids(&mut self) {
-        for g in self.groups.values_mut() {
-            g.ids.clear();
-        }
-        for p in self.procs.values_mut() {
-            p.ids.clear();
-        }
-        self.own_ids.clear();
-        self.cgroup_ids.clear();
-        self.free_ids.clear();
-        self.next_id = 0;
+impl Producer for Processes {
+    fn name(&self) -> &'static str {
+        "processes"
     }
 
-    /// Scans now and on every interval boundary until `stop`.
-    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
+    fn interval(&self) -> Duration {
+        self.cfg.interval
+    }
+
+    fn report(&self) -> Option<ReportFn> {
         let stats = self.stats();
-        clock::schedule::every(self.cfg.interval.as_nanos() as i64, &stop, &stats.missed_intervals, |t| {
-            let b = self.round(t);
-            match sink.try_send(b) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_)) => {
-                    self.forget_ids();
-                    stats.dropped_batches.fetch_add(1, Relaxed);
-                    true
-                }
-                Err(TrySendError::Disconnected(_)) => false,
-            }
-        });
+        Some(Arc::new(move || stats.report()))
+    }
+
+    fn round(&mut self, t: Timestamp, _lateness_ns: i64) -> Option<Batch> {
+        Some(Processes::round(self, t.0))
+    }
+
+    fn missed(&mut self, n: u64) {
+        self.stats.missed_intervals.fetch_add(n, Relaxed);
+    }
+
+    fn dropped(&mut self) {
+        self.stats.dropped_batches.fetch_add(1, Relaxed);
     }
 }
 

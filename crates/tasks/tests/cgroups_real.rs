@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{Kill, busy_shell, value};
-use tasks::{Collector, Config};
+use tasks::{Config, Processes};
 
 /// A cgroup made for the test, removed (its processes moved out first) on drop.
 struct Group(PathBuf);
@@ -80,7 +80,7 @@ fn cgroups_of_both_versions_are_read() {
     }
     let mut cfg = Config::new(Duration::from_secs(1), "t".into());
     cfg.min_cpu = 10.0; // no per-process series needed here
-    let (mut c, _) = Collector::new(cfg, false);
+    let (mut c, _) = Processes::new(cfg, false);
     let mut ids = HashMap::new();
     let mut first: Option<(f64, f64)> = None;
     let mut got = None;

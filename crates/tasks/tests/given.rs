@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::value;
-use tasks::{Collector, Config, Thread};
+use tasks::{Config, Processes, Thread};
 
 fn stat(pid: u32, comm: &str, state: char, ppid: u32, utime: u64, stime: u64) -> String {
     format!("{pid} ({comm}) {state} {ppid} 0 0 0 -1 0 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 1000 0 0 0\n")
@@ -43,7 +43,7 @@ fn a_known_kernel_thread_is_not_read_and_states_come_from_the_source() {
     let mut cfg = Config::new(Duration::from_secs(1), "t".into());
     cfg.proc = proc.path().to_owned();
     cfg.max_cgroups = 0;
-    let (c, _) = Collector::new(cfg, false);
+    let (c, _) = Processes::new(cfg, false);
     let source = Arc::clone(&threads);
     let mut c = c.with_runtimes(Box::new(move |out| {
         out.clone_from(&source.lock().unwrap());

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{busy_shell, spawn, value};
-use tasks::{Collector, Config};
+use tasks::{Config, Processes};
 
 #[test]
 fn the_iterator_s_collector_agrees_with_the_proc_walk() {
@@ -21,9 +21,9 @@ fn the_iterator_s_collector_agrees_with_the_proc_walk() {
         c.min_cpu = 0.05;
         c
     };
-    let (mut walk, _) = Collector::new(cfg(), false);
+    let (mut walk, _) = Processes::new(cfg(), false);
     let mut it = trace::tasks::TaskIter::open().expect("the task iterator loads (root, BTF)");
-    let (iter, _) = Collector::new(cfg(), false);
+    let (iter, _) = Processes::new(cfg(), false);
     let mut iter = iter.with_runtimes(Box::new(move |out| it.read(out)));
     let busy = spawn(Command::new(&sh).args(["-c", "while :; do :; done"]));
     let _idle: Vec<common::Kill> =
@@ -74,9 +74,9 @@ fn the_iterator_s_collector_agrees_with_the_proc_walk() {
 #[test]
 fn kernel_threads_agree_with_the_proc_walk() {
     let cfg = || Config::new(Duration::from_secs(1), "t".into());
-    let (mut walk, _) = Collector::new(cfg(), false);
+    let (mut walk, _) = Processes::new(cfg(), false);
     let mut it = trace::tasks::TaskIter::open().expect("the task iterator loads (root, BTF)");
-    let (iter, _) = Collector::new(cfg(), false);
+    let (iter, _) = Processes::new(cfg(), false);
     let mut iter = iter.with_runtimes(Box::new(move |out| it.read(out)));
     let kernel = [("groupname", tasks::KERNEL_GROUP)];
     let (mut ids_w, mut ids_i) = (std::collections::HashMap::new(), std::collections::HashMap::new());

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{spawn, value};
-use tasks::{Collector, Config};
+use tasks::{Config, Processes};
 
 /// A tracked process's PSS is re-read when its resident set grows by more
 /// than an eighth, not only on its turn (every few minutes): a process
@@ -18,7 +18,7 @@ fn a_tracked_process_s_pss_follows_its_resident_set() {
     use std::io::{BufRead, Write};
     let mut cfg = Config::new(Duration::from_secs(1), "t".into());
     cfg.min_rss_bytes = 4 << 20;
-    let (mut c, _) = Collector::new(cfg, false);
+    let (mut c, _) = Processes::new(cfg, false);
     let script =
         "import sys\nsys.stdin.readline()\nb = b'x' * (64 << 20)\nprint('ok', flush=True)\nsys.stdin.readline()\n";
     let mut child = spawn(
@@ -29,7 +29,7 @@ fn a_tracked_process_s_pss_follows_its_resident_set() {
     );
     let pid = child.0.id().to_string();
     let mut ids = std::collections::HashMap::new();
-    let mut pss = |c: &mut Collector| {
+    let mut pss = |c: &mut Processes| {
         let b = c.round(clock::realtime_ns());
         for (id, key) in &b.defs {
             ids.insert(*id, key.clone());

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{busy_shell, value};
 use nix::sys::resource::{UsageWho, getrusage};
-use tasks::{Collector, Config};
+use tasks::{Config, Processes};
 
 fn children_cpu() -> f64 {
     let u = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap();
@@ -22,7 +22,7 @@ fn children_cpu() -> f64 {
 fn a_process_gone_between_scans_keeps_its_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let sh = busy_shell(dir.path(), "kskshort");
-    let (mut c, why) = Collector::new(Config::new(Duration::from_secs(1), "t".into()), true);
+    let (mut c, why) = Processes::new(Config::new(Duration::from_secs(1), "t".into()), true);
     assert_eq!(why, None, "taskstats must open here (root)");
     let mut ids = std::collections::HashMap::new();
     let keep = |ids: &mut std::collections::HashMap<u32, model::SeriesKey>, b: &model::Batch| {

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{busy_shell, value};
-use tasks::{Collector, Config};
+use tasks::{Config, Processes};
 
 #[test]
 fn a_busy_process_gets_series_that_end_stale() {
@@ -15,7 +15,7 @@ fn a_busy_process_gets_series_that_end_stale() {
     let sh = busy_shell(dir.path(), "kskbusy");
     let mut cfg = Config::new(Duration::from_secs(1), "t".into());
     cfg.min_cpu = 0.05;
-    let (mut c, _) = Collector::new(cfg, true);
+    let (mut c, _) = Processes::new(cfg, true);
     let mut child = Command::new(&sh).args(["-c", "while :; do :; done"]).spawn().unwrap();
     let pid = child.id().to_string();
     let mut ids = std::collections::HashMap::new();
@@ -67,10 +67,10 @@ fn an_exec_moves_a_process_to_its_new_program() {
         post = post.display()
     );
     let mut child = Command::new(&pre).args(["-c", &script]).spawn().unwrap();
-    let (mut c, _) = Collector::new(Config::new(Duration::from_secs(1), "t".into()), true);
+    let (mut c, _) = Processes::new(Config::new(Duration::from_secs(1), "t".into()), true);
     let mut ids = std::collections::HashMap::new();
     let mut history: Vec<(Option<f64>, Option<f64>)> = Vec::new();
-    let round = |c: &mut Collector, ids: &mut std::collections::HashMap<u32, model::SeriesKey>| {
+    let round = |c: &mut Processes, ids: &mut std::collections::HashMap<u32, model::SeriesKey>| {
         let b = c.round(clock::realtime_ns());
         for (i, k) in &b.defs {
             ids.insert(*i, k.clone());

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{busy_shell, spawn, value};
-use tasks::{Collector, Config};
+use tasks::{Config, Processes};
 
 #[test]
 fn members_are_counted_by_state_and_a_tracked_process_has_its_pss() {
@@ -17,7 +17,7 @@ fn members_are_counted_by_state_and_a_tracked_process_has_its_pss() {
     let sh = busy_shell(dir.path(), "kskstates");
     let mut cfg = Config::new(Duration::from_secs(1), "t".into());
     cfg.min_cpu = 0.05;
-    let (mut c, _) = Collector::new(cfg, false);
+    let (mut c, _) = Processes::new(cfg, false);
     let spin = spawn(Command::new(&sh).args(["-c", "while :; do :; done"]));
     let _sleeping = spawn(Command::new(&sh).args(["-c", "read x"]).stdin(std::process::Stdio::piped()));
     let stopped = spawn(Command::new(&sh).args(["-c", "while :; do :; done"]));

@@ -13,10 +13,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use model::producer::{Producer, ReportFn};
 use model::report::Figure;
 use model::{Batch, SeriesKey, Timestamp};
 
@@ -336,39 +336,50 @@ impl Tracer {
         });
         b.points.push((id, v));
     }
+}
 
-    /// Reads on every boundary of the interval until `stop`, handing each
-    /// batch to `sink` without blocking (a full queue drops and counts).
-    pub fn run(mut self, sink: SyncSender<Batch>, stop: Arc<AtomicBool>) {
+impl Producer for Tracer {
+    fn name(&self) -> &'static str {
+        "trace"
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn report(&self) -> Option<ReportFn> {
+        let stats = self.stats();
+        Some(Arc::new(move || stats.report().to_vec()))
+    }
+
+    /// Reads the kernel's maps into a batch; a failed read is counted and
+    /// stores nothing this round.
+    fn round(&mut self, t: Timestamp, _lateness_ns: i64) -> Option<Batch> {
+        let cpu0 = clock::thread_cpu_ns();
         let stats = Arc::clone(&self.stats);
-        clock::schedule::every(self.interval.as_nanos() as i64, &stop, &stats.missed_intervals, |t| {
-            let cpu0 = clock::thread_cpu_ns();
-            stats.reads.fetch_add(1, Relaxed);
-            let go_on = match self.read(t) {
-                Ok(batch) => {
-                    stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
-                    match sink.try_send(batch) {
-                        Ok(()) => true,
-                        Err(TrySendError::Full(b)) => {
-                            // Its series are declared again with the next batch.
-                            let dropped: std::collections::HashSet<u32> = b.defs.iter().map(|(id, _)| *id).collect();
-                            self.ids.retain(|_, id| !dropped.contains(id));
-                            stats.dropped_batches.fetch_add(1, Relaxed);
-                            true
-                        }
-                        Err(TrySendError::Disconnected(_)) => false,
-                    }
+        stats.reads.fetch_add(1, Relaxed);
+        let batch = match self.read(t.0) {
+            Ok(batch) => {
+                stats.samples.fetch_add(batch.points.len() as u64, Relaxed);
+                Some(batch)
+            }
+            Err(e) => {
+                if stats.read_errors.fetch_add(1, Relaxed) == 0 {
+                    tracing::warn!("trace: reading the kernel's maps: {e} (counted; logged once)");
                 }
-                Err(e) => {
-                    if stats.read_errors.fetch_add(1, Relaxed) == 0 {
-                        tracing::warn!("trace: reading the kernel's maps: {e} (counted; logged once)");
-                    }
-                    true
-                }
-            };
-            stats.read_cpu_ns.fetch_add((clock::thread_cpu_ns() - cpu0).max(0) as u64, Relaxed);
-            go_on
-        });
+                None
+            }
+        };
+        stats.read_cpu_ns.fetch_add((clock::thread_cpu_ns() - cpu0).max(0) as u64, Relaxed);
+        batch
+    }
+
+    fn missed(&mut self, n: u64) {
+        self.stats.missed_intervals.fetch_add(n, Relaxed);
+    }
+
+    fn dropped(&mut self) {
+        self.stats.dropped_batches.fetch_add(1, Relaxed);
     }
 }
 

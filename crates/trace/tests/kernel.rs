@@ -367,13 +367,13 @@ fn where_bpf_is_refused_tracepoints_are_counted() {
     assert!(made >= N, "sys_enter counted {made} times around {N} getppid calls");
 
     // The producer in counting mode: a batch per interval, counters that grow.
-    let t = trace::Tracer::start_with(std::time::Duration::from_millis(100), "h", trace::Mode::Counts).unwrap();
+    let mut t = trace::Tracer::start_with(std::time::Duration::from_millis(100), "h", trace::Mode::Counts).unwrap();
     assert!(t.counting());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::sync_channel(4);
     let run = std::thread::spawn({
         let stop = std::sync::Arc::clone(&stop);
-        move || t.run(tx, stop)
+        move || node::rounds::run(&mut t, &tx, &stop)
     });
     let first = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("a first batch");
     let key = r#"kernel_tracepoint_events_total{event="raw_syscalls:sys_enter",host="h"}"#;

@@ -14,7 +14,7 @@ use regex::Regex;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
+use crate::source::{HostSource, Missing, ParseError, SourceError, field_u64};
 
 /// node_exporter's default `--collector.diskstats.device-exclude`.
 pub const DEVICE_EXCLUDE: &str = r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$";
@@ -78,7 +78,7 @@ pub struct DiskstatsSource {
 }
 
 impl DiskstatsSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
+    pub fn open(root: &Path) -> Result<Box<dyn HostSource>, Missing> {
         let file = super::open(root, "proc/diskstats", "diskstats")?;
         let exclude = Regex::new(DEVICE_EXCLUDE).expect("valid constant regex");
         Ok(Box::new(DiskstatsSource { file, exclude }))
@@ -113,7 +113,7 @@ pub fn emit_disk(out: &mut Emitter, device: &str, fields: &[u64]) {
     }
 }
 
-impl Source for DiskstatsSource {
+impl HostSource for DiskstatsSource {
     fn name(&self) -> &'static str {
         "diskstats"
     }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{Missing, ParseError, Source, SourceError};
+use crate::source::{HostSource, Missing, ParseError, SourceError};
 
 pub fn parse_loadavg(text: &str) -> Result<[f64; 3], ParseError> {
     let mut fields = text.split_ascii_whitespace();
@@ -23,12 +23,12 @@ pub struct LoadavgSource {
 }
 
 impl LoadavgSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
+    pub fn open(root: &Path) -> Result<Box<dyn HostSource>, Missing> {
         Ok(Box::new(LoadavgSource { file: super::open(root, "proc/loadavg", "loadavg")? }))
     }
 }
 
-impl Source for LoadavgSource {
+impl HostSource for LoadavgSource {
     fn name(&self) -> &'static str {
         "loadavg"
     }

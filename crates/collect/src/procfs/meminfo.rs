@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{Missing, ParseError, Source, SourceError, parse_u64};
+use crate::source::{HostSource, Missing, ParseError, SourceError, parse_u64};
 
 /// One `Name: value [kB]` line; `bytes` is false for unit-less counts.
 #[derive(Debug, PartialEq, Eq)]
@@ -66,13 +66,13 @@ pub struct MeminfoSource {
 }
 
 impl MeminfoSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
+    pub fn open(root: &Path) -> Result<Box<dyn HostSource>, Missing> {
         let file = super::open(root, "proc/meminfo", "meminfo")?;
         Ok(Box::new(MeminfoSource { file, names: Vec::new() }))
     }
 }
 
-impl Source for MeminfoSource {
+impl HostSource for MeminfoSource {
     fn name(&self) -> &'static str {
         "meminfo"
     }

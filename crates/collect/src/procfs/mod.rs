@@ -1,5 +1,5 @@
 //! Sources under `/proc`. Each module: a pure `parse_*` over the file's text,
-//! and a `*Source` that reads the file each round and emits node_exporter-named
+//! and a `*Source` (a `HostSource`) that reads the file each round and emits node_exporter-named
 //! series.
 
 pub mod diskstats;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
+use crate::source::{HostSource, Missing, ParseError, SourceError, field_u64};
 
 /// Column names after the interface name, in file order, as node_exporter
 /// names them (`node_network_{name}_total`).
@@ -80,12 +80,12 @@ pub struct NetDevSource {
 }
 
 impl NetDevSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
+    pub fn open(root: &Path) -> Result<Box<dyn HostSource>, Missing> {
         Ok(Box::new(NetDevSource { file: super::open(root, "proc/net/dev", "net_dev")? }))
     }
 }
 
-impl Source for NetDevSource {
+impl HostSource for NetDevSource {
     fn name(&self) -> &'static str {
         "net_dev"
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
+use crate::source::{HostSource, Missing, ParseError, SourceError, field_u64};
 
 /// Resources in the order we read them; `irq` exists since 6.1 with
 /// IRQ_TIME_ACCOUNTING.
@@ -52,7 +52,7 @@ pub struct PressureSource {
 }
 
 impl PressureSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
+    pub fn open(root: &Path) -> Result<Box<dyn HostSource>, Missing> {
         let mut files = Vec::new();
         let mut last_err = String::new();
         for (res, some, full) in RESOURCES {
@@ -68,7 +68,7 @@ impl PressureSource {
     }
 }
 
-impl Source for PressureSource {
+impl HostSource for PressureSource {
     fn name(&self) -> &'static str {
         "pressure"
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{Missing, ParseError, Source, SourceError, field_u64};
+use crate::source::{HostSource, Missing, ParseError, SourceError, field_u64};
 
 /// Mode names in `/proc/stat` column order, as node_exporter labels them.
 pub const MODES: [&str; 8] = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"];
@@ -80,14 +80,14 @@ pub struct StatSource {
 }
 
 impl StatSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
+    pub fn open(root: &Path) -> Result<Box<dyn HostSource>, Missing> {
         let file = super::open(root, "proc/stat", "stat")?;
         let hz = rustix::param::clock_ticks_per_second() as f64;
         Ok(Box::new(StatSource { file, ticks_per_second: hz, cpu_labels: Vec::new() }))
     }
 }
 
-impl Source for StatSource {
+impl HostSource for StatSource {
     fn name(&self) -> &'static str {
         "stat"
     }

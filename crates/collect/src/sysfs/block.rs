@@ -13,7 +13,7 @@ use regex::Regex;
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
 use crate::procfs::diskstats::{DEVICE_EXCLUDE, emit_disk, parse_fields};
-use crate::source::{Missing, Source, SourceError};
+use crate::source::{HostSource, Missing, SourceError};
 
 /// How often the device list is re-read: hot-plug latency versus a
 /// directory scan per round.
@@ -28,7 +28,7 @@ pub struct BlockSource {
 }
 
 impl BlockSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
+    pub fn open(root: &Path) -> Result<Box<dyn HostSource>, Missing> {
         let dir = root.join("sys/block");
         let exclude = Regex::new(DEVICE_EXCLUDE).expect("valid constant regex");
         let devices = scan(&dir, &exclude).map_err(|e| Missing::new("diskstats", format!("{}: {e}", dir.display())))?;
@@ -48,7 +48,7 @@ fn scan(dir: &Path, exclude: &Regex) -> std::io::Result<Vec<(String, ProcFile)>>
     Ok(names.into_iter().filter_map(|n| ProcFile::open(dir.join(&n).join("stat")).ok().map(|f| (n, f))).collect())
 }
 
-impl Source for BlockSource {
+impl HostSource for BlockSource {
     fn name(&self) -> &'static str {
         "diskstats"
     }

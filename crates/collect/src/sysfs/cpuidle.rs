@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::emitter::Emitter;
 use crate::proc_file::ProcFile;
-use crate::source::{Missing, ParseError, Source, SourceError};
+use crate::source::{HostSource, Missing, ParseError, SourceError};
 
 #[derive(Debug)]
 struct State {
@@ -30,7 +30,7 @@ pub fn parse_counter(text: &str) -> Result<u64, ParseError> {
 }
 
 impl CpuidleSource {
-    pub fn open(root: &Path) -> Result<Box<dyn Source>, Missing> {
+    pub fn open(root: &Path) -> Result<Box<dyn HostSource>, Missing> {
         let cpu_dir = root.join("sys/devices/system/cpu");
         let mut states = Vec::new();
         let mut cpus: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir(&cpu_dir)
@@ -69,7 +69,7 @@ impl CpuidleSource {
     }
 }
 
-impl Source for CpuidleSource {
+impl HostSource for CpuidleSource {
     fn name(&self) -> &'static str {
         "cpuidle"
     }

@@ -31,13 +31,13 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::Duration;
 
-use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
 use clock::{monotonic_ns, realtime_ns, thread_cpu_ns};
+use model::producer::{Producer, ReportFn};
 use model::report::Figure;
-use model::{Batch, SeriesKey, Sink, Timestamp};
+use model::{Batch, SeriesKey, Timestamp};
 use nix::errno::Errno;
 use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg, setsockopt,
@@ -382,6 +382,12 @@ impl Poller {
         Views(self.views_tx.clone())
     }
 
+    /// [`Poller::views`] as the API asks for them, knowing no poller.
+    pub fn targets_fn(&self) -> model::snmp::TargetsFn {
+        let views = self.views();
+        model::snmp::TargetsFn(Arc::new(move |limit| views.get(limit)))
+    }
+
     pub fn stats(&self) -> Arc<PollerStats> {
         Arc::clone(&self.stats)
     }
@@ -523,54 +529,39 @@ impl Poller {
         }
         (got, thread_cpu_ns() - cpu0)
     }
+}
 
-    /// Runs the cycle for `n` intervals on a thread of its own and returns
-    /// their batches: for tests and tools that want the answers, not a store.
-    pub fn run_intervals(self, n: usize) -> Vec<Batch> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = std::sync::mpsc::sync_channel(n + 1);
-        let thread = {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || self.run(tx, stop))
-        };
-        let batches: Vec<Batch> = rx.iter().take(n).collect();
-        stop.store(true, Ordering::Relaxed);
-        thread.join().expect("the poller thread panicked");
-        batches
+impl Producer for Poller {
+    fn name(&self) -> &'static str {
+        "snmp"
     }
 
-    /// Runs the cycle on every boundary until `stop`, handing each interval's
-    /// batch to `sink` without blocking (a full queue drops and counts it).
-    pub fn run(mut self, sink: impl Sink, stop: Arc<AtomicBool>) {
-        let interval = self.interval_ns;
-        let mut scheduled = next_boundary(realtime_ns(), interval);
-        while !stop.load(Ordering::Relaxed) {
-            match sleep_until(scheduled, interval, &stop) {
-                Wake::Reached => {}
-                Wake::Stopped => break,
-                Wake::ClockSteppedBack => {
-                    scheduled = next_boundary(realtime_ns(), interval);
-                    continue;
-                }
-            }
-            let batch = self.poll_once(scheduled);
-            match sink.try_send(batch) {
-                Ok(()) => {}
-                Err(TrySendError::Full(b)) => {
-                    self.series.undeclare(&b.defs);
-                    if self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed) == 0 {
-                        tracing::warn!(
-                            "store queue full: dropping SNMP intervals (kansoku_snmp_dropped_batches_total)"
-                        );
-                    }
-                }
-                Err(TrySendError::Disconnected(_)) => break,
-            }
-            let (next, missed) = after_round(scheduled, realtime_ns(), interval);
-            if missed > 0 {
-                self.stats.missed_intervals.fetch_add(missed, Ordering::Relaxed);
-            }
-            scheduled = next;
+    fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval_ns as u64)
+    }
+
+    fn report(&self) -> Option<ReportFn> {
+        let stats = self.stats();
+        Some(Arc::new(move || stats.report().to_vec()))
+    }
+
+    /// The cycle of one interval: every request sent at the boundary, the
+    /// answers read until the slice ends.
+    fn round(&mut self, t: Timestamp, _lateness_ns: i64) -> Option<Batch> {
+        Some(self.poll_once(t.0))
+    }
+
+    fn missed(&mut self, n: u64) {
+        self.stats.missed_intervals.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn dropped(&mut self) {
+        if self.stats.dropped_batches.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!("store queue full: dropping SNMP intervals (kansoku_snmp_dropped_batches_total)");
         }
+    }
+
+    fn inline(&self) -> bool {
+        true
     }
 }

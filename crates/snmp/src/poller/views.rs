@@ -4,32 +4,7 @@
 
 use super::*;
 
-/// One target as of its last interval, for `/api/v1/snmp/targets`.
-#[derive(Debug, Clone)]
-pub struct TargetView {
-    pub target: String,
-    pub address: String,
-    pub labels: Vec<(String, String)>,
-    /// Answered in the last interval.
-    pub up: bool,
-    pub rtt_seconds: Option<f64>,
-    pub oids: Vec<OidView>,
-}
-
-#[derive(Debug, Clone)]
-pub struct OidView {
-    /// `ifHCInOctets.2`, or the dotted number.
-    pub oid: String,
-    pub series: String,
-    /// The last value answered (as stored), if the last answer had one.
-    pub value: Option<f64>,
-    /// What came instead of a value (`noSuchInstance`, v1 `noSuchName`, ...).
-    pub error: Option<&'static str>,
-    /// The agent's effective update period, once two changes were seen.
-    pub update_period_seconds: Option<f64>,
-    /// The last value repeated an old reading (see docs/snmp.md, Staleness).
-    pub stale: bool,
-}
+pub use model::snmp::{OidView, TargetView};
 
 /// Asks a running poller for its targets' state; answered at the end of the
 /// poller's current interval.

@@ -3,9 +3,9 @@
 //! keeps its producer's series ids), every stored round also sent to the live
 //! broadcast; the per-CPU sampler's sets of event batches into the event log.
 //! The 100 ms producers (collector, SNMP poller) store their rounds on their
-//! own thread instead when the store is free ([`Jobs::spawn_inline`]); their
+//! own thread instead when the store is free ([`Pipelines::spawn_inline`]); their
 //! writer thread then only waits out a busy store and fsyncs once a period.
-//! [`Jobs::stop_and_join`] stops the producers, lets the writers drain their
+//! [`Pipelines::stop_and_join`] stops the producers, lets the writers drain their
 //! queues, and joins them all.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use codec::events::{Encoding, EventBatch};
+use model::producer::Producer;
 use model::{Batch, Sink};
 use store::{Appended, Appender, FsyncPolicy, Store};
 
@@ -30,7 +31,7 @@ pub struct Panicked(pub String);
 
 /// The running producers and writers of one store.
 #[derive(Debug)]
-pub struct Jobs {
+pub struct Pipelines {
     store: Arc<Store>,
     live: Live,
     stop: Arc<AtomicBool>,
@@ -41,9 +42,9 @@ pub struct Jobs {
     pub panicked: Arc<AtomicU64>,
 }
 
-impl Jobs {
-    pub fn new(store: Arc<Store>, live: Live) -> Jobs {
-        Jobs {
+impl Pipelines {
+    pub fn new(store: Arc<Store>, live: Live) -> Pipelines {
+        Pipelines {
             store,
             live,
             stop: Arc::new(AtomicBool::new(false)),
@@ -55,15 +56,27 @@ impl Jobs {
 
     /// The producers' batches (this host's own samples) are fsynced by
     /// `policy` rather than the store's, which stays for what clients write.
-    pub fn with_fsync(mut self, policy: FsyncPolicy) -> Jobs {
+    pub fn with_fsync(mut self, policy: FsyncPolicy) -> Pipelines {
         self.fsync = Some(policy);
         self
+    }
+
+    /// Runs `p` in the round loop (`crate::rounds`) on a thread of its own
+    /// named as it is: stored inline while the store is free if it asks to
+    /// be ([`Pipelines::spawn_inline`]), else through its writer thread.
+    pub fn add(&mut self, mut p: Box<dyn Producer>) -> std::io::Result<()> {
+        let name = p.name();
+        if p.inline() {
+            self.spawn_inline(name, move |sink, stop| crate::rounds::run(&mut *p, &sink, &stop))
+        } else {
+            self.spawn(name, move |tx, stop| crate::rounds::run(&mut *p, &tx, &stop))
+        }
     }
 
     /// Starts `produce` on a thread named `name` with a bounded queue to a
     /// store writer thread (`name-writer`); `produce` returns once the flag
     /// it is given is set.
-    pub fn spawn(
+    fn spawn(
         &mut self,
         name: &'static str,
         produce: impl FnOnce(SyncSender<Batch>, Arc<AtomicBool>) + Send + 'static,
@@ -93,7 +106,7 @@ impl Jobs {
         })
     }
 
-    /// Like [`Jobs::spawn`], but `produce` stores its rounds on its own
+    /// Like [`Pipelines::spawn`], but `produce` stores its rounds on its own
     /// thread when it can ([`InlineSink`]): no wake-up of the writer thread
     /// a round. The writer thread takes a round only when the store is busy
     /// (another append, a flush) or rounds are already waiting, and wakes
@@ -101,7 +114,7 @@ impl Jobs {
     /// inline and write out a block that came due. Under
     /// [`FsyncPolicy::Always`] every round goes through the writer, which
     /// fsyncs before the next.
-    pub fn spawn_inline(
+    fn spawn_inline(
         &mut self,
         name: &'static str,
         produce: impl FnOnce(InlineSink, Arc<AtomicBool>) + Send + 'static,
@@ -251,7 +264,7 @@ impl Shared {
 
 /// A producer's sink that stores each round on the producer's thread
 /// ([`Store::try_append`]) and hands it to the writer thread only when the
-/// store is busy or earlier rounds are still queued ([`Jobs::spawn_inline`]).
+/// store is busy or earlier rounds are still queued ([`Pipelines::spawn_inline`]).
 #[derive(Debug)]
 pub struct InlineSink {
     shared: Arc<Shared>,
@@ -290,44 +303,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A producer storing a component's report as series (`prefix_key`, and
-/// `_total` for counters, as `/metrics` names them) at every boundary of
-/// `interval`, until `stop`: for components that have no thread of their
-/// own to put their figures in a batch (the server's symbol store).
-pub fn report_series(
-    prefix: &'static str,
-    interval: std::time::Duration,
-    report: impl Fn() -> Vec<model::report::Figure>,
-    sink: &SyncSender<Batch>,
-    stop: &AtomicBool,
-) {
-    let missed = std::sync::atomic::AtomicU64::new(0);
-    let mut declared = false;
-    clock::schedule::every(interval.as_nanos() as i64, stop, &missed, |t| {
-        let figures = report();
-        let mut b = Batch::new(model::Timestamp(t));
-        if !declared {
-            b.defs = figures
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    let labels: Vec<(&str, &str)> = f.label.into_iter().collect();
-                    (i as u32, model::SeriesKey::new(f.metric(prefix), labels))
-                })
-                .collect();
-        }
-        b.points = figures.iter().enumerate().map(|(i, f)| (i as u32, f.as_f64())).collect();
-        // A full queue loses this round's figures only: the next one
-        // carries them all (and the definitions, until they went through).
-        match sink.try_send(b) {
-            Ok(()) => declared = true,
-            Err(std::sync::mpsc::TrySendError::Full(_)) => {}
-            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => return false,
-        }
-        true
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,8 +334,8 @@ mod tests {
     /// there for the test to see.
     fn sink(store: &Arc<Store>, inline: bool, capacity: usize) -> (InlineSink, std::sync::mpsc::Receiver<Batch>) {
         let (tx, rx) = sync_channel(capacity);
-        let jobs = Jobs::new(Arc::clone(store), tokio::sync::broadcast::channel(4).0);
-        (InlineSink { shared: jobs.shared("test"), queue: tx, inline }, rx)
+        let pipes = Pipelines::new(Arc::clone(store), tokio::sync::broadcast::channel(4).0);
+        (InlineSink { shared: pipes.shared("test"), queue: tx, inline }, rx)
     }
 
     /// A round is stored on the producer's thread while nothing is queued;
@@ -401,7 +376,7 @@ mod tests {
         assert!(stored(&store).is_empty());
     }
 
-    /// Through `Jobs`: every round stored in order, and once the producer
+    /// Through `Pipelines`: every round stored in order, and once the producer
     /// ends, what it wrote inline is fsynced (the writer's last `maintain`).
     #[test]
     fn an_inline_producer_stores_every_round_and_ends_synced() {
@@ -409,15 +384,17 @@ mod tests {
         let store = open(dir.path());
         let live = tokio::sync::broadcast::channel(64).0;
         let mut watch = live.subscribe();
-        let mut jobs = Jobs::new(Arc::clone(&store), live).with_fsync(FsyncPolicy::Every(Duration::from_secs(3600)));
+        let mut pipes =
+            Pipelines::new(Arc::clone(&store), live).with_fsync(FsyncPolicy::Every(Duration::from_secs(3600)));
         let fsyncs = store.fsyncs().0;
-        jobs.spawn_inline("test", |sink, _stop| {
-            for i in 0..50 {
-                sink.try_send(round(i)).unwrap();
-            }
-        })
-        .unwrap();
-        jobs.stop_and_join().unwrap();
+        pipes
+            .spawn_inline("test", |sink, _stop| {
+                for i in 0..50 {
+                    sink.try_send(round(i)).unwrap();
+                }
+            })
+            .unwrap();
+        pipes.stop_and_join().unwrap();
         assert_eq!(stored(&store), (0..50).map(|i| i as f64).collect::<Vec<_>>());
         assert!(store.fsyncs().0 > fsyncs, "what was written inline is fsynced when the writer ends");
         let mut seen = 0;
