@@ -4,8 +4,8 @@
 //! Documented in `docs/api.md`.
 //!
 //! Beside kansoku's own endpoints: the Prometheus API under `/prometheus`
-//! (`prometheus`), and `/federate` written by `exposition` (OpenMetrics with
-//! typed histogram families, or text 0.0.4). Tokens are checked by `auth`,
+//! (`prometheus`), and `/federate` written by `formats::openmetrics`
+//! (OpenMetrics with typed histogram families, or text 0.0.4). Tokens are checked by `auth`,
 //! heavy requests bounded by `guard`, and `serve` is the listener with its
 //! connection cap and header timeout. What other crates report (agents,
 //! ingest counters, SNMP targets) is shaped into JSON here (`views`).
@@ -13,7 +13,6 @@
 pub mod auth;
 mod diagnosis;
 mod error;
-mod exposition;
 mod fragmentation;
 pub mod guard;
 pub mod influx;

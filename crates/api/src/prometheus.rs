@@ -463,7 +463,7 @@ pub async fn series(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Byt
 /// typed) or text 0.0.4 — so a Prometheus scrapes kansoku as it federates
 /// another (`honor_labels: true`; docs/api.md).
 pub async fn federate(State(st): State<ApiState>, headers: HeaderMap, RawQuery(q): RawQuery) -> Response {
-    use crate::exposition::{Format, Sample, render};
+    use formats::openmetrics::{Format, Sample, render};
     let run = async {
         let p = params(q, &Bytes::new())?;
         if !p.iter().any(|(k, _)| k == "match[]") {

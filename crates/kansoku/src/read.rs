@@ -153,7 +153,7 @@ fn api_query(params: &HashMap<String, String>) -> anyhow::Result<store::query::R
 fn write_csv(out: &mut impl Write, frame: &Frame, with_agg: bool) -> std::io::Result<()> {
     writeln!(out, "{}", if with_agg { "series,agg,time_ns,value" } else { "series,time_ns,value" })?;
     for s in &frame.series {
-        let name = csv_field(&s.key.to_string());
+        let name = formats::csv_field(&s.key.to_string());
         let agg = s.agg.map_or("", |a| a.name());
         for (t, v) in frame.times.iter().zip(&s.values) {
             let Some(v) = v else { continue };
@@ -165,10 +165,6 @@ fn write_csv(out: &mut impl Write, frame: &Frame, with_agg: bool) -> std::io::Re
         }
     }
     Ok(())
-}
-
-pub(crate) fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 
 fn frame_from_json(body: &serde_json::Value) -> anyhow::Result<Frame> {

@@ -114,7 +114,7 @@ const LAYERS: &[&[&str]] = &[
     &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits", "tasks", "synth"],
     &["symstore", "chstore", "link"],
     &["influx", "agent", "ingest", "promql", "latency"],
-    &["diagnose"],
+    &["diagnose", "formats"],
     &["node", "api", "rules"],
     &["lab"],
     &["kansoku"],

@@ -1,4 +1,4 @@
-//! Parquet output of `kansoku export`: one row per sample (or event), labels
+//! Parquet output of `kansoku export` (feature `parquet`): one row per sample (or event), labels
 //! as dictionary-encoded string columns, zstd pages, row groups of 1 M rows.
 //! Unsigned columns (pid, tid, ip) carry Parquet's unsigned annotations, so
 //! pandas/polars/DuckDB read kernel addresses as uint64.
@@ -7,14 +7,14 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
+use ::parquet::basic::{Compression, ZstdLevel};
+use ::parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
+use ::parquet::file::properties::WriterProperties;
+use ::parquet::file::writer::SerializedFileWriter;
+use ::parquet::schema::parser::parse_message_type;
 use anyhow::{Context, bail};
 use codec::events::Want;
 use model::{Selector, SeriesKey, Timestamp};
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type};
-use parquet::file::properties::WriterProperties;
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::parser::parse_message_type;
 use source::EventQuery;
 use store::Store;
 
@@ -164,7 +164,7 @@ pub fn write(
         let streams = store.events().streams(sel);
         let mut w = Writer::new(
             path,
-            super::label_columns(streams.iter()),
+            crate::export::label_columns(streams.iter()),
             &["cpu", "pid", "tid", "ip"],
             "  required int32 cpu (INTEGER(32,false));\n  required int32 pid (INTEGER(32,false));\n  \
              required int32 tid (INTEGER(32,false));\n  required int64 ip (INTEGER(64,false));\n",
@@ -194,7 +194,7 @@ pub fn write(
         let matched = store.series(sel);
         let mut w = Writer::new(
             path,
-            super::label_columns(matched.iter().map(|(_, k)| k)),
+            crate::export::label_columns(matched.iter().map(|(_, k)| k)),
             &["value"],
             "  required double value;\n",
             vec![Col::F64(Vec::new())],

@@ -1,5 +1,8 @@
 //! The text exposition formats a Prometheus scrapes — OpenMetrics 1.0 and
-//! Prometheus text 0.0.4 — written from stored samples (`/prometheus/federate`).
+//! Prometheus text 0.0.4 — written from stored samples: the newest of each
+//! series, typed (`/prometheus/federate`, [`render`]), and every sample of a
+//! range (`kansoku export`, with [`type_line`], [`value_and_time`], [`EOF`]:
+//! the same lines, one writer).
 //! Families are typed from what is stored: `NAME_bucket` series with `le`
 //! beside `NAME_sum` and `NAME_count` (every group with its `+Inf` bucket)
 //! make a histogram family `NAME` — the kernel's latency histograms
@@ -11,13 +14,14 @@ use std::collections::BTreeMap;
 use promql::value::{Labels, format_float, get};
 
 /// One series' newest sample: labels (with `__name__`), time (ns), value.
+#[derive(Debug)]
 pub struct Sample {
     pub labels: Labels,
     pub t: i64,
     pub v: f64,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     OpenMetrics,
     Text004,
@@ -101,15 +105,46 @@ pub fn render(samples: &[Sample], format: Format) -> String {
             (Kind::Unknown, Format::OpenMetrics) => "unknown",
             (Kind::Unknown, Format::Text004) => "untyped",
         };
-        out.push_str(&format!("# TYPE {family} {ty}\n"));
+        type_line(&mut out, &family, ty);
         for (_, _, _, s) in rows {
             line(&mut out, s, format);
         }
     }
     if format == Format::OpenMetrics {
-        out.push_str("# EOF\n");
+        out.push_str(EOF);
+        out.push('\n');
     }
     out
+}
+
+/// The line that ends an OpenMetrics exposition.
+pub const EOF: &str = "# EOF";
+
+/// How finely an OpenMetrics sample's time is written (seconds with 3 or 9
+/// decimals): Prometheus keeps milliseconds; an export keeps what is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    Millis,
+    Nanos,
+}
+
+/// `# TYPE family kind`.
+pub fn type_line(out: &mut String, family: &str, kind: &str) {
+    out.push_str("# TYPE ");
+    out.push_str(family);
+    out.push(' ');
+    out.push_str(kind);
+    out.push('\n');
+}
+
+/// ` VALUE TIME` of an OpenMetrics sample line, `t` in ns.
+pub fn value_and_time(out: &mut String, v: f64, t: i64, precision: Precision) {
+    let (secs, ns) = (t.div_euclid(1_000_000_000), t.rem_euclid(1_000_000_000));
+    let v = format_float(v);
+    match precision {
+        Precision::Millis => out.push_str(&format!(" {v} {secs}.{:03}", ns / 1_000_000)),
+        Precision::Nanos => out.push_str(&format!(" {v} {secs}.{ns:09}")),
+    }
 }
 
 fn line(out: &mut String, s: &Sample, format: Format) {
@@ -125,13 +160,11 @@ fn line(out: &mut String, s: &Sample, format: Format) {
         out.push_str(&labels.join(","));
         out.push('}');
     }
-    let t = match format {
-        Format::OpenMetrics => {
-            format!("{}.{:03}", s.t.div_euclid(1_000_000_000), s.t.rem_euclid(1_000_000_000) / 1_000_000)
-        }
-        Format::Text004 => s.t.div_euclid(1_000_000).to_string(),
-    };
-    out.push_str(&format!(" {} {t}\n", format_float(s.v)));
+    match format {
+        Format::OpenMetrics => value_and_time(out, s.v, s.t, Precision::Millis),
+        Format::Text004 => out.push_str(&format!(" {} {}", format_float(s.v), s.t.div_euclid(1_000_000))),
+    }
+    out.push('\n');
 }
 
 #[cfg(test)]
