@@ -7,7 +7,6 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::{Query, State};
-use model::Timestamp;
 use serde_json::{Value, json};
 
 use crate::{ApiError, ApiState};
@@ -22,7 +21,7 @@ pub async fn diagnosis(
     let get = |k: &str| params.get(k).map(String::as_str);
     let host = get("host").ok_or_else(|| ApiError::BadRequest("missing parameter `host`".into()))?.to_owned();
     let since = get("since").or(if get("from").is_none() { Some("5m") } else { None });
-    let (from, to) = model::resolve_range(get("from"), get("to"), since, Timestamp::now())
+    let (from, to) = model::resolve_range(get("from"), get("to"), since, st.now())
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let window = match get("window") {
         Some(w) => model::parse_duration(w).map_err(|e| ApiError::BadRequest(format!("`window`: {e}")))?,
@@ -84,7 +83,7 @@ pub async fn hosts(
     };
     let w = i64::try_from(window.as_nanos()).unwrap_or(i64::MAX).max(100_000_000);
     // The last window that has ended.
-    let end = Timestamp::now().as_nanos().div_euclid(w) * w;
+    let end = st.now().as_nanos().div_euclid(w) * w;
     let store = std::sync::Arc::clone(&st.reader);
     let verdicts = st
         .guard

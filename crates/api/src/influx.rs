@@ -13,7 +13,6 @@ use axum::body::Bytes;
 use axum::extract::{Extension, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use model::Timestamp;
 use model::report::Figure;
 
 use crate::{ApiState, auth};
@@ -163,7 +162,7 @@ pub async fn write(
     let live = st.live.clone();
     let influx = Arc::clone(&st.influx);
     let result = tokio::task::spawn_blocking(move || {
-        let mut parsed = influx::parse_lines(&text, precision, Timestamp::now().as_nanos(), &db, rp.as_deref());
+        let mut parsed = influx::parse_lines(&text, precision, st.now().as_nanos(), &db, rp.as_deref());
         if let Some(host) = forced_host {
             for k in &mut parsed.points.keys {
                 let mut labels = k.labels().to_vec();
@@ -277,11 +276,12 @@ pub async fn query(
     let db = params.get("db").filter(|d| !d.is_empty()).cloned();
     let store = Arc::clone(&st.reader);
     let influx = Arc::clone(&st.influx);
+    let now = st.now().as_nanos();
     let results = st
         .guard
         .run(move || {
             // Parsed here, not on an async worker: its regexes compile.
-            let statements = influx::parse_query(&q, Timestamp::now().as_nanos())
+            let statements = influx::parse_query(&q, now)
                 .map_err(|e| (StatusCode::BAD_REQUEST, format!("error parsing query: {e}")))?;
             if read_only && statements.iter().any(|s| matches!(s, influx::Statement::CreateDatabase(_))) {
                 return Err((StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into()));

@@ -23,7 +23,7 @@ pub async fn syscalls(
 ) -> Result<Json<Value>, ApiError> {
     let get = |k: &str| params.get(k).map(String::as_str);
     let host = get("host").ok_or_else(|| ApiError::BadRequest("missing parameter `host`".into()))?.to_owned();
-    let (from, to) = model::resolve_range(get("from"), get("to"), get("since"), Timestamp::now())
+    let (from, to) = model::resolve_range(get("from"), get("to"), get("since"), st.now())
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let n = match get("n") {
         Some(v) => v.parse::<usize>().map_err(|_| ApiError::BadRequest("`n`: a number".into()))?,

@@ -108,6 +108,10 @@ pub struct ApiState {
     /// Agents' binaries and kernel symbol tables (`kansoku server`): what
     /// names other hosts' samples.
     pub symbols: Option<Arc<symstore::SymStore>>,
+    /// What "now" is to relative ranges (`since=5m`, PromQL's default
+    /// time), the verdict's windows and the live tail: the system's clock,
+    /// or in tests one they drive.
+    pub clock: Arc<dyn clock::Clock>,
 }
 
 impl ApiState {
@@ -132,7 +136,13 @@ impl ApiState {
             closing: Arc::new(tokio::sync::watch::channel(false).0),
             fragmentation: None,
             symbols: None,
+            clock: Arc::new(clock::System),
         }
+    }
+
+    /// Now, by the state's clock.
+    pub fn now(&self) -> model::Timestamp {
+        model::Timestamp(self.clock.now_ns())
     }
 
     /// Ends every live stream (and refuses new ones to linger): call when

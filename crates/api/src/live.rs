@@ -133,7 +133,7 @@ async fn poll(st: ApiState, sel: Selector, delay: std::time::Duration, tx: mpsc:
     let delay = delay.as_nanos() as i64;
     let mut ids: Vec<u32> = Vec::new();
     let mut keys: Vec<model::SeriesKey> = Vec::new();
-    let mut done = model::Timestamp::now().as_nanos() - delay;
+    let mut done = st.now().as_nanos() - delay;
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut first = true;
@@ -142,7 +142,7 @@ async fn poll(st: ApiState, sel: Selector, delay: std::time::Duration, tx: mpsc:
             _ = tick.tick() => {}
             _ = closing.wait_for(|&c| c) => return,
         }
-        let watermark = model::Timestamp::now().as_nanos() - delay;
+        let watermark = st.now().as_nanos() - delay;
         let known = ids.clone();
         let (reader, sel2) = (reader.clone(), sel.clone());
         let from = done;

@@ -37,7 +37,7 @@ struct Request {
     buckets: usize,
 }
 
-fn request(params: &HashMap<String, String>) -> Result<Request, ApiError> {
+fn request(params: &HashMap<String, String>, now: Timestamp) -> Result<Request, ApiError> {
     let get = |k: &str| params.get(k).map(String::as_str);
     let host = get("host").ok_or_else(|| ApiError::BadRequest("missing parameter `host`".into()))?;
     let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
@@ -48,7 +48,6 @@ fn request(params: &HashMap<String, String>) -> Result<Request, ApiError> {
     };
     let sel = Selector::parse(&format!("{stream}host=\"{}\"}}", esc(host)))
         .map_err(|e| ApiError::BadRequest(format!("stream or host: {e}")))?;
-    let now = Timestamp::now();
     let (from, to) = model::resolve_range(get("from"), get("to"), get("since"), now)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let num = |k: &str| -> Result<Option<u64>, ApiError> {
@@ -139,7 +138,7 @@ pub async fn top(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let v = count(&st, request(&params)?, Shape::Ips, |req, c, procs| {
+    let v = count(&st, request(&params, st.now())?, Shape::Ips, |req, c, procs| {
         let rows: Vec<_> = perf::symbols::top(&c.ips, req.n, procs).iter().map(crate::views::top_row).collect();
         serde_json::json!({ "samples": c.events, "corrupt_batches": c.corrupt, "rows": rows })
     })
@@ -151,7 +150,7 @@ pub async fn flame(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let v = count(&st, request(&params)?, Shape::Stacks, |_, c, procs| {
+    let v = count(&st, request(&params, st.now())?, Shape::Stacks, |_, c, procs| {
         let root = perf::symbols::flame(&c.stacks, procs);
         serde_json::json!({
             "samples": root.value, "with_call_chains": c.with_chains, "corrupt_batches": c.corrupt, "frames": root.flatten(),
@@ -166,7 +165,8 @@ pub async fn folded(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
     let text =
-        count(&st, request(&params)?, Shape::Stacks, |_, c, procs| perf::symbols::folded(&c.stacks, procs)).await?;
+        count(&st, request(&params, st.now())?, Shape::Stacks, |_, c, procs| perf::symbols::folded(&c.stacks, procs))
+            .await?;
     Ok(([(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
 }
 
@@ -175,7 +175,7 @@ pub async fn pprof(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<impl IntoResponse, ApiError> {
     use std::io::Write;
-    let bytes = count(&st, request(&params)?, Shape::Stacks, |req, c, procs| {
+    let bytes = count(&st, request(&params, st.now())?, Shape::Stacks, |req, c, procs| {
         let p = perf::pprof::profile(&c.stacks, procs, req.query.from, req.query.to);
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(&perf::pprof::encode(&p)).and_then(|()| gz.finish())
@@ -193,7 +193,7 @@ pub async fn timeline(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let req = request(&params)?;
+    let req = request(&params, st.now())?;
     let shape = Shape::Timeline { buckets: req.buckets };
     let v = count(&st, req, shape, |req, c, procs| {
         let (from, to) = (req.query.from, req.query.to);

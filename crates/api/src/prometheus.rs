@@ -158,12 +158,12 @@ fn decimal_ns(s: &str) -> Option<i64> {
 }
 
 /// A time as Prometheus takes it: Unix seconds or RFC 3339.
-fn time_param(p: &[(String, String)], name: &str, default: Option<i64>) -> Result<i64, PromError> {
+fn time_param(p: &[(String, String)], name: &str, default: Option<i64>, now: Timestamp) -> Result<i64, PromError> {
     match get(p, name) {
         None | Some("") => default.ok_or_else(|| PromError::bad(format!("missing parameter {name:?}"))),
         Some(s) => match decimal_ns(s) {
             Some(ns) => Ok(ns),
-            None => model::parse_time(s, Timestamp::now()).map(Timestamp::as_nanos).map_err(|_| {
+            None => model::parse_time(s, now).map(Timestamp::as_nanos).map_err(|_| {
                 PromError::bad(format!("invalid parameter {name:?}: cannot parse {s:?} to a valid timestamp"))
             }),
         },
@@ -346,12 +346,12 @@ fn answer(out: promql::Output, range: bool, start: i64) -> Result<Vec<u8>, PromE
 async fn query_inner(st: ApiState, p: Vec<(String, String)>, range: bool) -> Result<Response, PromError> {
     st.prometheus.queries.fetch_add(1, Relaxed);
     let q = get(&p, "query").ok_or_else(|| PromError::bad("missing parameter \"query\""))?.to_owned();
-    let now = Timestamp::now().as_nanos();
+    let now = st.now().as_nanos();
     let (start, end, step) = if range {
-        let (s, e) = (time_param(&p, "start", None)?, time_param(&p, "end", None)?);
+        let (s, e) = (time_param(&p, "start", None, st.now())?, time_param(&p, "end", None, st.now())?);
         (s, e, duration_param(&p, "step")?)
     } else {
-        let t = time_param(&p, "time", Some(now))?;
+        let t = time_param(&p, "time", Some(now), st.now())?;
         (t, t, 1)
     };
     let store = st.reader.clone();
@@ -473,7 +473,7 @@ pub async fn federate(State(st): State<ApiState>, headers: HeaderMap, RawQuery(q
         let format =
             if accept.contains("application/openmetrics-text") { Format::OpenMetrics } else { Format::Text004 };
         let store = st.reader.clone();
-        let now = Timestamp::now();
+        let now = st.now();
         let stats = Arc::clone(&st.prometheus);
         let samples = st
             .guard

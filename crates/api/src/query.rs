@@ -144,7 +144,7 @@ pub async fn query_range(
     State(st): State<ApiState>,
     Query(params): Params,
 ) -> Result<axum::response::Response, ApiError> {
-    let q = parse_range_query(&params, Timestamp::now())?;
+    let q = parse_range_query(&params, st.now())?;
     let nanos = match params.get("time_unit").map(String::as_str) {
         None | Some("s") => false,
         Some("ns") => true,

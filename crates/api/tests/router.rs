@@ -575,3 +575,25 @@ async fn diagnosis_of_every_host_at_once() {
         .collect();
     assert_eq!(got, [("a", "cpu-busy-user"), ("b", "healthy")], "{b}");
 }
+
+/// Relative ranges are relative to the state's clock: `since=` and
+/// PromQL's default evaluation time read "now" from it, so a test puts now
+/// where it wants it.
+#[tokio::test]
+async fn relative_ranges_follow_the_state_s_clock() {
+    let (_d, mut st) = fixture();
+    let clock = Arc::new(clock::Manual::new(T0 + 49 * STEP + 1_000_000_000));
+    st.clock = clock.clone();
+    // One second after the last sample: the last 2 s (both ends in) hold 11.
+    let (status, v) = get(&st, "/api/v1/query?query=node_load1&since=2s").await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["times"].as_array().unwrap().len(), 11, "{v}");
+    let (_, v) = get(&st, "/prometheus/api/v1/query?query=node_load1").await;
+    assert_eq!(v["data"]["result"][0]["value"][1], "49", "{v}");
+    // Ten minutes on: nothing in the last 2 s, and the sample is stale.
+    clock.advance(600_000_000_000);
+    let (_, v) = get(&st, "/api/v1/query?query=node_load1&since=2s").await;
+    assert_eq!(v["times"].as_array().map(Vec::len), Some(0), "{v}");
+    let (_, v) = get(&st, "/prometheus/api/v1/query?query=node_load1").await;
+    assert_eq!(v["data"]["result"].as_array().map(Vec::len), Some(0), "{v}");
+}

@@ -23,6 +23,15 @@ pub const INTERVAL_MIN: Duration = Duration::from_millis(10);
 /// Longest interval; beyond a minute, host metrics lose their point.
 pub const INTERVAL_MAX: Duration = Duration::from_secs(60);
 
+/// `--interval`: a duration from [`INTERVAL_MIN`] to [`INTERVAL_MAX`].
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = model::parse_duration(s).map_err(|e| e.to_string())?;
+    if !(INTERVAL_MIN..=INTERVAL_MAX).contains(&d) {
+        return Err(format!("{s} is out of range: use {INTERVAL_MIN:?} to {INTERVAL_MAX:?}"));
+    }
+    Ok(d)
+}
+
 #[derive(Debug, Clone)]
 pub struct CollectorConfig {
     pub interval: Duration,

@@ -15,7 +15,7 @@ pub mod procfs;
 mod source;
 pub mod sysfs;
 
-pub use collector::{Collector, CollectorConfig, CollectorStats, INTERVAL_MAX, INTERVAL_MIN};
+pub use collector::{Collector, CollectorConfig, CollectorStats, INTERVAL_MAX, INTERVAL_MIN, parse_interval};
 pub use emitter::Emitter;
 pub use proc_file::ProcFile;
 pub use source::{HostSource, ParseError, SourceError, default_sources};

@@ -29,6 +29,44 @@ use model::{Batch, SeriesKey, Timestamp};
 pub use scan::{FREE, Figures, FileMap, OTHER, Snapshot, cells, files_span, scan};
 pub use snapshots::Snapshots;
 
+/// `--fragmentation` and its companions: where, how often, how many maps.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Measure fragmentation under these paths (comma-separated): every
+    /// regular file's extents (FIEMAP) and the file system's free space
+    /// (GETFSMAP), as `kansoku_fragmentation_*` series and a map the
+    /// dashboard draws (docs/fragmentation.md). Off by default.
+    #[arg(id = "fragmentation", long = "fragmentation", value_delimiter = ',', value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// How often the paths are scanned (the first scan runs at start).
+    #[arg(id = "fragmentation_interval", long = "fragmentation-interval", default_value = "10m", value_parser = model::parse_duration)]
+    pub interval: Duration,
+    /// Maps kept in DATA/extents, oldest removed first (144: a day at 10 min).
+    #[arg(id = "fragmentation_keep", long = "fragmentation-keep", default_value_t = 144)]
+    pub keep: usize,
+}
+
+impl Args {
+    /// The scanner these flags ask for (None without paths), its maps kept
+    /// under `data`; an error names the flag and the path.
+    pub fn scanner(&self, host: &str, data: &std::path::Path) -> Result<Option<Scanner>, String> {
+        if self.paths.is_empty() {
+            return Ok(None);
+        }
+        if self.interval < Duration::from_secs(1) {
+            return Err(format!(
+                "--fragmentation-interval {:?}: at least 1s (a scan reads every file's map)",
+                self.interval
+            ));
+        }
+        for p in &self.paths {
+            std::fs::metadata(p).map_err(|e| format!("--fragmentation {}: {e}", p.display()))?;
+        }
+        let snapshots = Snapshots::open(data.join("extents"), self.keep);
+        Ok(Some(Scanner::new(self.paths.clone(), self.interval, host.to_owned(), Some(snapshots))))
+    }
+}
+
 /// The fragmentation scanner: each path scanned at start and then on
 /// every interval boundary; figures as series, the maps as snapshots.
 #[derive(Debug)]

@@ -33,11 +33,13 @@ use link::net::{self, Conn, NetError};
 use wire::Msg;
 use wire::rounds;
 
+mod args;
 pub mod hosts;
 mod jobs;
 mod session;
 mod shared;
 
+pub use args::{Args, Setup, setup};
 pub use jobs::{AgentRun, JobError, JobTimes, Jobs};
 
 use access::Tokens;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use model::producer::Producer;
 
-use crate::args::{TraceEvery, parse_dur, parse_perf_event, parse_trace};
+use crate::args::{TraceEvery, parse_trace};
 
 /// The flags of what a node samples.
 #[derive(clap::Args, Debug)]
@@ -24,7 +24,7 @@ pub struct SampleArgs {
     #[command(flatten)]
     pub trace: TraceArgs,
     #[command(flatten)]
-    pub fragmentation: FragmentationArgs,
+    pub fragmentation: extents::Args,
     #[command(flatten)]
     pub processes: ProcessArgs,
 }
@@ -57,9 +57,7 @@ impl SampleArgs {
     pub fn start(&self, host: Option<&str>, interval: Duration, data: &std::path::Path) -> anyhow::Result<Sampling> {
         let mut s = Sampling::of(Vec::new());
         let Some(host) = host else {
-            if self.perf.perf.is_some()
-                || self.processes.processes.0.is_some()
-                || !self.fragmentation.fragmentation.is_empty()
+            if self.perf.perf.is_some() || self.processes.processes.0.is_some() || !self.fragmentation.paths.is_empty()
             {
                 bail!("--perf, --processes and --fragmentation sample this host: give --host NAME to sample it");
             }
@@ -85,7 +83,7 @@ impl SampleArgs {
         if let Some(p) = self.processes.start(host) {
             s.producers.push(Box::new(p));
         }
-        if let Some(f) = self.fragmentation.scanner(host, data)? {
+        if let Some(f) = self.fragmentation.scanner(host, data).map_err(anyhow::Error::msg)? {
             s.fragmentation = f.snapshots.clone().map(|snap| (snap, f.paths.clone()));
             tracing::info!(
                 "fragmentation: scanning {} every {:?}",
@@ -146,7 +144,7 @@ pub struct PerfArgs {
     /// fixed period; every machine has it) or cycles (the hardware cycle
     /// counter at that rate on average; machines with a PMU). Stored as
     /// perf_cpu_clock or perf_cycles.
-    #[arg(long, requires = "perf", default_value = "cpu-clock", value_parser = parse_perf_event)]
+    #[arg(long, requires = "perf", default_value = "cpu-clock")]
     pub perf_event: perf::Event,
     /// With --perf: most bytes of sampled binaries copied into DATA/buildid
     /// (hard links, where the file system allows them, cost none); past it
@@ -259,46 +257,5 @@ impl ProcessArgs {
             Err(e) => tracing::info!("processes: walking /proc each round (no BPF task iterator: {e})"),
         }
         Some(c)
-    }
-}
-
-/// Where file systems put their files' blocks (seed 001's DAV).
-#[derive(clap::Args, Debug)]
-pub struct FragmentationArgs {
-    /// Measure fragmentation under these paths (comma-separated): every
-    /// regular file's extents (FIEMAP) and the file system's free space
-    /// (GETFSMAP), as `kansoku_fragmentation_*` series and a map the
-    /// dashboard draws (docs/fragmentation.md). Off by default.
-    #[arg(long, value_delimiter = ',', value_name = "PATH")]
-    fragmentation: Vec<PathBuf>,
-    /// How often the paths are scanned (the first scan runs at start).
-    #[arg(long, default_value = "10m", value_parser = parse_dur)]
-    fragmentation_interval: Duration,
-    /// Maps kept in DATA/extents, oldest removed first (144: a day at 10 min).
-    #[arg(long, default_value_t = 144)]
-    fragmentation_keep: usize,
-}
-
-impl FragmentationArgs {
-    fn scanner(&self, host: &str, data: &std::path::Path) -> anyhow::Result<Option<extents::Scanner>> {
-        if self.fragmentation.is_empty() {
-            return Ok(None);
-        }
-        if self.fragmentation_interval < Duration::from_secs(1) {
-            bail!(
-                "--fragmentation-interval {:?}: at least 1s (a scan reads every file's map)",
-                self.fragmentation_interval
-            );
-        }
-        for p in &self.fragmentation {
-            std::fs::metadata(p).with_context(|| format!("--fragmentation {}", p.display()))?;
-        }
-        let snapshots = extents::Snapshots::open(data.join("extents"), self.fragmentation_keep);
-        Ok(Some(extents::Scanner::new(
-            self.fragmentation.clone(),
-            self.fragmentation_interval,
-            host.to_owned(),
-            Some(snapshots),
-        )))
     }
 }

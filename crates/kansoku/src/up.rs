@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use model::producer::Producer;
 use store::{DiskBudget, FsyncPolicy, Options, Retention, Store};
 
-use crate::args::{Tiers, hostname, parse_budget, parse_dur, parse_interval, parse_tiers};
+use crate::args::hostname;
 use crate::sample::{SampleArgs, Sampling};
 
 #[derive(clap::Args, Debug)]
@@ -36,7 +36,7 @@ pub struct SnmpArgs {
     #[arg(long, value_name = "FILE")]
     targets: PathBuf,
     /// Time slice after each boundary in which answers count (default: 90 % of --interval).
-    #[arg(long, value_parser = parse_dur)]
+    #[arg(long, value_parser = model::parse_duration)]
     timeout: Option<Duration>,
 }
 
@@ -45,7 +45,7 @@ pub struct ServerArgs {
     #[command(flatten)]
     common: CommonArgs,
     #[command(flatten)]
-    ingest: crate::cluster::IngestArgs,
+    ingest: ingest::Args,
     /// Also sample this machine, as this host: the collector, the kernel
     /// tracer and whatever else the flags below ask for, as `kansoku up`
     /// does. Off by default: a server stores its agents.
@@ -72,7 +72,7 @@ struct CommonArgs {
     #[arg(long, default_value = "127.0.0.1:7070")]
     listen: String,
     /// Sampling interval, 10ms to 60s; samples are taken on its wall-clock boundaries.
-    #[arg(long, default_value = "100ms", value_parser = parse_interval)]
+    #[arg(long, default_value = "100ms", value_parser = collect::parse_interval)]
     interval: Duration,
     /// WAL fsync policy for what clients write (/write, remote write, agents):
     /// always (nothing acknowledged is lost, even on power loss), never, or
@@ -86,33 +86,33 @@ struct CommonArgs {
     #[arg(long, default_value = "1s")]
     local_fsync: FsyncPolicy,
     /// Head time span written out as one compressed block.
-    #[arg(long, default_value = "5m", value_parser = parse_dur)]
+    #[arg(long, default_value = "5m", value_parser = model::parse_duration)]
     block_duration: Duration,
     /// Remove data older than this (e.g. 30d); default: keep until the disk
     /// budget. With --store clickhouse://…: whole days older than this are
     /// dropped from ClickHouse too (a partition a day and table).
-    #[arg(long, value_parser = parse_dur)]
+    #[arg(long, value_parser = model::parse_duration)]
     retention_time: Option<Duration>,
     /// Most disk the data directory may use, oldest data removed first:
     /// bytes with an optional K/M/G/T suffix (powers of 1024), a percentage
     /// of its filesystem (default 50%), or "unlimited".
-    #[arg(long, default_value = "50%", value_parser = parse_budget)]
+    #[arg(long, default_value = "50%")]
     retention_size: DiskBudget,
     /// Downsampled tiers written with each block: 1m (default), 1s, both
     /// (1s,1m) or none. A 1 s tier makes hour-long charts ~3x faster and
     /// costs ~75 % more disk for 100 ms host metrics.
-    #[arg(long, default_value = "1m", value_parser = parse_tiers)]
-    tiers: Tiers,
+    #[arg(long, default_value = "1m")]
+    tiers: store::tier::Resolutions,
     /// Most HTTP connections served at once; more wait in the backlog.
     #[arg(long, default_value_t = 512)]
     http_max_connections: usize,
     /// An HTTP client that does not send a request's headers within this
     /// long (idle keep-alives too) is closed.
-    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    #[arg(long, default_value = "10s", value_parser = model::parse_duration)]
     http_header_timeout: Duration,
     /// An HTTP request body that sends nothing for this long is cut off and
     /// its connection closed (a trickling body held a connection slot).
-    #[arg(long, default_value = "10s", value_parser = parse_dur)]
+    #[arg(long, default_value = "10s", value_parser = model::parse_duration)]
     http_body_timeout: Duration,
     /// Most series the store holds; a sample of a series past it is refused
     /// and counted (store.series_limit_dropped).
@@ -135,7 +135,7 @@ struct Node {
     command: &'static str,
     what: String,
     sampling: Sampling,
-    ingest: Option<crate::cluster::IngestSetup>,
+    ingest: Option<ingest::Setup>,
 }
 
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
@@ -154,7 +154,7 @@ pub fn run_snmp(args: SnmpArgs) -> anyhow::Result<()> {
 
 /// `kansoku server`: the store, API and dashboard, and the agents' ingest.
 pub fn run_server(args: ServerArgs) -> anyhow::Result<()> {
-    let ingest = crate::cluster::ingest_setup(&args.ingest)?;
+    let ingest = ingest::setup(&args.ingest)?;
     let sampling = args.sample.start(args.host.as_deref(), args.common.interval, &args.common.data)?;
     let what = format!(
         "agents on {}{}{}",

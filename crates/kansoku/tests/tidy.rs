@@ -313,3 +313,13 @@ fn code_map_rows_stay_short() {
     }
     assert!(long.is_empty(), "code map rows over 240 (what it holds) or 160 (key types) characters: {long:?}");
 }
+
+/// The binary composes (issue 46): flags, and which parts a command runs.
+/// What grows past this budget belongs in a crate of its own.
+#[test]
+fn the_binary_stays_composition() {
+    let mut rs = Vec::new();
+    files(&root().join("crates/kansoku/src"), &[".rs"], &mut rs);
+    let lines: usize = rs.iter().map(|p| std::fs::read_to_string(p).unwrap().lines().count()).sum();
+    assert!(lines <= 1500, "crates/kansoku/src holds {lines} lines (at most 1,500): move what is not composition out");
+}

@@ -15,38 +15,43 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::TrySendError;
 use std::time::Duration;
 
-use clock::realtime_ns;
-use clock::schedule::{Wake, after_round, next_boundary, sleep_until};
+use clock::schedule::{Wake, after_round, next_boundary};
+use clock::{Clock, System};
 use model::producer::{Producer, ReportFn};
 use model::{Batch, SeriesKey, Sink, Timestamp};
 
 /// Runs `p` until `stop` is set or `sink` is gone.
 pub fn run(p: &mut dyn Producer, sink: &dyn Sink, stop: &AtomicBool) {
+    run_on(&System, p, sink, stop);
+}
+
+/// [`run`] on `clock`: the system's, or in tests one they drive.
+pub fn run_on(clock: &dyn Clock, p: &mut dyn Producer, sink: &dyn Sink, stop: &AtomicBool) {
     let interval = (p.interval().as_nanos() as i64).max(1);
     let mut carried: Vec<(u32, SeriesKey)> = Vec::new();
-    let mut scheduled = next_boundary(realtime_ns(), interval);
+    let mut scheduled = next_boundary(clock.now_ns(), interval);
     if p.starts_at_once() {
-        let first = p.round(Timestamp(realtime_ns()), 0);
+        let first = p.round(Timestamp(clock.now_ns()), 0);
         if !send(p, sink, first, &mut carried) {
             return;
         }
     }
     while !stop.load(Ordering::Relaxed) {
-        match sleep_until(scheduled, interval, stop) {
+        match clock.sleep_until(scheduled, interval, stop) {
             Wake::Reached => {}
             Wake::Stopped => break,
             Wake::ClockSteppedBack => {
                 p.clock_stepped();
-                scheduled = next_boundary(realtime_ns(), interval);
+                scheduled = next_boundary(clock.now_ns(), interval);
                 continue;
             }
         }
-        let lateness = realtime_ns() - scheduled;
+        let lateness = clock.now_ns() - scheduled;
         let batch = p.round(Timestamp(scheduled), lateness);
         if !send(p, sink, batch, &mut carried) {
             break;
         }
-        let (next, missed) = after_round(scheduled, realtime_ns(), interval);
+        let (next, missed) = after_round(scheduled, clock.now_ns(), interval);
         if missed > 0 {
             p.missed(missed);
         }
@@ -215,6 +220,78 @@ mod tests {
         fn dropped(&mut self) {
             self.dropped += 1;
         }
+    }
+
+    /// Rounds at the boundaries of a clock the test moves: each boundary
+    /// reached is one round stamped with it, late by what the clock says;
+    /// a round that overran (here: the clock moved on inside it) skips the
+    /// boundaries it passed and counts them; a clock stepped back
+    /// reschedules from the new time and is counted.
+    #[test]
+    fn rounds_follow_the_clock_skip_overruns_and_notice_steps_back() {
+        const T0: i64 = 1_800_000_000_000_000_000;
+        const IV: i64 = 10_000_000;
+        struct Timed {
+            clock: Arc<clock::Manual>,
+            overrun_at: usize,
+            made: Vec<(i64, i64)>,
+            missed: u64,
+            steps: u64,
+        }
+        impl Producer for Timed {
+            fn name(&self) -> &'static str {
+                "timed"
+            }
+            fn interval(&self) -> Duration {
+                Duration::from_nanos(IV as u64)
+            }
+            fn report(&self) -> Option<ReportFn> {
+                None
+            }
+            fn round(&mut self, t: Timestamp, lateness_ns: i64) -> Option<Batch> {
+                self.made.push((t.0, lateness_ns));
+                if self.made.len() == self.overrun_at {
+                    self.clock.advance(3 * IV); // this round took three intervals
+                }
+                Some(Batch::new(t))
+            }
+            fn missed(&mut self, n: u64) {
+                self.missed += n;
+            }
+            fn clock_stepped(&mut self) {
+                self.steps += 1;
+            }
+        }
+        let clock = Arc::new(clock::Manual::new(T0 + 5));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = sync_channel::<Batch>(16);
+        let p = Timed { clock: Arc::clone(&clock), overrun_at: 2, made: Vec::new(), missed: 0, steps: 0 };
+        let runner = {
+            let (clock, stop) = (Arc::clone(&clock), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut p = p;
+                run_on(&*clock, &mut p, &tx, &stop);
+                p
+            })
+        };
+        assert_eq!(clock.sleeping(), T0 + IV);
+        clock.set(T0 + IV + 7); // the first boundary, 7 ns late
+        assert_eq!(rx.recv().unwrap().time, Timestamp(T0 + IV));
+        assert_eq!(clock.sleeping(), T0 + 2 * IV);
+        clock.set(T0 + 2 * IV); // the second round overruns to T0 + 5 IV
+        assert_eq!(rx.recv().unwrap().time, Timestamp(T0 + 2 * IV));
+        assert_eq!(clock.sleeping(), T0 + 6 * IV, "3, 4 and 5 IV were passed");
+        clock.set(T0 + 6 * IV);
+        assert_eq!(rx.recv().unwrap().time, Timestamp(T0 + 6 * IV));
+        assert_eq!(clock.sleeping(), T0 + 7 * IV);
+        clock.set(T0 - 10 * IV); // stepped back ten intervals' worth
+        assert_eq!(clock.sleeping(), T0 - 9 * IV, "rescheduled from the new time");
+        clock.set(T0 - 9 * IV);
+        assert_eq!(rx.recv().unwrap().time, Timestamp(T0 - 9 * IV));
+        stop.store(true, Ordering::Relaxed);
+        let p = runner.join().unwrap();
+        assert_eq!(p.made[0], (T0 + IV, 7));
+        assert_eq!((p.missed, p.steps), (3, 1));
     }
 
     /// A queue with room for one: the rounds that find it full are dropped

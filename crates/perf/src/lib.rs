@@ -42,6 +42,14 @@ pub enum Event {
     Cycles,
 }
 
+impl std::str::FromStr for Event {
+    type Err = String;
+    /// `--perf-event`.
+    fn from_str(s: &str) -> Result<Event, String> {
+        Event::parse(s).ok_or_else(|| format!("{s:?}: use cpu-clock or cycles"))
+    }
+}
+
 impl Event {
     pub fn parse(s: &str) -> Option<Event> {
         match s {

@@ -96,6 +96,9 @@ pub struct Options {
     /// window ([`Store::compact`]); `None`: never. Default: an hour, so a
     /// day of 5-minute blocks becomes 24 files.
     pub compaction_window: Option<Duration>,
+    /// What "now" is to retention: the system's clock, or in tests one they
+    /// drive (`clock::Manual`).
+    pub clock: Arc<dyn clock::Clock>,
 }
 
 /// [`Options::series_max`] by default.
@@ -115,6 +118,7 @@ impl Default for Options {
             tiers: vec![tier::MINUTE],
             series_max: SERIES_MAX_DEFAULT,
             compaction_window: Some(Duration::from_secs(3600)),
+            clock: Arc::new(clock::System),
         }
     }
 }
@@ -142,6 +146,26 @@ pub enum DiskBudget {
     /// (measured at open). The default, 0.5, leaves room for everything else.
     FractionOfFilesystem(f64),
     Unlimited,
+}
+
+impl std::str::FromStr for DiskBudget {
+    type Err = String;
+    /// Bytes with an optional K/M/G/T suffix, a percentage of the file
+    /// system (`50%`), or `unlimited` (`--retention-size`).
+    fn from_str(s: &str) -> Result<DiskBudget, String> {
+        let bad = || format!("{s:?}: use bytes like 500G, a percentage like 50%, or unlimited");
+        if s == "unlimited" {
+            return Ok(DiskBudget::Unlimited);
+        }
+        if let Some(p) = s.strip_suffix('%') {
+            let p: f64 = p.parse().map_err(|_| bad())?;
+            if !(p > 0.0 && p <= 100.0) {
+                return Err(bad());
+            }
+            return Ok(DiskBudget::FractionOfFilesystem(p / 100.0));
+        }
+        model::parse_bytes(s).map(DiskBudget::Bytes).map_err(|_| bad())
+    }
 }
 
 /// Counters of what the store did, including everything it refused or lost.
@@ -478,7 +502,7 @@ impl Store {
             flush_due: false,
             damaged_wal,
         });
-        store.enforce_retention(Timestamp::now().as_nanos());
+        store.enforce_retention(store.opts.clock.now_ns());
         Ok(store)
     }
 
@@ -825,7 +849,7 @@ impl Store {
                         let _ = fs::remove_file(path);
                     }
                 }
-                self.enforce_retention(Timestamp::now().as_nanos());
+                self.enforce_retention(self.opts.clock.now_ns());
                 Ok(())
             }
             Err(e) => {
@@ -1073,5 +1097,25 @@ mod tests {
             assert_eq!((st.by_hash.len(), st.collided.len()), want);
         }
         COLLIDE.set(false);
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use std::str::FromStr;
+
+    #[test]
+    fn disk_budgets_parse_or_explain() {
+        assert_eq!(crate::DiskBudget::from_str("unlimited"), Ok(crate::DiskBudget::Unlimited));
+        assert_eq!(crate::DiskBudget::from_str("50%"), Ok(crate::DiskBudget::FractionOfFilesystem(0.5)));
+        assert_eq!(crate::DiskBudget::from_str("2G"), Ok(crate::DiskBudget::Bytes(2 << 30)));
+        assert_eq!(crate::DiskBudget::from_str("1234"), Ok(crate::DiskBudget::Bytes(1234)));
+        assert_eq!(crate::tier::parse_resolutions("1s,1m").unwrap(), [1_000_000_000, 60_000_000_000]);
+        assert!(crate::tier::parse_resolutions("none").unwrap().is_empty());
+        assert!(crate::tier::parse_resolutions("5s").unwrap_err().contains("1s,1m"));
+        for bad in ["0", "150%", "0%", "12X", "", "-5G", "99999999999T"] {
+            let e = crate::DiskBudget::from_str(bad).unwrap_err();
+            assert!(e.contains("500G") && e.contains("unlimited"), "{bad}: {e}");
+        }
     }
 }

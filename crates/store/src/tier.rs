@@ -22,6 +22,33 @@ pub use source::tier::{AGGS, MINUTE, SECOND, Scale, Tier, TierAgg};
 /// The tier resolutions a store can keep, finest first.
 pub const RESOLUTIONS: [(i64, &str); 2] = [(SECOND, "1s"), (MINUTE, "1m")];
 
+/// `--tiers`: `1s`, `1m`, `1s,1m` or `none`, as resolutions in ns.
+pub fn parse_resolutions(s: &str) -> Result<Vec<i64>, String> {
+    if s == "none" {
+        return Ok(Vec::new());
+    }
+    s.split(',')
+        .map(|t| {
+            RESOLUTIONS
+                .iter()
+                .find(|r| r.1 == t.trim())
+                .map(|r| r.0)
+                .ok_or_else(|| format!("{t:?} is not a tier: use 1s, 1m, 1s,1m or none"))
+        })
+        .collect()
+}
+
+/// The tiers a store writes (`--tiers`), as [`parse_resolutions`] reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolutions(pub Vec<i64>);
+
+impl std::str::FromStr for Resolutions {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Resolutions, String> {
+        parse_resolutions(s).map(Resolutions)
+    }
+}
+
 /// The key of the tier entry of the raw entry at `raw_index`.
 pub fn tier_key(raw_index: usize, res_name: &str) -> SeriesKey {
     SeriesKey::new("", [(TIER_LABEL, format!("{raw_index}:{res_name}"))])

@@ -37,6 +37,7 @@ fn opts(always: bool) -> Options {
         // Batches are 1 ns apart and blocks 250 batches: a window of 1 µs
         // merges about four blocks, so kills land in compactions too.
         compaction_window: Some(Duration::from_micros(1)),
+        clock: std::sync::Arc::new(clock::System),
     }
 }
 

@@ -112,3 +112,28 @@ fn walk(p: &std::path::Path) -> u64 {
         })
         .sum()
 }
+
+/// Retention asks the store's clock what "now" is: with a clock the test
+/// moves, blocks age out at the flush after the instant they pass
+/// `--retention-time`, not before, and the newest stay.
+#[test]
+fn blocks_age_out_by_the_store_s_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1_800_000_000 * 1_000_000_000;
+    let clock = std::sync::Arc::new(clock::Manual::new(now));
+    let retention = Retention { max_age: Some(Duration::from_secs(3 * 3600)), budget: DiskBudget::Unlimited };
+    let store = Store::open(dir.path(), Options { clock: clock.clone(), ..opts(retention) }).unwrap();
+    fill(&store, now, 3);
+    assert_eq!(samples(&store).len(), 300, "nothing is older than three hours yet");
+    // An hour on, the oldest block's last sample (now - 2 h + 99 ns) is
+    // still inside the three hours: kept.
+    clock.advance(HOUR);
+    fill(&store, now + HOUR, 1);
+    assert_eq!(samples(&store).len(), 400);
+    // A microsecond later it is past them: gone at the next flush.
+    clock.advance(1_000);
+    fill(&store, now + HOUR + 1_000, 1);
+    let kept = samples(&store);
+    assert_eq!(kept.len(), 400, "the oldest hour went, the new one came");
+    assert!(kept.iter().all(|&t| t >= now - HOUR), "{:?}", &kept[..3]);
+}
