@@ -143,7 +143,7 @@ enum LabCmd {
 /// Where read commands find data: a data directory (read-only; works while
 /// `kansoku up` runs) or a running server.
 #[derive(clap::Args, Debug, Clone)]
-pub struct Source {
+pub struct ReadFrom {
     /// Data directory to read.
     #[arg(long, default_value = "kansoku-data", conflicts_with = "server")]
     pub data: PathBuf,
@@ -227,4 +227,11 @@ fn init_logging() {
         .with_target(false)
         .with_ansi(ansi)
         .init();
+}
+
+/// Every command's flags are consistent (unique ids across flattened
+/// groups, valid defaults): clap checks it in debug builds only.
+#[test]
+fn the_command_line_is_consistent() {
+    <Cli as clap::CommandFactory>::command().debug_assert();
 }

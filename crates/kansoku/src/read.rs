@@ -9,14 +9,14 @@ use model::{Selector, SeriesKey, Timestamp};
 use store::Store;
 use store::query::{Frame, FrameSeries, range};
 
-use crate::Source;
+use crate::ReadFrom;
 
 #[derive(clap::Args, Debug)]
 pub struct SeriesArgs {
     /// Selector, e.g. 'node_cpu_seconds_total{mode="user"}' (default: all).
     matcher: Option<String>,
     #[command(flatten)]
-    source: Source,
+    source: ReadFrom,
 }
 
 #[derive(clap::Args, Debug)]
@@ -54,7 +54,7 @@ pub struct QueryArgs {
     #[arg(long, value_enum, default_value = "csv")]
     format: Format,
     #[command(flatten)]
-    source: Source,
+    source: ReadFrom,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ fn parse_selector(text: &str) -> anyhow::Result<Selector> {
         .map_err(|e| anyhow::anyhow!("{e}; selectors look like name{{label=\"value\",other=~\"re.*\"}}"))
 }
 
-fn open(source: &Source) -> anyhow::Result<Store> {
+fn open(source: &ReadFrom) -> anyhow::Result<Store> {
     Store::open_read_only(&source.data).with_context(|| format!("read {}", source.data.display()))
 }
 

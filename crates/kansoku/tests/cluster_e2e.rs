@@ -604,7 +604,9 @@ fn agents_load_one_target_from_one_instant() {
     let out = load("load-a,load-b", &json_path);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{log}\n{}", srv.proc.dump());
-    assert!(log.contains("first requests of the agents within"), "{log}");
+    // Results on stdout, progress on stderr.
+    let results = String::from_utf8_lossy(&out.stdout);
+    assert!(results.contains("first requests of the agents within"), "{results}\n{log}");
     let doc = common::read_json(&json_path);
     let agents = doc["agents"].as_array().unwrap();
     assert_eq!(agents.len(), 2, "{doc}");

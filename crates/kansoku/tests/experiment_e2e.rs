@@ -37,7 +37,8 @@ warmup = 1
 
 fn lab_run(file: &Path, out: &Path) -> (bool, String) {
     let o = run(&["lab", "run", file.to_str().unwrap(), "--out", out.to_str().unwrap(), "--seed", "7"]);
-    (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+    // What it printed: results (stdout), then progress and errors (stderr).
+    (o.status.success(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
 }
 
 #[test]
@@ -65,8 +66,8 @@ fn an_experiment_runs_and_two_results_compare() {
     let (ok, log) = lab_run(&write_experiment(dir.path(), "e", 100), &b);
     assert!(ok, "{log}");
     let o = run(&["lab", "compare", a.to_str().unwrap(), b.to_str().unwrap()]);
-    let report = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{report}");
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{report}{}", String::from_utf8_lossy(&o.stderr));
     assert!(report.contains("environment: the same"), "{report}");
     let line = report.lines().find(|l| l.starts_with("x=\"1\"")).unwrap_or_else(|| panic!("{report}"));
     assert!(line.contains("0.0286") && line.contains("higher") && line.contains("+800.00%"), "{line}");
@@ -110,7 +111,7 @@ fn shipped_experiments_read() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
             let o = run(&["lab", "run", path.to_str().unwrap(), "--dry-run"]);
-            let log = String::from_utf8_lossy(&o.stderr);
+            let log = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
             assert!(o.status.success() && log.contains("runs, order seed"), "{}: {log}", path.display());
             seen += 1;
         }

@@ -108,7 +108,9 @@ fn a_closed_loop_degrades_as_littles_law_says() {
     // It climbs from the first step: no knee, and not one 2 us hop within 50 %.
     assert!(doc["knee_ns"].is_null(), "{doc}");
     assert_eq!(doc["budget"]["tiers"], 0);
-    assert!(log.contains("tier budget: 0 hops of 2000 ns"), "{log}");
+    // A result: on stdout (progress went to stderr).
+    let results = String::from_utf8_lossy(&o.stdout);
+    assert!(results.contains("tier budget: 0 hops of 2000 ns"), "{results}");
     // The report beside the result: a bar per step and its model beside it.
     let html = std::fs::read_to_string(out.with_extension("html")).unwrap();
     assert_eq!(html.matches("<rect class=bar").count(), 6, "{html}");

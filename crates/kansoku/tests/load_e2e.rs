@@ -30,7 +30,10 @@ fn a_load_run_writes_its_intervals_as_series() {
     ]);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{log}");
-    assert!(log.contains("responses/s") && log.contains("written to"), "{log}");
+    // The results on stdout (`> result.txt` keeps them), progress on stderr.
+    let results = String::from_utf8_lossy(&out.stdout);
+    assert!(results.contains("responses/s") && results.contains("written to"), "{results}\n{log}");
+    assert!(!log.contains("written to"), "results are not repeated on stderr: {log}");
     let doc = read_json(&json);
     let responses = doc["result"]["responses"].as_u64().unwrap();
     assert!(responses > 10, "{doc}");

@@ -320,6 +320,12 @@ fn code_map_rows_stay_short() {
 fn the_binary_stays_composition() {
     let mut rs = Vec::new();
     files(&root().join("crates/kansoku/src"), &[".rs"], &mut rs);
-    let lines: usize = rs.iter().map(|p| std::fs::read_to_string(p).unwrap().lines().count()).sum();
-    assert!(lines <= 1500, "crates/kansoku/src holds {lines} lines (at most 1,500): move what is not composition out");
+    // Tests beside the code are not counted: they check it, they compose nothing.
+    let code =
+        |text: String| text.lines().take_while(|l| !l.starts_with("#[cfg(test)]") && !l.starts_with("#[test]")).count();
+    let lines: usize = rs.iter().map(|p| code(std::fs::read_to_string(p).unwrap())).sum();
+    assert!(
+        lines <= 1500,
+        "crates/kansoku/src holds {lines} lines of code (at most 1,500): move what is not composition out"
+    );
 }

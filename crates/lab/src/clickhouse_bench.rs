@@ -35,14 +35,16 @@ use source::{EventSource, Shape};
 use store::query::range;
 use store::{Appender, Store};
 
+use crate::out::result;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Synthetic hosts (16 cores each).
     #[arg(long, default_value_t = 2)]
     hosts: usize,
     /// Length of the data at 100 ms.
-    #[arg(long, default_value = "10m")]
-    span: String,
+    #[arg(long, default_value = "10m", value_parser = model::parse_duration)]
+    span: Duration,
     /// An existing ClickHouse (`clickhouse://HOST:PORT/DB`, one server; the
     /// database is dropped first); default: one started for the run.
     #[arg(long)]
@@ -102,13 +104,16 @@ struct Report {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let span = model::parse_duration(&args.span).map_err(|e| anyhow::anyhow!("--span: {e}"))?;
+    let span = args.span;
     let tmp = tempfile::tempdir()?;
     let mut r = Report { machine: crate::machine_line(), ..Report::default() };
 
     let interval = Duration::from_millis(100);
     let rounds = (span.as_nanos() / interval.as_nanos()) as usize;
-    eprintln!("building {rounds} rounds of synthetic hosts ({} at 100 ms) ...", args.span);
+    if rounds == 0 {
+        anyhow::bail!("--span {span:?}: shorter than one 100 ms round, nothing to measure");
+    }
+    eprintln!("building {rounds} rounds of synthetic hosts ({span:?} at 100 ms) ...");
     let (keys, start, batches) = synth::rounds(args.hosts, rounds, interval);
     r.series = keys.len();
     r.samples = batches.iter().map(|b| b.points.len() as u64).sum();
@@ -264,7 +269,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             *clickhouse_ms = t.elapsed().as_secs_f64() * 1e3;
             anyhow::ensure!((&a.ips, &a.stacks) == (&b.ips, &b.stacks), "the stores counted {shape:?} differently");
         }
-        eprintln!(
+        result!(
             "{} per-CPU samples ({} CPUs at 10 kHz, {} s): embedded {:.0} ns, {:.2} B an event; \
              ClickHouse {:.0} ns in the writer + {:.0} ns in clickhouse-server, {:.2} B an event\n\
              profile of every event: top embedded {:.0} ms, ClickHouse {:.0} ms; flame embedded {:.0} ms, ClickHouse {:.0} ms",
@@ -283,8 +288,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
 
-    eprintln!(
-        "{} series, {} samples ({} at 100 ms); ClickHouse {}\n\
+    result!(
+        "{} series, {} samples ({:?} at 100 ms); ClickHouse {}\n\
          embedded store: {:.0} ns CPU a sample; {:.3} B a sample on disk + {:.3} B tiers\n\
          ClickHouse: {:.0} ns CPU a sample in kansoku's writer + {:.0} ns in clickhouse-server ({:.1} M samples a second wall); \
          {:.3} B a sample on disk + {:.3} B tiers\n\
@@ -293,7 +298,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
          {:.1} ms a query per series)",
         r.series,
         r.samples,
-        args.span,
+        span,
         r.clickhouse_version,
         r.embedded_ns_per_sample,
         r.embedded_bytes_per_sample,

@@ -23,16 +23,17 @@ use clock::{realtime_ns, thread_cpu_ns};
 use collect::{Collector, CollectorConfig};
 use model::{Batch, Timestamp};
 
+use crate::out::result;
 use crate::procs::stat_cpu_seconds;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Sampling (and scraping) interval.
-    #[arg(long, default_value = "100ms")]
-    interval: String,
+    #[arg(long, default_value = "100ms", value_parser = model::parse_duration)]
+    interval: Duration,
     /// How long to measure.
-    #[arg(long, default_value = "60s")]
-    duration: String,
+    #[arg(long, default_value = "60s", value_parser = model::parse_duration)]
+    duration: Duration,
     /// node_exporter binary to run beside us; "none" measures kansoku alone.
     #[arg(long, default_value = "/usr/bin/prometheus-node-exporter")]
     peer: String,
@@ -152,13 +153,15 @@ fn start_peer(bin: &str, listen: &str) -> anyhow::Result<Peer> {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let interval = model::parse_duration(&args.interval)?;
-    let duration = model::parse_duration(&args.duration)?;
+    let (interval, duration) = (args.interval, args.duration);
     if interval < collect::INTERVAL_MIN {
         bail!("--interval {:?} is below the collector's minimum {:?}", interval, collect::INTERVAL_MIN);
     }
     let report =
         measure(interval, duration, (args.peer != "none").then_some((args.peer.as_str(), args.peer_listen.as_str())))?;
+    if report.kansoku_collector.rounds == 0 {
+        bail!("no round was measured: --duration {duration:?} holds no --interval {interval:?}");
+    }
     print(&report);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -273,17 +276,28 @@ pub fn measure(interval: Duration, duration: Duration, peer: Option<(&str, &str)
     })
 }
 
-#[allow(clippy::print_stdout)]
 fn print(r: &Report) {
-    println!("collector cost at {} ms for {} s on {}", r.interval_ms, r.duration_s, r.machine);
-    println!(
+    result!("collector cost at {} ms for {} s on {}", r.interval_ms, r.duration_s, r.machine);
+    result!(
         "{:<38} {:>7} {:>6} {:>12} {:>8} {:>8} {:>9}",
-        "", "rounds", "missed", "CPU us/round", "% core", "samples", "ns/sample"
+        "",
+        "rounds",
+        "missed",
+        "CPU us/round",
+        "% core",
+        "samples",
+        "ns/sample"
     );
     let row = |s: &Side| {
-        println!(
+        result!(
             "{:<38} {:>7} {:>6} {:>12.1} {:>8.3} {:>8.0} {:>9.1}",
-            s.name, s.rounds, s.missed_rounds, s.cpu_us_per_round, s.core_percent, s.samples_per_round, s.ns_per_sample
+            s.name,
+            s.rounds,
+            s.missed_rounds,
+            s.cpu_us_per_round,
+            s.core_percent,
+            s.samples_per_round,
+            s.ns_per_sample
         );
     };
     row(&r.kansoku_collector);
@@ -291,17 +305,19 @@ fn print(r: &Report) {
     if let Some(p) = &r.peer {
         row(p);
         if let Some(s) = r.peer_scraper_cpu_us_per_round {
-            println!("  (scraping node_exporter cost a further {s:.1} us/round in our scraper, not counted above)");
+            result!("  (scraping node_exporter cost a further {s:.1} us/round in our scraper, not counted above)");
         }
         let k = r.kansoku_collector.cpu_us_per_round.max(1e-9);
-        println!(
+        result!(
             "node_exporter / kansoku collector: {:.1}x CPU per round, {:.1}x per sample",
             p.cpu_us_per_round / k,
             p.ns_per_sample / r.kansoku_collector.ns_per_sample.max(1e-9)
         );
     }
-    println!(
+    result!(
         "round lateness (jitter): p50 {:.0} us, p99 {:.0} us, max {:.0} us",
-        r.lateness_us_p50, r.lateness_us_p99, r.lateness_us_max
+        r.lateness_us_p50,
+        r.lateness_us_p99,
+        r.lateness_us_max
     );
 }

@@ -25,24 +25,25 @@ use anyhow::{Context, bail};
 use model::Timestamp;
 use serde_json::{Value, json};
 
+use crate::out::result;
 use crate::transfer::Proc;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// How long each workload runs.
-    #[arg(long, default_value = "30s", value_parser = crate::parse_dur)]
+    #[arg(long, default_value = "30s", value_parser = model::parse_duration)]
     pub phase: Duration,
     /// Idle time between workloads (not counted).
-    #[arg(long, default_value = "6s", value_parser = crate::parse_dur)]
+    #[arg(long, default_value = "6s", value_parser = model::parse_duration)]
     pub gap: Duration,
     /// Time a workload is given to take hold before its windows count.
-    #[arg(long, default_value = "4s", value_parser = crate::parse_dur)]
+    #[arg(long, default_value = "4s", value_parser = model::parse_duration)]
     pub settle: Duration,
     /// Rounds: each runs every workload once, in its own random order.
     #[arg(long, default_value_t = 2)]
     pub rounds: usize,
     /// The verdict's window.
-    #[arg(long, default_value = "5s", value_parser = crate::parse_dur)]
+    #[arg(long, default_value = "5s", value_parser = model::parse_duration)]
     pub window: Duration,
     /// Seed of the random order (default: from the clock; printed, so a
     /// run's order can be repeated).
@@ -552,6 +553,9 @@ fn secs(t: Timestamp) -> f64 {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.rounds == 0 {
+        bail!("--rounds 0: no workload would run");
+    }
     if !rustix::process::geteuid().is_root() {
         bail!("lab diagnose needs root: kernel tracing, cgroups and swap");
     }
@@ -734,11 +738,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     up.stop();
     let report = tally(&phases, &answer, args.window.as_secs_f64())?;
     // The results go to stdout (progress went to stderr).
-    let mut out = std::io::stdout().lock();
-    write!(out, "{}", report.text)?;
-    writeln!(out, "on the CPUs (top 3 symbols of the sampler, first round):")?;
+    for line in report.text.lines() {
+        result!("{line}");
+    }
+    result!("on the CPUs (top 3 symbols of the sampler, first round):");
     for (w, top) in &tops {
-        writeln!(out, "  {w:<12} {top}")?;
+        result!("  {w:<12} {top}");
     }
     if let Some(path) = &args.json {
         let v = json!({
@@ -760,7 +765,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(path) = &args.record {
         let mut f = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
         writeln!(f, "{}", serde_json::to_string_pretty(&report.recorded)?)?;
-        eprintln!("lab diagnose: {} windows recorded in {}", report.recorded.len(), path.display());
+        result!("lab diagnose: {} windows recorded in {}", report.recorded.len(), path.display());
     }
     Ok(())
 }

@@ -17,6 +17,8 @@ use anyhow::{Context, bail};
 use experiment::{Experiment, Point, environment, spec, stats};
 use serde_json::{Value, json};
 
+use crate::out::result;
+
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// The experiment file (TOML; docs/experiments.md).
@@ -145,7 +147,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let html = crate::report::render(&[(out.display().to_string(), doc.clone())])?;
     std::fs::write(&page, html).with_context(|| format!("write {}", page.display()))?;
     print_summary(doc["summary"].as_array().map_or(&[], Vec::as_slice));
-    eprintln!("result: {} and {} ({runs} runs, {failed} failed)", out.display(), page.display());
+    result!("result: {} and {} ({runs} runs, {failed} failed)", out.display(), page.display());
     if failed > 0 {
         bail!("{failed} of {runs} runs failed (their errors are in {})", out.display());
     }
@@ -182,7 +184,7 @@ pub fn execute(
         for (k, &(round, p)) in order.iter().enumerate() {
             let out = scratch.path().join(format!("run-{k}.out"));
             let cmd = spec::expand(&w.run, &placeholders(&points[p], round, &out, dir)).map_err(anyhow::Error::msg)?;
-            eprintln!("[{}/{}] round {round}: {cmd}", k + 1, order.len());
+            result!("[{}/{}] round {round}: {cmd}", k + 1, order.len());
         }
         return Ok(None);
     }
@@ -367,11 +369,11 @@ fn summarise(points: &[Point], runs: &[Value]) -> Vec<Value> {
 }
 
 fn print_summary(summary: &[Value]) {
-    eprintln!("\n{:<40} {:<20} {:>4} {:>14} {:>14} {:>14}", "point", "metric", "n", "median", "min", "max");
+    result!("\n{:<40} {:<20} {:>4} {:>14} {:>14} {:>14}", "point", "metric", "n", "median", "min", "max");
     for s in summary {
         let point: Point = serde_json::from_value(s["point"].clone()).unwrap_or_default();
         for (m, v) in s["metrics"].as_object().into_iter().flatten() {
-            eprintln!(
+            result!(
                 "{:<40} {m:<20} {:>4} {:>14.4} {:>14.4} {:>14.4}",
                 point_label(&point),
                 v["n"],
@@ -395,7 +397,7 @@ fn load_result(path: &Path) -> anyhow::Result<Value> {
 pub fn compare(args: &CompareArgs) -> anyhow::Result<()> {
     let (a, b) = (load_result(&args.a)?, load_result(&args.b)?);
     let (na, nb) = (a["experiment"]["name"].as_str().unwrap_or("?"), b["experiment"]["name"].as_str().unwrap_or("?"));
-    eprintln!("compare: {} ({na}) -> {} ({nb})", args.a.display(), args.b.display());
+    result!("compare: {} ({na}) -> {} ({nb})", args.a.display(), args.b.display());
     if na != nb {
         eprintln!("note: different experiments; points are matched by their parameters");
     }
@@ -405,16 +407,23 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<()> {
     let (ea, eb) = (env(&a), env(&b));
     let changed = environment::diff(&ea, &eb);
     if changed.is_empty() {
-        eprintln!("environment: the same");
+        result!("environment: the same");
     } else {
-        eprintln!("environment: {} differences", changed.len());
+        result!("environment: {} differences", changed.len());
         for (k, x, y) in &changed {
-            eprintln!("  {k}: {} -> {}", x.unwrap_or("(none)"), y.unwrap_or("(none)"));
+            result!("  {k}: {} -> {}", x.unwrap_or("(none)"), y.unwrap_or("(none)"));
         }
     }
-    eprintln!(
+    result!(
         "\n{:<36} {:<18} {:>12} {:>12} {:>9} {:>22} {:>9}  verdict (Mann-Whitney U, alpha {})",
-        "point", "metric", "median A", "median B", "change", "95% CI of B-A", "p", args.alpha
+        "point",
+        "metric",
+        "median A",
+        "median B",
+        "change",
+        "95% CI of B-A",
+        "p",
+        args.alpha
     );
     let mut matched = 0;
     for sa in a["summary"].as_array().into_iter().flatten() {
@@ -443,7 +452,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<()> {
                 Some(_) => "no significant change",
                 None => "no data",
             };
-            eprintln!(
+            result!(
                 "{:<36} {m:<18} {ma:>12.4} {mb:>12.4} {:>+8.2}% {:>22} {:>9}  {verdict}{}",
                 point_label(&point),
                 (mb - ma) / ma.abs() * 100.0,

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 
+use crate::out::result;
 use crate::transfer::{Proc, server};
 
 #[derive(clap::Args, Debug)]
@@ -186,9 +187,10 @@ fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
 }
 
-// A benchmark's report is its output.
-#[allow(clippy::print_stdout)]
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.repeat == 0 || args.workload.is_empty() {
+        bail!("--repeat {} with {} workloads: nothing to measure", args.repeat, args.workload.len());
+    }
     let _ = std::fs::remove_dir_all(&args.dir);
     std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
     let mut configs = vec![Config::None];
@@ -208,7 +210,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Some(replay.finish()? * 1e3)
     };
     if let Some(ms) = idle_transfer_ms {
-        println!("transfer on an idle machine (every CPU here at 10 kHz, set mode): {ms:.2} ms to durable");
+        result!("transfer on an idle machine (every CPU here at 10 kHz, set mode): {ms:.2} ms to durable");
     }
     let srv = server(&args.dir.join("server"))?;
     let mut results = Vec::new();
@@ -223,7 +225,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             for cfg in &order {
                 k += 1;
                 let r = run_config(args, workload, cfg, k, &srv.ingest)?;
-                println!(
+                eprintln!(
                     "  {workload:<60} rep {rep} {:<16} score {:.2}",
                     cfg.name(),
                     r["score"].as_f64().unwrap_or(0.0)
@@ -262,9 +264,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }
             rows.push(row);
         }
-        println!("{workload}:");
+        result!("{workload}:");
         for r in &rows {
-            println!(
+            result!(
                 "  {:<16} median {:>12.2}  degradation {:>6.2} %{}",
                 r["config"].as_str().unwrap_or(""),
                 r["median_score"].as_f64().unwrap_or(f64::NAN),

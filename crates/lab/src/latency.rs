@@ -24,6 +24,8 @@ use latency::calibrate::{self, Step};
 use latency::curve;
 use serde_json::{Value, json};
 
+use crate::out::result;
+
 /// The PostgreSQL helper of `experiments/pg/pg.sh`, carried in the binary.
 const PG_SH: &str = include_str!("../../../experiments/pg/pg.sh");
 
@@ -88,8 +90,8 @@ pub struct Args {
     #[arg(long, default_value_t = 20_000)]
     probe_calls: usize,
     /// Latency of one hop (a switch tier), for the budget.
-    #[arg(long, default_value = "300ns")]
-    hop: String,
+    #[arg(long, default_value = "300ns", value_parser = model::parse_duration)]
+    hop: std::time::Duration,
     /// Degradation budget, per cent.
     #[arg(long, default_value_t = 5.0)]
     budget: f64,
@@ -141,10 +143,8 @@ pub struct ProbeArgs {
 /// run under the injector by `lab latency`; prints p50 and p99 in ns.
 pub fn probe(args: &ProbeArgs) -> anyhow::Result<()> {
     let d = calibrate::probe(args.calls)?;
-    #[allow(clippy::print_stdout, reason = "the probe's answer to its parent")]
-    {
-        println!("{} {}", calibrate::quantile(&d, 0.5), calibrate::quantile(&d, 0.99));
-    }
+    // The probe's answer to its parent, on stdout.
+    result!("{} {}", calibrate::quantile(&d, 0.5), calibrate::quantile(&d, 0.99));
     Ok(())
 }
 
@@ -190,7 +190,7 @@ fn measure(lib: &Path, calls: usize, requested_ns: u64, set_ns: u64, allowed_ns:
 /// echo server, through a relay at the step against one at zero, halved
 /// (one way). The relay's own floor (a relay at zero against none) is said.
 fn calibrate_relay(steps: &[u64], round_trips: usize, tolerance: f64) -> anyhow::Result<Vec<(Step, u64)>> {
-    eprintln!(
+    result!(
         "calibration ({round_trips} round trips of 64 bytes per step, through the relay at the step against the relay at 0, halved):"
     );
     calibration_head("one way");
@@ -198,9 +198,7 @@ fn calibrate_relay(steps: &[u64], round_trips: usize, tolerance: f64) -> anyhow:
     for &ns in steps {
         let ((p50, p99), floor) = latency::relay::calibrate(std::time::Duration::from_nanos(ns), round_trips)?;
         if ns == 0 {
-            eprintln!(
-                "(the relay's own floor, one way: {floor:.0} ns, subtracted by measuring against the relay at 0)"
-            );
+            result!("(the relay's own floor, one way: {floor:.0} ns, subtracted by measuring against the relay at 0)");
         }
         let s = calibrate::judge(
             ns,
@@ -311,7 +309,7 @@ pub fn relay(args: &RelayArgs) -> anyhow::Result<()> {
 fn calibrate_steps(steps: &[u64], lib: &Path, calls: usize, tolerance: f64) -> anyhow::Result<Vec<(Step, u64)>> {
     let reference = measure(lib, calls, 10_000, 10_000, 10_000.0)?;
     let overshoot = (reference.added_p50_ns - 10_000.0).max(0.0).round() as u64;
-    eprintln!(
+    result!(
         "calibration (up to {calls} timed pread calls per measurement, about 0.2 s of delay at most; medians of 3); the busy-wait overshoots by {overshoot} ns (at 10 us), subtracted from each setting:"
     );
     calibration_head("requested");
@@ -328,11 +326,11 @@ fn calibrate_steps(steps: &[u64], lib: &Path, calls: usize, tolerance: f64) -> a
 /// The calibration table's head and one row per step (the same columns for
 /// every injector: the relay's setting is the step itself).
 fn calibration_head(first: &str) {
-    eprintln!("{first:>12} {:>12} {:>14} {:>14} {:>10}", "set", "added p50", "added p99", "honoured");
+    result!("{first:>12} {:>12} {:>14} {:>14} {:>10}", "set", "added p50", "added p99", "honoured");
 }
 
 fn calibration_row(ns: u64, set: u64, s: &Step) {
-    eprintln!(
+    result!(
         "{:>9} ns {:>9} ns {:>11.0} ns {:>11.0} ns {:>10}",
         ns,
         set,
@@ -350,7 +348,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     steps.sort_unstable();
     steps.dedup();
-    let hop = calibrate::parse_ns(&args.hop).map_err(anyhow::Error::msg)? as f64;
+    let hop = args.hop.as_nanos() as f64;
     if args.run.is_none() && !["pgbench", "redis", "fio"].contains(&args.workload.as_str()) {
         bail!("--workload {}: the workloads are pgbench, fio and redis, or give --run 'COMMAND'", args.workload);
     }
@@ -379,7 +377,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new().prefix("kansoku-latency-").tempdir()?;
     let lib = latency::install(dir.path())?;
     let stack = if inject == "storage" {
-        eprintln!(
+        result!(
             "latency: the storage injector (FUSE, {} threads) under a loop device with ext4, {} bytes, on {}",
             latency::disk::THREADS,
             args.disk_size,
@@ -393,12 +391,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     let calibration = match (inject, &stack) {
         ("network", _) => {
-            eprintln!("latency: the network injector (a TCP relay on loopback) on {}", crate::machine_line());
+            result!("latency: the network injector (a TCP relay on loopback) on {}", crate::machine_line());
             calibrate_relay(&steps, args.probe_calls.min(2000), args.tolerance)?
         }
         (_, Some(stack)) => calibrate_disk(&steps, stack, args.probe_calls.min(4000), args.tolerance)?,
         _ => {
-            eprintln!("latency: injector {} on {}", lib.display(), crate::machine_line());
+            result!("latency: injector {} on {}", lib.display(), crate::machine_line());
             calibrate_steps(&steps, &lib, args.probe_calls, args.tolerance)?
         }
     };
@@ -426,7 +424,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         })
         .collect();
     for (s, _) in calibration.iter().filter(|(s, _)| !s.honoured && s.requested_ns > 0) {
-        eprintln!(
+        result!(
             "step {} ns: the injector adds {:.0} ns ({:+.1} %) — {}",
             s.requested_ns,
             s.added_p50_ns,
@@ -499,12 +497,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         _ => None,
     });
     if let Some(k) = measured_k {
-        eprintln!("device requests per operation at 0 (the model's K, an upper bound on those waited for): {k:.2}");
+        result!("device requests per operation at 0 (the model's K, an upper bound on those waited for): {k:.2}");
     }
     let predicted = |x: f64| model.map(|(n, k)| curve::closed_loop_pd(p0, n, k, x));
-    eprintln!("\n{:>12} {:>14} {:>9} {:>22} {:>12}", "x (ns)", metric, "PD %", "95% interval", "model PD %");
+    result!("\n{:>12} {:>14} {:>9} {:>22} {:>12}", "x (ns)", metric, "PD %", "95% interval", "model PD %");
     for p in &points {
-        eprintln!(
+        result!(
             "{:>12.0} {:>14.2} {:>9.2} {:>22} {:>12}",
             p.x_ns,
             p.throughput,
@@ -514,15 +512,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
     match knee {
-        Some(k) => eprintln!(
+        Some(k) => result!(
             "knee (kneedle): {k:.0} ns{}",
             knee_ci.map_or(String::new(), |(a, b)| format!(", 95 % bootstrap interval [{a:.0}, {b:.0}] ns"))
         ),
-        None => eprintln!("knee: none (the curve does not stay flat and then climb)"),
+        None => result!("knee: none (the curve does not stay flat and then climb)"),
     }
     let shape = curve::shape(&pairs, knee);
     match shape {
-        Some((k, at, past)) => eprintln!(
+        Some((k, at, past)) => result!(
             "beside the paper (seed 003, OLTP over PCIe switch hops: knee {:.0} ns, PD under {:.0} % to it, ~{:.0} % at {:.1} x it): knee {k:.0} ns, PD {} at it, {} at {:.1} x it",
             curve::PAPER_KNEE_NS,
             curve::PAPER_PD_AT_KNEE,
@@ -532,12 +530,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             past.map_or("- (past the last step)".into(), |v| format!("{v:.1} %")),
             curve::PAPER_PAST_KNEE
         ),
-        None => eprintln!(
+        None => result!(
             "beside the paper (seed 003: a knee at {:.0} ns): no knee here to set beside it",
             curve::PAPER_KNEE_NS
         ),
     }
-    eprintln!(
+    result!(
         "tier budget: {}{} hops of {hop:.0} ns within {} % degradation{}",
         if budget.at_least { "at least " } else { "" },
         budget.tiers,
@@ -570,7 +568,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         doc["device"] = json!({"size_bytes": args.disk_size, "reads": n(&c.reads), "writes": n(&c.writes),
             "syncs": n(&c.syncs), "read_bytes": n(&c.read_bytes), "written_bytes": n(&c.written_bytes),
             "errors": n(&c.errors)});
-        eprintln!(
+        result!(
             "the delayed device served {} reads, {} writes and {} syncs ({} errors)",
             n(&c.reads),
             n(&c.writes),
@@ -616,9 +614,10 @@ fn calibrate_disk(
     measure(500_000, reads_for(500_000))?;
     let (base, with) = measure(500_000, reads_for(500_000))?;
     let overshoot = (with.0 as i64 - base.0 as i64 - 500_000).max(0) as u64;
-    eprintln!(
+    result!(
         "calibration (4 KiB reads of the delayed image, up to {reads} per step, about 0.2 s of delay at most, against reads at 0 beside each); the FUSE round trip at 0: p50 {} ns, p99 {} ns (the injector's floor); a delayed request that sleeps overshoots by {overshoot} ns (at 500 us), subtracted from each such setting:",
-        base.0, base.1
+        base.0,
+        base.1
     );
     calibration_head("requested");
     let mut out = Vec::new();
@@ -728,9 +727,9 @@ fn write(args: &Args, doc: &Value) -> anyhow::Result<()> {
             let page = path.with_extension("html");
             let html = crate::report::render(&[(path.display().to_string(), doc.clone())])?;
             std::fs::write(&page, html).with_context(|| format!("write {}", page.display()))?;
-            eprintln!("result: {} and {}", path.display(), page.display());
+            result!("result: {} and {}", path.display(), page.display());
         } else {
-            eprintln!("result: {}", path.display());
+            result!("result: {}", path.display());
         }
     }
     Ok(())
@@ -828,7 +827,7 @@ fn parse_whole_seconds(s: &str) -> Result<u64, String> {
     if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() {
         return Err(format!("{s}: give a duration with its unit, e.g. {s}s"));
     }
-    let d = crate::parse_dur(s)?;
+    let d = model::parse_duration(s).map_err(|e| e.to_string())?;
     if d.subsec_nanos() != 0 || d.as_secs() == 0 {
         return Err(format!("{s}: whole seconds, at least 1s (pgbench and fio take seconds)"));
     }

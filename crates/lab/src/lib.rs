@@ -17,6 +17,11 @@
 //! limits beside theory (`limits`). `procs` reads other processes' CPU
 //! clocks, ticks, resident sets and descendants; `machine` describes the
 //! machine.
+//!
+//! Every lab prints its results on stdout (`out`: tables, ratios, the
+//! verdict, the files it wrote) and its progress and warnings on stderr, so
+//! `kansoku lab … > result.txt` keeps the results. Every duration argument
+//! is a `Duration` parsed by `model::parse_duration` (`100ms`, `10s`, `1h`).
 
 pub mod clickhouse_bench;
 pub mod collector_cost;
@@ -27,6 +32,7 @@ pub mod interference;
 pub mod latency;
 pub mod limits;
 pub mod load;
+mod out;
 pub mod procs;
 pub mod replay;
 pub mod report;
@@ -36,8 +42,6 @@ pub mod store_bench;
 pub mod trace_cost;
 pub mod transfer;
 pub mod up_cost;
-
-use std::time::Duration;
 
 /// The machine an experiment ran on: CPU model, cores, kernel.
 pub fn machine() -> serde_json::Value {
@@ -58,9 +62,4 @@ pub fn machine_line() -> String {
         m["cpu"].as_str().unwrap_or("unknown cpu"),
         m["kernel"].as_str().unwrap_or_default()
     )
-}
-
-/// A duration argument (`100ms`, `20s`), for clap.
-pub fn parse_dur(s: &str) -> Result<Duration, String> {
-    model::parse_duration(s).map_err(|e| e.to_string())
 }

@@ -3,8 +3,8 @@
 //! size and queue depth with O_DIRECT, fsync against buffered and O_DSYNC
 //! writes, TCP payload through a veth pair shaped by tc tbf between two
 //! network namespaces against the payload arithmetic, and the CPU and
-//! memory baselines. Tables on the terminal; `--out` writes the result and
-//! its HTML report.
+//! memory baselines. Tables on stdout; `--out` writes the result and its
+//! HTML report.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,7 +16,7 @@ use limits::net::{self, Pair};
 use limits::theory::{self, DataSheet};
 use serde_json::{Value, json};
 
-use crate::parse_dur;
+use crate::out::result;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -38,12 +38,12 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "512,1K,2K,4K,8K,16K,64K,256K,1M,4M", value_parser = model::parse_bytes)]
     sizes: Vec<u64>,
     /// How long each read size reads.
-    #[arg(long, default_value = "1s", value_parser = parse_dur)]
+    #[arg(long, default_value = "1s", value_parser = model::parse_duration)]
     size_time: Duration,
     /// Queue depths of random 4 KiB reads (a thread each in flight).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     depths: Vec<usize>,
-    #[arg(long, default_value = "2s", value_parser = parse_dur)]
+    #[arg(long, default_value = "2s", value_parser = model::parse_duration)]
     depth_time: Duration,
     /// Where the write test's scratch file goes (default: beside --disk's
     /// file, or the current directory for a device).
@@ -71,14 +71,14 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     streams: Vec<usize>,
     /// The measured window of each network run.
-    #[arg(long, default_value = "5s", value_parser = parse_dur)]
+    #[arg(long, default_value = "5s", value_parser = model::parse_duration)]
     seconds: Duration,
-    #[arg(long, default_value = "1s", value_parser = parse_dur)]
+    #[arg(long, default_value = "1s", value_parser = model::parse_duration)]
     warmup: Duration,
     /// Leave out the CPU and memory baselines.
     #[arg(long)]
     no_baselines: bool,
-    #[arg(long, default_value = "1s", value_parser = parse_dur)]
+    #[arg(long, default_value = "1s", value_parser = model::parse_duration)]
     cpu_time: Duration,
     #[arg(long, default_value = "256M", value_parser = model::parse_bytes)]
     memory: u64,
@@ -95,9 +95,9 @@ pub struct StreamArgs {
     addr: String,
     #[arg(long)]
     streams: usize,
-    #[arg(long, value_parser = parse_dur)]
+    #[arg(long, value_parser = model::parse_duration)]
     warmup: Duration,
-    #[arg(long, value_parser = parse_dur)]
+    #[arg(long, value_parser = model::parse_duration)]
     seconds: Duration,
 }
 
@@ -106,10 +106,8 @@ pub fn stream(args: &StreamArgs) -> anyhow::Result<()> {
     match args.role.as_str() {
         "serve" => {
             let r = net::serve(&args.addr, args.streams, args.warmup, args.seconds)?;
-            #[allow(clippy::print_stdout, reason = "the receiver's answer to its parent")]
-            {
-                println!("{}", serde_json::to_string(&r)?);
-            }
+            // The receiver's answer to its parent, on stdout.
+            result!("{}", serde_json::to_string(&r)?);
             Ok(())
         }
         "send" => net::send(&args.addr, args.streams, args.warmup + args.seconds + Duration::from_secs(5)),
@@ -133,7 +131,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         None => None,
     };
     let rate = theory::parse_rate(&args.rate).map_err(anyhow::Error::msg)?;
-    eprintln!("limits on {}", crate::machine_line());
+    result!("limits on {}", crate::machine_line());
     let mut doc = json!({"experiment": "limits", "machine": crate::machine(),
         "environment": experiment::environment::capture(&["iproute2".into()], env!("CARGO_PKG_VERSION"))});
     if !args.no_baselines {
@@ -150,26 +148,26 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let page = out.with_extension("html");
         std::fs::write(&page, crate::report::render(&[(out.display().to_string(), doc.clone())])?)
             .with_context(|| format!("write {}", page.display()))?;
-        eprintln!("result: {} and {}", out.display(), page.display());
+        result!("result: {} and {}", out.display(), page.display());
     }
     Ok(())
 }
 
 fn baselines(args: &Args) -> anyhow::Result<Value> {
-    eprintln!("\nbaselines: an integer kernel on each core alone, then all at once ({:?} each)", args.cpu_time);
+    result!("\nbaselines: an integer kernel on each core alone, then all at once ({:?} each)", args.cpu_time);
     let cpus = clock::online_cpus().context("the online CPUs")?;
     let c = limits::cpu::integer(&cpus, args.cpu_time);
     for (cpu, m) in cpus.iter().zip(&c.per_core_mips) {
-        eprintln!("  cpu {cpu}: {m:.0} M iterations/s");
+        result!("  cpu {cpu}: {m:.0} M iterations/s");
     }
-    eprintln!(
+    result!(
         "  all {} at once: {:.0} M iterations/s ({:.2} x one core)",
         cpus.len(),
         c.all_cores_mips,
         c.all_cores_mips / c.per_core_mips.first().copied().unwrap_or(f64::NAN)
     );
     let m = limits::cpu::memory(args.memory as usize, 3);
-    eprintln!(
+    result!(
         "  memory ({} MiB buffer, one thread, best of 3): read {}, write {}, copy {}",
         args.memory >> 20,
         mib(m.read),
@@ -185,7 +183,7 @@ fn disk_part(args: &Args, path: &Path, sheet: Option<&DataSheet>) -> anyhow::Res
     let t = disk::target(path, args.disk_size)?;
     let _remove = t.created.then(|| disk::Remove(t.path.clone()));
     let info = disk::device_info(&t.path);
-    eprintln!(
+    result!(
         "\ndisk: {} ({}, {} MiB{}; on {}{}, rotational {}, logical block {} B)",
         t.path.display(),
         if t.device { "block device" } else { "file" },
@@ -202,19 +200,19 @@ fn disk_part(args: &Args, path: &Path, sheet: Option<&DataSheet>) -> anyhow::Res
             "unknown: no --datasheet (a virtual disk advertises no limits; its host's disk and cache decide)".into()
         }
     };
-    eprintln!("theory: {theory_note}");
+    result!("theory: {theory_note}");
 
-    eprintln!(
+    result!(
         "\nsequential read by position ({} positions, {} MiB each, 1 MiB O_DIRECT reads):",
         args.positions,
         args.position_span >> 20
     );
-    eprintln!("{:>10} {:>14} {:>14} {:>8}", "position", "measured", "theory", "ratio");
+    result!("{:>10} {:>14} {:>14} {:>8}", "position", "measured", "theory", "ratio");
     let pos = disk::by_position(&t, args.positions, args.position_span)?;
     let mut pos_json = Vec::new();
     for p in &pos {
         let th = sheet.and_then(|s| s.read_at(p.fraction));
-        eprintln!(
+        result!(
             "{:>9.1}% {:>14} {:>14} {:>8}",
             p.fraction * 100.0,
             mib(p.bytes_per_second),
@@ -226,22 +224,22 @@ fn disk_part(args: &Args, path: &Path, sheet: Option<&DataSheet>) -> anyhow::Res
     }
 
     let sizes: Vec<usize> = args.sizes.iter().map(|&s| s as usize).collect();
-    eprintln!("\nsequential read by read size (O_DIRECT, {:?} each):", args.size_time);
-    eprintln!("{:>10} {:>14} {:>14}", "read", "throughput", "reads/s");
+    result!("\nsequential read by read size (O_DIRECT, {:?} each):", args.size_time);
+    result!("{:>10} {:>14} {:>14}", "read", "throughput", "reads/s");
     let by_size = disk::by_size(&t, &sizes, args.size_time)?;
     for s in &by_size {
         match &s.refused {
-            Some(why) => eprintln!("{:>10} {why}", s.read_bytes),
-            None => eprintln!("{:>10} {:>14} {:>14.0}", s.read_bytes, mib(s.bytes_per_second), s.reads_per_second),
+            Some(why) => result!("{:>10} {why}", s.read_bytes),
+            None => result!("{:>10} {:>14} {:>14.0}", s.read_bytes, mib(s.bytes_per_second), s.reads_per_second),
         }
     }
 
-    eprintln!("\nrandom 4 KiB reads by queue depth (a thread per read in flight, {:?} each):", args.depth_time);
-    eprintln!("{:>6} {:>10} {:>10} {:>10} {:>10}", "depth", "IOPS", "p50 us", "p99 us", "theory");
+    result!("\nrandom 4 KiB reads by queue depth (a thread per read in flight, {:?} each):", args.depth_time);
+    result!("{:>6} {:>10} {:>10} {:>10} {:>10}", "depth", "IOPS", "p50 us", "p99 us", "theory");
     let depths = disk::by_depth(&t, &args.depths, args.depth_time)?;
     let iops_theory = sheet.and_then(|s| s.read_iops);
     for d in &depths {
-        eprintln!(
+        result!(
             "{:>6} {:>10.0} {:>10.1} {:>10.1} {:>10}",
             d.depth,
             d.iops,
@@ -256,17 +254,17 @@ fn disk_part(args: &Args, path: &Path, sheet: Option<&DataSheet>) -> anyhow::Res
         None if t.device => std::env::current_dir()?,
         None => t.path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf),
     };
-    eprintln!(
+    result!(
         "\nwrites: {} appends of {} B per policy to a scratch file in {}:",
         args.writes,
         args.write_size,
         dir.display()
     );
-    eprintln!("{:>10} {:>12} {:>12} {:>14} {:>12}", "policy", "p50 us", "p99 us", "throughput", "x buffered");
+    result!("{:>10} {:>12} {:>12} {:>14} {:>12}", "policy", "p50 us", "p99 us", "throughput", "x buffered");
     let writes = disk::writes(&dir, args.write_size as usize, args.writes, &Sync::ALL)?;
     let base = writes.iter().find(|w| w.sync == Sync::Buffered).map_or(f64::NAN, |w| w.p50_us);
     for w in &writes {
-        eprintln!(
+        result!(
             "{:>10} {:>12.1} {:>12.1} {:>14} {:>12.0}",
             w.sync.name(),
             w.p50_us,
@@ -278,9 +276,9 @@ fn disk_part(args: &Args, path: &Path, sheet: Option<&DataSheet>) -> anyhow::Res
     let fsync_theory = sheet.and_then(DataSheet::fsync_latency);
     match &fsync_theory {
         Some((lo, hi, working)) => {
-            eprintln!("fsync theory: {:.0}-{:.0} us ({})", lo * 1e6, hi * 1e6, working.join("; "))
+            result!("fsync theory: {:.0}-{:.0} us ({})", lo * 1e6, hi * 1e6, working.join("; "))
         }
-        None => eprintln!("fsync theory: unknown (no rpm: give --datasheet for a rotating disk)"),
+        None => result!("fsync theory: unknown (no rpm: give --datasheet for a rotating disk)"),
     }
     Ok(json!({
         "target": t, "device": info, "theory": theory_note,
@@ -293,16 +291,17 @@ fn disk_part(args: &Args, path: &Path, sheet: Option<&DataSheet>) -> anyhow::Res
 fn network_part(args: &Args, rate: f64) -> anyhow::Result<Value> {
     let (wire, tbf) = theory::tcp_payload(rate, args.mtu);
     let paper = theory::paper_ethernet();
-    eprintln!(
+    result!(
         "\nnetwork: TCP payload between two namespaces over a veth pair, tc tbf at {} (MTU {})",
-        args.rate, args.mtu
+        args.rate,
+        args.mtu
     );
     for l in tbf.working.iter().chain(wire.working.iter().skip(1)) {
-        eprintln!("  {l}");
+        result!("  {l}");
     }
     if (rate - 1e9).abs() < 1.0 && args.mtu == 1500 {
         for l in &paper.working {
-            eprintln!("  {l}");
+            result!("  {l}");
         }
     }
     let pair = Pair::create(args.mtu)?;
@@ -319,16 +318,21 @@ fn network_part(args: &Args, rate: f64) -> anyhow::Result<Value> {
         net::run(&pair, &cmd("serve"), &cmd("send"))
     };
     pair.shape(Some(rate))?;
-    eprintln!(
+    result!(
         "{:>8} {:>14} {:>14} {:>10} {:>10} {:>12}",
-        "streams", "measured", "tbf theory", "of tbf", "of wire", "fairness"
+        "streams",
+        "measured",
+        "tbf theory",
+        "of tbf",
+        "of wire",
+        "fairness"
     );
     let mut runs = Vec::new();
     for &n in &args.streams {
         let r = measure(n)?;
         let (lo, hi) =
             (r.per_stream.iter().min().copied().unwrap_or(0), r.per_stream.iter().max().copied().unwrap_or(0));
-        eprintln!(
+        result!(
             "{:>8} {:>14} {:>14} {:>9.1}% {:>9.1}% {:>12}",
             n,
             mib(r.bytes_per_second),
@@ -342,7 +346,7 @@ fn network_part(args: &Args, rate: f64) -> anyhow::Result<Value> {
     let top = args.streams.iter().copied().max().unwrap_or(1);
     pair.shape(None)?;
     let free = measure(top)?;
-    eprintln!(
+    result!(
         "unshaped, {top} streams: {} — the machine's own limit over veth (CPU-bound), far above the shaped rate",
         mib(free.bytes_per_second)
     );

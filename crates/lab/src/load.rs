@@ -13,6 +13,8 @@ use anyhow::{Context, bail};
 use load::{Config, Outcome, Progress, Summary};
 use serde_json::json;
 
+use crate::out::result;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The URL to load: http://host[:port][/path].
@@ -23,7 +25,7 @@ pub struct Args {
     /// Worker threads (default: one per core).
     #[arg(long, short = 't')]
     threads: Option<usize>,
-    #[arg(long, short = 'd', default_value = "10s", value_parser = crate::parse_dur)]
+    #[arg(long, short = 'd', default_value = "10s", value_parser = model::parse_duration)]
     duration: Duration,
     /// Open loop: this many requests per second in all, latency counted
     /// from when each was meant to leave (coordinated omission corrected).
@@ -42,10 +44,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1, requires = "http2")]
     streams: usize,
     /// A request without its whole response after this long fails.
-    #[arg(long, default_value = "10s", value_parser = crate::parse_dur)]
+    #[arg(long, default_value = "10s", value_parser = model::parse_duration)]
     timeout: Duration,
     /// Resolution of the per-interval figures.
-    #[arg(long, default_value = "100ms", value_parser = crate::parse_dur)]
+    #[arg(long, default_value = "100ms", value_parser = model::parse_duration)]
     interval: Duration,
     /// An extra request header, `Name: value` (repeatable).
     #[arg(long = "header", short = 'H', value_parser = load::parse_header)]
@@ -72,11 +74,11 @@ pub struct Args {
     agents: Vec<String>,
     /// With --agents: how far ahead the common start is set (time for the
     /// job to reach every agent and for each to open its connections).
-    #[arg(long, default_value = "1s", value_parser = crate::parse_dur, requires = "agents")]
+    #[arg(long, default_value = "1s", value_parser = model::parse_duration, requires = "agents")]
     start_in: Duration,
     /// With --agents: how long the server waits for each agent to be
     /// connected (with its clock measured) before giving the run up.
-    #[arg(long, default_value = "10s", value_parser = crate::parse_dur, requires = "agents")]
+    #[arg(long, default_value = "10s", value_parser = model::parse_duration, requires = "agents")]
     agents_wait: Duration,
 }
 
@@ -121,7 +123,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Some(r) => format!("open loop at {r} requests/s"),
         None => "closed loop".into(),
     };
-    eprintln!(
+    result!(
         "load: {} — {mode}, {} connections on {threads} threads, {:?}, {}; on {}",
         args.url,
         args.connections,
@@ -147,7 +149,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     });
     if let Some(server) = &args.server {
         let n = write_series(server, &name, &out, wall_start, args.interval)?;
-        eprintln!("series: {n} intervals written to {server} as load_*{{run=\"{name}\"}}");
+        result!("series: {n} intervals written to {server} as load_*{{run=\"{name}\"}}");
     }
     let mut sides = vec![ours];
     for p in &args.peers {
@@ -191,7 +193,7 @@ fn run_agents(args: &Args) -> anyhow::Result<()> {
     if !args.url.starts_with("http://") {
         bail!("{:?}: give an http:// URL (https is not supported by this load generator yet)", args.url);
     }
-    eprintln!(
+    result!(
         "load: {} — from {} agents of {server} ({}), {} connections each, {:?}, starting together in {:?}",
         args.url,
         args.agents.len(),
@@ -258,14 +260,22 @@ fn run_agents(args: &Args) -> anyhow::Result<()> {
         (Some(lo), Some(hi)) => Some((hi - lo) as f64 / 1e6),
         _ => None,
     };
-    eprintln!(
+    result!(
         "\n{:<16} {:>11} {:>9} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8}",
-        "agent", "offset µs", "rtt µs", "late ms", "first ms", "responses/s", "p50 µs", "p99 µs", "cpu s"
+        "agent",
+        "offset µs",
+        "rtt µs",
+        "late ms",
+        "first ms",
+        "responses/s",
+        "p50 µs",
+        "p99 µs",
+        "cpu s"
     );
     for a in &agents {
         let m = Summary::of_ns(&a.report.recorder.corrected_ns);
         let rps = a.report.recorder.responses as f64 / a.report.elapsed.as_secs_f64().max(1e-9);
-        eprintln!(
+        result!(
             "{:<16} {:>11.1} {:>9.1} {:>10.3} {:>10} {:>12.1} {:>9.0} {:>9.0} {:>8.3}",
             a.host,
             a.offset_ns as f64 / 1e3,
@@ -279,14 +289,14 @@ fn run_agents(args: &Args) -> anyhow::Result<()> {
         );
     }
     if let Some(s) = spread_ms {
-        eprintln!("first requests of the agents within {s:.3} ms of each other (server clock, offsets applied)");
+        result!("first requests of the agents within {s:.3} ms of each other (server clock, offsets applied)");
     }
     print_outcome(&out, cpu_ns, "the agents' processes");
     answered(&out, &args.url)?;
     let wall_start = SystemTime::UNIX_EPOCH + Duration::from_nanos(start_ns as u64);
     let name = args.run.clone().unwrap_or_else(|| format!("load-{}", start_ns / 1_000_000_000));
     let n = write_series(server, &name, &out, wall_start, args.interval)?;
-    eprintln!("series: {n} intervals written to {server} as load_*{{run=\"{name}\"}} (all agents merged)");
+    result!("series: {n} intervals written to {server} as load_*{{run=\"{name}\"}} (all agents merged)");
     if let Some(path) = &args.json {
         let doc = json!({
             "experiment": "load", "machine": crate::machine(),
@@ -380,7 +390,7 @@ fn print_outcome(out: &Outcome, cpu_ns: i64, whose: &str) {
     let r = &out.recorder;
     let s = &r.status;
     let f = &r.failures;
-    eprintln!(
+    result!(
         "\nresponses   {} (1xx {}, 2xx {}, 3xx {}, 4xx {}, 5xx {}, other {}) in {:.3} s",
         r.responses,
         s[0],
@@ -391,7 +401,7 @@ fn print_outcome(out: &Outcome, cpu_ns: i64, whose: &str) {
         s[5],
         out.elapsed.as_secs_f64()
     );
-    eprintln!(
+    result!(
         "failures    {} (connect {}, i/o {}, timeout {}, protocol {}); {} connections opened",
         f.total(),
         f.connect,
@@ -400,26 +410,31 @@ fn print_outcome(out: &Outcome, cpu_ns: i64, whose: &str) {
         f.protocol,
         r.connects
     );
-    eprintln!(
+    result!(
         "throughput  {:.1} responses/s, {:.2} MB/s of bodies ({} bytes), {} bytes on the wire",
         out.responses_per_second(),
         r.body_bytes as f64 / out.elapsed.as_secs_f64() / 1e6,
         r.body_bytes,
         r.wire_bytes
     );
-    eprintln!("latency µs  {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}", "mean", "p50", "p90", "p99", "p99.9", "max");
+    result!("latency µs  {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}", "mean", "p50", "p90", "p99", "p99.9", "max");
     for (name, h) in [("intended", &r.corrected_ns), ("sent", &r.sent_ns), ("late", &r.late_ns)] {
         let m = Summary::of_ns(h);
-        eprintln!(
+        result!(
             "  {name:<9} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-            m.mean, m.p50, m.p90, m.p99, m.p999, m.max
+            m.mean,
+            m.p50,
+            m.p90,
+            m.p99,
+            m.p999,
+            m.max
         );
     }
     let per_s = |n: u64| n as f64 / r.interval().as_secs_f64();
     let full = &r.intervals[..r.intervals.len().saturating_sub(1)];
     if let (Some(lo), Some(hi)) = (full.iter().map(|i| i.responses).min(), full.iter().map(|i| i.responses).max()) {
         let worst = full.iter().enumerate().max_by_key(|(_, i)| i.latency_us.value_at_quantile(0.99));
-        eprintln!(
+        result!(
             "per {:?}  {:.0} .. {:.0} responses/s (mean {:.0}){}",
             r.interval(),
             per_s(lo),
@@ -432,7 +447,7 @@ fn print_outcome(out: &Outcome, cpu_ns: i64, whose: &str) {
             ))
         );
     }
-    eprintln!(
+    result!(
         "cpu         {:.3} s of {whose} (user + system): {:.0} responses per CPU-second",
         cpu_ns as f64 / 1e9,
         r.responses as f64 / (cpu_ns as f64 / 1e9).max(1e-9)
@@ -536,12 +551,19 @@ impl Side {
 
 fn print_sides(sides: &[Side]) {
     let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
-    eprintln!(
+    result!(
         "\n{:<8} {:>12} {:>9} {:>9} {:>10} {:>9} {:>8} {:>14}",
-        "tool", "responses/s", "p50 µs", "p99 µs", "max µs", "failures", "cpu s", "resp/CPU-s"
+        "tool",
+        "responses/s",
+        "p50 µs",
+        "p99 µs",
+        "max µs",
+        "failures",
+        "cpu s",
+        "resp/CPU-s"
     );
     for s in sides {
-        eprintln!(
+        result!(
             "{:<8} {:>12.1} {:>9} {:>9} {:>10} {:>9} {:>8.3} {:>14.0}",
             s.name,
             s.responses_per_s,

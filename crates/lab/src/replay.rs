@@ -36,6 +36,7 @@ use model::{SeriesKey, Timestamp};
 use serde_json::json;
 use wire::{Hello, Msg};
 
+use crate::out::result;
 use crate::transfer::{Args, Server, ingest_stat, server};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -358,19 +359,20 @@ fn replay_one(args: &Args, template: &EventBatch, mode: Mode, n: usize) -> anyho
     }))
 }
 
-// A benchmark's report is its output.
-#[allow(clippy::print_stdout)]
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if args.rounds == 0 {
+        bail!("--rounds 0: nothing to replay");
+    }
     std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
     let (batches, what) = recording(args, &args.dir)?;
     let template = core_second(&batches)?;
-    println!(
+    result!(
         "replay: one core-second of {what}: {} samples (CPU {}), {} rounds a second apart per configuration",
         template.len(),
         batches.iter().max_by_key(|b| b.len()).map_or(0, |b| b.cpu),
         args.rounds
     );
-    println!(
+    result!(
         "{:<10} {:>5} {:>12} {:>12} {:>12} {:>12} {:>10} {:>12} {:>12} {:>10}",
         "mode",
         "cores",
@@ -388,7 +390,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         for &n in &args.cores {
             let r = replay_one(args, &template, mode, n)?;
             let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-            println!(
+            result!(
                 "{:<10} {:>5} {:>12.2} {:>12.2} {:>12.2} {:>12.4} {:>9.1}% {:>12.4} {:>12.4} {:>10.2}",
                 mode.name(),
                 n,

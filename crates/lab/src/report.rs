@@ -37,7 +37,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let html = render(&docs)?;
     std::fs::write(&args.out, html).with_context(|| format!("write {}", args.out.display()))?;
-    eprintln!("kansoku lab report: wrote {}", args.out.display());
+    crate::out::result!("kansoku lab report: wrote {}", args.out.display());
     Ok(())
 }
 

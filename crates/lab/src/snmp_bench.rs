@@ -39,6 +39,7 @@ use snmp::{Poller, PollerConfig, Version, mib};
 
 use crate::collector_cost::{sleep_to, spawn_ready};
 use crate::machine_line as machine;
+use crate::out::result;
 use crate::procs::stat_cpu_seconds;
 
 const OIDS: [&str; 6] = ["sysUpTime.0", "ifHCInOctets.2", "ifHCOutOctets.2", "dskUsed.1", "dskAvail.1", "laLoad.1"];
@@ -49,11 +50,11 @@ pub struct Args {
     #[arg(long, default_value = "241,1000,10000", value_delimiter = ',')]
     targets: Vec<usize>,
     /// Polling interval.
-    #[arg(long, default_value = "100ms")]
-    interval: String,
+    #[arg(long, default_value = "100ms", value_parser = model::parse_duration)]
+    interval: Duration,
     /// How long to measure each side at each count.
-    #[arg(long, default_value = "10s")]
-    duration: String,
+    #[arg(long, default_value = "10s", value_parser = model::parse_duration)]
+    duration: Duration,
     /// Peers to measure beside kansoku: floor (the same datagrams sent and
     /// read, nothing decoded or stored), snmpget, snmp_exporter, or none.
     #[arg(long, default_value = "floor,snmpget,snmp_exporter", value_delimiter = ',')]
@@ -193,8 +194,10 @@ pub struct Report {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let interval = model::parse_duration(&args.interval)?;
-    let duration = model::parse_duration(&args.duration)?;
+    let (interval, duration) = (args.interval, args.duration);
+    if args.targets.is_empty() {
+        bail!("--targets: no target count to measure");
+    }
     for p in &args.peers {
         if !["floor", "snmpget", "snmp_exporter", "none"].contains(&p.as_str()) {
             bail!("--peers {p:?}: use floor, snmpget, snmp_exporter or none");
@@ -225,6 +228,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         eprintln!("snmp: {k} targets: kansoku for {duration:?}");
         let farm0 = stat_cpu_seconds(&farm_stat)?;
         let mut kansoku = measure_kansoku(&addrs, interval, duration, args.fsync)?;
+        if kansoku.intervals == 0 {
+            bail!("snmp: {k} targets: no interval measured in --duration {duration:?} (the first two warm up)");
+        }
         kansoku.farm_core_percent = (stat_cpu_seconds(&farm_stat)? - farm0) / duration.as_secs_f64() * 100.0;
         let mut row = Row { targets: k, kansoku, peers: Vec::new() };
         if args.peers.iter().any(|p| p == "floor") {
@@ -246,7 +252,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("write {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        result!("wrote {}", path.display());
     }
     Ok(())
 }
@@ -533,10 +539,9 @@ fn measure_exporter(addrs: &[SocketAddr], interval: Duration, duration: Duration
     })
 }
 
-#[allow(clippy::print_stdout)]
 fn print_row(r: &Row) {
     let k = &r.kansoku;
-    println!(
+    result!(
         "{:>6} targets  kansoku: {:6.2} % recorded, complete p50 {:.1} ms p99 {:.1} ms, poller CPU {:.2} ms/interval \
          (p99 {:.2}), store writer {:.2} ms/interval, {:.0} samples/interval, late {}, kernel drops {}",
         r.targets,
@@ -552,9 +557,13 @@ fn print_row(r: &Row) {
     );
     for p in &r.peers {
         let round = if p.round_ms.is_nan() { String::new() } else { format!(", round {:.1} ms", p.round_ms) };
-        println!(
+        result!(
             "{:>6}          {}: {:6.2} % recorded{round}, CPU {:.2} ms/interval ({})",
-            "", p.name, p.recorded_percent, p.cpu_ms_per_interval, p.note
+            "",
+            p.name,
+            p.recorded_percent,
+            p.cpu_ms_per_interval,
+            p.note
         );
     }
 }

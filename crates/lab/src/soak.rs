@@ -30,8 +30,8 @@ use anyhow::{Context, bail};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// How long the hostile mix runs.
-    #[arg(long, default_value = "10m")]
-    duration: String,
+    #[arg(long, default_value = "10m", value_parser = model::parse_duration)]
+    duration: Duration,
     /// Also write the figures as JSON to this file.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -64,6 +64,7 @@ pub struct Report {
 }
 
 use crate::hostile::http;
+use crate::out::result;
 
 fn auth() -> String {
     format!("Authorization: Token {TOKEN}\r\n")
@@ -87,7 +88,7 @@ fn private_file(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let duration = model::parse_duration(&args.duration)?;
+    let duration = args.duration;
     let dir = tempfile::tempdir()?;
     let tokens = dir.path().join("tokens");
     private_file(&tokens, &format!("{TOKEN}\n{AGENT_TOKEN} {AGENT_HOST}\n"))?;
@@ -329,10 +330,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     drop(server);
     let json = serde_json::to_string_pretty(&report)?;
-    #[allow(clippy::print_stdout)]
-    {
-        println!("{json}");
-    }
+    result!("{json}");
     if let Some(out) = &args.out {
         std::fs::write(out, &json).with_context(|| format!("write {}", out.display()))?;
     }

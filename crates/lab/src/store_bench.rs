@@ -34,6 +34,8 @@ use source::EventQuery;
 use store::query::{RangeQuery, range};
 use store::{Appender, Store};
 
+use crate::out::result;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Synthetic hosts for the series part (16 cores each: 2 hosts have the
@@ -41,8 +43,8 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     hosts: usize,
     /// Length of the synthetic series data at 100 ms.
-    #[arg(long, default_value = "1h")]
-    span: String,
+    #[arg(long, default_value = "1h", value_parser = model::parse_duration)]
+    span: Duration,
     /// Events for the event-query part (the capture replicated).
     #[arg(long, default_value_t = 10_000_000)]
     events: usize,
@@ -151,7 +153,7 @@ fn median(v: &[f64]) -> f64 {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let span = model::parse_duration(&args.span).map_err(|e| anyhow::anyhow!("--span: {e}"))?;
+    let span = args.span;
     let tmp = tempfile::tempdir()?;
     let data = args.data.clone().unwrap_or_else(|| tmp.path().join("data"));
     if data.exists() {
@@ -163,7 +165,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // 1. Series ingest.
     let interval = Duration::from_millis(100);
     let rounds = (span.as_nanos() / interval.as_nanos()) as usize;
-    eprintln!("building {rounds} rounds of synthetic hosts ({} at 100 ms) ...", args.span);
+    if rounds == 0 {
+        bail!("--span {span:?}: shorter than one 100 ms round, nothing to measure");
+    }
+    eprintln!("building {rounds} rounds of synthetic hosts ({span:?} at 100 ms) ...");
     let (keys, start, batches) = synth::rounds(args.hosts, rounds, interval);
     r.series = keys.len();
     let store = Store::open(&data, opts.clone())?;
@@ -182,7 +187,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let du = store.disk_usage();
     r.block_bytes_per_sample = (du.block_bytes - du.tier_bytes) as f64 / du.block_samples.max(1) as f64;
     r.tier_bytes_per_sample = du.tier_bytes as f64 / du.block_samples.max(1) as f64;
-    eprintln!(
+    result!(
         "ingest: {} samples, {:.1} M samples per CPU-second ({:.0} ns each, block and tier writing included); \
          {:.3} B/sample raw + {:.3} tiers (1 s and 1 min)",
         r.samples,
@@ -214,7 +219,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         range(&store, &raw_q)?;
         r.query_raw_ms.push(ms(t.elapsed()));
     }
-    eprintln!(
+    result!(
         "range query: {n_series} series, {} points -> {} buckets x min/max/avg: median {:.1} ms from the 1 s tier \
          (first, fresh open: {:.1} ms); {:.1} ms from raw samples (1.8 s buckets)",
         r.query_points,
@@ -229,9 +234,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         eprintln!("wide ingest: {} series x {} rounds at 100 ms ...", args.wide_series, args.wide_rounds);
         (r.wide_ns_per_sample, r.wide_heap_bytes_per_series) = wide_ingest(args.wide_series, args.wide_rounds.max(1))?;
         r.wide_series = args.wide_series;
-        eprintln!(
+        result!(
             "wide ingest: {:.0} ns a sample (block flushes included), {:.0} B of heap a series",
-            r.wide_ns_per_sample, r.wide_heap_bytes_per_series
+            r.wide_ns_per_sample,
+            r.wide_heap_bytes_per_series
         );
     }
 
@@ -286,7 +292,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         *speed = r.perf_events as f64 / ((thread_cpu_ns() - cpu0) as f64 / 1e9);
         *size = bytes as f64 / r.perf_events as f64;
     }
-    eprintln!(
+    result!(
         "events: {} from perf, {:.2} B/event fast ({:.1} M/s encode), {:.2} compact ({:.1} M/s); perf.data {:.1} B/event",
         r.perf_events,
         r.event_bytes_per_event_fast,
@@ -341,7 +347,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }
         }
     }
-    eprintln!(
+    result!(
         "event queries over {appended} events: top 20 by ip {:.0} ms, by pid {:.0} ms, by ip over the middle half {:.0} ms (medians); append_encoded {:.1} M events per CPU-second",
         median(&r.top_ip_ms),
         median(&r.top_pid_ms),
@@ -353,10 +359,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(p) = &args.json {
         std::fs::write(p, &json).with_context(|| format!("write {}", p.display()))?;
     }
-    #[allow(clippy::print_stdout)]
-    {
-        println!("{json}");
-    }
+    result!("{json}");
     Ok(())
 }
 

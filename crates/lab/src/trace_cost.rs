@@ -18,6 +18,8 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, bail};
 use clock::thread_cpu_ns;
 
+use crate::out::result;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// getppid calls per measurement.
@@ -181,7 +183,7 @@ fn sched_cost(args: &Args) -> anyhow::Result<()> {
             }),
         }
     });
-    eprintln!("\nping-pong (2 context switches and a wakeup per round trip, both threads' CPU):");
+    result!("\nping-pong (2 context switches and a wakeup per round trip, both threads' CPU):");
     print_sides(&sides, "ns per round trip");
     Ok(())
 }
@@ -219,14 +221,14 @@ fn rotate(
 /// Each side's span and what it adds over the first (untraced).
 fn print_sides(sides: &[Side], unit: &str) {
     let base = span(&sides[0].ns_per_call);
-    eprintln!("{:<22} {:>19} {:>22}", "", unit, "added over untraced");
+    result!("{:<22} {:>19} {:>22}", "", unit, "added over untraced");
     for s in sides {
         if s.ns_per_call.is_empty() {
-            eprintln!("{:<22} {}", s.name, s.skipped.as_deref().unwrap_or("not measured"));
+            result!("{:<22} {}", s.name, s.skipped.as_deref().unwrap_or("not measured"));
             continue;
         }
         let (lo, hi) = span(&s.ns_per_call);
-        eprintln!("{:<22} {lo:>8.1} – {hi:<8.1} {:>9.1} – {:<9.1}", s.name, lo - base.1, hi - base.0);
+        result!("{:<22} {lo:>8.1} – {hi:<8.1} {:>9.1} – {:<9.1}", s.name, lo - base.1, hi - base.0);
     }
 }
 
@@ -236,7 +238,10 @@ fn span(v: &[f64]) -> (f64, f64) {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    eprintln!(
+    if args.rounds == 0 || args.calls == 0 {
+        bail!("--rounds {} --calls {}: nothing to measure", args.rounds, args.calls);
+    }
+    result!(
         "trace-cost: {} getppid calls per measurement, {} rounds, on {}",
         args.calls,
         args.rounds,
@@ -244,7 +249,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     let names = ["untraced", "kansoku", "syscount -L", "bpftrace count by id"];
     let sides = rotate(&names, args.rounds, "ns per call", |name| measure(name, args.calls));
-    eprintln!();
+    result!();
     print_sides(&sides, "ns per getppid");
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&sides)?)

@@ -22,16 +22,18 @@ use serde_json::json;
 use wire::rounds::{self, Codec};
 use wire::{Hello, Msg};
 
+use crate::out::result;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Agent counts to run, comma separated.
     #[arg(long, default_value = "1,5,20", value_delimiter = ',')]
     agents: Vec<usize>,
     /// Sampling intervals, comma separated.
-    #[arg(long, default_value = "100ms,10ms", value_delimiter = ',', value_parser = crate::parse_dur)]
+    #[arg(long, default_value = "100ms,10ms", value_delimiter = ',', value_parser = model::parse_duration)]
     intervals: Vec<Duration>,
     /// Measured time per configuration (after all agents are live).
-    #[arg(long, default_value = "20s", value_parser = crate::parse_dur)]
+    #[arg(long, default_value = "20s", value_parser = model::parse_duration)]
     duration: Duration,
     /// Simulated agents in the capacity run (0: skip it).
     #[arg(long, default_value_t = 4)]
@@ -184,8 +186,6 @@ fn sum_last(addr: &str, name: &str, at: Timestamp) -> anyhow::Result<f64> {
     Ok(sum)
 }
 
-// A benchmark's report is its output.
-#[allow(clippy::print_stdout)]
 pub fn run(args: &Args) -> anyhow::Result<()> {
     if !args.cores.is_empty() {
         return crate::replay::run(args);
@@ -196,7 +196,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     for &interval in &args.intervals {
         for &n in &args.agents {
             let r = agents_run(args, interval, n)?;
-            println!(
+            result!(
                 "agents: {n:>3} x {interval:?}: {:>9.0} samples/s, wire {:.2} B/sample, server {:.3} us/sample \
                  (ingest path {:.3}), agents {:.3} us/sample ({:.3} without collecting)",
                 r["samples_per_second"].as_f64().unwrap_or(0.0),
@@ -212,7 +212,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     if args.blast_agents > 0 {
         let r = capacity(args)?;
-        println!(
+        result!(
             "capacity: {} simulated agents x {} cores: {:.0} samples/s, server {:.3} us/sample = {:.2} M samples per server CPU-second",
             args.blast_agents,
             args.blast_cores,
@@ -226,7 +226,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         && let Some((data, window)) = last_data
     {
         let r = line_protocol(args, Path::new(&data), &window)?;
-        println!("line protocol: {r}");
+        result!("line protocol: {r}");
         results["line_protocol"] = r;
     }
     if let Some(out) = &args.out {

@@ -24,17 +24,18 @@ use clock::{realtime_ns, thread_cpu_ns};
 use model::Timestamp;
 
 use crate::collector_cost::{Peer, sleep_to, spawn_ready};
+use crate::out::result;
 use crate::procs::{process_cpu_seconds, process_tree, rss_bytes, stat_cpu_seconds};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Sampling interval of every side (kansoku's collector, pmlogger,
     /// collectd, the node_exporter scrape).
-    #[arg(long, default_value = "100ms")]
-    interval: String,
+    #[arg(long, default_value = "100ms", value_parser = model::parse_duration)]
+    interval: Duration,
     /// How long to measure, after every side is up and has settled.
-    #[arg(long, default_value = "60s")]
-    duration: String,
+    #[arg(long, default_value = "60s", value_parser = model::parse_duration)]
+    duration: Duration,
     /// A `kansoku up` to measure, as NAME=EXTRA-ARGUMENTS (e.g.
     /// `fsync-1s=--fsync 1s`); repeat to run several side by side. Arguments
     /// starting with `@PATH` run that kansoku binary instead of this one (a
@@ -145,8 +146,10 @@ struct Side {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let interval = model::parse_duration(&args.interval)?;
-    let duration = model::parse_duration(&args.duration)?;
+    let (interval, duration) = (args.interval, args.duration);
+    if duration.is_zero() {
+        bail!("--duration 0: nothing would be measured");
+    }
     let dir = tempfile::Builder::new().prefix("kansoku-up-cost-").tempdir()?;
     let variants: Vec<Variant> = if args.variants.is_empty() {
         vec![Variant { name: "kansoku up".into(), exe: None, args: Vec::new() }]
@@ -232,8 +235,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 #[derive(clap::Args, Debug)]
 pub struct FloorArgs {
     /// Wake on this interval's wall-clock boundaries, as the collector does.
-    #[arg(long, default_value = "100ms")]
-    interval: String,
+    #[arg(long, default_value = "100ms", value_parser = model::parse_duration)]
+    interval: Duration,
 }
 
 /// Wakes on every boundary and reads the files `kansoku up`'s collector reads
@@ -241,14 +244,14 @@ pub struct FloorArgs {
 /// nothing else, until killed: what collecting this data costs before any
 /// parsing or storing. `lab up-cost` runs it as its `floor` side.
 pub fn read_floor(args: &FloorArgs) -> anyhow::Result<()> {
-    let interval = model::parse_duration(&args.interval)?;
+    let interval = args.interval;
     if !(collect::INTERVAL_MIN..=collect::INTERVAL_MAX).contains(&interval) {
-        bail!("--interval {}: must be 10ms to 60s, as for kansoku up", args.interval);
+        bail!("--interval {interval:?}: must be 10ms to 60s, as for kansoku up");
     }
     let mut collector =
         collect::Collector::new(&collect::CollectorConfig { interval, host: String::new(), root: "/".into() });
     let bytes = collector.read_round().context("read the collector's files")?;
-    eprintln!("reading {bytes} bytes of procfs and sysfs every {} until stopped", args.interval);
+    eprintln!("reading {bytes} bytes of procfs and sysfs every {interval:?} until stopped");
     let mut failed = None;
     clock::schedule::every(interval.as_nanos() as i64, &AtomicBool::new(false), &AtomicU64::new(0), |_| {
         collector.read_round().map_err(|e| failed = Some(e)).is_ok()
@@ -594,12 +597,11 @@ fn cpu_of(pids: &[u32]) -> Vec<(u32, f64)> {
     pids.iter().filter_map(|&p| process_cpu_seconds(p).map(|t| (p, t))).collect()
 }
 
-#[allow(clippy::print_stdout)]
 fn print(r: &Report) {
-    println!("whole-process cost at {} ms for {} s on {}", r.interval_ms, r.duration_s, r.machine);
-    println!("{:<34} {:>6} {:>9} {:>14} {:>9}", "", "procs", "% core", "CPU us/interval", "RSS MB");
+    result!("whole-process cost at {} ms for {} s on {}", r.interval_ms, r.duration_s, r.machine);
+    result!("{:<34} {:>6} {:>9} {:>14} {:>9}", "", "procs", "% core", "CPU us/interval", "RSS MB");
     for c in &r.sides {
-        println!(
+        result!(
             "{:<34} {:>6} {:>9.3} {:>14.1} {:>9.1}",
             c.name,
             c.processes.len(),
@@ -610,21 +612,21 @@ fn print(r: &Report) {
     }
     if let Some(k) = r.sides.first() {
         for c in &r.sides[1..] {
-            println!("{} / {}: {:.2}x CPU", c.name, k.name, c.core_percent / k.core_percent.max(1e-9));
+            result!("{} / {}: {:.2}x CPU", c.name, k.name, c.core_percent / k.core_percent.max(1e-9));
         }
     }
     let h = &r.hot;
-    println!(
+    result!(
         "the collector's round in a tight loop here (caches warm, {} rounds): the files read {:.1} us, read, parsed \
          and emitted {:.1} us, stored {:.1} us ({} values)",
-        h.rounds, h.read_us, h.collect_us, h.store_us, h.values_per_round
+        h.rounds,
+        h.read_us,
+        h.collect_us,
+        h.store_us,
+        h.values_per_round
     );
     let threads: Vec<String> = r.kansoku_threads_percent.iter().map(|(n, p)| format!("{n} {p:.3}")).collect();
-    println!(
-        "{} by thread (% core, from 10 ms ticks): {}",
-        r.sides.first().map_or("", |s| &s.name),
-        threads.join(", ")
-    );
+    result!("{} by thread (% core, from 10 ms ticks): {}", r.sides.first().map_or("", |s| &s.name), threads.join(", "));
 }
 
 #[cfg(test)]
@@ -653,6 +655,24 @@ mod tests {
         );
         let err = parse_variant("before=@/no/such/kansoku").unwrap_err().to_string();
         assert!(err.contains("/no/such/kansoku is not a kansoku binary"), "{err}");
+    }
+
+    /// Durations are typed and read by `model::parse_duration` (issue 46:
+    /// one vocabulary), defaults included; a bare number is refused.
+    #[test]
+    fn durations_are_parsed_where_the_flags_are() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let parse = |argv: &[&str]| <Cli as clap::Parser>::try_parse_from(argv).map(|c| c.args);
+        let a = parse(&["up-cost"]).unwrap();
+        assert_eq!((a.interval, a.duration), (Duration::from_millis(100), Duration::from_secs(60)));
+        let a = parse(&["up-cost", "--interval", "1s", "--duration", "1m30s"]).unwrap();
+        assert_eq!((a.interval, a.duration), (Duration::from_secs(1), Duration::from_secs(90)));
+        let err = parse(&["up-cost", "--duration", "90"]).err().unwrap().to_string();
+        assert!(err.contains("expected a number with a unit"), "{err}");
     }
 
     #[test]
