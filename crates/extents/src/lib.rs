@@ -31,6 +31,7 @@ pub use snapshots::Snapshots;
 
 /// `--fragmentation` and its companions: where, how often, how many maps.
 #[derive(clap::Args, Debug, Clone)]
+#[group(id = "fragmentation_flags")]
 pub struct Args {
     /// Measure fragmentation under these paths (comma-separated): every
     /// regular file's extents (FIEMAP) and the file system's free space

@@ -13,6 +13,7 @@ use anyhow::{Context, bail};
 use crate::ServerConfig;
 
 #[derive(clap::Args, Debug)]
+#[group(id = "ingest_flags")]
 pub struct Args {
     /// Where agents connect (binary wire protocol; see docs/format/wire.md).
     #[arg(long, default_value = "127.0.0.1:7071")]

@@ -3,7 +3,8 @@
 //! need a server or an agent run the kansoku binary itself
 //! (`std::env::current_exe`): they are meant to be run as `kansoku lab …`.
 //!
-//! What it measures: the collector's cost (`collector_cost`), whole processes
+//! Grouped by what they measure: `cost`, `storage`, `cluster`, `robustness`,
+//! `workloads`. What it measures: the collector's cost (`collector_cost`), whole processes
 //! beside PCP, collectd, node_exporter and the floor of reading the same
 //! files (`up_cost`, `kansoku lab read-floor`), SNMP beside its kernel floor
 //! (`snmp_bench`, `Poller::floor_once`), the store (`store_bench`,
@@ -23,25 +24,21 @@
 //! `kansoku lab … > result.txt` keeps the results. Every duration argument
 //! is a `Duration` parsed by `model::parse_duration` (`100ms`, `10s`, `1h`).
 
-pub mod clickhouse_bench;
-pub mod collector_cost;
-pub mod diagnose;
-pub mod experiment;
-pub mod hostile;
-pub mod interference;
-pub mod latency;
-pub mod limits;
-pub mod load;
+pub mod cluster;
+pub mod cost;
 mod out;
 pub mod procs;
-pub mod replay;
-pub mod report;
-pub mod snmp_bench;
-pub mod soak;
-pub mod store_bench;
-pub mod trace_cost;
-pub mod transfer;
-pub mod up_cost;
+pub mod robustness;
+pub mod storage;
+pub mod workloads;
+
+// Each experiment by its own name too (`lab::up_cost`), as the binary
+// dispatches them.
+pub use cluster::{interference, replay, report, transfer};
+pub use cost::{collector_cost, snmp_bench, trace_cost, up_cost};
+pub use robustness::{hostile, soak};
+pub use storage::{clickhouse_bench, store_bench};
+pub use workloads::{diagnose, experiment, latency, limits, load};
 
 /// The machine an experiment ran on: CPU model, cores, kernel.
 pub fn machine() -> serde_json::Value {

@@ -21,6 +21,7 @@ const MODES: [&str; 8] = ["user", "nice", "system", "idle", "iowait", "irq", "so
 const USER_HZ: f64 = 100.0;
 
 #[derive(clap::Args, Debug, Clone)]
+#[group(id = "synth_flags")]
 pub struct Args {
     /// Synthetic hosts (host label `synth-NNN`).
     #[arg(long, default_value_t = 256)]

@@ -167,7 +167,7 @@ pub(crate) fn core_second(batches: &[EventBatch]) -> anyhow::Result<EventBatch> 
 /// class of machine (2 vCPUs, AMD EPYC, Linux 6.18), as `perf script`
 /// text, zstd-compressed (57 KB). The default, so the figure is the same
 /// capture on every machine and every run.
-const COMMITTED: &[u8] = include_bytes!("../../../experiments/replay/stress-ng-core-second.txt.zst");
+const COMMITTED: &[u8] = include_bytes!("../../../../experiments/replay/stress-ng-core-second.txt.zst");
 
 /// The committed recording's `perf script` text.
 fn committed() -> anyhow::Result<String> {

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use crate::out::result;
 
 /// The PostgreSQL helper of `experiments/pg/pg.sh`, carried in the binary.
-const PG_SH: &str = include_str!("../../../experiments/pg/pg.sh");
+const PG_SH: &str = include_str!("../../../../experiments/pg/pg.sh");
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -1,0 +1,6 @@
+//! The store's figures: bytes per sample, ingest, range and tier queries,
+//! events, beside Prometheus, VictoriaMetrics and InfluxDB (`store_bench`),
+//! and ClickHouse at scale (`clickhouse_bench`).
+
+pub mod clickhouse_bench;
+pub mod store_bench;
