@@ -4,7 +4,7 @@
 //! re-encoded tier divides back to its values bit for bit.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use store::tier::{AGGS, Tier};
+use store::tier::{AGGS, Tier, TierBytes, decode};
 
 fn bits(v: &[f64]) -> Vec<u64> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -12,7 +12,7 @@ fn bits(v: &[f64]) -> Vec<u64> {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&n, rest)) = data.split_first() else { return };
-    let decoded = Tier::decode(rest, usize::from(n), i64::MIN, i64::MAX);
+    let decoded = decode(rest, usize::from(n), i64::MIN, i64::MAX);
     let mut folded = Tier::default();
     let fold = folded.decode_for_folding(rest, usize::from(n), i64::MIN, i64::MAX);
     assert_eq!(decoded.is_ok(), fold.is_ok(), "{decoded:?} {fold:?}");
@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let enc = t.encode();
-    let back = Tier::decode(&enc, t.ts.len(), i64::MIN, i64::MAX).expect("re-encoded tier decodes");
+    let back = decode(&enc, t.ts.len(), i64::MIN, i64::MAX).expect("re-encoded tier decodes");
     assert_eq!(back.ts, t.ts);
     for agg in AGGS {
         assert_eq!(bits(back.column(agg)), bits(t.column(agg)));
