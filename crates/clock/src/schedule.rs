@@ -76,8 +76,9 @@ pub fn sleep_until(deadline_ns: i64, interval_ns: i64, stop: &AtomicBool) -> Wak
 }
 
 /// Runs `round(t)` at every boundary `t` of the interval until `stop` is
-/// set or `round` returns false: the loop of every producer (collector
-/// excepted, which times itself apart). A round that overruns skips the
+/// set or `round` returns false: the lab's floor measurements, whose rounds
+/// borrow local state. Producers run in `node::rounds`, which adds their
+/// hooks (drops, missed rounds, a clock to drive). A round that overruns skips the
 /// boundaries it missed, counted into `missed`; a clock stepped back
 /// reschedules from the new time.
 pub fn every(interval_ns: i64, stop: &AtomicBool, missed: &AtomicU64, mut round: impl FnMut(i64) -> bool) {
