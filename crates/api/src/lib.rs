@@ -19,6 +19,7 @@ pub mod influx;
 mod jobs;
 mod kernel;
 mod live;
+mod metadata;
 mod profile;
 pub mod prometheus;
 mod query;
@@ -185,6 +186,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/prometheus/api/v1/labels", get(prometheus::labels).post(prometheus::labels))
         .route("/prometheus/api/v1/label/{name}/values", get(prometheus::label_values))
         .route("/prometheus/api/v1/metadata", get(prometheus::metadata))
+        .route("/prometheus/api/v1/query_exemplars", get(prometheus::query_exemplars).post(prometheus::query_exemplars))
+        .route("/prometheus/api/v1/format_query", get(prometheus::format_query).post(prometheus::format_query))
         .route("/prometheus/api/v1/read", axum::routing::post(prometheus::remote_read))
         .route(
             "/prometheus/api/v1/write",

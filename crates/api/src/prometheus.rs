@@ -75,6 +75,7 @@ impl PromStats {
 pub const PROMETHEUS_VERSION: &str = "2.42.0";
 
 /// A Prometheus error: its type, and the status it is sent with.
+#[derive(Debug)]
 struct PromError(&'static str, String);
 
 impl PromError {
@@ -138,44 +139,48 @@ fn get<'a>(p: &'a [(String, String)], name: &str) -> Option<&'a str> {
     p.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
-/// A decimal number of seconds to nanoseconds, exactly (`1700000000.015`).
-fn decimal_ns(s: &str) -> Option<i64> {
-    let (neg, digits) = match s.strip_prefix('-') {
-        Some(d) => (true, d),
-        None => (false, s),
-    };
-    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-    if int.is_empty() && frac.is_empty() || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
+const MS: i64 = 1_000_000;
+
+/// Unix seconds as Prometheus's API reads them (`parseTime`, then the
+/// engine's milliseconds): a float whose fraction is rounded to the
+/// millisecond (`…59.9996` is the next second), in ns. None: not a finite
+/// number, or past what nanoseconds hold (year 2262).
+fn float_seconds_ms(s: &str) -> Option<i64> {
+    let t: f64 = s.parse().ok().filter(|t: &f64| t.is_finite())?;
+    let (whole, frac) = (t.trunc(), t.fract());
+    let frac = (frac * 1000.0).round() / 1000.0;
+    if whole.abs() >= 1e10 {
         return None;
     }
-    let secs: i64 = if int.is_empty() { 0 } else { int.parse().ok()? };
-    let mut frac_ns = 0i64;
-    for (i, c) in frac.chars().take(9).enumerate() {
-        frac_ns += i64::from(c as u8 - b'0') * 10i64.pow(8 - i as u32);
-    }
-    let ns = secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)?;
-    Some(if neg { -ns } else { ns })
+    let ns = (whole as i64).checked_mul(1_000_000_000)?.checked_add((frac * 1e9) as i64)?;
+    ns.div_euclid(MS).checked_mul(MS)
 }
 
-/// A time as Prometheus takes it: Unix seconds or RFC 3339.
+/// A time as Prometheus takes it: Unix seconds or RFC 3339, on whole
+/// milliseconds as Prometheus's API answers (kansoku's own API keeps
+/// nanoseconds; `docs/promql.md`).
 fn time_param(p: &[(String, String)], name: &str, default: Option<i64>, now: Timestamp) -> Result<i64, PromError> {
-    match get(p, name) {
-        None | Some("") => default.ok_or_else(|| PromError::bad(format!("missing parameter {name:?}"))),
-        Some(s) => match decimal_ns(s) {
-            Some(ns) => Ok(ns),
+    let ns = match get(p, name) {
+        None | Some("") => default.ok_or_else(|| PromError::bad(format!("missing parameter {name:?}")))?,
+        Some(s) => match float_seconds_ms(s) {
+            Some(ns) => ns,
             None => model::parse_time(s, now).map(Timestamp::as_nanos).map_err(|_| {
                 PromError::bad(format!("invalid parameter {name:?}: cannot parse {s:?} to a valid timestamp"))
-            }),
+            })?,
         },
-    }
+    };
+    Ok(ns.div_euclid(MS).checked_mul(MS).unwrap_or(ns))
 }
 
-/// A step: seconds (`15`, `0.01`) or a duration (`15s`, `1m30s`).
+/// A step: seconds (`15`, `0.01`) or a duration (`15s`, `1m30s`), in whole
+/// milliseconds as Prometheus's engine steps (a finer step is refused:
+/// kansoku's own `/api/v1/query` steps in nanoseconds).
 fn duration_param(p: &[(String, String)], name: &str) -> Result<i64, PromError> {
     let s = get(p, name).ok_or_else(|| PromError::bad(format!("missing parameter {name:?}")))?;
-    let ns = match decimal_ns(s) {
-        Some(ns) => ns,
-        None => model::parse_duration(s).map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)).map_err(|_| {
+    let ns = match s.parse::<f64>() {
+        Ok(d) if d.is_finite() && (d * 1e9).abs() < 9.2e18 => (d * 1e9) as i64,
+        Ok(_) => return Err(PromError::bad(format!("cannot parse {s:?} to a valid duration. It overflows int64"))),
+        Err(_) => model::parse_duration(s).map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)).map_err(|_| {
             PromError::bad(format!("invalid parameter {name:?}: cannot parse {s:?} to a valid duration"))
         })?,
     };
@@ -184,7 +189,12 @@ fn duration_param(p: &[(String, String)], name: &str) -> Result<i64, PromError> 
             "invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer",
         ));
     }
-    Ok(ns)
+    if ns < MS {
+        return Err(PromError::bad(format!(
+            "invalid parameter \"step\": {s:?} is finer than the millisecond Prometheus's API steps by; kansoku's own /api/v1/query takes nanosecond steps"
+        )));
+    }
+    Ok(ns / MS * MS)
 }
 
 /// A time in seconds as Prometheus writes it: the decimal of the time
@@ -230,12 +240,16 @@ fn write_secs(out: &mut Vec<u8>, ns: i64) {
     serde_json::to_writer(&mut *out, &secs(ns)).expect("a number serialises");
 }
 
-/// `[t,"v"]`.
+/// `[t,"v"]`, the value as a vector's or a matrix's sample is written.
 fn write_point(out: &mut Vec<u8>, ns: i64, v: f64) {
+    write_point_as(out, ns, &promql::value::format_sample(v));
+}
+
+fn write_point_as(out: &mut Vec<u8>, ns: i64, v: &str) {
     out.push(b'[');
     write_secs(out, ns);
     out.extend_from_slice(b",\"");
-    out.extend_from_slice(promql::value::format_float(v).as_bytes());
+    out.extend_from_slice(v.as_bytes());
     out.extend_from_slice(b"\"]");
 }
 
@@ -279,7 +293,8 @@ fn answer(out: promql::Output, range: bool, start: i64) -> Result<Vec<u8>, PromE
     body.extend_from_slice(b"{\"data\":{\"result\":");
     let kind = match (out.value, range) {
         (promql::Value::Scalar(v), false) => {
-            write_point(&mut body, start, v[0]);
+            // A scalar never has an exponent (Prometheus's `Scalar.MarshalJSON`).
+            write_point_as(&mut body, start, &promql::value::format_float(v[0]));
             "scalar"
         }
         (promql::Value::String(s), _) => {
@@ -701,10 +716,61 @@ pub async fn remote_read(State(st): State<ApiState>, body: Bytes) -> Response {
     }
 }
 
-/// kansoku keeps no metric metadata (types, help): an empty answer, as a
-/// Prometheus whose targets expose none.
-pub async fn metadata() -> Response {
-    success(json!({}))
+/// `/metadata[?metric=NAME][&limit=N]`: each stored metric family's type
+/// and help ([`crate::metadata`]), as Prometheus answers from its scrapes:
+/// `{"family": [{"type", "help", "unit"}]}`.
+pub async fn metadata(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Response {
+    let run = async {
+        let p = params(q, &Bytes::new())?;
+        let limit = match get(&p, "limit") {
+            None | Some("") => None,
+            Some(l) => {
+                Some(l.parse::<i64>().map_err(|_| PromError::bad(format!("limit must be a number, not {l:?}")))?)
+            }
+        };
+        let metric = get(&p, "metric").unwrap_or("").to_owned();
+        let found = matching(&st, Vec::new()).await?;
+        let names = found.iter().map(|l| promql::value::get(l, promql::value::NAME));
+        let all = crate::metadata::of_names(names);
+        let out: serde_json::Map<String, Value> = all
+            .into_iter()
+            .filter(|(family, _)| metric.is_empty() || *family == metric)
+            .take(limit.filter(|&l| l >= 0).map_or(usize::MAX, |l| l as usize))
+            .map(|(family, meta)| (family, json!([meta])))
+            .collect();
+        Ok(success(Value::Object(out)))
+    };
+    run.await.unwrap_or_else(|e: PromError| e.into_response())
+}
+
+/// `/query_exemplars?query=…&start=…&end=…`: the query is checked as
+/// Prometheus checks it; kansoku keeps no exemplars, so the answer is the
+/// empty list Prometheus gives without exemplar storage.
+pub async fn query_exemplars(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Bytes) -> Response {
+    let run = async {
+        let p = params(q, &body)?;
+        let query = get(&p, "query").ok_or_else(|| PromError::bad("missing parameter \"query\""))?.to_owned();
+        let (start, end) =
+            (time_param(&p, "start", Some(i64::MIN), st.now())?, time_param(&p, "end", Some(i64::MAX), st.now())?);
+        if end < start {
+            return Err(PromError::bad("end timestamp must not be before start timestamp"));
+        }
+        st.guard.run(move || promql::parse(&query).map(drop)).await??;
+        Ok(success(json!([])))
+    };
+    run.await.unwrap_or_else(|e: PromError| e.into_response())
+}
+
+/// `/format_query?query=…`: the expression as Prometheus's formatter
+/// writes it (`promql-parser`'s port of it).
+pub async fn format_query(State(st): State<ApiState>, RawQuery(q): RawQuery, body: Bytes) -> Response {
+    let run = async {
+        let p = params(q, &body)?;
+        let query = get(&p, "query").ok_or_else(|| PromError::bad("missing parameter \"query\""))?.to_owned();
+        let pretty = st.guard.run(move || promql::parse(&query).map(|e| e.prettify())).await??;
+        Ok(success(json!(pretty)))
+    };
+    run.await.unwrap_or_else(|e: PromError| e.into_response())
 }
 
 /// `/api/v1/alerts`: the rule groups' pending and firing alerts, as
@@ -721,7 +787,7 @@ fn alert_json(a: &model::alert::ActiveAlert) -> Value {
         "annotations": a.annotations,
         "state": if a.firing { "firing" } else { "pending" },
         "activeAt": Timestamp(a.active_at).to_string(),
-        "value": go_exp(a.value),
+        "value": promql::value::go_exponent(a.value),
     })
 }
 
@@ -796,24 +862,6 @@ pub async fn rules(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Respons
     success(json!({ "groups": groups }))
 }
 
-/// A float as Go's `strconv.FormatFloat(v, 'e', -1, 64)` prints it (how
-/// Prometheus gives an alert's value): `1e+00`, `8.5e-01`.
-fn go_exp(v: f64) -> String {
-    if !v.is_finite() {
-        return if v.is_nan() {
-            "NaN".into()
-        } else if v > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    let s = format!("{v:e}");
-    let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
-}
-
 pub async fn buildinfo() -> Response {
     success(json!({
         "version": PROMETHEUS_VERSION,
@@ -830,12 +878,12 @@ mod tests {
     #[test]
     fn alert_values_print_as_go_does() {
         assert_eq!(
-            [1.0, 0.85, 1234.5, -2e-7, 0.0, f64::NAN].map(super::go_exp),
+            [1.0, 0.85, 1234.5, -2e-7, 0.0, f64::NAN].map(promql::value::go_exponent),
             ["1e+00", "8.5e-01", "1.2345e+03", "-2e-07", "0e+00", "NaN"]
         );
     }
 
-    use super::{decimal_ns, secs};
+    use super::secs;
 
     #[test]
     fn times_print_as_their_decimal() {
@@ -846,13 +894,27 @@ mod tests {
     }
 
     #[test]
-    fn decimal_seconds_are_read_exactly() {
-        assert_eq!(decimal_ns("1700000000.015"), Some(1_700_000_000_015_000_000));
-        assert_eq!(decimal_ns("0.01"), Some(10_000_000));
-        assert_eq!(decimal_ns("-1.5"), Some(-1_500_000_000));
-        assert_eq!(decimal_ns("15"), Some(15_000_000_000));
-        assert_eq!(decimal_ns("15s"), None);
-        assert_eq!(decimal_ns("."), None);
-        assert_eq!(decimal_ns("2026-01-01T00:00:00Z"), None);
+    fn times_and_steps_are_milliseconds_as_prometheus_reads_them() {
+        use super::{float_seconds_ms, time_param};
+        assert_eq!(float_seconds_ms("1700000000.015"), Some(1_700_000_000_015_000_000));
+        assert_eq!(float_seconds_ms("1700000059.9996"), Some(1_700_000_060_000_000_000), "rounded up to the second");
+        assert_eq!(float_seconds_ms("1700000059.0004"), Some(1_700_000_059_000_000_000));
+        assert_eq!(float_seconds_ms("-1.5"), Some(-1_500_000_000));
+        assert_eq!(float_seconds_ms("15"), Some(15_000_000_000));
+        assert_eq!(float_seconds_ms("1e9"), Some(1_000_000_000_000_000_000));
+        assert_eq!(float_seconds_ms("-9223372036"), Some(-9_223_372_036_000_000_000));
+        for bad in ["15s", ".", "NaN", "inf", "2026-01-01T00:00:00Z", "1e30", "9223372037", "-9223372036.9"] {
+            assert_eq!(float_seconds_ms(bad), None, "{bad}");
+        }
+        let now = model::Timestamp(0);
+        let p = |v: &str| vec![("time".to_owned(), v.to_owned())];
+        assert_eq!(time_param(&p("2026-01-01T00:00:00.123456789Z"), "time", None, now).unwrap() % 1_000_000, 0);
+        assert_eq!(time_param(&[], "time", Some(1_999_999), now).unwrap(), 1_000_000, "now, truncated");
+        let step = |v: &str| super::duration_param(&[("step".to_owned(), v.to_owned())], "step").map_err(|e| e.1);
+        assert_eq!(step("0.0155").unwrap(), 15_000_000);
+        assert_eq!(step("1m30s").unwrap(), 90_000_000_000);
+        assert!(step("0.0001").unwrap_err().contains("millisecond"));
+        assert!(step("0").unwrap_err().contains("zero or negative"));
+        assert!(step("1e300").unwrap_err().contains("overflows"));
     }
 }

@@ -68,6 +68,14 @@ pub(crate) fn aggregate(ev: &Ev<'_, '_>, a: &AggregateExpr, times: &[i64]) -> Re
         "topk" | "bottomk" => {
             let Some(Value::Scalar(k)) = param else { return Err(Error::BadData(format!("{op} needs a number k"))) };
             let top = op == "topk";
+            // Ties are broken as Prometheus breaks them: in its input order
+            // (series sorted by labels), through its heap.
+            let mut by_labels: Vec<usize> = (0..input.len()).collect();
+            by_labels.sort_by(|&a, &b| input[a].labels.cmp(&input[b].labels));
+            // Prometheus refuses a k that is no int64 at any step, data or not.
+            if let Some(bad) = k.iter().find(|&&k| !(-9.223372036854776e18..=9.223372036854776e18).contains(&k)) {
+                return Err(Error::Execution(format!("Scalar value {} overflows int64", go_float(*bad))));
+            }
             let mut out: Vec<Series> =
                 input.iter().map(|s| Series { labels: s.labels.clone(), points: vec![None; steps] }).collect();
             for i in 0..steps {
@@ -76,27 +84,14 @@ pub(crate) fn aggregate(ev: &Ev<'_, '_>, a: &AggregateExpr, times: &[i64]) -> Re
                     continue;
                 }
                 let mut groups: HashMap<&Labels, Vec<usize>> = HashMap::new();
-                for (s, series) in input.iter().enumerate() {
-                    if series.points[i].is_some() {
+                for &s in &by_labels {
+                    if input[s].points[i].is_some() {
                         groups.entry(&keys[s]).or_default().push(s);
                     }
                 }
                 for members in groups.values() {
-                    let mut m = members.clone();
-                    let v = |s: &usize| input[*s].points[i].expect("present");
-                    // NaN sorts last for both (Prometheus's heaps treat it as the smallest for topk, largest for bottomk).
-                    m.sort_by(|x, y| {
-                        let (a, b) = (v(x), v(y));
-                        let ord = match (a.is_nan(), b.is_nan()) {
-                            (true, true) => std::cmp::Ordering::Equal,
-                            (true, false) => std::cmp::Ordering::Greater,
-                            (false, true) => std::cmp::Ordering::Less,
-                            _ if top => b.partial_cmp(&a).expect("not NaN"),
-                            _ => a.partial_cmp(&b).expect("not NaN"),
-                        };
-                        ord.then(x.cmp(y))
-                    });
-                    for &s in m.iter().take(k as usize) {
+                    let v = |s: usize| input[s].points[i].expect("present");
+                    for s in heap_select(members, k as usize, top, v) {
                         out[s].points[i] = input[s].points[i];
                     }
                 }
@@ -107,6 +102,9 @@ pub(crate) fn aggregate(ev: &Ev<'_, '_>, a: &AggregateExpr, times: &[i64]) -> Re
             let Some(Value::String(label)) = param else {
                 return Err(Error::BadData("count_values needs a label name".into()));
             };
+            if !crate::functions::valid_label_name(&label) {
+                return Err(Error::Execution(format!("invalid label name {label:?}")));
+            }
             let mut out: HashMap<Labels, Vec<Option<f64>>> = HashMap::new();
             for (s, series) in input.iter().enumerate() {
                 for (i, p) in series.points.iter().enumerate() {
@@ -203,4 +201,83 @@ pub(crate) fn aggregate(ev: &Ev<'_, '_>, a: &AggregateExpr, times: &[i64]) -> Re
         }
         other => Err(Error::BadData(format!("the aggregation {other} is not supported"))),
     }
+}
+
+/// Go's `%v` of a float: `NaN`, `+Inf`, or the shortest decimal (with an
+/// exponent from 1e21, as Go writes it).
+fn go_float(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "+Inf".into() } else { "-Inf".into() }
+    } else if x.abs() >= 1e21 || (x != 0.0 && x.abs() < 1e-4) {
+        value::go_exponent(x)
+    } else {
+        format!("{x}")
+    }
+}
+
+/// The `k` members `topk` (`top`) or `bottomk` keeps, chosen as Prometheus
+/// 2.42 chooses them: a heap of `k` (Go's `container/heap`) whose root is
+/// replaced by a better value, NaN counting as the worst, so ties go to the
+/// later series as there.
+fn heap_select(members: &[usize], k: usize, top: bool, v: impl Fn(usize) -> f64) -> Vec<usize> {
+    // Go's `vectorByValueHeap.Less` (topk) and `vectorByReverseValueHeap.Less`.
+    let less = |h: &[usize], i: usize, j: usize| {
+        let (a, b) = (v(h[i]), v(h[j]));
+        a.is_nan() || if top { a < b } else { a > b }
+    };
+    let up = |h: &mut Vec<usize>, mut j: usize| {
+        while j > 0 {
+            let i = (j - 1) / 2;
+            if !less(h, j, i) {
+                break;
+            }
+            h.swap(i, j);
+            j = i;
+        }
+    };
+    let down = |h: &mut Vec<usize>, mut i: usize, n: usize| {
+        loop {
+            let j1 = 2 * i + 1;
+            if j1 >= n {
+                break;
+            }
+            let mut j = j1;
+            if j1 + 1 < n && less(h, j1 + 1, j1) {
+                j = j1 + 1;
+            }
+            if !less(h, j, i) {
+                break;
+            }
+            h.swap(i, j);
+            i = j;
+        }
+    };
+    let mut h: Vec<usize> = Vec::with_capacity(k);
+    for (n, &s) in members.iter().enumerate() {
+        if n == 0 {
+            h.push(s);
+            continue;
+        }
+        let (root, x) = (v(h[0]), v(s));
+        let better = if top { root < x } else { root > x };
+        if h.len() < k || better || root.is_nan() {
+            if h.len() == k {
+                if k == 1 {
+                    h[0] = s;
+                    continue;
+                }
+                // heap.Pop: the root to the end, sift down, drop it.
+                let last = h.len() - 1;
+                h.swap(0, last);
+                down(&mut h, 0, last);
+                h.pop();
+            }
+            h.push(s);
+            let last = h.len() - 1;
+            up(&mut h, last);
+        }
+    }
+    h
 }

@@ -82,7 +82,7 @@ impl Default for Limits {
 
 #[derive(Debug)]
 pub struct Engine<'a> {
-    store: &'a dyn source::Source,
+    pub(crate) store: &'a dyn source::Source,
     pub lookback: i64,
     pub limits: Limits,
     /// What all queries hold together ([`MemoryBudget::global`] unless set).
@@ -308,6 +308,23 @@ fn offset_ns(o: &Option<Offset>) -> i64 {
     }
 }
 
+/// An `@` time in ns. `promql-parser` saturates a time past 2^64 ms
+/// (`x @ 1e30`) where Prometheus refuses one past 2^63 s: that one is
+/// refused as Prometheus refuses it; later times read as the last
+/// nanosecond kansoku can name (year 2262), where there is no data.
+fn at_ns(t: &SystemTime) -> Result<i64> {
+    let ms = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_millis(),
+        Err(e) => e.duration().as_millis(),
+    };
+    if ms >= u128::from(u64::MAX) {
+        return Err(Error::BadData(
+            "timestamp out of bounds for @ modifier: the time is past 2^63 seconds from 1970".into(),
+        ));
+    }
+    Ok(system_time_ns(t))
+}
+
 fn system_time_ns(t: &SystemTime) -> i64 {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => duration_ns(&d),
@@ -318,14 +335,15 @@ fn system_time_ns(t: &SystemTime) -> i64 {
 impl Ev<'_, '_> {
     /// The time a selector reads at for each step: the step's time, or the
     /// `@` time, less the offset.
-    fn refs(&self, times: &[i64], at: &Option<AtModifier>, offset: &Option<Offset>) -> Vec<i64> {
+    pub(crate) fn refs(&self, times: &[i64], at: &Option<AtModifier>, offset: &Option<Offset>) -> Result<Vec<i64>> {
         let off = offset_ns(offset);
-        let at = at.as_ref().map(|a| match a {
-            AtModifier::Start => self.start,
-            AtModifier::End => self.end,
-            AtModifier::At(t) => system_time_ns(t),
-        });
-        times.iter().map(|&t| at.unwrap_or(t).saturating_sub(off)).collect()
+        let at = match at {
+            None => None,
+            Some(AtModifier::Start) => Some(self.start),
+            Some(AtModifier::End) => Some(self.end),
+            Some(AtModifier::At(t)) => Some(at_ns(t)?),
+        };
+        Ok(times.iter().map(|&t| at.unwrap_or(t).saturating_sub(off)).collect())
     }
 
     /// Evaluates `e` at every step; what it computes is counted against
@@ -427,7 +445,7 @@ impl Ev<'_, '_> {
     }
 
     /// The store's series a selector names.
-    fn select(&self, vs: &VectorSelector) -> Result<Vec<(u32, model::SeriesKey)>> {
+    pub(crate) fn select(&self, vs: &VectorSelector) -> Result<Vec<(u32, model::SeriesKey)>> {
         let sel = to_selector(vs)?;
         let (series, total) = self.engine.store.series_limited(&sel, self.engine.limits.series);
         if total > self.engine.limits.series {
@@ -441,7 +459,7 @@ impl Ev<'_, '_> {
 
     /// Reads one series' samples in `[from, to]`, counted against the limit
     /// (staleness markers included: the selectors treat them).
-    fn read(&self, id: u32, from: i64, to: i64) -> Result<(Vec<i64>, Vec<f64>)> {
+    pub(crate) fn read(&self, id: u32, from: i64, to: i64) -> Result<(Vec<i64>, Vec<f64>)> {
         let (t, v) = self.engine.store.read(id, Timestamp(from), Timestamp(to));
         self.count(t.len())?;
         Ok((t, v))
@@ -459,7 +477,7 @@ impl Ev<'_, '_> {
 
     /// Counts `n` samples (or tier points) read against the limit, and
     /// checks the deadline (every read passes here).
-    fn count(&self, n: usize) -> Result<()> {
+    pub(crate) fn count(&self, n: usize) -> Result<()> {
         self.check_deadline("reading its series")?;
         self.tally(&self.read, n, self.engine.limits.samples, "reads", "samples", "")
     }
@@ -468,7 +486,7 @@ impl Ev<'_, '_> {
     /// the reference time, no older than the lookback. With `sample_times`
     /// the values are the samples' own times in seconds (`timestamp()`).
     pub fn vector_selector(&self, vs: &VectorSelector, times: &[i64], sample_times: bool) -> Result<Vec<Series>> {
-        let refs = self.refs(times, &vs.at, &vs.offset);
+        let refs = self.refs(times, &vs.at, &vs.offset)?;
         let (Some(&lo), Some(&hi)) = (refs.iter().min(), refs.iter().max()) else { return Ok(Vec::new()) };
         let lookback = self.engine.lookback;
         let mut out = Vec::new();
@@ -485,7 +503,7 @@ impl Ev<'_, '_> {
                     let j = t.partition_point(|&x| x <= r);
                     // A staleness marker ends the series there.
                     (j > 0 && t[j - 1] >= r - lookback && !is_stale(v[j - 1]))
-                        .then(|| if sample_times { t[j - 1] as f64 / 1e9 } else { v[j - 1] })
+                        .then(|| if sample_times { value::seconds(t[j - 1]) } else { v[j - 1] })
                 })
                 .collect();
             if points.iter().any(Option::is_some) {
@@ -501,7 +519,7 @@ impl Ev<'_, '_> {
             Expr::MatrixSelector(ms) => {
                 let vs = &ms.vs;
                 let range = duration_ns(&ms.range);
-                let ends = self.refs(times, &vs.at, &vs.offset);
+                let ends = self.refs(times, &vs.at, &vs.offset)?;
                 let (Some(&lo), Some(&hi)) = (ends.iter().min(), ends.iter().max()) else {
                     return Ok(Matrix { series: Vec::new(), ends, range });
                 };
@@ -527,7 +545,7 @@ impl Ev<'_, '_> {
             Expr::Subquery(sq) => {
                 let range = duration_ns(&sq.range);
                 let step = sq.step.as_ref().map_or(SUBQUERY_STEP_NS, duration_ns).max(1);
-                let ends = self.refs(times, &sq.at, &sq.offset);
+                let ends = self.refs(times, &sq.at, &sq.offset)?;
                 let (Some(&lo), Some(&hi)) = (ends.iter().min(), ends.iter().max()) else {
                     return Ok(Matrix { series: Vec::new(), ends, range });
                 };
@@ -564,114 +582,6 @@ impl Ev<'_, '_> {
             }
             Expr::Paren(p) => self.matrix(&p.expr, times),
             other => Err(Error::BadData(format!("expected a range vector, got {other}"))),
-        }
-    }
-}
-
-impl Ev<'_, '_> {
-    /// `sum|count|avg|min|max_over_time(sel[R])` from the store's
-    /// downsampled tiers when `R` spans at least four tier periods: each
-    /// window `[t − R, t]` is its whole periods (one tier point each) plus
-    /// the raw samples at its two ragged edges, so the answer is the raw
-    /// one (sums added in another order: equal to rounding) while a day's
-    /// window reads 1,440 points, not 864,000 samples. None: not served
-    /// this way (no tier fits, or the argument is not a plain selector).
-    pub fn over_time_tiered(&self, name: &str, e: &Expr, times: &[i64]) -> Result<Option<Value>> {
-        let e = match e {
-            Expr::Paren(p) => &*p.expr,
-            e => e,
-        };
-        let Expr::MatrixSelector(ms) = e else { return Ok(None) };
-        let range = duration_ns(&ms.range);
-        let store = self.engine.store;
-        let Some(res) = store.tiers().into_iter().rev().find(|&r| range >= 4 * r) else { return Ok(None) };
-        let vs = &ms.vs;
-        let ends = self.refs(times, &vs.at, &vs.offset);
-        let (Some(&lo), Some(&hi)) = (ends.iter().min(), ends.iter().max()) else { return Ok(None) };
-        let mut out = Vec::new();
-        for (id, key) in self.select(vs)? {
-            let tier = store.read_tier(id, res, Timestamp(lo.saturating_sub(range)), Timestamp(hi));
-            self.count(tier.ts.len())?;
-            let points = ends
-                .iter()
-                .map(|&t| {
-                    let w0 = t.saturating_sub(range);
-                    // Whole periods [p, p + res) inside [w0, t].
-                    let first = w0.div_euclid(res) * res + if w0.rem_euclid(res) == 0 { 0 } else { res };
-                    let end = (t.saturating_add(1)).div_euclid(res) * res;
-                    let mut acc = Acc::default();
-                    if end <= first {
-                        let (_, vs) = self.read(id, w0, t)?;
-                        acc.raw(&vs);
-                    } else {
-                        let (_, vs) = self.read(id, w0, first - 1)?;
-                        acc.raw(&vs);
-                        let (a, b) = (tier.ts.partition_point(|&p| p < first), tier.ts.partition_point(|&p| p < end));
-                        for k in a..b {
-                            acc.period(tier.min[k], tier.max[k], tier.sum[k], tier.count[k]);
-                        }
-                        let (_, vs) = self.read(id, end, t)?;
-                        acc.raw(&vs);
-                    }
-                    Ok(acc.result(name))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            if points.iter().any(Option::is_some) {
-                let mut labels = value::of_key(&key);
-                value::drop_name(&mut labels);
-                out.push(Series { labels, points });
-            }
-        }
-        merge(out).map(Some)
-    }
-}
-
-/// A window's samples summed up as tiers keep them: count, sum, and the
-/// extremes with Prometheus's NaN rule (a NaN is replaced by any number;
-/// all NaN gives NaN).
-#[derive(Default)]
-struct Acc {
-    count: f64,
-    sum: f64,
-    min: Option<f64>,
-    max: Option<f64>,
-}
-
-impl Acc {
-    fn raw(&mut self, vs: &[f64]) {
-        for &v in vs.iter().filter(|v| !is_stale(**v)) {
-            self.period(v, v, v, 1.0);
-        }
-    }
-
-    /// A tier period: its min and max ignore NaN (+∞ and −∞ when it held
-    /// only NaN), its sum does not.
-    fn period(&mut self, min: f64, max: f64, sum: f64, count: f64) {
-        let only_nan = min == f64::INFINITY && max == f64::NEG_INFINITY;
-        let (min, max) = if only_nan { (f64::NAN, f64::NAN) } else { (min, max) };
-        self.count += count;
-        self.sum += sum;
-        self.min = Some(match self.min {
-            Some(m) if !(min < m || m.is_nan()) => m,
-            _ => min,
-        });
-        self.max = Some(match self.max {
-            Some(m) if !(max > m || m.is_nan()) => m,
-            _ => max,
-        });
-    }
-
-    fn result(&self, name: &str) -> Option<f64> {
-        if self.count == 0.0 {
-            return None;
-        }
-        match name {
-            "count_over_time" => Some(self.count),
-            "sum_over_time" => Some(self.sum),
-            "avg_over_time" => Some(self.sum / self.count),
-            "min_over_time" => self.min,
-            "max_over_time" => self.max,
-            _ => None,
         }
     }
 }

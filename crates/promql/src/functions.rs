@@ -8,6 +8,7 @@ use promql_parser::parser::{Call, Expr};
 
 use crate::aggregate::quantile;
 use crate::engine::{Error, Ev, Matrix, merge};
+use crate::sum::Neumaier;
 use crate::value::{self, Labels, Series, Value};
 
 type Result<T> = std::result::Result<T, Error>;
@@ -58,7 +59,7 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
     let arg = |i: usize| args.get(i).copied().ok_or_else(|| Error::BadData(format!("{name}: missing argument {i}")));
     let steps = times.len();
     match name {
-        "time" => Ok(Value::Scalar(times.iter().map(|&t| t as f64 / 1e9).collect())),
+        "time" => Ok(Value::Scalar(times.iter().map(|&t| value::seconds(t)).collect())),
         "pi" => Ok(Value::Scalar(vec![std::f64::consts::PI; steps])),
         "vector" => {
             let s = scalar_arg(ev, arg(0)?, times)?;
@@ -81,7 +82,7 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
         "timestamp" => match arg(0)? {
             // The sample's own time, not the step's.
             Expr::VectorSelector(vs) => map_values(ev.vector_selector(vs, times, true)?, |x, _| Some(x)),
-            e => map_values(vector_arg(ev, e, times)?, |_, i| Some(times[i] as f64 / 1e9)),
+            e => map_values(vector_arg(ev, e, times)?, |_, i| Some(value::seconds(times[i]))),
         },
         "absent" => {
             let v = vector_arg(ev, arg(0)?, times)?;
@@ -96,7 +97,7 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
             Ok(Value::Vector(vec![Series { labels: absent_labels(arg(0)?), points }]))
         }
         "avg_over_time" | "min_over_time" | "max_over_time" | "sum_over_time" | "count_over_time"
-            if let Some(v) = ev.over_time_tiered(name, arg(0)?, times)? =>
+            if let Some(v) = ev.over_time(name, arg(0)?, times)? =>
         {
             Ok(v)
         }
@@ -120,18 +121,35 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
             let m = ev.matrix(arg(0)?, times)?;
             let sf = scalar_arg(ev, arg(1)?, times)?;
             let tf = scalar_arg(ev, arg(2)?, times)?;
-            for (&s, &t) in sf.iter().zip(&tf) {
+            // As in Prometheus, the factors are checked where there is a
+            // window to smooth: with no data, no error.
+            let check = |s: f64, t: f64| {
                 if !(s > 0.0 && s < 1.0) {
-                    return Err(Error::Execution(format!("invalid smoothing factor. Expected: 0 < sf < 1, got: {s}")));
+                    return Err(Error::Execution(format!(
+                        "invalid smoothing factor. Expected: 0 < sf < 1, got: {}",
+                        go_fixed(s)
+                    )));
                 }
                 if !(t > 0.0 && t < 1.0) {
-                    return Err(Error::Execution(format!("invalid trend factor. Expected: 0 < tf < 1, got: {t}")));
+                    return Err(Error::Execution(format!(
+                        "invalid trend factor. Expected: 0 < tf < 1, got: {}",
+                        go_fixed(t)
+                    )));
                 }
-            }
+                Ok(())
+            };
             let mut out = Vec::new();
             for (s, (labels, _, _)) in m.series.iter().enumerate() {
                 ev.check_deadline("computing holt_winters")?;
-                let points = (0..steps).map(|i| holt_winters(m.window(s, i).1, sf[i], tf[i])).collect();
+                let points = (0..steps)
+                    .map(|i| {
+                        let w = m.window(s, i).1;
+                        if !w.is_empty() {
+                            check(sf[i], tf[i])?;
+                        }
+                        Ok(holt_winters(w, sf[i], tf[i]))
+                    })
+                    .collect::<Result<_>>()?;
                 let mut labels = labels.clone();
                 value::drop_name(&mut labels);
                 out.push(Series { labels, points });
@@ -167,9 +185,9 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
                 "sinh" => f64::sinh,
                 "cosh" => f64::cosh,
                 "tanh" => f64::tanh,
-                "asinh" => f64::asinh,
-                "acosh" => f64::acosh,
-                "atanh" => f64::atanh,
+                "asinh" => go::asinh,
+                "acosh" => go::acosh,
+                "atanh" => go::atanh,
                 "deg" => |x| x * 180.0 / std::f64::consts::PI,
                 _ => |x| x * std::f64::consts::PI / 180.0,
             };
@@ -202,22 +220,23 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
                 Some(e) => vector_arg(ev, e, times)?,
                 None => vec![Series {
                     labels: Labels::new(),
-                    points: times.iter().map(|&t| Some(t as f64 / 1e9)).collect(),
+                    points: times.iter().map(|&t| Some(value::seconds(t))).collect(),
                 }],
             };
             map_values(v, |x, _| Some(crate::time::field(name, x)))
         }
         "sort" | "sort_desc" => {
             let mut v = vector_arg(ev, arg(0)?, times)?;
-            // Only an instant query has an order; by the last step's value, NaN first.
+            // Only an instant query has an order; by the last step's value,
+            // NaN last in both (Prometheus 2.42 sorts its heaps reversed).
             let key = |s: &Series| s.points.last().copied().flatten().unwrap_or(f64::NAN);
             let desc = name == "sort_desc";
             v.sort_by(|a, b| {
                 let (x, y) = (key(a), key(b));
                 match (x.is_nan(), y.is_nan()) {
                     (true, true) => std::cmp::Ordering::Equal,
-                    (true, false) => std::cmp::Ordering::Less,
-                    (false, true) => std::cmp::Ordering::Greater,
+                    (true, false) => std::cmp::Ordering::Greater,
+                    (false, true) => std::cmp::Ordering::Less,
                     _ if desc => y.partial_cmp(&x).expect("not NaN"),
                     _ => x.partial_cmp(&y).expect("not NaN"),
                 }
@@ -230,9 +249,11 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
             let repl = string_arg(ev, arg(2)?, times)?;
             let src = string_arg(ev, arg(3)?, times)?;
             let re = string_arg(ev, arg(4)?, times)?;
+            // Errors of the arguments are `execution` errors in Prometheus
+            // (raised as the function runs), not `bad_data`.
             let re = regex::Regex::new(&format!("^(?s:{re})$"))
-                .map_err(|e| Error::BadData(format!("invalid regular expression in label_replace(): {e}")))?;
-            check_label_name(&dst, name)?;
+                .map_err(|e| Error::Execution(format!("invalid regular expression in label_replace(): {e}")))?;
+            check_label_name(&dst, "destination", name)?;
             for s in &mut v {
                 let src_value = value::get(&s.labels, &src).to_owned();
                 if let Some(caps) = re.captures(&src_value) {
@@ -248,7 +269,10 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
             let dst = string_arg(ev, arg(1)?, times)?;
             let sep = string_arg(ev, arg(2)?, times)?;
             let srcs: Vec<String> = args[3..].iter().map(|e| string_arg(ev, e, times)).collect::<Result<_>>()?;
-            check_label_name(&dst, name)?;
+            for src in &srcs {
+                check_label_name(src, "source", name)?;
+            }
+            check_label_name(&dst, "destination", name)?;
             for s in &mut v {
                 let joined: Vec<&str> = srcs.iter().map(|l| value::get(&s.labels, l)).collect();
                 let joined = joined.join(&sep);
@@ -265,12 +289,24 @@ pub(crate) fn call(ev: &Ev<'_, '_>, c: &Call, times: &[i64]) -> Result<Value> {
     }
 }
 
-fn check_label_name(l: &str, f: &str) -> Result<()> {
-    let ok = l.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
-    if ok && !l.is_empty() {
-        Ok(())
+/// Whether `l` is a valid label name (`[a-zA-Z_][a-zA-Z0-9_]*`).
+pub(crate) fn valid_label_name(l: &str) -> bool {
+    !l.is_empty()
+        && l.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()))
+}
+
+fn check_label_name(l: &str, role: &str, f: &str) -> Result<()> {
+    if valid_label_name(l) { Ok(()) } else { Err(Error::Execution(format!("invalid {role} label name in {f}(): {l}"))) }
+}
+
+/// Go's `%f`: six decimals.
+fn go_fixed(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "+Inf".into() } else { "-Inf".into() }
     } else {
-        Err(Error::BadData(format!("invalid destination label name in {f}(): {l}")))
+        format!("{x:.6}")
     }
 }
 
@@ -363,37 +399,24 @@ fn window_fn(name: &str, t: &[i64], v: &[f64], end: i64, range: i64, step_time: 
         }
         "resets" => v.windows(2).filter(|w| w[1] < w[0]).count() as f64,
         "changes" => v.windows(2).filter(|w| w[1] != w[0] && !(w[1].is_nan() && w[0].is_nan())).count() as f64,
-        "avg_over_time" => {
-            let mut mean = 0.0f64;
-            for (k, &x) in v.iter().enumerate() {
-                let count = (k + 1) as f64;
-                if mean.is_infinite() {
-                    if x.is_infinite() && (mean > 0.0) == (x > 0.0) {
-                        continue;
-                    }
-                    if x.is_finite() {
-                        continue;
-                    }
-                }
-                mean += x / count - mean / count;
-            }
-            mean
-        }
+        "avg_over_time" => crate::sum::mean(v),
         "min_over_time" => v.iter().fold(v[0], |m, &x| if x < m || m.is_nan() { x } else { m }),
         "max_over_time" => v.iter().fold(v[0], |m, &x| if x > m || m.is_nan() { x } else { m }),
-        "sum_over_time" => v.iter().sum(),
+        "sum_over_time" => crate::sum::sum(v),
         "count_over_time" => n as f64,
         "last_over_time" => v[n - 1],
         "present_over_time" => 1.0,
         "stddev_over_time" | "stdvar_over_time" => {
-            let (mut count, mut mean, mut aux) = (0.0, 0.0, 0.0);
+            // Welford's, both sums compensated (Prometheus 2.42).
+            let (mut count, mut mean, mut aux) = (0.0, Neumaier::default(), Neumaier::default());
             for &x in v {
                 count += 1.0;
-                let delta = x - mean;
-                mean += delta / count;
-                aux += delta * (x - mean);
+                let delta = x - (mean.sum + mean.c);
+                mean.add(delta / count);
+                aux.add(delta * (x - (mean.sum + mean.c)));
             }
-            if name == "stdvar_over_time" { aux / count } else { (aux / count).sqrt() }
+            let var = (aux.sum + aux.c) / count;
+            if name == "stdvar_over_time" { var } else { var.sqrt() }
         }
         "quantile_over_time" => quantile(param, &mut v.to_vec()),
         _ => return None,
@@ -446,14 +469,17 @@ fn linear_regression(t: &[i64], v: &[f64], intercept_time: i64) -> (f64, f64) {
         return if v[0].is_infinite() { (f64::NAN, f64::NAN) } else { (0.0, v[0]) };
     }
     let n = v.len() as f64;
-    let (mut sx, mut sy, mut sxy, mut sx2) = (0.0, 0.0, 0.0, 0.0);
+    // Compensated sums, as Prometheus 2.42 adds them.
+    let (mut sx, mut sy, mut sxy, mut sx2) =
+        (Neumaier::default(), Neumaier::default(), Neumaier::default(), Neumaier::default());
     for (&ti, &y) in t.iter().zip(v) {
         let x = (ti - intercept_time) as f64 / 1e9;
-        sx += x;
-        sy += y;
-        sxy += x * y;
-        sx2 += x * x;
+        sx.add(x);
+        sy.add(y);
+        sxy.add(x * y);
+        sx2.add(x * x);
     }
+    let (sx, sy, sxy, sx2) = (sx.sum + sx.c, sy.sum + sy.c, sxy.sum + sxy.c, sx2.sum + sx2.c);
     let cov = sxy - sx * sy / n;
     let var = sx2 - sx * sx / n;
     let slope = cov / var;
@@ -554,4 +580,89 @@ fn bucket_quantile(q: f64, b: &mut [(f64, f64)]) -> f64 {
         rank -= c[k - 1].1;
     }
     start + (end - start) * (rank / count)
+}
+
+/// Go's inverse hyperbolic functions (`math.Asinh`, `Acosh`, `Atanh`, pure
+/// Go on every platform Prometheus ships for), so that `acosh(1.5e308)` is
+/// 710.29 as there, not +Inf: past 2^28 they take `ln(2x)` without
+/// squaring `x`.
+mod go {
+    const LARGE: f64 = (1u64 << 28) as f64;
+    const NEAR_ZERO: f64 = 1.0 / LARGE;
+
+    pub fn acosh(x: f64) -> f64 {
+        if x < 1.0 || x.is_nan() {
+            f64::NAN
+        } else if x == 1.0 {
+            0.0
+        } else if x >= LARGE {
+            x.ln() + std::f64::consts::LN_2
+        } else if x > 2.0 {
+            (2.0 * x - 1.0 / (x + (x * x - 1.0).sqrt())).ln()
+        } else {
+            let t = x - 1.0;
+            (t + (2.0 * t + t * t).sqrt()).ln_1p()
+        }
+    }
+
+    pub fn asinh(x: f64) -> f64 {
+        if x.is_nan() || x.is_infinite() {
+            return x;
+        }
+        let a = x.abs();
+        if a < NEAR_ZERO {
+            return x;
+        }
+        let r = if a > LARGE {
+            a.ln() + std::f64::consts::LN_2
+        } else if a > 2.0 {
+            (2.0 * a + 1.0 / ((a * a + 1.0).sqrt() + a)).ln()
+        } else {
+            (a + a * a / (1.0 + (1.0 + a * a).sqrt())).ln_1p()
+        };
+        if x < 0.0 { -r } else { r }
+    }
+
+    pub fn atanh(x: f64) -> f64 {
+        if !(-1.0..=1.0).contains(&x) || x.is_nan() {
+            return f64::NAN;
+        }
+        if x == 1.0 {
+            return f64::INFINITY;
+        }
+        if x == -1.0 {
+            return f64::NEG_INFINITY;
+        }
+        let a = x.abs();
+        if a < NEAR_ZERO {
+            return x;
+        }
+        let r = if a < 0.5 {
+            let t = a + a;
+            0.5 * (t + t * a / (1.0 - a)).ln_1p()
+        } else {
+            0.5 * ((a + a) / (1.0 - a)).ln_1p()
+        };
+        if x < 0.0 { -r } else { r }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn huge_values_do_not_overflow_and_small_ones_are_as_in_go() {
+            // Prometheus 2.42 answers acosh(1.5e308) = 710.2946… (ln 2x).
+            let want = 1.5e308f64.ln() + std::f64::consts::LN_2;
+            assert!((710.29..710.30).contains(&want));
+            assert_eq!((super::acosh(1.5e308), super::asinh(-1.5e308)), (want, -want));
+            for x in [1.5, 3.0, 1e5, 1e20] {
+                assert!((super::acosh(x) - x.acosh()).abs() <= 1e-15 * x.acosh(), "{x}");
+                assert!((super::asinh(-x) - (-x).asinh()).abs() <= 1e-15 * x.asinh(), "{x}");
+            }
+            for x in [-0.99, -0.3, 1e-10, 0.4, 0.7] {
+                assert!((super::atanh(x) - x.atanh()).abs() <= 1e-15 * x.atanh().abs(), "{x}");
+            }
+            assert!(super::acosh(0.5).is_nan() && super::atanh(1.5).is_nan());
+            assert_eq!(super::asinh(-0.0).to_bits(), (-0.0f64).to_bits());
+        }
+    }
 }

@@ -16,8 +16,10 @@ mod aggregate;
 mod binary;
 mod engine;
 mod functions;
+mod over_time;
 pub mod remote_read;
 pub mod remote_write;
+mod sum;
 mod time;
 pub mod value;
 

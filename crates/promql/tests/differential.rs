@@ -138,6 +138,29 @@ fn data(t0: i64) -> Vec<SeriesData> {
     let ts = times(&mut rng);
     let pts = ts.iter().enumerate().filter(|(k, _)| (k / 20) % 3 != 1).map(|(_, &t)| (t, rng.f64() * 1000.0)).collect();
     out.push((SeriesKey::new("sparse_gauge", [("instance", "a")]), pts));
+    // Corner values (issue 43), each kind a series of `corner`.
+    let corner = |kind: &str, rng: &mut fastrand::Rng, f: &dyn Fn(usize, &mut fastrand::Rng) -> f64| {
+        let pts = times(rng).into_iter().enumerate().map(|(k, t)| (t, f(k, rng))).collect();
+        (SeriesKey::new("corner", [("kind", kind)]), pts)
+    };
+    // A sum that depends on the order of adding: a plain sum loses the 1s.
+    out.push(corner("cancel", &mut rng, &|k, _| [1e16, 1.0, -1e16, 3.0, 1.0][k % 5]));
+    // Near the largest float: sums overflow, means must not.
+    out.push(corner("huge", &mut rng, &|k, _| 1.6e308 * (1.0 - (k % 7) as f64 * 1e-3)));
+    out.push(corner("big", &mut rng, &|_, r| 1e300 * (1.0 + r.f64())));
+    out.push(corner("tiny", &mut rng, &|k, _| [5e-324, 1e-310, 2.5e-308, 1e-7, 0.0][k % 5]));
+    out.push(corner("special", &mut rng, &|k, r| match k % 9 {
+        0 => f64::NAN,
+        3 => f64::INFINITY,
+        5 => -0.0,
+        7 => f64::NEG_INFINITY,
+        _ => r.f64() * 10.0 - 5.0,
+    }));
+    // Ties and NaN, for sort and topk.
+    for (i, v) in [1.0, 1.0, f64::NAN, 2.0, -1.0].into_iter().enumerate() {
+        let pts = times(&mut rng).into_iter().map(|t| (t, v)).collect();
+        out.push((SeriesKey::new("ordered", [("i", i.to_string())]), pts));
+    }
     out
 }
 
@@ -151,6 +174,13 @@ fn openmetrics(data: &[SeriesData]) -> String {
         for (key, pts) in series {
             let labels: Vec<String> = key.labels().iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
             for (t, v) in pts {
+                // Exactly the float, in a form Go's ParseFloat reads.
+                let v = match *v {
+                    v if v.is_nan() => "NaN".to_owned(),
+                    f64::INFINITY => "+Inf".to_owned(),
+                    f64::NEG_INFINITY => "-Inf".to_owned(),
+                    v => format!("{v:e}"),
+                };
                 out.push_str(&format!("{}{{{}}} {v} {}.{:03}\n", key.name(), labels.join(","), t / 1000, t % 1000));
             }
         }
@@ -181,13 +211,14 @@ fn kansoku_store(dir: &std::path::Path, data: &[SeriesData]) -> Store {
     store
 }
 
-/// A query's answer in one shape for both: labels -> [(ms, value)], or a
-/// string, or an error.
+/// A query's answer in one shape for both: labels -> [(ms, value)] (and,
+/// for an instant vector, its values in the order given), or a string, or
+/// an error (its Prometheus type, its message).
 #[derive(Debug, PartialEq)]
 enum Answer {
-    Series(BTreeMap<String, Vec<(i64, f64)>>),
+    Series(BTreeMap<String, Vec<(i64, f64)>>, Vec<f64>),
     String(String),
-    Error(String),
+    Error(String, String),
 }
 
 fn key_of(labels: impl Iterator<Item = (String, String)>) -> String {
@@ -212,14 +243,15 @@ fn prometheus_answer(url: &str, path: &str, params: &[(&str, String)]) -> Answer
     for (k, v) in params {
         req = req.query(*k, v);
     }
-    let body = match req.call() {
+    let body = match req.config().http_status_as_error(false).build().call() {
         Ok(mut r) => r.body_mut().read_to_string().unwrap(),
-        Err(e) => return Answer::Error(e.to_string()),
+        Err(e) => return Answer::Error("transport".into(), e.to_string()),
     };
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     if v["status"] != "success" {
-        return Answer::Error(v["error"].to_string());
+        return Answer::Error(v["errorType"].as_str().unwrap_or("?").to_owned(), v["error"].to_string());
     }
+    let mut order = Vec::new();
     let data = &v["data"];
     let mut out = BTreeMap::new();
     let metric = |m: &serde_json::Value| {
@@ -233,7 +265,9 @@ fn prometheus_answer(url: &str, path: &str, params: &[(&str, String)]) -> Answer
         }
         "vector" => {
             for s in data["result"].as_array().unwrap() {
-                out.insert(metric(&s["metric"]), vec![parse_value(&s["value"])]);
+                let p = parse_value(&s["value"]);
+                order.push(p.1);
+                out.insert(metric(&s["metric"]), vec![p]);
             }
         }
         "scalar" => {
@@ -242,17 +276,25 @@ fn prometheus_answer(url: &str, path: &str, params: &[(&str, String)]) -> Answer
         "string" => return Answer::String(data["result"][1].as_str().unwrap().to_owned()),
         other => panic!("result type {other}"),
     }
-    Answer::Series(out)
+    Answer::Series(out, order)
 }
 
 fn kansoku_answer(engine: &promql::Engine<'_>, q: &str, start: i64, end: i64, step: i64, instant: bool) -> Answer {
     let out = if instant { engine.instant(q, start * MS) } else { engine.range(q, start * MS, end * MS, step * MS) };
     let out = match out {
         Ok(o) => o,
-        Err(e) => return Answer::Error(e.to_string()),
+        Err(e) => {
+            let kind = match e {
+                promql::Error::BadData(_) => "bad_data",
+                promql::Error::Execution(_) | promql::Error::TooLarge(_) => "execution",
+                promql::Error::Timeout(_) => "timeout",
+            };
+            return Answer::Error(kind.into(), e.to_string());
+        }
     };
     let ms: Vec<i64> = out.times.iter().map(|t| t / MS).collect();
     let mut res = BTreeMap::new();
+    let mut order = Vec::new();
     match out.value {
         promql::Value::Scalar(v) => {
             res.insert(String::new(), ms.iter().copied().zip(v).collect());
@@ -266,25 +308,34 @@ fn kansoku_answer(engine: &promql::Engine<'_>, q: &str, start: i64, end: i64, st
         promql::Value::Vector(series) => {
             for s in series {
                 let pts: Vec<(i64, f64)> = ms.iter().zip(&s.points).filter_map(|(&t, p)| p.map(|v| (t, v))).collect();
+                if instant && let Some(p) = pts.first() {
+                    order.push(p.1);
+                }
                 if !pts.is_empty() {
                     res.insert(key_of(s.labels.into_iter()), pts);
                 }
             }
         }
     }
-    Answer::Series(res)
+    Answer::Series(res, order)
 }
 
 fn close(a: f64, b: f64) -> bool {
     a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) || (a - b).abs() < 1e-12
 }
 
-/// Why two answers differ, if they do.
-fn differ(p: &Answer, k: &Answer) -> Option<String> {
+/// Why two answers differ, if they do: other series, times or values,
+/// another error type, or (`ordered`: `sort`, `sort_desc`) the values in
+/// another order (ties in any order, as Prometheus's unstable sort leaves
+/// them).
+fn differ(p: &Answer, k: &Answer, ordered: bool) -> Option<String> {
     match (p, k) {
-        (Answer::Error(_), Answer::Error(_)) => None,
+        (Answer::Error(a, _), Answer::Error(b, _)) if a == b => None,
         (Answer::String(a), Answer::String(b)) if a == b => None,
-        (Answer::Series(a), Answer::Series(b)) => {
+        (Answer::Series(a, oa), Answer::Series(b, ob)) => {
+            if ordered && (oa.len() != ob.len() || oa.iter().zip(ob).any(|(x, y)| !close(*x, *y))) {
+                return Some(format!("order: prometheus {oa:?}, kansoku {ob:?}"));
+            }
             if a.keys().ne(b.keys()) {
                 let only_p: Vec<_> = a.keys().filter(|k| !b.contains_key(*k)).take(3).collect();
                 let only_k: Vec<_> = b.keys().filter(|k| !a.contains_key(*k)).take(3).collect();
@@ -531,7 +582,162 @@ fn expressions(t_at: i64) -> Vec<String> {
         e.push(format!("{op} by (zone) (node_temp)"));
         e.push(format!("{op}(sparse_gauge)"));
     }
+    e.extend(corner_expressions());
     e
+}
+
+/// Issue 43's classes, each with cases of its own over the `corner` and
+/// `ordered` series.
+fn corner_expressions() -> Vec<String> {
+    let mut e = Vec::new();
+    // 1, 2: compensated sums, on raw windows and on the minute tier's;
+    // sums that overflow, means that must not.
+    for kind in ["cancel", "huge", "big", "tiny", "special"] {
+        for r in ["1m", "2m30s", "5m", "37m30s", "1h"] {
+            for f in ["sum", "avg", "min", "max", "count", "stddev", "stdvar"] {
+                e.push(format!("{f}_over_time(corner{{kind=\"{kind}\"}}[{r}])"));
+            }
+        }
+        e.push(format!("deriv(corner{{kind=\"{kind}\"}}[10m])"));
+        e.push(format!("predict_linear(corner{{kind=\"{kind}\"}}[10m], 60)"));
+        e.push(format!("corner{{kind=\"{kind}\"}}"));
+        e.push(format!("sum_over_time(corner{{kind=\"{kind}\"}}[10m:1m])"));
+    }
+    // 3: inverse hyperbolic functions of huge, tiny and special values.
+    for f in ["acosh", "asinh", "atanh", "ln", "log2", "sqrt", "exp"] {
+        for kind in ["huge", "big", "tiny", "special"] {
+            e.push(format!("{f}(corner{{kind=\"{kind}\"}})"));
+            e.push(format!("{f}(-corner{{kind=\"{kind}\"}})"));
+        }
+    }
+    // 4: argument errors of label_replace and label_join are `execution`.
+    e.extend(
+        [
+            r#"label_replace(node_temp, "bad-label", "x", "zone", "(.*)")"#,
+            r#"label_replace(node_temp, "1abc", "x", "zone", "(.*)")"#,
+            r#"label_replace(node_temp, "z", "x", "zone", "(")"#,
+            r#"label_replace(nonexistent, "z", "x", "zone", "(")"#,
+            r#"label_replace(node_temp, "", "x", "zone", ".*")"#,
+            r#"label_join(node_temp, "bad-label", "-", "zone")"#,
+            r#"label_join(node_temp, "ok", "-", "bad-src")"#,
+            r#"label_join(nonexistent, "bad-label", "-", "zone")"#,
+        ]
+        .map(String::from),
+    );
+    // 5: accepted here, refused there.
+    e.extend(
+        [
+            r#"count_values("bad-label", node_temp)"#,
+            r#"count_values("", node_temp)"#,
+            r#"count_values("bad-label", nonexistent)"#,
+            "node_temp @ 1e30",
+            "node_temp @ -1e30",
+            "rate(http_requests_total[5m] @ 1e30)",
+            "topk(scalar(ordered{i=\"2\"}), node_temp)",
+            "topk(scalar(nonexistent), node_temp)",
+            "bottomk(1e20, node_temp)",
+            "topk(-1e19, node_temp)",
+            "topk(scalar(ordered{i=\"2\"}), nonexistent)",
+            "topk(2, ordered)",
+            "bottomk(2, ordered)",
+            "topk(1, corner)",
+        ]
+        .map(String::from),
+    );
+    // 6: holt_winters checks its factors only where there is data.
+    e.extend(
+        [
+            "holt_winters(nonexistent[5m], 1, 0.5)",
+            "holt_winters(nonexistent[5m], 0.5, 7)",
+            "holt_winters(node_temp[5m], 1, 0.5)",
+            "holt_winters(node_temp[5m], 0.5, 0)",
+            "holt_winters(sparse_gauge[1m], 0.5, 1)",
+        ]
+        .map(String::from),
+    );
+    // 7: NaN last in sort and sort_desc; ties in any order.
+    for f in ["sort", "sort_desc"] {
+        e.push(format!("{f}(ordered)"));
+        e.push(format!("{f}(corner)"));
+        e.push(format!("{f}(-ordered)"));
+        e.push(format!("{f}(node_temp)"));
+    }
+    // 8: a sample's time as the float nearest its decimal.
+    e.extend(
+        [
+            "time() - timestamp(node_temp)",
+            "timestamp(corner)",
+            "time() - timestamp(sparse_gauge)",
+            "timestamp(node_temp) - timestamp(node_temp offset 1m)",
+            "time() - time()",
+            "vector(time()) - on() timestamp(ordered{i=\"0\"})",
+        ]
+        .map(String::from),
+    );
+    e
+}
+
+/// The right answer where Prometheus 2.42's is wrong: `ln` of a subnormal
+/// (Go's assembly `math.Log` on amd64, golang/go#56600, gives
+/// ln(1e-310) = −709.09; it is −713.80). kansoku must give `f64::ln` of
+/// the samples its selector (equal to Prometheus's, tested apart) gives.
+fn right_ln(
+    q: &str,
+    engine: &promql::Engine<'_>,
+    k: &Answer,
+    p: &Answer,
+    g: (i64, i64, i64, bool),
+) -> Option<Result<bool, String>> {
+    let inner = q.strip_prefix("ln(")?.strip_suffix(")")?;
+    if !inner.contains("tiny") {
+        return None;
+    }
+    let Answer::Series(sel, _) = kansoku_answer(engine, inner, g.0, g.1, g.2, g.3) else {
+        return Some(Err("no selector".into()));
+    };
+    let Answer::Series(got, _) = k else { return Some(Err(format!("kansoku: {k:?}"))) };
+    for (key, pts) in &sel {
+        let key = key.split(',').filter(|l| !l.starts_with("__name__=")).collect::<Vec<_>>().join(",");
+        let want: Vec<(i64, f64)> = pts.iter().map(|&(t, v)| (t, v.ln())).collect();
+        let have = got.get(&key).cloned().unwrap_or_default();
+        if have.len() != want.len() || have.iter().zip(&want).any(|(a, b)| a.0 != b.0 || !close(a.1, b.1)) {
+            return Some(Err(format!("{key}: kansoku {have:?}, ln of the samples {want:?}")));
+        }
+    }
+    Some(Ok(differ(p, k, false).is_some()))
+}
+
+/// Where kansoku answers differently from Prometheus 2.42 on purpose
+/// (`docs/promql.md`): `avg_over_time` is the compensated sum over the
+/// count (Prometheus 3's method), where 2.42's running mean drifts over
+/// values that cancel. Over the `cancel` series (integers) the true mean is
+/// computed exactly here and kansoku must give it.
+fn exact_mean(q: &str, data: &[SeriesData], k: &Answer, p: &Answer, t: &[i64]) -> Option<Result<bool, String>> {
+    let r = q.strip_prefix("avg_over_time(corner{kind=\"cancel\"}[")?.strip_suffix("])")?;
+    let range_ms = match r {
+        "1m" => 60_000,
+        "2m30s" => 150_000,
+        "5m" => 300_000,
+        "37m30s" => 2_250_000,
+        "1h" => 3_600_000,
+        other => panic!("no exact mean for [{other}]"),
+    };
+    let pts = &data.iter().find(|d| d.0.name() == "corner" && d.0.get("kind") == Some("cancel")).unwrap().1;
+    let want: Vec<(i64, f64)> = t
+        .iter()
+        .filter_map(|&end| {
+            let w: Vec<i128> =
+                pts.iter().filter(|(at, _)| *at >= end - range_ms && *at <= end).map(|p| p.1 as i128).collect();
+            (!w.is_empty()).then(|| (end, w.iter().sum::<i128>() as f64 / w.len() as f64))
+        })
+        .collect();
+    let Answer::Series(kk, _) = k else { return Some(Err(format!("kansoku: {k:?}"))) };
+    let got: Vec<(i64, f64)> = kk.values().next().cloned().unwrap_or_default();
+    if got.len() != want.len() || got.iter().zip(&want).any(|(a, b)| a.0 != b.0 || !close(a.1, b.1)) {
+        return Some(Err(format!("kansoku {got:?}, the exact mean {want:?}")));
+    }
+    // Whether Prometheus 2.42 drifted from the exact mean here.
+    Some(Ok(differ(p, k, false).is_some()))
 }
 
 #[test]
@@ -571,6 +777,8 @@ fn promql_answers_as_prometheus_does() {
     let mut failures = Vec::new();
     let mut total = 0;
     let mut non_empty = 0;
+    let mut drifted = 0;
+    let mut go_log_wrong = 0;
     for q in expressions(t_at) {
         for &(s, e, step, instant) in &grid {
             total += 1;
@@ -589,19 +797,43 @@ fn promql_answers_as_prometheus_does() {
                 )
             };
             let k = kansoku_answer(&engine, &q, s, e, step, instant);
-            if matches!(&p, Answer::Series(m) if !m.is_empty()) {
+            if matches!(&p, Answer::Series(m, _) if !m.is_empty()) {
                 non_empty += 1;
             }
-            if let Some(why) = differ(&p, &k) {
+            let ordered = instant && (q.starts_with("sort(") || q.starts_with("sort_desc("));
+            let steps: Vec<i64> = if instant { vec![s] } else { (0..=(e - s) / step).map(|i| s + i * step).collect() };
+            // (Prometheus's mean drifted, its ln was wrong), where kansoku
+            // answers differently on purpose.
+            let deliberate =
+                exact_mean(&q, &data, &k, &p, &steps).map(|r| r.map(|drifted| (drifted, false))).or_else(|| {
+                    right_ln(&q, &engine, &k, &p, (s, e, step, instant)).map(|r| r.map(|wrong| (false, wrong)))
+                });
+            match deliberate {
+                Some(Ok((mean_drifted, ln_wrong))) => {
+                    drifted += usize::from(mean_drifted);
+                    go_log_wrong += usize::from(ln_wrong);
+                    continue;
+                }
+                Some(Err(why)) => {
+                    failures.push(format!("{q} @ {s}..{e} step {step}: {why}"));
+                    continue;
+                }
+                None => {}
+            }
+            if let Some(why) = differ(&p, &k, ordered) {
                 failures.push(format!("{q} @ {s}..{e} step {step}: {why}"));
             }
         }
     }
     let passed = total - failures.len();
     eprintln!("promql differential: {passed}/{total} queries equal ({non_empty} with data in Prometheus)");
-    for f in failures.iter().take(40) {
-        eprintln!("DIFF {f}");
+    for f in failures.iter().take(60) {
+        eprintln!("DIFF {}", f.chars().take(400).collect::<String>());
     }
     assert!(non_empty > total / 2, "most queries should have data: {non_empty} of {total}");
+    // The documented difference is real: Prometheus 2.42's running mean
+    // drifts over values that cancel (else the docs are stale).
+    assert!(drifted > 0, "Prometheus 2.42 answered the exact mean everywhere: update docs/promql.md");
+    assert!(go_log_wrong > 0, "Prometheus 2.42 answered ln of subnormals right: update docs/promql.md");
     assert!(failures.is_empty(), "{} of {total} queries differ from Prometheus (first above)", failures.len());
 }

@@ -91,7 +91,7 @@ impl Tier {
             t.ts.push(start);
             t.min.push(v().fold(f64::INFINITY, f64::min));
             t.max.push(v().fold(f64::NEG_INFINITY, f64::max));
-            let sum = v().sum();
+            let sum = compensated_sum(v());
             t.sum.push(scale.map_or(sum, |k| round_decimal(sum, k)));
             t.count.push(count as f64);
         }
@@ -134,4 +134,17 @@ impl Tier {
             TierAgg::Count => (&mut self.ts, &mut self.count),
         }
     }
+}
+
+/// The sum of `vals` with Neumaier's compensation (as Prometheus adds a
+/// window): a period's sum is then its exact sum rounded once, not a plain
+/// sum's accumulated rounding (1e16, 1, −1e16 sums to 1, not 0).
+fn compensated_sum(vals: impl Iterator<Item = f64>) -> f64 {
+    let (mut sum, mut c) = (0.0f64, 0.0f64);
+    for x in vals {
+        let t = sum + x;
+        c += if sum.abs() >= x.abs() { (sum - t) + x } else { (x - t) + sum };
+        sum = t;
+    }
+    if sum.is_finite() { sum + c } else { sum }
 }
