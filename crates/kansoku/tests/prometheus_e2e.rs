@@ -212,6 +212,10 @@ fn prometheus_federates_kansoku_histograms() {
         meta.contains("histogram")
     });
     assert!(meta.contains(r#""type":"histogram""#), "{meta}");
+    // kansoku's own metadata of the family says what Prometheus's says.
+    let ours = http_get(&kansoku.addr, "/prometheus/api/v1/metadata?metric=lat_seconds").1;
+    let parse = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap()["data"].take();
+    assert_eq!(parse(&meta), parse(&ours), "metadata");
     let t = now_ms as f64 / 1000.0 + 1.0;
     // Prometheus adds job and instance; the rest is as kansoku has it.
     let strip = |m: BTreeMap<String, f64>| -> BTreeMap<String, f64> {
@@ -238,4 +242,90 @@ fn prometheus_federates_kansoku_histograms() {
         assert_eq!(theirs, ours, "{q}");
     }
     assert_eq!(vector(&prom, "", "count(lat_seconds_bucket)", t).values().next(), Some(&8.0));
+}
+
+/// Prometheus's JSON, written the same (issue 43): the same samples in
+/// kansoku and (by remote read) in a real Prometheus; the same requests to
+/// both — values past 1e21 and below 1e-6, subnormals, −0, NaN and ±Inf in
+/// vectors, matrices and scalars; query times finer than a millisecond;
+/// `format_query` and `query_exemplars` — and the same `data`, byte for
+/// byte in each value's text.
+#[test]
+fn prometheus_and_kansoku_write_the_same_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let kansoku =
+        common::start(&["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], &dir.path().join("data"));
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let values = [1e300, 5e-324, -1.5e-7, 1e21, 123.5, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e-6, 0.1];
+    let names: Vec<String> = (0..values.len()).map(|i| i.to_string()).collect();
+    let series: Vec<promql::remote_write::SeriesSamples<'_>> = values
+        .iter()
+        .zip(&names)
+        .map(|(&v, n)| {
+            (vec![("__name__", "fmt"), ("v", n.as_str())], (0..30).map(|k| (now_ms - 30_000 + k * 1000, v)).collect())
+        })
+        .collect();
+    let body = promql::remote_write::encode(&series);
+    let (status, text) =
+        common::http_post(&kansoku.addr, "/prometheus/api/v1/write", "Content-Encoding: snappy\r\n", &body);
+    assert_eq!(status, 204, "{text}");
+    let (_prom, prom) = prometheus(
+        dir.path(),
+        &format!("remote_read:\n  - url: http://{}/prometheus/api/v1/read\n    read_recent: true\n", kansoku.addr),
+    );
+    // `data`, with a vector's or matrix's series in label order (their
+    // order is not part of the answer).
+    let data = |addr: &str, prefix: &str, path_and_query: &str| -> (u16, serde_json::Value) {
+        let (status, body) = http_get(addr, &format!("{prefix}{path_and_query}"));
+        let mut v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        if let Some(result) = v.get_mut("data").and_then(|d| d.get_mut("result")).and_then(|r| r.as_array_mut()) {
+            result.sort_by_key(|s| s["metric"].to_string());
+        }
+        let d = if v["status"] == "success" { v["data"].take() } else { v["errorType"].take() };
+        (status, d)
+    };
+    let t = now_ms / 1000 - 5;
+    let queries = [
+        format!("/api/v1/query?query=fmt&time={t}"),
+        format!("/api/v1/query?query={}&time={t}", enc("-fmt")),
+        format!("/api/v1/query?query=fmt&time={t}.9996"),
+        format!("/api/v1/query?query={}&time={t}.0004", enc("timestamp(fmt)")),
+        format!("/api/v1/query?query={}&time={t}.9996", enc("time()")),
+        format!("/api/v1/query?query={}&time={t}.9996", enc("minute()")),
+        format!("/api/v1/query?query={}&time={t}", enc("scalar(fmt{v=\"0\"})")),
+        format!("/api/v1/query?query={}&time={t}", enc("scalar(fmt{v=\"1\"})")),
+        format!("/api/v1/query?query={}&time={t}", enc("scalar(fmt{v=\"3\"})")),
+        format!("/api/v1/query?query={}&time={t}", enc("fmt[3s]")),
+        format!("/api/v1/query_range?query=fmt&start={}.0004&end={t}.9996&step=0.7", t - 10),
+        format!("/api/v1/query_range?query={}&start={}&end={t}&step=1.0015", enc("fmt * 1e-300"), t - 10),
+        format!("/api/v1/query_range?query={}&start={}&end={t}&step=2", enc("time() + 0.5"), t - 10),
+        format!("/api/v1/query_exemplars?query=fmt&start={}&end={t}", t - 10),
+        format!("/api/v1/query_exemplars?query={}&start={}&end={t}", enc("sum("), t - 10),
+        format!(
+            "/api/v1/format_query?query={}",
+            enc("sum by(v)(rate(fmt{v=~\"1|2\"}[5m]))/ignoring(v)group_left sum(fmt)")
+        ),
+        format!("/api/v1/format_query?query={}", enc("  fmt  offset 5m  ")),
+        format!(
+            "/api/v1/format_query?query={}",
+            enc(
+                "histogram_quantile(0.9, sum by (le, job) (rate(http_request_duration_seconds_bucket{job=\"api\", handler=~\"/v1/.*\"}[5m]))) > 0.5"
+            )
+        ),
+        format!("/api/v1/format_query?query={}", enc("sum(")),
+    ];
+    for q in &queries {
+        let (theirs, ours) = (data(&prom, "", q), data(&kansoku.addr, "/prometheus", q));
+        assert_eq!(theirs, ours, "{q}");
+    }
+    // The answers hold what the test is about.
+    let (_, first) = data(&kansoku.addr, "/prometheus", &queries[0]);
+    let text = first.to_string();
+    for want in ["\"1e+300\"", "\"5e-324\"", "\"-1.5e-07\"", "\"1e+21\"", "\"NaN\"", "\"-Inf\"", "\"0.000001\""] {
+        assert!(text.contains(want), "{want} in {text}");
+    }
+    let (_, scalar) = data(&kansoku.addr, "/prometheus", &queries[6]);
+    assert_eq!(scalar["result"][1].as_str().map(str::len), Some(301), "a scalar is written without an exponent");
+    let (_, time) = data(&kansoku.addr, "/prometheus", &queries[4]);
+    assert_eq!(time["result"][0].as_f64(), Some((t + 1) as f64), "…59.9996 is the next second");
 }

@@ -20,7 +20,12 @@ fn filled(dir: &std::path::Path, tiers: Vec<i64>) -> Store {
         let t = T0 + i * 700_000_000;
         let mut b = Batch::new(Timestamp(t));
         if i == 0 {
-            b.defs = vec![(0, SeriesKey::new("g", [("k", "a")])), (1, SeriesKey::new("g", [("k", "b")]))];
+            b.defs = vec![
+                (0, SeriesKey::new("g", [("k", "a")])),
+                (1, SeriesKey::new("g", [("k", "b")])),
+                (2, SeriesKey::new("g", [("k", "cancel")])),
+                (3, SeriesKey::new("g", [("k", "huge")])),
+            ];
         }
         let a = match i {
             500..=510 => stale,
@@ -28,7 +33,12 @@ fn filled(dir: &std::path::Path, tiers: Vec<i64>) -> Store {
             1_500 => f64::INFINITY,
             _ => ((i * 37) % 101) as f64 - 50.0 + 0.125,
         };
-        b.points = vec![(0, a), (1, (i % 13) as f64 * 1.5)];
+        // Issue 43: sums that depend on the order of adding (a plain sum
+        // of a period loses the 1s), and sums that overflow where the
+        // values and their mean do not.
+        let cancel = [1e16, 1.0, -1e16, 3.0, 1.0][i as usize % 5];
+        let huge = 1.6e308 * (1.0 - (i % 7) as f64 * 1e-3);
+        b.points = vec![(0, a), (1, (i % 13) as f64 * 1.5), (2, cancel), (3, huge)];
         store.append(&mut app, &b).unwrap();
         if i == 2_000 {
             store.flush().unwrap();
@@ -81,4 +91,21 @@ fn tiered_windows_answer_as_raw_samples_do() {
         }
     }
     assert_eq!(compared, 75);
+    // The cancelling series' windows are exact (a plain sum of each period
+    // loses the 1s: off by hundreds).
+    let q = "sum_over_time(g{k=\"cancel\"}[17m])";
+    let a = Engine::new(&tiered).range(q, start, end, 61 * SEC).unwrap();
+    for (labels, pts) in points(&a.value) {
+        for (i, p) in pts.iter().enumerate() {
+            let t = start + i as i64 * 61 * SEC;
+            // Samples at 700 ms from T0 in [t − 17m, t]: their sum, exactly.
+            let from = (t - 17 * 60 * SEC - T0).max(0);
+            let (lo, hi) = ((from + 699_999_999) / 700_000_000, (t - T0) / 700_000_000);
+            let want: f64 =
+                (lo..=hi.min(3_429)).map(|k| [1e16, 1.0, -1e16, 3.0, 1.0][k as usize % 5] as i128).sum::<i128>() as f64;
+            // Exact, to the last bit or two of a sum near 1e16.
+            let got = p.expect("a sum");
+            assert!((got - want).abs() <= 4.0 * f64::EPSILON * want.abs().max(1.0), "{labels} point {i}: {got} {want}");
+        }
+    }
 }
