@@ -66,6 +66,7 @@ bench: build
 	scripts/bench-store-peers.sh /tmp/kansoku-bench-store
 	scripts/bench-write-peers.py $(BIN)
 	$(CARGO) run --release --locked -p promql --example tier_speed
+	$(BIN) lab promql --span 40m --repeat 5
 	$(BIN) lab transfer --agents 1,5,20 --intervals 100ms,10ms --duration 20s
 	$(BIN) lab transfer --cores 1,2,4,8,14,16,28 --rounds 10 --out /tmp/kansoku-replay.json
 	$(BIN) lab interference --repeat 2 --out /tmp/kansoku-interference.json

@@ -16,12 +16,18 @@ const DOCS: [&str; 3] = [
 ];
 
 /// A metric family's metadata, as Prometheus answers it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
-    #[serde(rename = "type")]
     pub kind: &'static str,
     pub help: String,
     pub unit: &'static str,
+}
+
+impl Meta {
+    /// `{"type", "help", "unit"}`, as Prometheus writes it.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({ "type": self.kind, "help": self.help, "unit": self.unit })
+    }
 }
 
 /// What the docs say of each series: exact names from their tables, and

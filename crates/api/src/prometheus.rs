@@ -736,7 +736,7 @@ pub async fn metadata(State(st): State<ApiState>, RawQuery(q): RawQuery) -> Resp
             .into_iter()
             .filter(|(family, _)| metric.is_empty() || *family == metric)
             .take(limit.filter(|&l| l >= 0).map_or(usize::MAX, |l| l as usize))
-            .map(|(family, meta)| (family, json!([meta])))
+            .map(|(family, meta)| (family, json!([meta.json()])))
             .collect();
         Ok(success(Value::Object(out)))
     };

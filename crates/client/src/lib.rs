@@ -5,7 +5,9 @@
 
 use anyhow::{Context, bail};
 
-fn agent() -> ureq::Agent {
+/// An HTTP agent that answers error statuses as responses (their bodies
+/// say why), not as errors.
+pub fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).build().into()
 }
 

@@ -73,6 +73,9 @@ enum LabCmd {
     /// The store's budgets: series ingest, range query, event size, event
     /// ingest and top-N queries (peers: scripts/bench-store-peers.sh).
     Store(lab::store_bench::Args),
+    /// PromQL's heavier range queries (long windows at 100 ms steps) in
+    /// kansoku and a real Prometheus on the same data: times and answers.
+    Promql(lab::promql_bench::Args),
     /// The store at scale beside the embedded store, same data, same run:
     /// CPU a sample (kansoku's writer and clickhouse-server), bytes a sample
     /// on disk, a range query (docs/scale.md).
@@ -199,6 +202,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::Compare(args)) => lab::experiment::compare(&args),
         Cmd::Lab(LabCmd::Snmp(args)) => lab::snmp_bench::run(&args),
         Cmd::Lab(LabCmd::Store(args)) => lab::store_bench::run(&args),
+        Cmd::Lab(LabCmd::Promql(args)) => lab::promql_bench::run(&args),
         Cmd::Lab(LabCmd::Clickhouse(args)) => lab::clickhouse_bench::run(&args),
         Cmd::Lab(LabCmd::Transfer(args)) => lab::transfer::run(&args),
         Cmd::Lab(LabCmd::Interference(args)) => lab::interference::run(&args),

@@ -24,6 +24,18 @@ fn prometheus(dir: &std::path::Path, config: &str) -> (Killed, String) {
     (common::peer(cmd, "Server is ready to receive web requests"), format!("127.0.0.1:{port}"))
 }
 
+/// Posts a remote-write body to kansoku at `addr`: stored (204).
+fn remote_write(addr: &str, body: &[u8]) {
+    let (status, text) = common::http_post(addr, "/prometheus/api/v1/write", "Content-Encoding: snappy\r\n", body);
+    assert_eq!(status, 204, "{text}");
+}
+
+/// A real Prometheus reading kansoku at `addr` by remote read, recent
+/// samples too.
+fn prometheus_reading(dir: &std::path::Path, addr: &str) -> (Killed, String) {
+    prometheus(dir, &format!("remote_read:\n  - url: http://{addr}/prometheus/api/v1/read\n    read_recent: true\n"))
+}
+
 /// A PromQL instant query of a range vector as labels -> [(time, value)].
 fn matrix(addr: &str, prefix: &str, q: &str, t: f64) -> BTreeMap<String, Vec<(f64, String)>> {
     let (status, body) = http_get(addr, &format!("{prefix}/api/v1/query?query={}&time={t:.3}", enc(q)));
@@ -142,13 +154,8 @@ fn prometheus_reads_kansoku_by_remote_read() {
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     let samples: Vec<(i64, f64)> = (0..30).map(|i| (now_ms - 35_000 + i * 1000, (i * i) as f64 / 7.0)).collect();
     let body = promql::remote_write::encode(&[(vec![("__name__", "rr_metric"), ("src", "kansoku")], samples.clone())]);
-    let (status, text) =
-        common::http_post(&kansoku.addr, "/prometheus/api/v1/write", "Content-Encoding: snappy\r\n", &body);
-    assert_eq!(status, 204, "{text}");
-    let (_prom, prom) = prometheus(
-        dir.path(),
-        &format!("remote_read:\n  - url: http://{}/prometheus/api/v1/read\n    read_recent: true\n", kansoku.addr),
-    );
+    remote_write(&kansoku.addr, &body);
+    let (_prom, prom) = prometheus_reading(dir.path(), &kansoku.addr);
     let t = now_ms as f64 / 1000.0;
     let from_prometheus = matrix(&prom, "", "rr_metric[1m]", t);
     let from_kansoku = matrix(&kansoku.addr, "/prometheus", "rr_metric[1m]", t);
@@ -194,9 +201,7 @@ fn prometheus_federates_kansoku_histograms() {
         .map(|(l, v)| (l.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(), vec![(now_ms, *v)]))
         .collect();
     let body = promql::remote_write::encode(&owned);
-    let (status, text) =
-        common::http_post(&kansoku.addr, "/prometheus/api/v1/write", "Content-Encoding: snappy\r\n", &body);
-    assert_eq!(status, 204, "{text}");
+    remote_write(&kansoku.addr, &body);
     let (_prom, prom) = prometheus(
         dir.path(),
         &format!(
@@ -266,13 +271,8 @@ fn prometheus_and_kansoku_write_the_same_json() {
         })
         .collect();
     let body = promql::remote_write::encode(&series);
-    let (status, text) =
-        common::http_post(&kansoku.addr, "/prometheus/api/v1/write", "Content-Encoding: snappy\r\n", &body);
-    assert_eq!(status, 204, "{text}");
-    let (_prom, prom) = prometheus(
-        dir.path(),
-        &format!("remote_read:\n  - url: http://{}/prometheus/api/v1/read\n    read_recent: true\n", kansoku.addr),
-    );
+    remote_write(&kansoku.addr, &body);
+    let (_prom, prom) = prometheus_reading(dir.path(), &kansoku.addr);
     // `data`, with a vector's or matrix's series in label order (their
     // order is not part of the answer).
     let data = |addr: &str, prefix: &str, path_and_query: &str| -> (u16, serde_json::Value) {

@@ -37,7 +37,7 @@ pub mod workloads;
 pub use cluster::{interference, replay, report, transfer};
 pub use cost::{collector_cost, snmp_bench, trace_cost, up_cost};
 pub use robustness::{hostile, soak};
-pub use storage::{clickhouse_bench, store_bench};
+pub use storage::{clickhouse_bench, promql_bench, store_bench};
 pub use workloads::{diagnose, experiment, latency, limits, load};
 
 /// The machine an experiment ran on: CPU model, cores, kernel.

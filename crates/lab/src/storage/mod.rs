@@ -1,6 +1,8 @@
 //! The store's figures: bytes per sample, ingest, range and tier queries,
 //! events, beside Prometheus, VictoriaMetrics and InfluxDB (`store_bench`),
-//! and ClickHouse at scale (`clickhouse_bench`).
+//! and ClickHouse at scale (`clickhouse_bench`); PromQL's range queries
+//! beside Prometheus's (`promql_bench`).
 
 pub mod clickhouse_bench;
+pub mod promql_bench;
 pub mod store_bench;
