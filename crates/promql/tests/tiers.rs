@@ -74,7 +74,9 @@ fn tiered_windows_answer_as_raw_samples_do() {
     let mut compared = 0;
     for f in ["sum", "count", "avg", "min", "max"] {
         for r in ["4s", "7s", "4m", "5m13s", "17m"] {
-            for step in [SEC, 7 * SEC + 1, 61 * SEC] {
+            // Dense steps read raw samples (their edges cover the range);
+            // sparse ones whole periods and edges.
+            for step in [SEC, 7 * SEC + 1, 61 * SEC, 301 * SEC, 181 * SEC + 7] {
                 let q = format!("{f}_over_time(g[{r}])");
                 let a = Engine::new(&tiered).range(&q, start, end, step).unwrap();
                 let b = Engine::new(&raw).range(&q, start, end, step).unwrap();
@@ -90,14 +92,14 @@ fn tiered_windows_answer_as_raw_samples_do() {
             }
         }
     }
-    assert_eq!(compared, 75);
+    assert_eq!(compared, 125);
     // The cancelling series' windows are exact (a plain sum of each period
     // loses the 1s: off by hundreds).
     let q = "sum_over_time(g{k=\"cancel\"}[17m])";
-    let a = Engine::new(&tiered).range(q, start, end, 61 * SEC).unwrap();
+    let a = Engine::new(&tiered).range(q, start, end, 301 * SEC).unwrap();
     for (labels, pts) in points(&a.value) {
         for (i, p) in pts.iter().enumerate() {
-            let t = start + i as i64 * 61 * SEC;
+            let t = start + i as i64 * 301 * SEC;
             // Samples at 700 ms from T0 in [t − 17m, t]: their sum, exactly.
             let from = (t - 17 * 60 * SEC - T0).max(0);
             let (lo, hi) = ((from + 699_999_999) / 700_000_000, (t - T0) / 700_000_000);

@@ -44,9 +44,9 @@ pub struct Args {
 
 /// `kansoku server` of `binary` on the data directory `data`: (the process,
 /// its Prometheus API base URL).
-fn serve(binary: &Path, data: &Path) -> anyhow::Result<(Proc, String)> {
+fn serve(binary: &Path, data: &Path, extra: &[&str]) -> anyhow::Result<(Proc, String)> {
     let mut cmd = Command::new(binary);
-    cmd.args(["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0", "--data"]).arg(data);
+    cmd.args(["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0", "--data"]).arg(data).args(extra);
     let mut proc = Proc::spawn(cmd)?;
     let line = proc.wait_for("listening on http://")?;
     let http = line.split("listening on http://").nth(1).and_then(|r| r.split([',', ' ']).next()).context("address")?;
@@ -190,11 +190,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .arg("--storage.tsdb.retention.time=100y");
     let mut prom = Proc::spawn(cmd)?;
     prom.wait_for("Server is ready to receive web requests")?;
-    let (kansoku, kbase) = serve(&std::env::current_exe()?, &kdir)?;
+    let exe = std::env::current_exe()?;
+    let (kansoku, kbase) = serve(&exe, &kdir, &[])?;
     let pbase = format!("http://127.0.0.1:{port}");
     result!("promql: {samples} samples ({} series), {}", METRICS.len() * args.series, crate::machine_line());
     // (query, range back from the end, step in ms).
-    let queries: [(&str, i64, i64); 6] = [
+    let queries: [(&str, i64, i64); 8] = [
+        // Long windows at whole-minute steps: whole tier periods and
+        // (nearly) no ragged edges.
+        ("avg_over_time(fast[30m])", 600, 60_000),
+        ("max_over_time(gauge[30m])", 600, 60_000),
+        // Dense steps: the edges cover the range, raw samples answer.
         ("avg_over_time(fast[5m])", 300, 100),
         ("max_over_time(gauge[5m])", 300, 100),
         ("sum_over_time(fast[10m])", 600, 1_000),
@@ -229,15 +235,24 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         times.push((q, path));
     }
     kansoku.stop();
-    // The other build, after (one server at a time: 2 cores).
-    if let Some(also) = &args.also {
-        let (other, obase) = serve(also, &kdir)?;
+    // The same build reading raw samples only (`--tiers none`: the tier
+    // path must never be slower), then the other build (one server at a
+    // time: 2 cores).
+    let others = std::iter::once((exe.clone(), "raw samples only", vec!["--tiers", "none"]))
+        .chain(args.also.iter().map(|a| (a.clone(), "--also", vec![])));
+    for (binary, what, extra) in others {
+        let (other, obase) = serve(&binary, &kdir, &extra)?;
         for (q, path) in &times {
             timed(&obase, path, 1)?;
             let (o_ms, o_body) = timed(&obase, path, args.repeat)?;
             let (_, p_body) = timed(&pbase, path, 1)?;
             let same = equal(&answer(&p_body)?, &answer(&o_body)?);
-            result!("{q:<28} {}: {o_ms:>8.1} ms {}", also.display(), if same { "equal" } else { "different" });
+            all_equal &= same || what == "--also";
+            result!(
+                "{q:<28} {what} ({}): {o_ms:>8.1} ms {}",
+                binary.display(),
+                if same { "equal" } else { "DIFFERENT" }
+            );
         }
         other.stop();
     }
