@@ -34,12 +34,15 @@ pub struct InfluxStats {
     pub string_fields_dropped: AtomicU64,
     /// Writes refused whole for creating too many new series.
     pub series_limit_refused: AtomicU64,
+    /// Points not stored: at or before their series' newest time (answered
+    /// as a partial write).
+    pub points_refused_out_of_order: AtomicU64,
     pub queries: AtomicU64,
 }
 
 impl InfluxStats {
     /// `influx` in `/api/v1/status`, `kansoku_influx_*` in `/metrics`.
-    pub fn report(&self) -> [Figure; 6] {
+    pub fn report(&self) -> [Figure; 7] {
         let n = |a: &AtomicU64| a.load(Relaxed);
         [
             Figure::counter("writes", n(&self.writes)),
@@ -47,6 +50,7 @@ impl InfluxStats {
             Figure::counter("bad_lines", n(&self.bad_lines)),
             Figure::counter("string_fields_dropped", n(&self.string_fields_dropped)),
             Figure::counter("series_limit_refused", n(&self.series_limit_refused)),
+            Figure::counter("points_refused_out_of_order", n(&self.points_refused_out_of_order)),
             Figure::counter("queries", n(&self.queries)),
         ]
     }
@@ -174,22 +178,39 @@ pub async fn write(
         s.writes.fetch_add(1, Relaxed);
         s.bad_lines.fetch_add(parsed.n_errors as u64, Relaxed);
         s.string_fields_dropped.fetch_add(parsed.string_fields, Relaxed);
-        match store_points(&store, &influx, &live, &parsed.points, writer.as_deref())? {
-            Ok(()) => s.points.fetch_add(parsed.points.points.len() as u64, Relaxed),
+        let older = match store_points(&store, &influx, &live, &parsed.points, writer.as_deref())? {
+            Ok(older) => {
+                s.points.fetch_add(parsed.points.points.len() as u64 - older, Relaxed);
+                s.points_refused_out_of_order.fetch_add(older, Relaxed);
+                older
+            }
             Err(refused) => {
                 s.series_limit_refused.fetch_add(1, Relaxed);
                 return Ok(Err(refused));
             }
         };
-        Ok::<_, store::StoreError>(Ok((parsed.errors, parsed.n_errors)))
+        Ok::<_, store::StoreError>(Ok((parsed.errors, parsed.n_errors, older)))
     })
     .await;
     match result {
         Ok(Ok(Err(refused))) => influx_error(StatusCode::BAD_REQUEST, refused),
-        Ok(Ok(Ok((errors, _)))) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
-        Ok(Ok(Ok((errors, n_errors)))) => {
-            let more = if n_errors > 1 { format!(" (and {} more bad lines)", n_errors - 1) } else { String::new() };
-            influx_error(StatusCode::BAD_REQUEST, format!("partial write: {}{more}", errors[0]))
+        Ok(Ok(Ok((errors, _, 0)))) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
+        Ok(Ok(Ok((errors, n_errors, older)))) => {
+            // As influxd answers a write it kept only in part: 400, what
+            // was dropped and how many (`dropped=N`), never 204 for a point
+            // not kept (issue 49).
+            let mut why = Vec::new();
+            if let Some(first) = errors.first() {
+                let more = if n_errors > 1 { format!(" (and {} more bad lines)", n_errors - 1) } else { String::new() };
+                why.push(format!("{first}{more}"));
+            }
+            if older > 0 {
+                why.push(format!(
+                    "{older} points at or before their series' newest time were not stored (kansoku keeps each series in time order and takes no out-of-order points or rewrites yet)"
+                ));
+            }
+            let dropped = n_errors as u64 + older;
+            influx_error(StatusCode::BAD_REQUEST, format!("partial write: {} dropped={dropped}", why.join("; ")))
         }
         Ok(Err(e)) => influx_error(StatusCode::SERVICE_UNAVAILABLE, format!("cannot store now: {e}")),
         Err(e) => influx_error(StatusCode::INTERNAL_SERVER_ERROR, format!("write task: {e}")),
@@ -197,8 +218,10 @@ pub async fn write(
 }
 
 /// Stores points on behalf of `writer` (none without tokens), each
-/// acknowledged append sent to the live tail: `Ok(Err(why))` when the
-/// write is refused whole for creating too many series — more than
+/// acknowledged append sent to the live tail: `Ok(Ok(n))` with the points
+/// the store refused (at or before their series' newest time, another
+/// value: the writer must hear of them); `Ok(Err(why))` when the write is
+/// refused whole for creating too many series — more than
 /// [`WRITE_NEW_SERIES_MAX`] in one request, or past the writer's limit.
 /// Shared by `/write` and Prometheus remote write.
 pub(crate) fn store_points(
@@ -207,7 +230,7 @@ pub(crate) fn store_points(
     live: &tokio::sync::broadcast::Sender<Arc<store::Appended>>,
     points: &influx::Points,
     writer: Option<&str>,
-) -> Result<Result<(), String>, store::StoreError> {
+) -> Result<Result<u64, String>, store::StoreError> {
     // One request may not invent more than so many series: a flood of new
     // series costs memory for as long as the data is kept.
     let distinct: BTreeSet<&model::SeriesKey> = points.keys.iter().collect();
@@ -228,10 +251,14 @@ pub(crate) fn store_points(
         }
         *n += new;
     }
+    let mut refused = 0u64;
     for a in influx::write(store, points)? {
-        let _ = live.send(Arc::new(a));
+        refused += u64::from(a.refused);
+        if !a.points.is_empty() {
+            let _ = live.send(Arc::new(a));
+        }
     }
-    Ok(Ok(()))
+    Ok(Ok(refused))
 }
 
 pub async fn query(

@@ -227,7 +227,9 @@ async fn live_tail_pushes_new_points() {
     assert!(first.starts_with("event: series") && first.contains("node_load1"), "{first}");
     // An append published by the writer reaches the subscriber.
     let id = st.store.series(&model::Selector::parse("node_load1").unwrap())[0].0;
-    st.live.send(Arc::new(store::Appended { time: Timestamp(T0 + 60 * STEP), points: vec![(id, 42.0)] })).unwrap();
+    st.live
+        .send(Arc::new(store::Appended { time: Timestamp(T0 + 60 * STEP), points: vec![(id, 42.0)], refused: 0 }))
+        .unwrap();
     let next = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
     assert!(next.starts_with("event: points") && next.contains("\"values\":[42.0]"), "{next}");
 }
@@ -596,4 +598,64 @@ async fn relative_ranges_follow_the_state_s_clock() {
     assert_eq!(v["times"].as_array().map(Vec::len), Some(0), "{v}");
     let (_, v) = get(&st, "/prometheus/api/v1/query?query=node_load1").await;
     assert_eq!(v["data"]["result"].as_array().map(Vec::len), Some(0), "{v}");
+}
+
+/// Issue 49: a point the store does not keep (older than its series'
+/// newest, or a rewrite of it with another value) was answered 204 and
+/// dropped. The writer is told — InfluxDB's partial write on `/write`,
+/// Prometheus's "out of order sample" on remote write — the rest of the
+/// request is stored, and a repeat of the newest point is still a 204.
+#[tokio::test]
+async fn points_not_kept_are_never_answered_204() {
+    let (_d, st) = fixture();
+    let write = |body: &'static str| {
+        let st = st.clone();
+        async move {
+            let resp = api::router(st).oneshot(Request::post("/write?db=d").body(Body::from(body)).unwrap()).await;
+            let resp = resp.unwrap();
+            let status = resp.status();
+            let text = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+            (status, String::from_utf8_lossy(&text).into_owned())
+        }
+    };
+    assert_eq!(write("ooo v=2 1800000020000000000").await.0, StatusCode::NO_CONTENT);
+    let (s, why) = write("ooo v=1 1800000010000000000").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(why.contains("partial write") && why.contains("dropped=1"), "{why}");
+    let (s, why) = write("ooo v=9 1800000020000000000").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "a rewrite with another value: {why}");
+    assert_eq!(write("ooo v=2 1800000020000000000").await.0, StatusCode::NO_CONTENT, "the same point again");
+    // One new point, one old, one bad line: the new one is stored.
+    let (s, why) = write("ooo v=3 1800000030000000000\nooo v=0 1800000005000000000\nooo v=\n").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(
+        why.contains("unable to parse") && why.contains("1 points at or before") && why.contains("dropped=2"),
+        "{why}"
+    );
+    let (_, b) = request(&st, "GET", "/prometheus/api/v1/query?query=ooo_v%5B1m%5D&time=1800000030", "").await;
+    assert_eq!(b["data"]["result"][0]["values"], serde_json::json!([[1_800_000_020i64, "2"], [1_800_000_030i64, "3"]]));
+    let (_, status) = get(&st, "/api/v1/status").await;
+    assert_eq!(status["influx"]["points_refused_out_of_order"], 3, "{status}");
+    assert_eq!(status["store"]["out_of_order_dropped"], 3, "{status}");
+
+    let remote = |samples: Vec<(i64, f64)>| {
+        let st = st.clone();
+        async move {
+            let body = promql::remote_write::encode(&[(vec![("__name__", "rw_ooo")], samples)]);
+            let req = Request::post("/prometheus/api/v1/write")
+                .header("content-encoding", "snappy")
+                .body(Body::from(body))
+                .unwrap();
+            let resp = api::router(st).oneshot(req).await.unwrap();
+            let status = resp.status();
+            let text = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+            (status, String::from_utf8_lossy(&text).into_owned())
+        }
+    };
+    let t = T0 / 1_000_000;
+    assert_eq!(remote(vec![(t + 2000, 1.0)]).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(remote(vec![(t + 2000, 1.0)]).await.0, StatusCode::NO_CONTENT, "a resent sample");
+    let (s, why) = remote(vec![(t + 1000, 5.0), (t + 3000, 2.0)]).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(why.contains("out of order sample") && why.contains("the other 1 were stored"), "{why}");
 }

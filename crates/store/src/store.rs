@@ -225,12 +225,23 @@ pub struct DiskUsage {
     pub head_samples: u64,
 }
 
-/// What an append stored, in store series ids, for live subscribers.
+/// What an append stored, in store series ids, for live subscribers; and
+/// how many of its points were refused.
 #[derive(Debug, Clone)]
 pub struct Appended {
     pub time: Timestamp,
     pub points: Vec<(u32, f64)>,
+    /// Points not stored: at or before their series' newest time with
+    /// another value (out of order, or a rewrite). The store keeps each
+    /// series in time order; a writer must be told (counted in
+    /// `out_of_order_dropped` too). A repeat of the newest point with the
+    /// same value is not refused: it is already kept.
+    pub refused: u32,
 }
+
+/// `State::last_v` where the newest value is not known (a NaN no writer
+/// sends: all bits set).
+const UNKNOWN_VALUE: u64 = u64::MAX;
 
 /// Maps one sender's series ids (see [`model::Batch`]) to store ids.
 #[derive(Debug, Default)]
@@ -308,7 +319,10 @@ impl Block {
             };
             rank += 1;
             id_at[i] = Some(id);
-            st.last_t[id as usize] = st.last_t[id as usize].max(e.max_t);
+            if e.max_t > st.last_t[id as usize] {
+                st.last_t[id as usize] = e.max_t;
+                st.last_v[id as usize] = UNKNOWN_VALUE;
+            }
             by_id.insert(id, i);
             raw_samples += u64::from(e.n_samples);
         }
@@ -349,6 +363,9 @@ struct State {
     collided: HashMap<SeriesKey, u32>,
     /// Newest timestamp stored per series, across head and blocks.
     last_t: Vec<i64>,
+    /// The bits of the value stored at `last_t` by this process
+    /// ([`UNKNOWN_VALUE`] when it came from a block).
+    last_v: Vec<u64>,
     head: Head,
     /// The generation being written to a block; still queryable meanwhile.
     frozen: Option<Arc<Head>>,
@@ -393,6 +410,7 @@ impl State {
             }
         }
         self.last_t.push(i64::MIN);
+        self.last_v.push(UNKNOWN_VALUE);
         id
     }
 }
@@ -726,16 +744,20 @@ impl Store {
             for (batch, (time, range)) in batches.iter().zip(&rounds) {
                 let time = *time;
                 let mut stored = Vec::with_capacity(range.len());
+                let mut refused = 0u32;
                 for &(id, v) in &points[range.clone()] {
-                    if st.last_t[id as usize] < time && st.head.push(id, time, v) {
-                        st.last_t[id as usize] = time;
+                    let i = id as usize;
+                    if st.last_t[i] < time && st.head.push(id, time, v) {
+                        st.last_t[i] = time;
+                        st.last_v[i] = v.to_bits();
                         stored.push((id, v));
-                    } else {
+                    } else if !(st.last_t[i] == time && st.last_v[i] == v.to_bits()) {
                         ooo += 1;
+                        refused += 1;
                     }
                 }
                 n_stored += stored.len() as u64;
-                out.push(Appended { time: batch.time, points: stored });
+                out.push(Appended { time: batch.time, points: stored, refused });
             }
             let last = rounds.iter().filter(|r| !r.1.is_empty()).map(|r| r.0).max().unwrap_or(i64::MIN);
             let span = st.head.min_t().map_or(0, |m| last.saturating_sub(m));

@@ -192,6 +192,7 @@ impl Store {
         let mut push = |st: &mut State, id: u32, time: i64, v: f64| {
             if st.last_t[id as usize] < time && st.head.push(id, time, v) {
                 st.last_t[id as usize] = time;
+                st.last_v[id as usize] = v.to_bits();
                 replayed += 1;
             }
         };
