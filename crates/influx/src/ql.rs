@@ -28,6 +28,8 @@ use crate::aggregate::{Fill, Grouping};
 #[derive(Debug)]
 pub enum Statement {
     ShowDatabases,
+    /// `SHOW RETENTION POLICIES [ON db]`.
+    ShowRetentionPolicies(Option<String>),
     ShowMeasurements(Option<NameMatch>),
     ShowTagKeys(Option<String>),
     ShowFieldKeys(Option<String>),
@@ -479,6 +481,11 @@ impl Parser {
         if self.eat_kw("DATABASES") {
             return Ok(Statement::ShowDatabases);
         }
+        if self.eat_kw("RETENTION") {
+            self.kw("POLICIES")?;
+            let on = if self.eat_kw("ON") { Some(self.ident("a database name")?) } else { None };
+            return Ok(Statement::ShowRetentionPolicies(on));
+        }
         if self.eat_kw("MEASUREMENTS") {
             let m = if self.eat_kw("WITH") {
                 self.kw("MEASUREMENT")?;
@@ -517,7 +524,7 @@ impl Parser {
             self.kw("KEY")?;
             return Ok(Statement::ShowTagValues { from, keys: self.name_match(true)? });
         }
-        Err(self.expected("DATABASES, MEASUREMENTS, SERIES, TAG KEYS, TAG VALUES or FIELD KEYS"))
+        Err(self.expected("DATABASES, RETENTION POLICIES, MEASUREMENTS, SERIES, TAG KEYS, TAG VALUES or FIELD KEYS"))
     }
 
     fn from(&mut self) -> Result<Option<String>, String> {

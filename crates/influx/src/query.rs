@@ -35,6 +35,26 @@ pub fn execute(
             let values: Vec<_> = names.into_iter().map(|n| json!([n])).collect();
             Ok(json!({"series": [{"name": "databases", "columns": ["name"], "values": values}]}))
         }
+        Statement::ShowRetentionPolicies(on) => {
+            let db = on.as_deref().map_or_else(need_db, Ok)?;
+            // kansoku keeps every point of a database alike (its retention is
+            // the store's): the default policy influxd creates, and those
+            // writes named (`rp=`), never expiring.
+            let mut rps: BTreeSet<String> = store
+                .series(&Selector {
+                    matchers: vec![
+                        model::Matcher::new("db", model::MatchOp::Equal, db).map_err(|e| e.to_string())?,
+                        model::Matcher::new("rp", model::MatchOp::NotEqual, "").map_err(|e| e.to_string())?,
+                    ],
+                })
+                .into_iter()
+                .filter_map(|(_, k)| k.get("rp").map(str::to_owned))
+                .collect();
+            rps.remove("autogen");
+            let mut values = vec![json!(["autogen", "0s", "168h0m0s", 1, true])];
+            values.extend(rps.into_iter().map(|rp| json!([rp, "0s", "168h0m0s", 1, false])));
+            Ok(json!({"series": [{"columns": ["name", "duration", "shardGroupDuration", "replicaN", "default"], "values": values}]}))
+        }
         Statement::ShowMeasurements(with) => {
             let names: BTreeSet<String> = db_series(store, need_db()?)?
                 .into_iter()
@@ -331,11 +351,24 @@ fn cmp_tag(v: &str, op: CmpOp, lit: &Lit) -> bool {
     }
 }
 
-/// The time column: `epoch` units, or RFC 3339.
+/// The time column: `epoch` units, or RFC 3339 as influxd writes it (Go's
+/// `RFC3339Nano`: trailing zeros of the fraction trimmed, none when whole).
 pub(crate) fn time_json(t: i64, epoch: Option<i64>) -> Value {
     match epoch {
         Some(unit) => json!(t / unit),
-        None => json!(Timestamp(t).to_string()),
+        None => json!(rfc3339_nano(t)),
+    }
+}
+
+/// `2026-01-01T00:00:05Z`, `…05.5Z`, `…05.000000001Z`.
+pub(crate) fn rfc3339_nano(t: i64) -> String {
+    let s = Timestamp(t).to_string();
+    match s.split_once('.') {
+        Some((whole, frac)) => {
+            let digits = frac.trim_end_matches('Z').trim_end_matches('0');
+            if digits.is_empty() { format!("{whole}Z") } else { format!("{whole}.{digits}Z") }
+        }
+        None => s,
     }
 }
 

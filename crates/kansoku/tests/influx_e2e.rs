@@ -209,6 +209,10 @@ fn influxql_answers_as_influxdb_does() {
         assert_eq!(s, 200, "{addr}: {body}");
         let (s, body) = post(addr, "/write?db=lab&precision=s", "", lines.as_bytes());
         assert_eq!(s, 204, "{addr}: {body}");
+        // Times off the second, for RFC 3339 answers (issue 49).
+        let frac = b"frac v=1 1767225600500000000\nfrac v=2 1767225601000000001\nfrac v=3 1767225602120000000\n";
+        let (s, body) = post(addr, "/write?db=lab", "", frac);
+        assert_eq!(s, 204, "{addr}: {body}");
     }
     let queries = [
         "SHOW MEASUREMENTS",
@@ -311,6 +315,30 @@ fn influxql_answers_as_influxdb_does() {
             differ.push(format!("{q}\n  kansoku  {}\n  influxdb {}", answers[0], answers[1]));
         }
     }
+    // Times as RFC 3339 (no `epoch`), as influxd writes them; what Grafana
+    // asks first.
+    let rfc3339 = [
+        "SELECT * FROM frac",
+        "SELECT load FROM cpu LIMIT 3",
+        "SELECT mean(load) FROM cpu WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(5s)",
+        "SELECT last(v) FROM frac",
+        "SHOW RETENTION POLICIES",
+        "SHOW RETENTION POLICIES ON lab",
+    ];
+    for q in rfc3339 {
+        let path = format!("/query?db=lab&q={}", common::enc(q));
+        let answers: Vec<serde_json::Value> = [&srv.addr, &influx]
+            .iter()
+            .map(|a| {
+                let (s, body) = http_get(a, &path);
+                assert_eq!(s, 200, "{a} {q}: {body}");
+                serde_json::from_str::<serde_json::Value>(&body).unwrap()["results"].clone()
+            })
+            .collect();
+        if answers[0] != answers[1] {
+            differ.push(format!("{q}\n  kansoku  {}\n  influxdb {}", answers[0], answers[1]));
+        }
+    }
     // `chunked=true`: the same documents, line for line.
     let chunked = [
         ("SELECT load FROM cpu WHERE time < '2026-01-01T00:00:05Z'; SELECT mean(load) FROM cpu GROUP BY host", 2),
@@ -346,7 +374,7 @@ fn influxql_answers_as_influxdb_does() {
             differ.push(format!("chunked {size}: {q}\n  kansoku  {:?}\n  influxdb {:?}", answers[0], answers[1]));
         }
     }
-    let total = queries.len() + grid.len() + chunked.len();
+    let total = queries.len() + grid.len() + chunked.len() + rfc3339.len();
     assert!(differ.is_empty(), "{} of {total} queries differ:\n{}", differ.len(), differ.join("\n"));
     eprintln!("influxql differential: {total}/{total} statements identical to influxd 1.6");
 }
