@@ -308,17 +308,23 @@ pub async fn query(
         .guard
         .run(move || {
             // Parsed here, not on an async worker: its regexes compile.
-            let statements = influx::parse_query(&q, now)
+            // A syntax error fails the request (400); a statement kansoku
+            // does not support is that statement's error, the others run.
+            let statements = influx::parse_statements(&q, now)
                 .map_err(|e| (StatusCode::BAD_REQUEST, format!("error parsing query: {e}")))?;
-            if read_only && statements.iter().any(|s| matches!(s, influx::Statement::CreateDatabase(_))) {
+            let creates = statements.iter().flatten().any(|s| matches!(s, influx::Statement::CreateDatabase(_)));
+            if read_only && creates {
                 return Err((StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into()));
             }
             influx.stats.queries.fetch_add(1, Relaxed);
             let mut dbs = influx.databases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             Ok(statements
                 .iter()
-                .map(|s| match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs) {
-                    Ok(v) => (v, matches!(s, influx::Statement::Select(_))),
+                .map(|s| match s {
+                    Ok(s) => match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs) {
+                        Ok(v) => (v, matches!(s, influx::Statement::Select(_))),
+                        Err(e) => (serde_json::json!({ "error": e }), false),
+                    },
                     Err(e) => (serde_json::json!({ "error": e }), false),
                 })
                 .collect::<Vec<_>>())

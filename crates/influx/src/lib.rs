@@ -22,7 +22,7 @@ pub mod aggregate;
 pub mod ql;
 mod query;
 
-pub use ql::{Statement, parse as parse_query};
+pub use ql::{Statement, parse as parse_query, parse_each as parse_statements};
 pub use query::{chunk_lines, execute};
 
 pub const FIELD_LABEL: &str = "influx_field";

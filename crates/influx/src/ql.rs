@@ -33,8 +33,14 @@ pub enum Statement {
     ShowMeasurements(Option<NameMatch>),
     ShowTagKeys(Option<String>),
     ShowFieldKeys(Option<String>),
-    ShowTagValues { from: Option<String>, keys: NameMatch },
-    ShowSeries { from: Option<String>, cond: Option<Expr> },
+    ShowTagValues {
+        from: Option<String>,
+        keys: NameMatch,
+    },
+    ShowSeries {
+        from: Option<String>,
+        cond: Option<Expr>,
+    },
     CreateDatabase(String),
     Select(Box<Select>),
 }
@@ -348,6 +354,21 @@ const RESERVED: [&str; 17] = [
 
 /// Parses `;`-separated statements; `now` is what `now()` means.
 pub fn parse(q: &str, now: i64) -> Result<Vec<Statement>, String> {
+    parse_each(q, now)?.into_iter().collect()
+}
+
+/// Whether a parse error refuses a statement kansoku does not support (a
+/// statement error, as influxd answers one it cannot compile), not a
+/// syntax error (which fails the whole request, as in influxd).
+pub fn is_unsupported(e: &str) -> bool {
+    e.contains("not supported")
+}
+
+/// [`parse`], statement by statement: a statement kansoku does not support
+/// is an `Err` of its own and the others still run (issue 49: one such
+/// statement lost the answers of all); a syntax error anywhere fails the
+/// whole query, as in influxd.
+pub fn parse_each(q: &str, now: i64) -> Result<Vec<Result<Statement, String>>, String> {
     let toks = lex(q)?;
     let mut p = Parser { toks, i: 0, now, depth: 0, comparisons: 0 };
     let mut out = Vec::new();
@@ -356,7 +377,19 @@ pub fn parse(q: &str, now: i64) -> Result<Vec<Statement>, String> {
         if p.peek().is_none() {
             break;
         }
-        out.push(p.statement()?);
+        match p.statement() {
+            Ok(st) => out.push(Ok(st)),
+            Err(e) if is_unsupported(&e) => {
+                // On to the next statement.
+                while p.peek().is_some() && !p.eat_op(";") {
+                    p.i += 1;
+                }
+                p.depth = 0;
+                out.push(Err(e));
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
         if p.peek().is_some() && !p.eat_op(";") {
             return Err(p.expected("; or the end of the query"));
         }
@@ -969,6 +1002,19 @@ fn check_items(s: &Select) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 49: one statement kansoku does not support cost the answers of
+    /// the others; a syntax error still fails the whole query.
+    #[test]
+    fn an_unsupported_statement_is_its_own_error() {
+        let each = parse_each("SELECT load FROM cpu; SELECT top(load, 2) FROM cpu WHERE (a = 'b'); SHOW DATABASES", 0)
+            .unwrap();
+        assert_eq!(each.len(), 3);
+        assert!(each[0].is_ok() && each[2].is_ok(), "{each:?}");
+        assert!(matches!(&each[1], Err(e) if is_unsupported(e)), "{each:?}");
+        assert!(parse_each("SELECT load FROM cpu; SELECT FROM", 0).is_err());
+        assert!(parse("SELECT load FROM cpu; SELECT top(load, 2) FROM cpu", 0).is_err());
+    }
 
     fn one(q: &str) -> Statement {
         let mut s = parse(q, 1_000_000_000_000).unwrap_or_else(|e| panic!("{q}: {e}"));

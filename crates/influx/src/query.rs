@@ -53,7 +53,9 @@ pub fn execute(
             rps.remove("autogen");
             let mut values = vec![json!(["autogen", "0s", "168h0m0s", 1, true])];
             values.extend(rps.into_iter().map(|rp| json!([rp, "0s", "168h0m0s", 1, false])));
-            Ok(json!({"series": [{"columns": ["name", "duration", "shardGroupDuration", "replicaN", "default"], "values": values}]}))
+            Ok(
+                json!({"series": [{"columns": ["name", "duration", "shardGroupDuration", "replicaN", "default"], "values": values}]}),
+            )
         }
         Statement::ShowMeasurements(with) => {
             let names: BTreeSet<String> = db_series(store, need_db()?)?

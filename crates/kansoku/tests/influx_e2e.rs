@@ -339,6 +339,25 @@ fn influxql_answers_as_influxdb_does() {
             differ.push(format!("{q}\n  kansoku  {}\n  influxdb {}", answers[0], answers[1]));
         }
     }
+    // A statement kansoku does not support is its own error: the others
+    // answer as influxd's (issue 49: all were lost); a syntax error fails
+    // the request on both.
+    let q = "SELECT load FROM cpu LIMIT 2; SELECT top(load, 2) FROM cpu; SHOW TAG KEYS FROM mem";
+    let path = format!("/query?db=lab&epoch=ms&q={}", common::enc(q));
+    let answers: Vec<serde_json::Value> = [&srv.addr, &influx]
+        .iter()
+        .map(|a| {
+            let (s, body) = http_get(a, &path);
+            assert_eq!(s, 200, "{a} {q}: {body}");
+            serde_json::from_str::<serde_json::Value>(&body).unwrap()["results"].clone()
+        })
+        .collect();
+    assert_eq!((&answers[0][0], &answers[0][2]), (&answers[1][0], &answers[1][2]), "{q}");
+    assert!(answers[0][1]["error"].as_str().is_some_and(|e| e.contains("top() is not supported")), "{}", answers[0]);
+    for a in [&srv.addr, &influx] {
+        let (s, body) = http_get(a, &format!("/query?db=lab&q={}", common::enc("SELECT load FROM cpu; SELECT FROM")));
+        assert_eq!(s, 400, "{a}: {body}");
+    }
     // `chunked=true`: the same documents, line for line.
     let chunked = [
         ("SELECT load FROM cpu WHERE time < '2026-01-01T00:00:05Z'; SELECT mean(load) FROM cpu GROUP BY host", 2),
