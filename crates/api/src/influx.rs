@@ -57,7 +57,8 @@ impl InfluxStats {
 }
 
 /// State of the compatibility layer: counters and the databases created
-/// with CREATE DATABASE (in memory; a database with data is listed anyway).
+/// with CREATE DATABASE (kept in `DATA/influx/databases`, one name a line;
+/// a database with data exists anyway).
 #[derive(Debug)]
 pub struct Influx {
     pub stats: InfluxStats,
@@ -66,7 +67,51 @@ pub struct Influx {
     pub writer_series_max: usize,
     /// New series created through /write, per writer (see `write`).
     writer_series: std::sync::Mutex<HashMap<String, usize>>,
-    databases: std::sync::Mutex<BTreeSet<String>>,
+    databases: std::sync::Mutex<Databases>,
+}
+
+/// The databases created by `CREATE DATABASE`, read from their file on
+/// first use.
+#[derive(Debug, Default)]
+struct Databases {
+    names: BTreeSet<String>,
+    loaded: bool,
+}
+
+/// Where the created databases are kept, under the data directory.
+fn databases_file(root: &std::path::Path) -> std::path::PathBuf {
+    root.join("influx").join("databases")
+}
+
+impl Influx {
+    /// The created databases, read from `root`'s file the first time.
+    #[allow(clippy::disallowed_methods, reason = "called on blocking threads only: the write task, the guard")]
+    fn databases(&self, root: &std::path::Path) -> std::sync::MutexGuard<'_, Databases> {
+        let mut d = self.databases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !d.loaded {
+            d.loaded = true;
+            match std::fs::read_to_string(databases_file(root)) {
+                Ok(text) => d.names.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_owned)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::error!(
+                    "reading {}: {e}; databases created before are unknown",
+                    databases_file(root).display()
+                ),
+            }
+        }
+        d
+    }
+
+    /// Writes the created databases to their file (whole, then renamed).
+    #[allow(clippy::disallowed_methods, reason = "called on the guard's blocking thread")]
+    fn save_databases(names: &BTreeSet<String>, root: &std::path::Path) -> std::io::Result<()> {
+        let file = databases_file(root);
+        std::fs::create_dir_all(file.parent().expect("under the data directory"))?;
+        let tmp = file.with_extension("tmp");
+        let text: String = names.iter().map(|n| format!("{n}\n")).collect();
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &file)
+    }
 }
 
 impl Default for Influx {
@@ -163,9 +208,15 @@ pub async fn write(
     };
     let rp = params.get("rp").filter(|r| !r.is_empty()).cloned();
     let store = Arc::clone(&st.store);
+    let reader = Arc::clone(&st.reader);
     let live = st.live.clone();
     let influx = Arc::clone(&st.influx);
     let result = tokio::task::spawn_blocking(move || {
+        // As influxd: a database must exist (CREATE DATABASE, as Telegraf
+        // and the clients do on a 404) before it is written to (issue 49).
+        if !influx::database_exists(&*reader, &db, &influx.databases(store.root()).names) {
+            return Ok(Err((StatusCode::NOT_FOUND, format!("database not found: {db:?}"))));
+        }
         let mut parsed = influx::parse_lines(&text, precision, st.now().as_nanos(), &db, rp.as_deref());
         if let Some(host) = forced_host {
             for k in &mut parsed.points.keys {
@@ -186,14 +237,14 @@ pub async fn write(
             }
             Err(refused) => {
                 s.series_limit_refused.fetch_add(1, Relaxed);
-                return Ok(Err(refused));
+                return Ok(Err((StatusCode::BAD_REQUEST, refused)));
             }
         };
         Ok::<_, store::StoreError>(Ok((parsed.errors, parsed.n_errors, older)))
     })
     .await;
     match result {
-        Ok(Ok(Err(refused))) => influx_error(StatusCode::BAD_REQUEST, refused),
+        Ok(Ok(Err((status, why)))) => influx_error(status, why),
         Ok(Ok(Ok((errors, _, 0)))) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
         Ok(Ok(Ok((errors, n_errors, older)))) => {
             // As influxd answers a write it kept only in part: 400, what
@@ -303,6 +354,7 @@ pub async fn query(
     let db = params.get("db").filter(|d| !d.is_empty()).cloned();
     let store = Arc::clone(&st.reader);
     let influx = Arc::clone(&st.influx);
+    let root = st.store.root().to_owned();
     let now = st.now().as_nanos();
     let results = st
         .guard
@@ -317,17 +369,24 @@ pub async fn query(
                 return Err((StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into()));
             }
             influx.stats.queries.fetch_add(1, Relaxed);
-            let mut dbs = influx.databases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            Ok(statements
+            let mut dbs = influx.databases(&root);
+            let before = dbs.names.len();
+            let results = statements
                 .iter()
                 .map(|s| match s {
-                    Ok(s) => match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs) {
+                    Ok(s) => match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs.names) {
                         Ok(v) => (v, matches!(s, influx::Statement::Select(_))),
                         Err(e) => (serde_json::json!({ "error": e }), false),
                     },
                     Err(e) => (serde_json::json!({ "error": e }), false),
                 })
-                .collect::<Vec<_>>())
+                .collect::<Vec<_>>();
+            if dbs.names.len() != before
+                && let Err(e) = Influx::save_databases(&dbs.names, &root)
+            {
+                return Err((StatusCode::SERVICE_UNAVAILABLE, format!("cannot keep the new database: {e}")));
+            }
+            Ok(results)
         })
         .await;
     let results = match results {

@@ -30,6 +30,10 @@ fn fixture() -> (tempfile::TempDir, api::ApiState) {
         b.points.push((0, i as f64));
         store.append(&mut app, &b).unwrap();
     }
+    // The InfluxDB databases the tests write to, as CREATE DATABASE keeps
+    // them (writing to one that does not exist is a 404, as in influxd).
+    std::fs::create_dir_all(dir.path().join("influx")).unwrap();
+    std::fs::write(dir.path().join("influx/databases"), "a\nd\nx\n").unwrap();
     (dir, api::ApiState::new(Arc::new(store)))
 }
 

@@ -48,6 +48,10 @@ fn fixture() -> (tempfile::TempDir, api::ApiState) {
             store.flush().unwrap(); // half in a block, half in the head
         }
     }
+    // The InfluxDB databases the tests write to, as CREATE DATABASE keeps
+    // them (writing to one that does not exist is a 404, as in influxd).
+    std::fs::create_dir_all(dir.path().join("influx")).unwrap();
+    std::fs::write(dir.path().join("influx/databases"), "a\nd\nx\n").unwrap();
     (dir, api::ApiState::new(Arc::new(store)))
 }
 
@@ -658,4 +662,34 @@ async fn points_not_kept_are_never_answered_204() {
     let (s, why) = remote(vec![(t + 1000, 5.0), (t + 3000, 2.0)]).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert!(why.contains("out of order sample") && why.contains("the other 1 were stored"), "{why}");
+}
+
+/// Issue 49: `/write?db=nosuchdb` answered 204 and made the database; as
+/// influxd, it is a 404 until `CREATE DATABASE` (which outlives a
+/// restart), and a statement on it says "database not found".
+#[tokio::test]
+async fn a_database_must_exist_to_be_written_to() {
+    let (_dir, st) = fixture();
+    let write = |st: api::ApiState, db: &'static str| async move {
+        let req = Request::post(format!("/write?db={db}")).body(Body::from("m v=1 1800000000000000000")).unwrap();
+        let resp = api::router(st).oneshot(req).await.unwrap();
+        let status = resp.status();
+        let text = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        (status, String::from_utf8_lossy(&text).into_owned())
+    };
+    let (s, why) = write(st.clone(), "nosuchdb").await;
+    assert_eq!((s, why.as_str()), (StatusCode::NOT_FOUND, r#"{"error":"database not found: \"nosuchdb\""}"#));
+    let (_, b) = request(&st, "GET", "/query?db=nosuchdb&q=SELECT%20*%20FROM%20m", "").await;
+    assert_eq!(b["results"][0]["error"], "database not found: nosuchdb", "{b}");
+    let (s, b) = request(&st, "POST", "/query", "q=CREATE+DATABASE+newdb").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(write(st.clone(), "newdb").await.0, StatusCode::NO_CONTENT);
+    // A new process on the same data directory knows it.
+    let again = api::ApiState::new(Arc::clone(&st.store));
+    drop(st);
+    assert_eq!(write(again.clone(), "newdb").await.0, StatusCode::NO_CONTENT);
+    let (_, b) = request(&again, "GET", "/query?q=SHOW%20DATABASES", "").await;
+    assert!(b.to_string().contains("newdb"), "{b}");
+    let (_, b) = request(&again, "POST", "/query", "q=CREATE+DATABASE+%22a%0Ab%22").await;
+    assert!(b["results"][0]["error"].as_str().is_some_and(|e| e.contains("invalid database name")), "{b}");
 }

@@ -23,7 +23,7 @@ pub mod ql;
 mod query;
 
 pub use ql::{Statement, parse as parse_query, parse_each as parse_statements};
-pub use query::{chunk_lines, execute};
+pub use query::{chunk_lines, execute, exists as database_exists};
 
 pub const FIELD_LABEL: &str = "influx_field";
 pub const TYPE_LABEL: &str = "kansoku_type";

@@ -22,9 +22,12 @@ pub fn execute(
     epoch: Option<i64>,
     databases: &mut BTreeSet<String>,
 ) -> Result<Value, String> {
-    let need_db = || db.ok_or_else(|| "database name required (db=...)".to_owned());
+    let need_db = || named_db(store, db, databases);
     match st {
         Statement::CreateDatabase(name) => {
+            if name.is_empty() || name.chars().any(char::is_control) {
+                return Err(format!("invalid database name {name:?}"));
+            }
             databases.insert(name.clone());
             Ok(json!({}))
         }
@@ -36,7 +39,7 @@ pub fn execute(
             Ok(json!({"series": [{"name": "databases", "columns": ["name"], "values": values}]}))
         }
         Statement::ShowRetentionPolicies(on) => {
-            let db = on.as_deref().map_or_else(need_db, Ok)?;
+            let db = named_db(store, on.as_deref().or(db), databases)?;
             // kansoku keeps every point of a database alike (its retention is
             // the store's): the default policy influxd creates, and those
             // writes named (`rp=`), never expiring.
@@ -82,6 +85,27 @@ pub fn execute(
             show_keys(store, need_db()?, m.as_deref(), st)
         }
     }
+}
+
+/// The database a statement reads: named, and existing — created, or
+/// holding data — as influxd requires (`database not found: x`).
+fn named_db<'a>(
+    store: &dyn source::Source,
+    db: Option<&'a str>,
+    created: &BTreeSet<String>,
+) -> Result<&'a str, String> {
+    let db = db.ok_or_else(|| "database name required (db=...)".to_owned())?;
+    if exists(store, db, created) { Ok(db) } else { Err(format!("database not found: {db}")) }
+}
+
+/// Whether database `db` exists: created, or holding data.
+pub fn exists(store: &dyn source::Source, db: &str, created: &BTreeSet<String>) -> bool {
+    if created.contains(db) {
+        return true;
+    }
+    let Ok(m) = model::Matcher::new("db", model::MatchOp::Equal, db) else { return false };
+    let field = model::Matcher::new(FIELD_LABEL, model::MatchOp::NotEqual, "").expect("a valid matcher");
+    store.series_limited(&Selector { matchers: vec![field, m] }, 1).1 > 0
 }
 
 fn series_of_names(name: &str, names: BTreeSet<String>) -> Value {

@@ -129,6 +129,7 @@ fn shipped_experiments_read() {
 fn telemetry_metrics_come_from_each_runs_window() {
     let dir = tempfile::tempdir().unwrap();
     let k = common::up(&dir.path().join("k"));
+    common::create_database(&k.addr, "lab", "");
     let base = format!("http://{}", k.addr);
     let file = dir.path().join("tele.toml");
     // The workload lasts a second (its `sleep 1` is what it does, not a wait

@@ -22,7 +22,9 @@ fn status(addr: &str) -> serde_json::Value {
 fn server(data: &std::path::Path, extra: &[&str]) -> common::Up {
     let mut args = vec!["server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    start(&args, data)
+    let up = start(&args, data);
+    common::create_database(&up.addr, "a", "");
+    up
 }
 
 #[test]

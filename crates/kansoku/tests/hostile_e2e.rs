@@ -24,6 +24,7 @@ fn no_small_request_ends_the_server_and_ping_is_answered_throughout() {
     let addr = srv.addr.clone();
     let pid = srv.child.id();
     // A point for the InfluxQL classes to find.
+    common::create_database(&addr, "hostile", "");
     let (code, body) = common::http_post(&addr, "/write?db=hostile", "", b"hostile v=1 1800000000000000000\n");
     assert_eq!(code, 204, "{body}");
 

@@ -32,6 +32,7 @@ fn gzip_precision_bad_lines_and_metrics() {
     let a = &srv.addr;
     let (status, _) = http_get(a, "/ping");
     assert_eq!(status, 204);
+    common::create_database(a, "d", "");
 
     let lines = "m,host=a v=1.5,n=7i,ip=18446744073709551615u 1700000000\nm,host=a v=2.5 1700000001\n";
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -93,6 +94,7 @@ fn with_tokens_writing_needs_one() {
         &data,
     );
     let a = &srv.addr;
+    common::create_database(a, "d", "Authorization: Token free-token-0123456789\r\n");
     let line = b"m,host=spoofed v=1 1700000000000000000\n";
     let (status, resp) = post(a, "/write?db=d", "", line);
     assert_eq!(status, 401, "{resp}");
@@ -339,6 +341,17 @@ fn influxql_answers_as_influxdb_does() {
             differ.push(format!("{q}\n  kansoku  {}\n  influxdb {}", answers[0], answers[1]));
         }
     }
+    // A database that does not exist: 404 on /write, a statement error on
+    // /query, the same from both (issue 49).
+    let mut seen = Vec::new();
+    for a in [&srv.addr, &influx] {
+        let (s, body) = post(a, "/write?db=nosuchdb", "", b"m v=1 1767225600000000000\n");
+        let (qs, qbody) = http_get(a, &format!("/query?db=nosuchdb&q={}", common::enc("SELECT * FROM cpu")));
+        let results = serde_json::from_str::<serde_json::Value>(&qbody).unwrap()["results"].clone();
+        seen.push((s, serde_json::from_str::<serde_json::Value>(&body).unwrap(), qs, results));
+    }
+    assert_eq!(seen[0], seen[1], "kansoku, then influxd");
+    assert_eq!(seen[0].0, 404);
     // A statement kansoku does not support is its own error: the others
     // answer as influxd's (issue 49: all were lost); a syntax error fails
     // the request on both.

@@ -96,6 +96,15 @@ pub fn http_post(addr: &str, path: &str, headers: &str, body: &[u8]) -> (u16, St
     (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_owned())
 }
 
+/// `CREATE DATABASE name` through `/query` (with extra `headers`, each
+/// ending in CRLF): a database must exist before `/write` (issue 49).
+pub fn create_database(addr: &str, name: &str, headers: &str) {
+    let form = format!("q={}", enc(&format!("CREATE DATABASE \"{name}\"")));
+    let headers = format!("Content-Type: application/x-www-form-urlencoded\r\n{headers}");
+    let (status, body) = http_post(addr, "/query", &headers, form.as_bytes());
+    assert_eq!(status, 200, "CREATE DATABASE {name}: {body}");
+}
+
 pub fn enc(s: &str) -> String {
     client::escape(s)
 }

@@ -466,6 +466,7 @@ fn line_protocol(args: &Args, data: &Path, window: &serde_json::Value) -> anyhow
         Ok((cpu() - c0, t0.elapsed().as_secs_f64()))
     };
     let k = server(&args.dir.join("lp-kansoku"))?;
+    ureq::post(format!("http://{}/query", k.http)).send_form([("q", "CREATE DATABASE lab")])?;
     let (k_cpu, k_wall) = post_all(&format!("http://{}/write?db=lab", k.http), &|| k.proc.cpu())?;
     k.proc.stop();
 

@@ -112,6 +112,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ],
     )?;
     let (addr, ingest) = (server.http.clone(), server.ingest.clone());
+    // The database the mix writes to exists: its writes are refused for
+    // what they carry, not for a missing database.
+    let created = http(
+        &addr,
+        "POST",
+        "/query",
+        &format!("{}Content-Type: application/x-www-form-urlencoded\r\n", auth()),
+        b"q=CREATE+DATABASE+x",
+    );
+    if created.0 != 200 {
+        anyhow::bail!("CREATE DATABASE x: {} {}", created.0, created.1);
+    }
     let agent_data = dir.path().join("agent");
     let mut agent = Command::new(std::env::current_exe()?);
     agent

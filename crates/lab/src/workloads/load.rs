@@ -505,7 +505,14 @@ fn write_series(
             i.latency_us.max()
         ));
     }
-    let url = format!("{}/write?db=lab&precision=ns", server.trim_end_matches('/'));
+    // The database first, as InfluxDB's clients do (a write to one that
+    // does not exist is a 404); creating it again is harmless.
+    let base = server.trim_end_matches('/');
+    client::agent()
+        .post(format!("{base}/query"))
+        .send_form([("q", "CREATE DATABASE lab")])
+        .with_context(|| format!("POST {base}/query: is kansoku running there?"))?;
+    let url = format!("{base}/write?db=lab&precision=ns");
     let resp =
         ureq::post(&url).send(body.as_bytes()).with_context(|| format!("POST {url}: is kansoku running there?"))?;
     if resp.status().as_u16() != 204 {
