@@ -404,7 +404,10 @@ pub(crate) type Groups<'t> = BTreeMap<Vec<String>, Vec<(&'t TagSet, &'t Rows)>>;
 /// The output series of a statement grouped by tags: (group tag values,
 /// the tag sets in it), in tag value order.
 pub(crate) fn groups<'t>(table: &'t Table, s: &Select) -> (Vec<String>, Groups<'t>) {
-    let keys: Vec<String> = if s.group.all_tags { table.tag_keys.clone() } else { s.group.tags.clone() };
+    // Grouped by tag key name order, whatever the clause's (as influxd).
+    let mut keys: Vec<String> = if s.group.all_tags { table.tag_keys.clone() } else { s.group.tags.clone() };
+    keys.sort();
+    keys.dedup();
     let mut out: BTreeMap<Vec<String>, Vec<_>> = BTreeMap::new();
     for (tags, rows) in &table.sets {
         let gk = keys.iter().map(|k| table.tag(tags, k).to_owned()).collect();
@@ -455,18 +458,26 @@ fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
                 all.sort_by(|a, b| a.0.cmp(&b.0));
                 cols.extend(all);
             }
+            // `time` is the first column already (influxd drops it here).
+            Item::Var { name, alias: None } if name == "time" => {}
             Item::Var { name, alias } => {
                 let col = match (table.field(name), table.tag_keys.binary_search(name)) {
                     (Some(f), _) => Col::Field(f),
                     (None, Ok(t)) => Col::Tag(t),
                     _ => Col::Missing,
                 };
-                let shown = alias.clone().unwrap_or_else(|| name.clone());
-                if alias.is_some() || !cols.iter().any(|(n, _)| *n == shown) {
-                    cols.push((shown, col));
-                }
+                cols.push((alias.clone().unwrap_or_else(|| name.clone()), col));
             }
             Item::Call { .. } => {}
+        }
+    }
+    // A name taken twice becomes `name_1`, `name_2`, … as in influxd.
+    let mut taken: BTreeSet<String> = BTreeSet::from(["time".to_owned()]);
+    for (name, _) in &mut cols {
+        if !taken.insert(name.clone()) {
+            let free = (1..).map(|k| format!("{name}_{k}")).find(|n| !taken.contains(n)).expect("a free name");
+            taken.insert(free.clone());
+            *name = free;
         }
     }
     let mut out = Vec::new();

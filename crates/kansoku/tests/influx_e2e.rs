@@ -300,6 +300,16 @@ fn influxql_answers_as_influxdb_does() {
         "SHOW SERIES WHERE host = 'a'",
         "SHOW SERIES FROM cpu WHERE region =~ /u/ AND host != 'b'",
         "SELECT load FROM cpu WHERE time > '2026-01-01T00:00:15Z'; SHOW TAG KEYS FROM mem",
+        // Issue 49: grouping order, repeated and `time` columns, names
+        // qualified by database and policy.
+        "SELECT mean(load) FROM cpu GROUP BY region, host",
+        "SELECT count(n) FROM cpu GROUP BY \"region\",\"host\" SLIMIT 3",
+        "SELECT load, load FROM cpu LIMIT 2",
+        "SELECT load, n, load FROM cpu WHERE host = 'b' LIMIT 2",
+        "SELECT time, load FROM cpu LIMIT 2",
+        "SELECT load FROM \"lab\".\"autogen\".\"cpu\" LIMIT 2",
+        "SELECT load FROM lab..cpu LIMIT 2",
+        "SELECT mean(load), mean(load) FROM cpu",
     ];
     let grid = grid();
     let mut differ = Vec::new();
