@@ -72,6 +72,8 @@ impl NameMatch {
 pub struct Select {
     pub items: Vec<Item>,
     pub measurement: String,
+    /// The database `FROM db.rp.m` or `FROM db..m` names (else `db=`).
+    pub db: Option<String>,
     /// The time range, both ends inclusive (ns).
     pub from: i64,
     pub to: i64,
@@ -487,17 +489,26 @@ impl Parser {
 
     /// `m`, `"m"`, `db.rp.m`, `"db"."rp"."m"`, `db..m`: the last name counts.
     fn measurement(&mut self) -> Result<String, String> {
+        self.qualified().map(|(_, m)| m)
+    }
+
+    /// The measurement and the database it names (`db.rp.m`, `db..m`;
+    /// `rp.m` names none).
+    fn qualified(&mut self) -> Result<(Option<String>, String), String> {
         if matches!(self.peek(), Some(Tok::Regex(_))) {
             return Err("FROM /regex/ is not supported yet: name one measurement".into());
         }
-        let mut name = self.ident("a measurement")?;
-        while self.eat_op(".") {
+        let mut names = vec![self.ident("a measurement")?];
+        while self.eat_op(".") && names.len() < 3 {
             if self.eat_op(".") {
                 // `db..m`: the default retention policy.
+                names.push(String::new());
             }
-            name = self.ident("a measurement")?;
+            names.push(self.ident("a measurement")?);
         }
-        Ok(name)
+        let m = names.pop().expect("one name at least");
+        let db = (names.len() == 2).then(|| names.swap_remove(0));
+        Ok((db, m))
     }
 
     fn statement(&mut self) -> Result<Statement, String> {
@@ -608,7 +619,7 @@ impl Parser {
             items.push(self.item()?);
         }
         self.kw("FROM")?;
-        let measurement = self.measurement()?;
+        let (db, measurement) = self.qualified()?;
         let (mut from, mut to, mut cond) = (i64::MIN, i64::MAX, None);
         if self.eat_kw("WHERE") {
             let c = self.cond()?;
@@ -677,7 +688,7 @@ impl Parser {
         if to == i64::MAX && group.time.is_some() {
             to = self.now;
         }
-        let s = Select { items, measurement, from, to, cond, group, desc, limit, offset, slimit, soffset };
+        let s = Select { items, measurement, db, from, to, cond, group, desc, limit, offset, slimit, soffset };
         check_items(&s)?;
         Ok(s)
     }

@@ -69,7 +69,7 @@ pub fn execute(
             Ok(series_of_names("measurements", names))
         }
         Statement::Select(s) => {
-            let table = Table::read(store, need_db()?, s)?;
+            let table = Table::read(store, named_db(store, s.db.as_deref().or(db), databases)?, s)?;
             let mut series =
                 if s.is_aggregate() { crate::aggregate::run(&table, s, epoch)? } else { raw(&table, s, epoch) };
             // Raw points in descending time come in descending series order

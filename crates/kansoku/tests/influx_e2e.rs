@@ -362,6 +362,16 @@ fn influxql_answers_as_influxdb_does() {
     }
     assert_eq!(seen[0], seen[1], "kansoku, then influxd");
     assert_eq!(seen[0].0, 404);
+    // A measurement qualified by its database needs no `db=`.
+    for q in ["SELECT load FROM \"lab\".\"autogen\".\"cpu\" LIMIT 2", "SELECT mean(n) FROM lab..cpu GROUP BY host"] {
+        let path = format!("/query?epoch=ms&q={}", common::enc(q));
+        let answers: Vec<serde_json::Value> = [&srv.addr, &influx]
+            .iter()
+            .map(|a| serde_json::from_str::<serde_json::Value>(&http_get(a, &path).1).unwrap()["results"].clone())
+            .collect();
+        assert_eq!(answers[0], answers[1], "{q}");
+        assert!(answers[0][0]["series"].is_array(), "{q}: {}", answers[0]);
+    }
     // A statement kansoku does not support is its own error: the others
     // answer as influxd's (issue 49: all were lost); a syntax error fails
     // the request on both.
