@@ -124,9 +124,9 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
 
 /// Column names: the alias, else the function's name, a repeat numbered
 /// `_1`, `_2` as InfluxDB does.
-fn column_names(s: &Select) -> Vec<String> {
+fn column_names(items: &[Item]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for item in &s.items {
+    for item in items {
         let Item::Call { func, alias, .. } = item else { continue };
         let base = alias.clone().unwrap_or_else(|| func.name().to_owned());
         let mut name = base.clone();
@@ -142,8 +142,20 @@ fn column_names(s: &Select) -> Vec<String> {
 
 /// The answer's series for a statement of function calls.
 pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<Value>, String> {
-    let calls: Vec<Call> = s
-        .items
+    run_with(table, s, &s.items, s.from, epoch, true)
+}
+
+/// [`run`] of `items` from `from` (a transformation reads buckets before
+/// the statement's range), paged (`ORDER BY`, `LIMIT`, `OFFSET`) or not.
+pub(crate) fn run_with(
+    table: &Table,
+    s: &Select,
+    items: &[Item],
+    from: i64,
+    epoch: Option<i64>,
+    page: bool,
+) -> Result<Vec<Value>, String> {
+    let calls: Vec<Call> = items
         .iter()
         .filter_map(|i| match i {
             Item::Call { func, field, arg, .. } => {
@@ -159,13 +171,13 @@ pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<V
         })
         .collect();
     let mut columns = vec!["time".to_owned()];
-    columns.extend(column_names(s));
+    columns.extend(column_names(items));
     // The buckets: aligned to the epoch (plus the offset), over the range;
     // with no lower bound, from the first point.
     let buckets: Vec<(i64, i64)> = match s.group.time {
         Some(d) => {
             let earliest = table.sets.values().filter_map(|r| r.keys().next()).min().copied();
-            let from = if s.from == i64::MIN { earliest.unwrap_or(0) } else { s.from.max(0) };
+            let from = if from == i64::MIN { earliest.unwrap_or(0) } else { from.max(0) };
             let align = |t: i64| (t - s.group.offset).div_euclid(d) * d + s.group.offset;
             let (first, last) = (align(from), align(s.to));
             if last < first {
@@ -178,7 +190,7 @@ pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<V
             }
             (0..=(last - first) / d).map(|k| (first + k * d, first + (k + 1) * d)).collect()
         }
-        None => vec![(if s.from == i64::MIN { 0 } else { s.from }, i64::MAX)],
+        None => vec![(if from == i64::MIN { 0 } else { from }, i64::MAX)],
     };
     // What the answer may hold is known before it is made: 600 functions
     // over 100,000 buckets of one stored point asked for 60 M cells.
@@ -263,10 +275,12 @@ pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<V
             fill_linear(&mut rows, &buckets, &calls);
         }
         let mut values: Vec<Value> = rows.into_iter().map(|(r, _)| Value::Array(r)).collect();
-        if s.desc {
-            values.reverse();
+        if page {
+            if s.desc {
+                values.reverse();
+            }
+            values = values.into_iter().skip(s.offset).take(s.limit.unwrap_or(usize::MAX)).collect();
         }
-        let values: Vec<Value> = values.into_iter().skip(s.offset).take(s.limit.unwrap_or(usize::MAX)).collect();
         if values.is_empty() {
             continue;
         }

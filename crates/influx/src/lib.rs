@@ -21,6 +21,7 @@ use store::{Appended, Appender, Store};
 pub mod aggregate;
 pub mod ql;
 mod query;
+mod transform;
 
 pub use ql::{Statement, parse as parse_query, parse_each as parse_statements};
 pub use query::{chunk_lines, execute, exists as database_exists};

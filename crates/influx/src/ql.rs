@@ -92,14 +92,69 @@ impl Select {
     pub fn is_aggregate(&self) -> bool {
         self.items.iter().any(|i| matches!(i, Item::Call { .. }))
     }
+
+    /// The transformation this selects, if any (then the only item).
+    pub fn transform(&self) -> Option<(Transform, &Item, Option<i64>, Option<&str>)> {
+        self.items.iter().find_map(|i| match i {
+            Item::Transform { t, inner, arg, alias } => Some((*t, &**inner, *arg, alias.as_deref())),
+            _ => None,
+        })
+    }
 }
 
 /// One item of the select list.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     Star,
-    Var { name: String, alias: Option<String> },
-    Call { func: Func, field: String, arg: Option<f64>, alias: Option<String> },
+    Var {
+        name: String,
+        alias: Option<String>,
+    },
+    Call {
+        func: Func,
+        field: String,
+        arg: Option<f64>,
+        alias: Option<String>,
+    },
+    /// A transformation of a field's points (`derivative(f, 1s)`) or of a
+    /// function's buckets (`derivative(mean(f), 1s) … GROUP BY time(…)`):
+    /// `inner` is an `Item::Var` or an `Item::Call`; `arg` the unit (ns) or
+    /// the window (`moving_average`).
+    Transform {
+        t: Transform,
+        inner: Box<Item>,
+        arg: Option<i64>,
+        alias: Option<String>,
+    },
+}
+
+/// The transformations served (each over consecutive points of a series).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform {
+    Derivative,
+    NonNegativeDerivative,
+    Difference,
+    NonNegativeDifference,
+    CumulativeSum,
+    MovingAverage,
+    Elapsed,
+}
+
+const TRANSFORMS: [(&str, Transform); 7] = [
+    ("derivative", Transform::Derivative),
+    ("non_negative_derivative", Transform::NonNegativeDerivative),
+    ("difference", Transform::Difference),
+    ("non_negative_difference", Transform::NonNegativeDifference),
+    ("cumulative_sum", Transform::CumulativeSum),
+    ("moving_average", Transform::MovingAverage),
+    ("elapsed", Transform::Elapsed),
+];
+
+impl Transform {
+    /// The column name InfluxDB gives its result.
+    pub fn name(self) -> &'static str {
+        TRANSFORMS.iter().find(|(_, t)| *t == self).map_or("?", |(n, _)| n)
+    }
 }
 
 /// The functions served.
@@ -713,6 +768,7 @@ impl Parser {
             Item::Star => return Err("* cannot have an alias".into()),
             Item::Var { name, .. } => Item::Var { name, alias },
             Item::Call { func, field, arg, .. } => Item::Call { func, field, arg, alias },
+            Item::Transform { t, inner, arg, .. } => Item::Transform { t, inner, arg, alias },
         })
     }
 
@@ -732,10 +788,19 @@ impl Parser {
     /// After `name(`.
     fn call(&mut self, name: &str) -> Result<Item, String> {
         let lower = name.to_ascii_lowercase();
+        if let Some(&(_, t)) = TRANSFORMS.iter().find(|(n, _)| *n == lower) {
+            return self.transform(t);
+        }
         let Some(&(_, mut func)) = FUNCS.iter().find(|(n, _)| *n == lower) else {
             return Err(format!(
                 "the function {name}() is not supported yet: kansoku's InfluxQL has {}",
-                FUNCS.map(|(f, _)| format!("{f}()")).join(", ")
+                FUNCS
+                    .iter()
+                    .map(|f| f.0)
+                    .chain(TRANSFORMS.iter().map(|t| t.0))
+                    .map(|f| format!("{f}()"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         };
         let field = if func == Func::Count && self.is_kw("distinct") {
@@ -768,6 +833,46 @@ impl Parser {
             (Func::Percentile, Some(_)) | (_, None) => Ok(Item::Call { func, field, arg, alias: None }),
             (_, Some(_)) => Err(format!("invalid number of arguments for {lower}, expected 1, got 2")),
         }
+    }
+
+    /// After `derivative(` and the like: a field or a function call, then
+    /// the unit (a duration) or the window (`moving_average`: a count).
+    fn transform(&mut self, t: Transform) -> Result<Item, String> {
+        let name = self.ident(&format!("a field or a function in {}()", t.name()))?;
+        let inner = if self.eat_op("(") {
+            match self.call(&name)? {
+                Item::Transform { .. } => {
+                    return Err(format!("{}() of a transformation is not supported yet", t.name()));
+                }
+                call => call,
+            }
+        } else {
+            self.cast()?;
+            Item::Var { name, alias: None }
+        };
+        let arg = if self.eat_op(",") {
+            match (t, self.next()) {
+                (Transform::MovingAverage, Some(Tok::Int(n))) if n > 0 => Some(n),
+                (Transform::MovingAverage, _) => {
+                    self.i -= 1;
+                    return Err(self.expected("a count of points as moving_average()'s second argument"));
+                }
+                (Transform::CumulativeSum | Transform::Difference | Transform::NonNegativeDifference, _) => {
+                    return Err(format!("invalid number of arguments for {}, expected 1, got 2", t.name()));
+                }
+                (_, Some(Tok::Dur(d))) if d > 0 => Some(d),
+                _ => {
+                    self.i -= 1;
+                    return Err(self.expected(&format!("a duration as {}()'s unit", t.name())));
+                }
+            }
+        } else if t == Transform::MovingAverage {
+            return Err("invalid number of arguments for moving_average, expected 2, got 1".into());
+        } else {
+            None
+        };
+        self.op(")")?;
+        Ok(Item::Transform { t, inner: Box::new(inner), arg, alias: None })
     }
 
     fn group_item(&mut self, group: &mut Grouping) -> Result<(), String> {
@@ -993,6 +1098,21 @@ fn take_time(e: Expr, from: &mut i64, to: &mut i64) -> Result<Option<Expr>, Stri
 
 /// The select list's rules, as InfluxDB states them.
 fn check_items(s: &Select) -> Result<(), String> {
+    if let Some((t, inner, _, _)) = s.transform() {
+        if s.items.len() > 1 {
+            return Err(format!("{}() beside other items is not supported yet: select it alone", t.name()));
+        }
+        if s.desc {
+            return Err(format!("{}() with ORDER BY time DESC is not supported yet", t.name()));
+        }
+        return match (inner, s.group.time) {
+            (Item::Call { .. }, None) => {
+                Err(format!("{}() of a function needs GROUP BY time(...), as in InfluxDB", t.name()))
+            }
+            (Item::Var { .. }, Some(_)) => Err(format!("aggregate function required inside the call to {}", t.name())),
+            _ => Ok(()),
+        };
+    }
     let calls = s.items.iter().filter(|i| matches!(i, Item::Call { .. })).count();
     if calls == 0 {
         if s.group.time.is_some() {
@@ -1013,6 +1133,33 @@ fn check_items(s: &Select) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Transformations parse with their inner field or function and their
+    /// argument, and are refused where InfluxDB refuses them.
+    #[test]
+    fn transformations_parse_and_are_checked() {
+        let s = match one(
+            "SELECT non_negative_derivative(mean(x), 10s) AS r FROM m WHERE time > now() - 1h GROUP BY time(1m)",
+        ) {
+            Statement::Select(s) => *s,
+            other => panic!("{other:?}"),
+        };
+        let (t, inner, arg, alias) = s.transform().unwrap();
+        assert_eq!((t, arg, alias), (Transform::NonNegativeDerivative, Some(10_000_000_000), Some("r")));
+        assert!(matches!(inner, Item::Call { func: Func::Mean, .. }));
+        for (q, why) in [
+            ("SELECT derivative(mean(x)) FROM m", "needs GROUP BY time"),
+            ("SELECT derivative(x) FROM m WHERE time > now() - 1h GROUP BY time(1m)", "aggregate function required"),
+            ("SELECT moving_average(x) FROM m", "expected 2, got 1"),
+            ("SELECT difference(x, 1s) FROM m", "expected 1, got 2"),
+            ("SELECT derivative(x), y FROM m", "select it alone"),
+        ] {
+            match parse(q, 0) {
+                Err(e) => assert!(e.contains(why), "{q}: {e}"),
+                Ok(s) => panic!("{q}: {s:?}"),
+            }
+        }
+    }
 
     /// Issue 49: one statement kansoku does not support cost the answers of
     /// the others; a syntax error still fails the whole query.

@@ -69,9 +69,16 @@ pub fn execute(
             Ok(series_of_names("measurements", names))
         }
         Statement::Select(s) => {
-            let table = Table::read(store, named_db(store, s.db.as_deref().or(db), databases)?, s)?;
-            let mut series =
-                if s.is_aggregate() { crate::aggregate::run(&table, s, epoch)? } else { raw(&table, s, epoch) };
+            let db = named_db(store, s.db.as_deref().or(db), databases)?;
+            let from = crate::transform::reads_from(s);
+            let table = Table::read_from(store, db, s, from)?;
+            let mut series = if s.transform().is_some() {
+                crate::transform::run(&table, s, epoch)?
+            } else if s.is_aggregate() {
+                crate::aggregate::run(&table, s, epoch)?
+            } else {
+                raw(&table, s, epoch)
+            };
             // Raw points in descending time come in descending series order
             // too (aggregates keep theirs), as in InfluxDB.
             if s.desc && !s.is_aggregate() {
@@ -192,7 +199,9 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    pub(crate) fn read(store: &dyn source::Source, db: &str, s: &Select) -> Result<Table, String> {
+    /// The statement's measurement from `from` (its start, or earlier for
+    /// a transformation of buckets) to its end.
+    pub(crate) fn read_from(store: &dyn source::Source, db: &str, s: &Select, from: i64) -> Result<Table, String> {
         let all: Vec<(u32, SeriesKey)> =
             db_series(store, db)?.into_iter().filter(|(_, k)| measurement_of(k) == Some(&s.measurement)).collect();
         let field_names: BTreeSet<&str> = all.iter().filter_map(|(_, k)| k.get(FIELD_LABEL)).collect();
@@ -213,6 +222,11 @@ impl Table {
                 Item::Var { name, .. } | Item::Call { field: name, .. } => {
                     wanted.insert(name);
                 }
+                Item::Transform { inner, .. } => {
+                    if let Item::Var { name, .. } | Item::Call { field: name, .. } = &**inner {
+                        wanted.insert(name);
+                    }
+                }
             }
         }
         if let Some(c) = &s.cond {
@@ -231,7 +245,7 @@ impl Table {
             .collect();
         let mut t = Table { measurement: s.measurement.clone(), tag_keys, fields, sets: BTreeMap::new() };
         let field_set: BTreeSet<String> = field_names.iter().map(|f| (*f).to_owned()).collect();
-        let (from, to) = (Timestamp(s.from), Timestamp(s.to));
+        let (from, to) = (Timestamp(from), Timestamp(s.to));
         // The series the tags admit, then all of them in one read (one
         // round trip where the store is remote).
         let mut wanted: Vec<(u32, usize, TagSet)> = Vec::new();
@@ -434,7 +448,7 @@ pub(crate) fn series_json(
 }
 
 /// Raw points: `SELECT *`, `SELECT f, tag AS x`, one series per group.
-fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
+pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
     let (group_keys, groups) = groups(table, s);
     // The columns: names and what fills them.
     enum Col {
@@ -468,7 +482,7 @@ fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
                 };
                 cols.push((alias.clone().unwrap_or_else(|| name.clone()), col));
             }
-            Item::Call { .. } => {}
+            Item::Call { .. } | Item::Transform { .. } => {}
         }
     }
     // A name taken twice becomes `name_1`, `name_2`, … as in influxd.
