@@ -403,6 +403,22 @@ fn regex_may_follow(prev: Option<&Tok>) -> bool {
     }
 }
 
+/// InfluxQL's time strings beside RFC 3339, as RFC 3339: a date alone
+/// (`'2026-01-01'`, midnight UTC) and a date and time with a space
+/// (`'2026-01-01 00:00:05.5'`, UTC), as influxd reads them.
+fn influxql_time(s: &str) -> std::borrow::Cow<'_, str> {
+    let b = s.as_bytes();
+    let date = b.len() >= 10
+        && b[..10].iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() });
+    if date && b.len() == 10 {
+        format!("{s}T00:00:00Z").into()
+    } else if date && b.get(10) == Some(&b' ') && !s.ends_with('Z') {
+        format!("{}T{}Z", &s[..10], &s[11..]).into()
+    } else {
+        s.into()
+    }
+}
+
 /// Keywords that are never names unless quoted.
 const RESERVED: [&str; 17] = [
     "SELECT", "FROM", "WHERE", "GROUP", "BY", "ORDER", "LIMIT", "OFFSET", "SLIMIT", "SOFFSET", "AND", "OR", "AS",
@@ -1012,6 +1028,7 @@ impl Parser {
                 self.now
             }
             Some(Tok::Str(s)) => {
+                let s = influxql_time(&s);
                 model::parse_time(&s, model::Timestamp(self.now)).map(|t| t.as_nanos()).map_err(|e| e.to_string())?
             }
             Some(Tok::Int(n)) | Some(Tok::Dur(n)) => n,

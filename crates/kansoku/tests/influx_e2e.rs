@@ -310,6 +310,14 @@ fn influxql_answers_as_influxdb_does() {
         "SELECT load FROM \"lab\".\"autogen\".\"cpu\" LIMIT 2",
         "SELECT load FROM lab..cpu LIMIT 2",
         "SELECT mean(load), mean(load) FROM cpu",
+        // As Grafana's InfluxQL editor writes them (epoch-ms time filters,
+        // lowercase keywords, quoted names, `fill(null)`).
+        "SELECT mean(\"load\") FROM \"cpu\" WHERE (\"host\" = 'a') AND time >= 1767225600000ms and time <= 1767225619000ms GROUP BY time(5s) fill(null)",
+        "SELECT max(\"n\") FROM \"autogen\".\"cpu\" WHERE time >= 1767225600000ms and time <= 1767225619000ms GROUP BY time(2s), \"host\" fill(none)",
+        "SELECT non_negative_derivative(mean(\"n\"), 1s) FROM \"cpu\" WHERE time >= 1767225600000ms and time <= 1767225619000ms GROUP BY time(4s), \"region\" fill(null)",
+        "SELECT \"load\" FROM \"cpu\" WHERE time >= 1767225610000ms and time <= 1767225613000ms",
+        "select count(load) from cpu where time > '2026-01-01' group by host",
+        "SELECT count(load) FROM cpu WHERE time >= '2026-01-01 00:00:05' AND time < '2026-01-01 00:00:10'",
         // Transformations (issue 49), of points and of buckets.
         "SELECT derivative(load) FROM cpu WHERE host = 'a'",
         "SELECT derivative(load, 2s) FROM cpu GROUP BY host",
