@@ -102,7 +102,9 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
             let p = sorted[i as usize];
             (vec![ty.json(p.1)], Some(p.0))
         }
-        // Selectors: the first of equal values wins, as in InfluxDB.
+        // Selectors: the first of equal values wins, as in InfluxDB; of
+        // points at one time (several series), first and last take the
+        // larger value, as influxd's reducers do.
         Func::Min | Func::Max | Func::First | Func::Last => {
             let mut best = pts[0];
             for &p in &pts[1..] {
@@ -110,8 +112,8 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
                 let better = match c.func {
                     Func::Min => v < b,
                     Func::Max => v > b,
-                    Func::Last => true,
-                    _ => false,
+                    Func::Last => p.0 > best.0 || v > b,
+                    _ => p.0 == best.0 && v > b,
                 };
                 if better {
                     best = p;

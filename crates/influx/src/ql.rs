@@ -106,9 +106,12 @@ impl Select {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     Star,
+    /// A field or tag; `integer` from a `::integer` cast (a float field's
+    /// values truncated, as influxd casts them).
     Var {
         name: String,
         alias: Option<String>,
+        integer: bool,
     },
     Call {
         func: Func,
@@ -772,8 +775,8 @@ impl Parser {
             if self.eat_op("(") {
                 self.call(&name)?
             } else {
-                self.cast()?;
-                Item::Var { name, alias: None }
+                let integer = self.eat_integer_cast()?;
+                Item::Var { name, alias: None, integer }
             }
         };
         if !self.eat_kw("AS") {
@@ -782,10 +785,18 @@ impl Parser {
         let alias = Some(self.ident("a name after AS")?);
         Ok(match item {
             Item::Star => return Err("* cannot have an alias".into()),
-            Item::Var { name, .. } => Item::Var { name, alias },
+            Item::Var { name, integer, .. } => Item::Var { name, alias, integer },
             Item::Call { func, field, arg, .. } => Item::Call { func, field, arg, alias },
             Item::Transform { t, inner, arg, .. } => Item::Transform { t, inner, arg, alias },
         })
+    }
+
+    /// A cast after a selected name: whether it is `::integer`.
+    fn eat_integer_cast(&mut self) -> Result<bool, String> {
+        let integer = matches!(self.peek(), Some(Tok::Op("::")))
+            && matches!(self.toks.get(self.i + 1), Some(Tok::Ident { text, .. }) if text.eq_ignore_ascii_case("integer"));
+        self.cast()?;
+        Ok(integer)
     }
 
     /// `::field` / `::tag` / `::float`…: accepted, the store knows the type.
@@ -864,7 +875,7 @@ impl Parser {
             }
         } else {
             self.cast()?;
-            Item::Var { name, alias: None }
+            Item::Var { name, alias: None, integer: false }
         };
         let arg = if self.eat_op(",") {
             match (t, self.next()) {

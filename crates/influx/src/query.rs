@@ -454,6 +454,8 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
     enum Col {
         Tag(usize),
         Field(usize),
+        /// A float field cast `::integer`.
+        Truncated(usize),
         Missing,
     }
     let mut cols: Vec<(String, Col)> = Vec::new();
@@ -473,9 +475,10 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
                 cols.extend(all);
             }
             // `time` is the first column already (influxd drops it here).
-            Item::Var { name, alias: None } if name == "time" => {}
-            Item::Var { name, alias } => {
+            Item::Var { name, alias: None, .. } if name == "time" => {}
+            Item::Var { name, alias, integer } => {
                 let col = match (table.field(name), table.tag_keys.binary_search(name)) {
+                    (Some(f), _) if *integer && table.fields[f].1 == FieldType::Float => Col::Truncated(f),
                     (Some(f), _) => Col::Field(f),
                     (None, Ok(t)) => Col::Tag(t),
                     _ => Col::Missing,
@@ -500,7 +503,9 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
         let mut rows: Vec<(i64, &TagSet, &Vec<Option<f64>>)> = sets
             .iter()
             .flat_map(|(tags, rows)| rows.iter().map(move |(t, row)| (*t, *tags, row)))
-            .filter(|(_, _, row)| cols.iter().any(|(_, c)| matches!(c, Col::Field(f) if row[*f].is_some())))
+            .filter(|(_, _, row)| {
+                cols.iter().any(|(_, c)| matches!(c, Col::Field(f) | Col::Truncated(f) if row[*f].is_some()))
+            })
             .collect();
         rows.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         if s.desc {
@@ -515,6 +520,7 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
                 v.extend(cols.iter().map(|(_, c)| match c {
                     Col::Tag(i) => tags[*i].clone().map_or(Value::Null, Value::String),
                     Col::Field(i) => row[*i].map_or(Value::Null, |x| table.fields[*i].1.json(x)),
+                    Col::Truncated(i) => row[*i].map_or(Value::Null, |x| json!(x.trunc() as i64)),
                     Col::Missing => Value::Null,
                 }));
                 Value::Array(v)

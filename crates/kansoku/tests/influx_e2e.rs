@@ -212,7 +212,9 @@ fn influxql_answers_as_influxdb_does() {
         let (s, body) = post(addr, "/write?db=lab&precision=s", "", lines.as_bytes());
         assert_eq!(s, 204, "{addr}: {body}");
         // Times off the second, for RFC 3339 answers (issue 49).
-        let frac = b"frac v=1 1767225600500000000\nfrac v=2 1767225601000000001\nfrac v=3 1767225602120000000\n";
+        let frac = b"frac v=1 1767225600500000000\nfrac v=2 1767225601000000001\nfrac v=3 1767225602120000000\n\
+            tie,host=a v=1,w=5i 1767225600000000000\ntie,host=b v=2,w=5i 1767225600000000000\n\
+            tie,host=c v=2,w=3i 1767225601000000000\ntie,host=a v=0.5,w=3i 1767225601000000000\n";
         let (s, body) = post(addr, "/write?db=lab", "", frac);
         assert_eq!(s, 204, "{addr}: {body}");
     }
@@ -318,6 +320,18 @@ fn influxql_answers_as_influxdb_does() {
         "SELECT \"load\" FROM \"cpu\" WHERE time >= 1767225610000ms and time <= 1767225613000ms",
         "select count(load) from cpu where time > '2026-01-01' group by host",
         "SELECT count(load) FROM cpu WHERE time >= '2026-01-01 00:00:05' AND time < '2026-01-01 00:00:10'",
+        // Ties across series at one time, and casts (issue 49).
+        "SELECT first(v), last(v) FROM tie",
+        "SELECT first(w) FROM tie",
+        "SELECT last(w) FROM tie",
+        "SELECT min(v), max(w) FROM tie",
+        "SELECT max(v) FROM tie",
+        "SELECT percentile(v, 50) FROM tie",
+        "SELECT percentile(w, 50) FROM tie",
+        "SELECT median(w), spread(v) FROM tie",
+        "SELECT load::integer FROM cpu LIMIT 3",
+        "SELECT n::float, load::float FROM cpu LIMIT 3",
+        "SELECT used::integer FROM mem LIMIT 2",
         // Transformations (issue 49), of points and of buckets.
         "SELECT derivative(load) FROM cpu WHERE host = 'a'",
         "SELECT derivative(load, 2s) FROM cpu GROUP BY host",
