@@ -141,6 +141,99 @@ pub enum Transform {
     CumulativeSum,
     MovingAverage,
     Elapsed,
+    /// A function of each value (`abs`, `sqrt`, …): every point kept.
+    Math(MathFn),
+}
+
+/// The math functions served, one argument each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MathFn {
+    Abs,
+    Ceil,
+    Floor,
+    Round,
+    Sqrt,
+    Ln,
+    Log2,
+    Log10,
+    Exp,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+}
+
+const MATH: [(&str, MathFn); 15] = [
+    ("abs", MathFn::Abs),
+    ("ceil", MathFn::Ceil),
+    ("floor", MathFn::Floor),
+    ("round", MathFn::Round),
+    ("sqrt", MathFn::Sqrt),
+    ("ln", MathFn::Ln),
+    ("log2", MathFn::Log2),
+    ("log10", MathFn::Log10),
+    ("exp", MathFn::Exp),
+    ("sin", MathFn::Sin),
+    ("cos", MathFn::Cos),
+    ("tan", MathFn::Tan),
+    ("asin", MathFn::Asin),
+    ("acos", MathFn::Acos),
+    ("atan", MathFn::Atan),
+];
+
+impl MathFn {
+    /// Whether an integer stays an integer (`abs ceil floor round`).
+    pub fn keeps_integers(self) -> bool {
+        matches!(self, MathFn::Abs | MathFn::Ceil | MathFn::Floor | MathFn::Round)
+    }
+
+    /// The function of a float, as Go's `math` computes it (`round`: half
+    /// away from zero, influxd's own).
+    pub fn apply(self, x: f64) -> f64 {
+        match self {
+            MathFn::Abs => x.abs(),
+            MathFn::Ceil => x.ceil(),
+            MathFn::Floor => x.floor(),
+            MathFn::Round => {
+                let t = x.trunc();
+                if (x - t).abs() >= 0.5 { t + 1f64.copysign(x) } else { t }
+            }
+            MathFn::Sqrt => x.sqrt(),
+            MathFn::Ln => x.ln(),
+            // Go's formulas (its `Log` is the platform's, as ours).
+            MathFn::Log2 => go_log2(x),
+            MathFn::Log10 => x.ln() * (1.0 / std::f64::consts::LN_10),
+            MathFn::Exp => x.exp(),
+            MathFn::Sin => x.sin(),
+            MathFn::Cos => x.cos(),
+            MathFn::Tan => x.tan(),
+            MathFn::Asin => x.asin(),
+            MathFn::Acos => x.acos(),
+            MathFn::Atan => x.atan(),
+        }
+    }
+}
+
+/// Go's `math.Log2`: exact for powers of two, else `ln(frac)/ln 2 + exp`.
+fn go_log2(x: f64) -> f64 {
+    if !x.is_finite() || x <= 0.0 {
+        return x.log2();
+    }
+    // frexp: x = frac × 2^exp, frac in [0.5, 1).
+    let (mut frac, mut exp) = (x, 0i32);
+    if frac < f64::MIN_POSITIVE {
+        frac *= (1u64 << 52) as f64;
+        exp -= 52;
+    }
+    let bits = frac.to_bits();
+    exp += ((bits >> 52) & 0x7ff) as i32 - 1022;
+    frac = f64::from_bits((bits & !(0x7ff << 52)) | (1022 << 52));
+    if frac == 0.5 {
+        return f64::from(exp - 1);
+    }
+    frac.ln() * (1.0 / std::f64::consts::LN_2) + f64::from(exp)
 }
 
 const TRANSFORMS: [(&str, Transform); 7] = [
@@ -156,6 +249,9 @@ const TRANSFORMS: [(&str, Transform); 7] = [
 impl Transform {
     /// The column name InfluxDB gives its result.
     pub fn name(self) -> &'static str {
+        if let Transform::Math(m) = self {
+            return MATH.iter().find(|(_, f)| *f == m).map_or("?", |(n, _)| n);
+        }
         TRANSFORMS.iter().find(|(_, t)| *t == self).map_or("?", |(n, _)| n)
     }
 }
@@ -818,6 +914,9 @@ impl Parser {
         if let Some(&(_, t)) = TRANSFORMS.iter().find(|(n, _)| *n == lower) {
             return self.transform(t);
         }
+        if let Some(&(_, m)) = MATH.iter().find(|(n, _)| *n == lower) {
+            return self.transform(Transform::Math(m));
+        }
         let Some(&(_, mut func)) = FUNCS.iter().find(|(n, _)| *n == lower) else {
             return Err(format!(
                 "the function {name}() is not supported yet: kansoku's InfluxQL has {}",
@@ -825,6 +924,7 @@ impl Parser {
                     .iter()
                     .map(|f| f.0)
                     .chain(TRANSFORMS.iter().map(|t| t.0))
+                    .chain(MATH.iter().map(|m| m.0))
                     .map(|f| format!("{f}()"))
                     .collect::<Vec<_>>()
                     .join(", ")
@@ -884,7 +984,13 @@ impl Parser {
                     self.i -= 1;
                     return Err(self.expected("a count of points as moving_average()'s second argument"));
                 }
-                (Transform::CumulativeSum | Transform::Difference | Transform::NonNegativeDifference, _) => {
+                (
+                    Transform::CumulativeSum
+                    | Transform::Difference
+                    | Transform::NonNegativeDifference
+                    | Transform::Math(_),
+                    _,
+                ) => {
                     return Err(format!("invalid number of arguments for {}, expected 1, got 2", t.name()));
                 }
                 (_, Some(Tok::Dur(d))) if d > 0 => Some(d),
@@ -1124,22 +1230,35 @@ fn take_time(e: Expr, from: &mut i64, to: &mut i64) -> Result<Option<Expr>, Stri
     }
 }
 
+/// Where a transformation may be used, as InfluxDB states it.
+fn check_transform(t: Transform, inner: &Item, s: &Select) -> Result<(), String> {
+    match (inner, s.group.time) {
+        // A math function of a function needs no time buckets.
+        (Item::Call { .. }, None) if matches!(t, Transform::Math(_)) => Ok(()),
+        (Item::Call { .. }, None) => {
+            Err(format!("{}() of a function needs GROUP BY time(...), as in InfluxDB", t.name()))
+        }
+        (Item::Var { .. }, Some(_)) => Err(format!("aggregate function required inside the call to {}", t.name())),
+        _ => Ok(()),
+    }
+}
+
 /// The select list's rules, as InfluxDB states them.
 fn check_items(s: &Select) -> Result<(), String> {
-    if let Some((t, inner, _, _)) = s.transform() {
-        if s.items.len() > 1 {
+    if let Some((t, _, _, _)) = s.transform() {
+        // Several math functions side by side; any other transformation alone.
+        let all_math = s.items.iter().all(|i| matches!(i, Item::Transform { t: Transform::Math(_), .. }));
+        if s.items.len() > 1 && !all_math {
             return Err(format!("{}() beside other items is not supported yet: select it alone", t.name()));
         }
         if s.desc {
             return Err(format!("{}() with ORDER BY time DESC is not supported yet", t.name()));
         }
-        return match (inner, s.group.time) {
-            (Item::Call { .. }, None) => {
-                Err(format!("{}() of a function needs GROUP BY time(...), as in InfluxDB", t.name()))
-            }
-            (Item::Var { .. }, Some(_)) => Err(format!("aggregate function required inside the call to {}", t.name())),
-            _ => Ok(()),
-        };
+        for item in &s.items {
+            let Item::Transform { t, inner, .. } = item else { continue };
+            check_transform(*t, inner, s)?;
+        }
+        return Ok(());
     }
     let calls = s.items.iter().filter(|i| matches!(i, Item::Call { .. })).count();
     if calls == 0 {

@@ -1,7 +1,8 @@
 //! InfluxQL's transformations as InfluxDB 1.6 computes them (its stream
 //! reducers in `query/functions.go`): `derivative`, `non_negative_derivative`,
 //! `difference`, `non_negative_difference`, `cumulative_sum`,
-//! `moving_average` and `elapsed`, over a field's points per series, or over
+//! `moving_average` and `elapsed`, and the math functions (`abs`, `round`,
+//! `sqrt`, `ln`, …, each value alone), over a field's points per series, or over
 //! a function's buckets under `GROUP BY time(…)` — those read from one
 //! interval before the range (as many as the window needs for
 //! `moving_average`), so the first bucket has the one before it, and answer
@@ -17,7 +18,7 @@ use crate::query::{Table, go_float, groups, series_json, time_json};
 pub(crate) fn reads_from(s: &Select) -> i64 {
     let (Some((t, Item::Call { .. }, arg, _)), Some(d)) = (s.transform(), s.group.time) else { return s.from };
     let extra = match t {
-        Transform::CumulativeSum => 0,
+        Transform::CumulativeSum | Transform::Math(_) => 0,
         Transform::MovingAverage => arg.unwrap_or(1).saturating_sub(1).saturating_mul(d),
         _ => d,
     };
@@ -46,6 +47,15 @@ impl Num {
 fn apply(t: Transform, arg: Option<i64>, unit: i64, pts: &[(i64, Num)]) -> Vec<(i64, Value)> {
     let mut out = Vec::new();
     match t {
+        Transform::Math(m) => {
+            for &(time, p) in pts {
+                let v = if p.int && m.keeps_integers() { p } else { Num { v: m.apply(p.v), int: false } };
+                // JSON has no NaN or infinity: influxd leaves such a point out.
+                if v.v.is_finite() {
+                    out.push((time, v.json()));
+                }
+            }
+        }
         Transform::CumulativeSum => {
             let mut sum: Option<Num> = None;
             for &(time, n) in pts {
@@ -111,10 +121,15 @@ fn apply(t: Transform, arg: Option<i64>, unit: i64, pts: &[(i64, Num)]) -> Vec<(
     out
 }
 
-/// The answer's series for a statement selecting a transformation.
-pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<Value>, String> {
-    let (t, inner, arg, alias) = s.transform().expect("BUG: run without a transformation");
-    let name = alias.unwrap_or(t.name()).to_owned();
+/// One item's series: (its group's tags, its output points in time order).
+type ItemSeries = Vec<(Value, Vec<(i64, Value)>)>;
+
+/// The transformation `item` (an `Item::Transform`) of every series.
+fn item_series(table: &Table, s: &Select, item: &Item) -> Result<ItemSeries, String> {
+    let Item::Transform { t, inner, arg, .. } = item else {
+        return Err("a transformation beside fields or functions is not supported yet".into());
+    };
+    let (t, arg) = (*t, *arg);
     let unit = match t {
         Transform::Elapsed => arg.unwrap_or(1),
         Transform::Derivative | Transform::NonNegativeDerivative => arg.or(s.group.time).unwrap_or(1_000_000_000),
@@ -122,11 +137,11 @@ pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<V
     };
     // Each series: (its group's tags, its points in time order).
     let mut series: Vec<(Value, Vec<(i64, Num)>)> = Vec::new();
-    match inner {
+    match &**inner {
         Item::Call { .. } => {
             // The function's buckets from before the range, times in ns, unpaged.
             let buckets =
-                crate::aggregate::run_with(table, s, std::slice::from_ref(inner), reads_from(s), Some(1), false)?;
+                crate::aggregate::run_with(table, s, std::slice::from_ref(&**inner), reads_from(s), Some(1), false)?;
             for b in buckets {
                 let pts = b["values"]
                     .as_array()
@@ -154,23 +169,66 @@ pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<V
         }
         _ => return Err(format!("{}() of this is not supported yet", t.name())),
     }
+    Ok(series.into_iter().map(|(tags, pts)| (tags, apply(t, arg, unit, &pts))).collect())
+}
+
+/// The answer's series for a statement selecting transformations (one, or
+/// several math functions): each item's points, side by side by time.
+pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<Value>, String> {
+    // Column names: alias or function name, repeats numbered as influxd does.
+    let mut columns = vec!["time".to_owned()];
+    for item in &s.items {
+        let base = match item {
+            Item::Transform { t, alias, .. } => alias.clone().unwrap_or_else(|| t.name().to_owned()),
+            _ => return Err("a transformation beside fields or functions is not supported yet".into()),
+        };
+        let mut name = base.clone();
+        let mut k = 0;
+        while columns.contains(&name) {
+            k += 1;
+            name = format!("{base}_{k}");
+        }
+        columns.push(name);
+    }
+    // Per series (keyed by its tags, in first-seen order): time → a cell per item.
+    let width = s.items.len();
+    let mut order: Vec<Value> = Vec::new();
+    let mut rows: std::collections::HashMap<String, std::collections::BTreeMap<i64, Vec<Value>>> =
+        std::collections::HashMap::new();
+    for (i, item) in s.items.iter().enumerate() {
+        for (tags, pts) in item_series(table, s, item)? {
+            let key = tags.to_string();
+            if !rows.contains_key(&key) {
+                order.push(tags);
+            }
+            let series = rows.entry(key).or_default();
+            for (time, v) in pts {
+                series.entry(time).or_insert_with(|| vec![Value::Null; width])[i] = v;
+            }
+        }
+    }
     let first_bucket = match s.group.time {
         Some(d) if s.from != i64::MIN => (s.from.max(0) - s.group.offset).div_euclid(d) * d + s.group.offset,
         _ => i64::MIN,
     };
     let mut out = Vec::new();
-    for (tags, pts) in series {
-        let values: Vec<Value> = apply(t, arg, unit, &pts)
+    for tags in order {
+        let Some(series) = rows.remove(&tags.to_string()) else { continue };
+        let values: Vec<Value> = series
             .into_iter()
             .filter(|(time, _)| *time >= first_bucket)
             .skip(s.offset)
             .take(s.limit.unwrap_or(usize::MAX))
-            .map(|(time, v)| json!([time_json(time, epoch), v]))
+            .map(|(time, cells)| {
+                let mut row = vec![time_json(time, epoch)];
+                row.extend(cells);
+                Value::Array(row)
+            })
             .collect();
         if values.is_empty() {
             continue;
         }
-        let mut one = json!({ "name": table.measurement, "columns": ["time", name], "values": values });
+        let mut one = json!({ "name": table.measurement, "columns": columns, "values": values });
         if !tags.is_null() {
             one["tags"] = tags;
         }
