@@ -6,6 +6,8 @@
 //! | number)`; one series per tag group, named and typed as InfluxDB
 //! answers.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::ql::{Func, Item, Select};
@@ -71,6 +73,46 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
             (v.into_iter().map(num).collect(), None)
         }
         Func::Sum => one(num(vals().sum())),
+        Func::Mode => {
+            // influxd's ModeReduceSlice: by value (then time), the longest
+            // run; of equal runs the one that started earlier, a lone value
+            // counting only when it sorts first.
+            if pts.len() == 1 {
+                return one(ty.json(pts[0].1));
+            }
+            let mut sorted = pts.to_vec();
+            sorted.sort_by(|a, b| ty.number(a.1).total_cmp(&ty.number(b.1)).then(a.0.cmp(&b.0)));
+            let (mut most_freq, mut curr_freq) = (0, 0);
+            let (mut curr, mut most) = (sorted[0].1, sorted[0].1);
+            let (mut most_time, mut curr_time) = (sorted[0].0, sorted[0].0);
+            for &(t, v) in &sorted {
+                if ty.number(v) != ty.number(curr) {
+                    (curr_freq, curr, curr_time) = (1, v, t);
+                    continue;
+                }
+                curr_freq += 1;
+                if most_freq > curr_freq || (most_freq == curr_freq && curr_time > most_time) {
+                    continue;
+                }
+                (most_freq, most, most_time) = (curr_freq, v, t);
+            }
+            one(ty.json(most))
+        }
+        // With GROUP BY time the buckets' areas are computed over the whole
+        // series first (`integrals`); alone, the area of the points.
+        Func::Integral => {
+            let unit = if c.arg > 0.0 { c.arg } else { 1e9 };
+            let (mut sum, mut prev) = (0.0, pts[0]);
+            for &p in &pts[1..] {
+                if p.0 == prev.0 {
+                    prev = p;
+                    continue;
+                }
+                sum += 0.5 * (ty.number(p.1) + ty.number(prev.1)) * ((p.0 - prev.0) as f64 / unit);
+                prev = p;
+            }
+            one(go_float(sum))
+        }
         Func::Mean => one(go_float(vals().sum::<f64>() / pts.len() as f64)),
         Func::Median => {
             let mut v: Vec<f64> = vals().collect();
@@ -222,6 +264,16 @@ pub(crate) fn run_with(
                 pts
             })
             .collect();
+        // integral() under GROUP BY time: each bucket's area as influxd's
+        // reducer makes it over the whole series (ends interpolated).
+        let areas: Vec<Option<BTreeMap<i64, f64>>> = calls
+            .iter()
+            .zip(&points)
+            .map(|(c, pts)| {
+                let d = s.group.time?;
+                (c.func == Func::Integral).then(|| integrals(pts, d, s.group.offset, c))
+            })
+            .collect();
         // Rows: one per bucket (several for distinct); `empty[c]` marks a
         // cell of an empty bucket, for fill(linear).
         let mut rows: Vec<(Vec<Value>, Vec<bool>)> = Vec::new();
@@ -234,7 +286,17 @@ pub(crate) fn run_with(
                 let pts = &points[c];
                 let lo = pts.partition_point(|p| p.0 < start);
                 let hi = pts.partition_point(|p| p.0 < end);
-                if lo < hi {
+                if let Some(areas) = &areas[c] {
+                    match areas.get(&start) {
+                        Some(a) => cells.push(vec![go_float(*a)]),
+                        // A bucket the reducer gave no area is no row, as
+                        // in influxd (whose fill does not reach integral()).
+                        None => {
+                            empty[c] = true;
+                            cells.push(Vec::new());
+                        }
+                    }
+                } else if lo < hi {
                     let (v, at) = apply(call, &pts[lo..hi]);
                     if alone_selector && let Some(at) = at {
                         time = at;
@@ -289,6 +351,46 @@ pub(crate) fn run_with(
         out.push(series_json(&table.measurement, &group_keys, gk, columns.clone(), values));
     }
     Ok(out)
+}
+
+/// influxd's integral reducer under `GROUP BY time(d)`: trapezoids between
+/// points; at a bucket's end the value there (on the line to the next
+/// point) closes the bucket and opens the next; each bucket's area keyed
+/// by its start.
+fn integrals(pts: &[(i64, f64)], d: i64, offset: i64, c: &Call) -> BTreeMap<i64, f64> {
+    let unit = if c.arg > 0.0 { c.arg } else { 1e9 };
+    let window = |t: i64| {
+        let s = (t - offset).div_euclid(d) * d + offset;
+        (s, s + d)
+    };
+    let mut out = BTreeMap::new();
+    let Some(&(t0, v0)) = pts.first() else { return out };
+    let mut prev = (t0, c.ty.number(v0));
+    let (mut ws, mut we) = window(t0);
+    let mut sum = 0.0;
+    for &(t, v) in &pts[1..] {
+        let v = c.ty.number(v);
+        if prev.0 == t {
+            prev = (t, v);
+            continue;
+        }
+        if t >= we {
+            if prev.0 != we {
+                let value = (v - prev.1) / (t - prev.0) as f64 * (we - prev.0) as f64 + prev.1;
+                sum += 0.5 * (value + prev.1) * ((we - prev.0) as f64 / unit);
+                prev = (we, value);
+            }
+            out.insert(ws, sum);
+            (ws, we) = window(t);
+            sum = 0.0;
+        }
+        sum += 0.5 * (v + prev.1) * ((t - prev.0) as f64 / unit);
+        prev = (t, v);
+    }
+    if prev.0 != ws {
+        out.insert(ws, sum);
+    }
+    out
 }
 
 /// `fill(linear)`: an empty bucket between two full ones gets the value on

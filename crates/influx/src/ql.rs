@@ -43,6 +43,23 @@ pub enum Statement {
     },
     CreateDatabase(String),
     Select(Box<Select>),
+    /// `SHOW … [EXACT] CARDINALITY`: what is counted, whether exactly (an
+    /// estimate is written as influxd writes one, counted exactly here).
+    Cardinality {
+        of: Cardinality,
+        exact: bool,
+        from: Option<String>,
+    },
+}
+
+/// What a cardinality statement counts.
+#[derive(Debug)]
+pub enum Cardinality {
+    Series,
+    Measurements,
+    TagKeys,
+    TagValues(NameMatch),
+    FieldKeys,
 }
 
 /// A name test: `= n`, `!= n`, `=~ /re/`, `!~ /re/`, `IN (a, b)`.
@@ -272,9 +289,12 @@ pub enum Func {
     Stddev,
     Percentile,
     Distinct,
+    Mode,
+    /// `integral(f[, unit])`: the area under the points (trapezoids), per unit.
+    Integral,
 }
 
-const FUNCS: [(&str, Func); 12] = [
+const FUNCS: [(&str, Func); 14] = [
     ("count", Func::Count),
     ("sum", Func::Sum),
     ("mean", Func::Mean),
@@ -287,6 +307,8 @@ const FUNCS: [(&str, Func); 12] = [
     ("stddev", Func::Stddev),
     ("percentile", Func::Percentile),
     ("distinct", Func::Distinct),
+    ("mode", Func::Mode),
+    ("integral", Func::Integral),
 ];
 
 impl Func {
@@ -700,6 +722,11 @@ impl Parser {
             let on = if self.eat_kw("ON") { Some(self.ident("a database name")?) } else { None };
             return Ok(Statement::ShowRetentionPolicies(on));
         }
+        if self.eat_kw("MEASUREMENT") {
+            let exact = self.eat_kw("EXACT");
+            self.kw("CARDINALITY")?;
+            return Ok(Statement::Cardinality { of: Cardinality::Measurements, exact, from: None });
+        }
         if self.eat_kw("MEASUREMENTS") {
             let m = if self.eat_kw("WITH") {
                 self.kw("MEASUREMENT")?;
@@ -710,6 +737,11 @@ impl Parser {
             return Ok(Statement::ShowMeasurements(m));
         }
         if self.eat_kw("SERIES") {
+            if self.is_kw("EXACT") || self.is_kw("CARDINALITY") {
+                let exact = self.eat_kw("EXACT");
+                self.kw("CARDINALITY")?;
+                return Ok(Statement::Cardinality { of: Cardinality::Series, exact, from: self.from()? });
+            }
             let from = self.from()?;
             let cond = if self.eat_kw("WHERE") {
                 let c = self.cond()?;
@@ -723,6 +755,11 @@ impl Parser {
             return Ok(Statement::ShowSeries { from, cond });
         }
         if self.eat_kw("FIELD") {
+            if self.eat_kw("KEY") {
+                let exact = self.eat_kw("EXACT");
+                self.kw("CARDINALITY")?;
+                return Ok(Statement::Cardinality { of: Cardinality::FieldKeys, exact, from: self.from()? });
+            }
             self.kw("KEYS")?;
             return Ok(Statement::ShowFieldKeys(self.from()?));
         }
@@ -730,7 +767,23 @@ impl Parser {
             if self.eat_kw("KEYS") {
                 return Ok(Statement::ShowTagKeys(self.from()?));
             }
+            if self.eat_kw("KEY") {
+                let exact = self.eat_kw("EXACT");
+                self.kw("CARDINALITY")?;
+                return Ok(Statement::Cardinality { of: Cardinality::TagKeys, exact, from: self.from()? });
+            }
             self.kw("VALUES")?;
+            if self.is_kw("EXACT") || self.is_kw("CARDINALITY") {
+                let exact = self.eat_kw("EXACT");
+                self.kw("CARDINALITY")?;
+                let from = self.from()?;
+                if !self.eat_kw("WITH") {
+                    return Err(self.expected("WITH KEY (SHOW TAG VALUES CARDINALITY needs WITH KEY = k)"));
+                }
+                self.kw("KEY")?;
+                let keys = self.name_match(true)?;
+                return Ok(Statement::Cardinality { of: Cardinality::TagValues(keys), exact, from });
+            }
             let from = self.from()?;
             if !self.eat_kw("WITH") {
                 return Err(self.expected("WITH KEY (SHOW TAG VALUES needs WITH KEY = k)"));
@@ -944,8 +997,10 @@ impl Parser {
         };
         let arg = if self.eat_op(",") {
             match self.next() {
-                Some(Tok::Int(n)) => Some(n as f64),
-                Some(Tok::Num(n)) => Some(n),
+                // integral(f, 1m): the unit, in ns.
+                Some(Tok::Dur(d)) if func == Func::Integral && d > 0 => Some(d as f64),
+                Some(Tok::Int(n)) if func != Func::Integral => Some(n as f64),
+                Some(Tok::Num(n)) if func != Func::Integral => Some(n),
                 _ => {
                     self.i -= 1;
                     return Err(self.expected(&format!("a number as {lower}()'s second argument")));
@@ -957,7 +1012,9 @@ impl Parser {
         self.op(")")?;
         match (func, arg) {
             (Func::Percentile, None) => Err("invalid number of arguments for percentile, expected 2, got 1".into()),
-            (Func::Percentile, Some(_)) | (_, None) => Ok(Item::Call { func, field, arg, alias: None }),
+            (Func::Percentile | Func::Integral, Some(_)) | (_, None) => {
+                Ok(Item::Call { func, field, arg, alias: None })
+            }
             (_, Some(_)) => Err(format!("invalid number of arguments for {lower}, expected 1, got 2")),
         }
     }

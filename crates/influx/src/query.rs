@@ -91,6 +91,7 @@ pub fn execute(
         Statement::ShowTagKeys(m) | Statement::ShowFieldKeys(m) | Statement::ShowTagValues { from: m, .. } => {
             show_keys(store, need_db()?, m.as_deref(), st)
         }
+        Statement::Cardinality { of, exact, from } => cardinality(store, need_db()?, of, *exact, from.as_deref()),
     }
 }
 
@@ -603,6 +604,54 @@ fn show_keys(store: &dyn source::Source, db: &str, measurement: Option<&str>, st
         .map(|(name, rows)| json!({"name": name, "columns": columns, "values": rows}))
         .collect();
     Ok(if series.is_empty() { json!({}) } else { json!({ "series": series }) })
+}
+
+/// `SHOW … [EXACT] CARDINALITY`: per measurement `count`, or (series and
+/// measurements without EXACT) one `cardinality estimation`, as influxd
+/// writes them; counted exactly here.
+fn cardinality(
+    store: &dyn source::Source,
+    db: &str,
+    of: &crate::ql::Cardinality,
+    exact: bool,
+    from: Option<&str>,
+) -> Result<Value, String> {
+    use crate::ql::Cardinality as C;
+    // measurement -> the distinct things counted.
+    let mut per: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (_, k) in db_series(store, db)? {
+        let (Some(f), Some(m)) = (k.get(FIELD_LABEL), measurement_of(&k)) else { continue };
+        if from.is_some_and(|want| want != m) {
+            continue;
+        }
+        let set = per.entry(m.to_owned()).or_default();
+        let tags = k.labels().iter().filter(|(n, _)| !hidden_label(n));
+        match of {
+            C::Series => {
+                set.insert(tags.map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(","));
+            }
+            C::Measurements => {}
+            C::TagKeys => set.extend(tags.map(|(n, _)| n.clone())),
+            C::TagValues(keys) => set.extend(tags.filter(|(n, _)| keys.matches(n)).map(|(_, v)| v.clone())),
+            C::FieldKeys => {
+                set.insert(f.to_owned());
+            }
+        }
+    }
+    let one = |column: &str, n: usize| json!({"series": [{"columns": [column], "values": [[n]]}]});
+    Ok(match (of, exact) {
+        (C::Measurements, true) => one("count", per.len()),
+        (C::Measurements, false) => one("cardinality estimation", per.len()),
+        (C::Series, false) => one("cardinality estimation", per.values().map(BTreeSet::len).sum()),
+        _ => {
+            let series: Vec<Value> = per
+                .into_iter()
+                .filter(|(_, set)| !set.is_empty())
+                .map(|(name, set)| json!({"name": name, "columns": ["count"], "values": [[set.len()]]}))
+                .collect();
+            if series.is_empty() { json!({}) } else { json!({ "series": series }) }
+        }
+    })
 }
 
 /// A statement's answer as `chunked=true` sends it: one JSON document per
