@@ -66,6 +66,8 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
             v.dedup();
             one(json!(v.len()))
         }
+        // Served by `top_bottom` (rows at their own times); not per bucket here.
+        Func::Top | Func::Bottom => one(Value::Null),
         Func::Distinct => {
             let mut v: Vec<f64> = vals().collect();
             v.sort_by(f64::total_cmp);
@@ -349,6 +351,58 @@ pub(crate) fn run_with(
             continue;
         }
         out.push(series_json(&table.measurement, &group_keys, gk, columns.clone(), values));
+    }
+    Ok(out)
+}
+
+/// `top(f, N)` / `bottom(f, N)` alone: per series and bucket, the N
+/// largest / smallest points (of equal values the earlier), each a row at
+/// its own time, in time order.
+pub(crate) fn top_bottom(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<Value>, String> {
+    let Some(Item::Call { func, field, arg, alias }) = s.items.first() else { return Ok(Vec::new()) };
+    let top = *func == Func::Top;
+    let n = arg.unwrap_or(1.0).max(1.0) as usize;
+    let Some(col) = table.field(field) else { return Ok(Vec::new()) };
+    let ty = table.fields[col].1;
+    let name = alias.clone().unwrap_or_else(|| func.name().to_owned());
+    let bucket = |t: i64| match s.group.time {
+        Some(d) => (t - s.group.offset).div_euclid(d),
+        None => 0,
+    };
+    let (group_keys, groups) = groups(table, s);
+    let mut out = Vec::new();
+    let mut cells = 0usize;
+    for (gk, sets) in groups {
+        let mut pts: Vec<(i64, f64)> =
+            sets.iter().flat_map(|(_, rows)| rows.iter().filter_map(move |(t, row)| Some((*t, row[col]?)))).collect();
+        pts.sort_by_key(|p| p.0);
+        let mut rows: Vec<(i64, f64)> = Vec::new();
+        for chunk in pts.chunk_by(|a, b| bucket(a.0) == bucket(b.0)) {
+            let mut best = chunk.to_vec();
+            best.sort_by(|a, b| {
+                let (x, y) = (ty.number(a.1), ty.number(b.1));
+                (if top { y.total_cmp(&x) } else { x.total_cmp(&y) }).then(a.0.cmp(&b.0))
+            });
+            best.truncate(n);
+            best.sort_by_key(|p| p.0);
+            rows.extend(best);
+        }
+        cells = cells.saturating_add(rows.len() * 2);
+        if cells > CELLS_MAX {
+            return Err(format!("the answer would hold more than {CELLS_MAX} cells; narrow the time range"));
+        }
+        if s.desc {
+            rows.reverse();
+        }
+        let values: Vec<Value> = rows
+            .into_iter()
+            .skip(s.offset)
+            .take(s.limit.unwrap_or(usize::MAX))
+            .map(|(t, v)| json!([time_json(t, epoch), ty.json(v)]))
+            .collect();
+        if !values.is_empty() {
+            out.push(series_json(&table.measurement, &group_keys, gk, vec!["time".into(), name.clone()], values));
+        }
     }
     Ok(out)
 }

@@ -292,9 +292,13 @@ pub enum Func {
     Mode,
     /// `integral(f[, unit])`: the area under the points (trapezoids), per unit.
     Integral,
+    /// `top(f, N)` / `bottom(f, N)`: the N largest / smallest points, each
+    /// a row at its own time.
+    Top,
+    Bottom,
 }
 
-const FUNCS: [(&str, Func); 14] = [
+const FUNCS: [(&str, Func); 16] = [
     ("count", Func::Count),
     ("sum", Func::Sum),
     ("mean", Func::Mean),
@@ -309,6 +313,8 @@ const FUNCS: [(&str, Func); 14] = [
     ("distinct", Func::Distinct),
     ("mode", Func::Mode),
     ("integral", Func::Integral),
+    ("top", Func::Top),
+    ("bottom", Func::Bottom),
 ];
 
 impl Func {
@@ -997,6 +1003,12 @@ impl Parser {
         };
         let arg = if self.eat_op(",") {
             match self.next() {
+                Some(Tok::Ident { .. }) if matches!(func, Func::Top | Func::Bottom) => {
+                    return Err(format!("{lower}(field, tag, N) is not supported yet: {lower}(field, N)"));
+                }
+                Some(Tok::Int(n)) if matches!(func, Func::Top | Func::Bottom) && n <= 0 => {
+                    return Err(format!("limit ({n}) in {lower} function must be at least 1"));
+                }
                 // integral(f, 1m): the unit, in ns.
                 Some(Tok::Dur(d)) if func == Func::Integral && d > 0 => Some(d as f64),
                 Some(Tok::Int(n)) if func != Func::Integral => Some(n as f64),
@@ -1012,7 +1024,10 @@ impl Parser {
         self.op(")")?;
         match (func, arg) {
             (Func::Percentile, None) => Err("invalid number of arguments for percentile, expected 2, got 1".into()),
-            (Func::Percentile | Func::Integral, Some(_)) | (_, None) => {
+            (Func::Top | Func::Bottom, None) => {
+                Err(format!("invalid number of arguments for {lower}, expected at least 2, got 1"))
+            }
+            (Func::Percentile | Func::Integral | Func::Top | Func::Bottom, Some(_)) | (_, None) => {
                 Ok(Item::Call { func, field, arg, alias: None })
             }
             (_, Some(_)) => Err(format!("invalid number of arguments for {lower}, expected 1, got 2")),
@@ -1327,6 +1342,12 @@ fn check_items(s: &Select) -> Result<(), String> {
     if calls < s.items.len() {
         return Err("mixing aggregate and non-aggregate queries is not supported".into());
     }
+    if let Some(Item::Call { func: f @ (Func::Top | Func::Bottom), .. }) =
+        s.items.iter().find(|i| matches!(i, Item::Call { func: Func::Top | Func::Bottom, .. }))
+        && s.items.len() > 1
+    {
+        return Err(format!("selector function {}() cannot be combined with other functions", f.name()));
+    }
     let distinct = s.items.iter().any(|i| matches!(i, Item::Call { func: Func::Distinct, .. }));
     if distinct && s.items.len() > 1 {
         return Err("aggregate function distinct() cannot be combined with other functions or fields".into());
@@ -1369,13 +1390,14 @@ mod tests {
     /// the others; a syntax error still fails the whole query.
     #[test]
     fn an_unsupported_statement_is_its_own_error() {
-        let each = parse_each("SELECT load FROM cpu; SELECT top(load, 2) FROM cpu WHERE (a = 'b'); SHOW DATABASES", 0)
-            .unwrap();
+        let each =
+            parse_each("SELECT load FROM cpu; SELECT sample(load, 2) FROM cpu WHERE (a = 'b'); SHOW DATABASES", 0)
+                .unwrap();
         assert_eq!(each.len(), 3);
         assert!(each[0].is_ok() && each[2].is_ok(), "{each:?}");
         assert!(matches!(&each[1], Err(e) if is_unsupported(e)), "{each:?}");
         assert!(parse_each("SELECT load FROM cpu; SELECT FROM", 0).is_err());
-        assert!(parse("SELECT load FROM cpu; SELECT top(load, 2) FROM cpu", 0).is_err());
+        assert!(parse("SELECT load FROM cpu; SELECT sample(load, 2) FROM cpu", 0).is_err());
     }
 
     fn one(q: &str) -> Statement {

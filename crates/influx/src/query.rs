@@ -72,8 +72,14 @@ pub fn execute(
             let db = named_db(store, s.db.as_deref().or(db), databases)?;
             let from = crate::transform::reads_from(s);
             let table = Table::read_from(store, db, s, from)?;
+            let top_bottom = matches!(
+                s.items.first(),
+                Some(Item::Call { func: crate::ql::Func::Top | crate::ql::Func::Bottom, .. })
+            );
             let mut series = if s.transform().is_some() {
                 crate::transform::run(&table, s, epoch)?
+            } else if top_bottom {
+                crate::aggregate::top_bottom(&table, s, epoch)?
             } else if s.is_aggregate() {
                 crate::aggregate::run(&table, s, epoch)?
             } else {

@@ -350,6 +350,11 @@ fn influxql_answers_as_influxdb_does() {
         "SELECT integral(n, 2s) FROM cpu WHERE region = 'us'",
         "SELECT integral(load, 1m) FROM cpu",
         "SELECT integral(used) FROM mem WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(6s)",
+        "SELECT top(load, 3) FROM cpu",
+        "SELECT bottom(n, 2) FROM cpu GROUP BY region",
+        "SELECT top(used, 2) FROM mem WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(10s)",
+        "SELECT bottom(load, 1) AS low FROM cpu WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(5s), host",
+        "SELECT top(w, 2) FROM tie",
         // Math functions, of points and of functions (issue 49).
         "SELECT abs(load), round(load) FROM cpu WHERE host = 'a' LIMIT 3",
         "SELECT sqrt(load) FROM cpu GROUP BY host LIMIT 2",
@@ -454,7 +459,7 @@ fn influxql_answers_as_influxdb_does() {
     // A statement kansoku does not support is its own error: the others
     // answer as influxd's (issue 49: all were lost); a syntax error fails
     // the request on both.
-    let q = "SELECT load FROM cpu LIMIT 2; SELECT top(load, 2) FROM cpu; SHOW TAG KEYS FROM mem";
+    let q = "SELECT load FROM cpu LIMIT 2; SELECT sample(load, 2) FROM cpu; SHOW TAG KEYS FROM mem";
     let path = format!("/query?db=lab&epoch=ms&q={}", common::enc(q));
     let answers: Vec<serde_json::Value> = [&srv.addr, &influx]
         .iter()
@@ -465,7 +470,7 @@ fn influxql_answers_as_influxdb_does() {
         })
         .collect();
     assert_eq!((&answers[0][0], &answers[0][2]), (&answers[1][0], &answers[1][2]), "{q}");
-    assert!(answers[0][1]["error"].as_str().is_some_and(|e| e.contains("top() is not supported")), "{}", answers[0]);
+    assert!(answers[0][1]["error"].as_str().is_some_and(|e| e.contains("sample() is not supported")), "{}", answers[0]);
     for a in [&srv.addr, &influx] {
         let (s, body) = http_get(a, &format!("/query?db=lab&q={}", common::enc("SELECT load FROM cpu; SELECT FROM")));
         assert_eq!(s, 400, "{a}: {body}");
