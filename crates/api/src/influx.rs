@@ -214,8 +214,16 @@ pub async fn write(
     let result = tokio::task::spawn_blocking(move || {
         // As influxd: a database must exist (CREATE DATABASE, as Telegraf
         // and the clients do on a 404) before it is written to (issue 49).
-        if !influx::database_exists(&*reader, &db, &influx.databases(store.root()).names) {
-            return Ok(Err((StatusCode::NOT_FOUND, format!("database not found: {db:?}"))));
+        // A database known to exist is remembered (in memory): the check
+        // through the store's index is made once, not at every write.
+        {
+            let mut dbs = influx.databases(store.root());
+            if !dbs.names.contains(&db) {
+                if !influx::database_exists(&*reader, &db, &dbs.names) {
+                    return Ok(Err((StatusCode::NOT_FOUND, format!("database not found: {db:?}"))));
+                }
+                dbs.names.insert(db.clone());
+            }
         }
         let mut parsed = influx::parse_lines(&text, precision, st.now().as_nanos(), &db, rp.as_deref());
         if let Some(host) = forced_host {

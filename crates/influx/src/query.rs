@@ -684,8 +684,17 @@ pub fn chunk_lines(statement_id: usize, result: &Value, select: bool, size: usiz
             continue;
         }
         let n = values.len().div_ceil(size);
+        // The series less its values, copied for each piece (a copy of the
+        // whole series per piece was quadratic: found by fuzzing).
+        let head: serde_json::Map<String, Value> = s
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| *k != "values")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (k, part) in values.chunks(size).enumerate() {
-            let mut p = s.clone();
+            let mut p = Value::Object(head.clone());
             p["values"] = Value::Array(part.to_vec());
             if k + 1 < n {
                 p["partial"] = json!(true);
