@@ -302,6 +302,14 @@ async fn a_writer_may_create_only_so_many_series() {
     assert!(text.contains("host node-3 has created 20 series") && text.contains("limit of 30"), "{text}");
 }
 
+/// A request through the router: its status and body as text.
+async fn send_text(st: &api::ApiState, req: Request<Body>) -> (StatusCode, String) {
+    let resp = api::router(st.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let text = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+    (status, String::from_utf8_lossy(&text).into_owned())
+}
+
 async fn request(st: &api::ApiState, method: &str, uri: &str, form: &str) -> (StatusCode, serde_json::Value) {
     let mut req = Request::builder().method(method).uri(uri);
     if !form.is_empty() {
@@ -406,10 +414,7 @@ async fn remote_write_stores_what_decodes_and_refuses_the_rest() {
                 .header("content-type", "application/x-protobuf")
                 .body(Body::from(body))
                 .unwrap();
-            let resp = api::router(st).oneshot(req).await.unwrap();
-            let status = resp.status();
-            let text = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
-            (status, String::from_utf8_lossy(&text).into_owned())
+            send_text(&st, req).await
         }
     };
     assert_eq!(post(body).await.0, StatusCode::NO_CONTENT);
@@ -614,13 +619,7 @@ async fn points_not_kept_are_never_answered_204() {
     let (_d, st) = fixture();
     let write = |body: &'static str| {
         let st = st.clone();
-        async move {
-            let resp = api::router(st).oneshot(Request::post("/write?db=d").body(Body::from(body)).unwrap()).await;
-            let resp = resp.unwrap();
-            let status = resp.status();
-            let text = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
-            (status, String::from_utf8_lossy(&text).into_owned())
-        }
+        async move { send_text(&st, Request::post("/write?db=d").body(Body::from(body)).unwrap()).await }
     };
     assert_eq!(write("ooo v=2 1800000020000000000").await.0, StatusCode::NO_CONTENT);
     let (s, why) = write("ooo v=1 1800000010000000000").await;
@@ -650,10 +649,7 @@ async fn points_not_kept_are_never_answered_204() {
                 .header("content-encoding", "snappy")
                 .body(Body::from(body))
                 .unwrap();
-            let resp = api::router(st).oneshot(req).await.unwrap();
-            let status = resp.status();
-            let text = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
-            (status, String::from_utf8_lossy(&text).into_owned())
+            send_text(&st, req).await
         }
     };
     let t = T0 / 1_000_000;
@@ -672,10 +668,7 @@ async fn a_database_must_exist_to_be_written_to() {
     let (_dir, st) = fixture();
     let write = |st: api::ApiState, db: &'static str| async move {
         let req = Request::post(format!("/write?db={db}")).body(Body::from("m v=1 1800000000000000000")).unwrap();
-        let resp = api::router(st).oneshot(req).await.unwrap();
-        let status = resp.status();
-        let text = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
-        (status, String::from_utf8_lossy(&text).into_owned())
+        send_text(&st, req).await
     };
     let (s, why) = write(st.clone(), "nosuchdb").await;
     assert_eq!((s, why.as_str()), (StatusCode::NOT_FOUND, r#"{"error":"database not found: \"nosuchdb\""}"#));

@@ -175,13 +175,7 @@ fn column_names(items: &[Item]) -> Vec<String> {
     for item in items {
         let Item::Call { func, alias, .. } = item else { continue };
         let base = alias.clone().unwrap_or_else(|| func.name().to_owned());
-        let mut name = base.clone();
-        let mut k = 0;
-        while out.contains(&name) {
-            k += 1;
-            name = format!("{base}_{k}");
-        }
-        out.push(name);
+        out.push(crate::query::unique_name(&base, &out));
     }
     out
 }
@@ -342,10 +336,7 @@ pub(crate) fn run_with(
         }
         let mut values: Vec<Value> = rows.into_iter().map(|(r, _)| Value::Array(r)).collect();
         if page {
-            if s.desc {
-                values.reverse();
-            }
-            values = values.into_iter().skip(s.offset).take(s.limit.unwrap_or(usize::MAX)).collect();
+            values = crate::query::paged(values, s).collect();
         }
         if values.is_empty() {
             continue;
@@ -391,15 +382,8 @@ pub(crate) fn top_bottom(table: &Table, s: &Select, epoch: Option<i64>) -> Resul
         if cells > CELLS_MAX {
             return Err(format!("the answer would hold more than {CELLS_MAX} cells; narrow the time range"));
         }
-        if s.desc {
-            rows.reverse();
-        }
-        let values: Vec<Value> = rows
-            .into_iter()
-            .skip(s.offset)
-            .take(s.limit.unwrap_or(usize::MAX))
-            .map(|(t, v)| json!([time_json(t, epoch), ty.json(v)]))
-            .collect();
+        let values: Vec<Value> =
+            crate::query::paged(rows, s).map(|(t, v)| json!([time_json(t, epoch), ty.json(v)])).collect();
         if !values.is_empty() {
             out.push(series_json(&table.measurement, &group_keys, gk, vec!["time".into(), name.clone()], values));
         }

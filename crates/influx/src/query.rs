@@ -398,6 +398,24 @@ fn cmp_tag(v: &str, op: CmpOp, lit: &Lit) -> bool {
     }
 }
 
+/// `base`, or `base_1`, `base_2`, … the first not in `taken`: influxd's
+/// names for a column that repeats.
+pub(crate) fn unique_name(base: &str, taken: &[String]) -> String {
+    if !taken.iter().any(|t| t == base) {
+        return base.to_owned();
+    }
+    (1..).map(|k| format!("{base}_{k}")).find(|n| !taken.contains(n)).expect("a free name")
+}
+
+/// A series' rows as a statement pages them: `ORDER BY time DESC`,
+/// `OFFSET`, `LIMIT`.
+pub(crate) fn paged<T>(mut rows: Vec<T>, s: &Select) -> impl Iterator<Item = T> {
+    if s.desc {
+        rows.reverse();
+    }
+    rows.into_iter().skip(s.offset).take(s.limit.unwrap_or(usize::MAX))
+}
+
 /// The time column: `epoch` units, or RFC 3339 as influxd writes it (Go's
 /// `RFC3339Nano`: trailing zeros of the fraction trimmed, none when whole).
 pub(crate) fn time_json(t: i64, epoch: Option<i64>) -> Value {
@@ -496,13 +514,10 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
         }
     }
     // A name taken twice becomes `name_1`, `name_2`, … as in influxd.
-    let mut taken: BTreeSet<String> = BTreeSet::from(["time".to_owned()]);
+    let mut taken = vec!["time".to_owned()];
     for (name, _) in &mut cols {
-        if !taken.insert(name.clone()) {
-            let free = (1..).map(|k| format!("{name}_{k}")).find(|n| !taken.contains(n)).expect("a free name");
-            taken.insert(free.clone());
-            *name = free;
-        }
+        *name = unique_name(name, &taken);
+        taken.push(name.clone());
     }
     let mut out = Vec::new();
     for (gk, sets) in groups {
@@ -515,13 +530,7 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
             })
             .collect();
         rows.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        if s.desc {
-            rows.reverse();
-        }
-        let values: Vec<Value> = rows
-            .into_iter()
-            .skip(s.offset)
-            .take(s.limit.unwrap_or(usize::MAX))
+        let values: Vec<Value> = paged(rows, s)
             .map(|(t, tags, row)| {
                 let mut v = vec![time_json(t, epoch)];
                 v.extend(cols.iter().map(|(_, c)| match c {

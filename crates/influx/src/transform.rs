@@ -182,13 +182,7 @@ pub(crate) fn run(table: &Table, s: &Select, epoch: Option<i64>) -> Result<Vec<V
             Item::Transform { t, alias, .. } => alias.clone().unwrap_or_else(|| t.name().to_owned()),
             _ => return Err("a transformation beside fields or functions is not supported yet".into()),
         };
-        let mut name = base.clone();
-        let mut k = 0;
-        while columns.contains(&name) {
-            k += 1;
-            name = format!("{base}_{k}");
-        }
-        columns.push(name);
+        columns.push(crate::query::unique_name(&base, &columns));
     }
     // Per series (keyed by its tags, in first-seen order): time → a cell per item.
     let width = s.items.len();

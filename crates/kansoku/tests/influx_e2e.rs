@@ -394,14 +394,7 @@ fn influxql_answers_as_influxdb_does() {
     let mut differ = Vec::new();
     for q in queries.iter().copied().chain(grid.iter().map(String::as_str)) {
         let path = format!("/query?db=lab&epoch=ms&q={}", common::enc(q));
-        let answers: Vec<serde_json::Value> = [&srv.addr, &influx]
-            .iter()
-            .map(|a| {
-                let (s, body) = http_get(a, &path);
-                assert_eq!(s, 200, "{a} {q}: {body}");
-                serde_json::from_str::<serde_json::Value>(&body).unwrap()["results"].clone()
-            })
-            .collect();
+        let answers: Vec<serde_json::Value> = [&srv.addr, &influx].iter().map(|a| results(a, &path, q)).collect();
         // Math functions may differ in the last bit (influxd's `exp` and
         // `log` are Go's amd64 assembly): compared to 4 ulp, types exactly.
         let math =
@@ -423,14 +416,7 @@ fn influxql_answers_as_influxdb_does() {
     ];
     for q in rfc3339 {
         let path = format!("/query?db=lab&q={}", common::enc(q));
-        let answers: Vec<serde_json::Value> = [&srv.addr, &influx]
-            .iter()
-            .map(|a| {
-                let (s, body) = http_get(a, &path);
-                assert_eq!(s, 200, "{a} {q}: {body}");
-                serde_json::from_str::<serde_json::Value>(&body).unwrap()["results"].clone()
-            })
-            .collect();
+        let answers: Vec<serde_json::Value> = [&srv.addr, &influx].iter().map(|a| results(a, &path, q)).collect();
         if answers[0] != answers[1] {
             differ.push(format!("{q}\n  kansoku  {}\n  influxdb {}", answers[0], answers[1]));
         }
@@ -461,14 +447,7 @@ fn influxql_answers_as_influxdb_does() {
     // the request on both.
     let q = "SELECT load FROM cpu LIMIT 2; SELECT sample(load, 2) FROM cpu; SHOW TAG KEYS FROM mem";
     let path = format!("/query?db=lab&epoch=ms&q={}", common::enc(q));
-    let answers: Vec<serde_json::Value> = [&srv.addr, &influx]
-        .iter()
-        .map(|a| {
-            let (s, body) = http_get(a, &path);
-            assert_eq!(s, 200, "{a} {q}: {body}");
-            serde_json::from_str::<serde_json::Value>(&body).unwrap()["results"].clone()
-        })
-        .collect();
+    let answers: Vec<serde_json::Value> = [&srv.addr, &influx].iter().map(|a| results(a, &path, q)).collect();
     assert_eq!((&answers[0][0], &answers[0][2]), (&answers[1][0], &answers[1][2]), "{q}");
     assert!(answers[0][1]["error"].as_str().is_some_and(|e| e.contains("sample() is not supported")), "{}", answers[0]);
     for a in [&srv.addr, &influx] {
@@ -513,6 +492,13 @@ fn influxql_answers_as_influxdb_does() {
     let total = queries.len() + grid.len() + chunked.len() + rfc3339.len();
     assert!(differ.is_empty(), "{} of {total} queries differ:\n{}", differ.len(), differ.join("\n"));
     eprintln!("influxql differential: {total}/{total} statements identical to influxd 1.6");
+}
+
+/// The `results` of a `/query` at `addr` (a 200 with JSON).
+fn results(addr: &str, path: &str, q: &str) -> serde_json::Value {
+    let (s, body) = http_get(addr, path);
+    assert_eq!(s, 200, "{addr} {q}: {body}");
+    serde_json::from_str::<serde_json::Value>(&body).unwrap()["results"].clone()
 }
 
 /// Equal JSON, numbers within 4 ulp (an integer still an integer).
