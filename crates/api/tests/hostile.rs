@@ -208,6 +208,27 @@ async fn influxql_is_bounded_in_cells_regexes_and_depth() {
     let (s, b) = influx(long).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     assert!(b.contains("more than 512 comparisons"), "{b}");
+    // Issue 49's functions, with the largest arguments a query can name:
+    // answered, never an allocation of what the argument says.
+    for q in ["SELECT moving_average(v, 9223372036854775807) FROM cpu", "SELECT top(v, 9223372036854775807) FROM cpu"] {
+        let (s, b) = influx(q.into()).await;
+        assert_eq!(s, StatusCode::OK, "{q}: {b}");
+        assert!(!b.contains("\"error\""), "{q}: {b}");
+    }
+    let q = format!(
+        "SELECT moving_average(mean(v), 9223372036854775807) FROM cpu WHERE time >= {T0} AND time < {to} GROUP BY time(1s)"
+    );
+    let (s, b) = influx(q).await;
+    assert!(s == StatusCode::OK && b.contains("buckets"), "{b}");
+    // A chunked answer of 100,000 one-row pieces: linear (each piece copied
+    // whole was quadratic, and hung the fuzzer).
+    let q = enc(&format!(
+        "SELECT count(v) FROM cpu WHERE time >= {T0} AND time < {} GROUP BY time(1s) fill(0)",
+        T0 + 99_000_000_000_000
+    ));
+    let (s, b) = get(&st, &format!("/query?db=x&chunked=true&chunk_size=1&q={q}")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b.lines().count(), 99_000, "{}", &b[..200.min(b.len())]);
 }
 
 /// 7, 9, 20: selectors and expressions that took gigabytes or the stack.

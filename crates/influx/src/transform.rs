@@ -70,7 +70,9 @@ fn apply(t: Transform, arg: Option<i64>, unit: i64, pts: &[(i64, Num)]) -> Vec<(
         }
         Transform::MovingAverage => {
             let n = arg.unwrap_or(1).max(1) as usize;
-            let (mut buf, mut pos, mut sum): (Vec<f64>, usize, f64) = (Vec::with_capacity(n), 0, 0.0);
+            // The window's room as the points fill it: N comes from the
+            // query (moving_average(x, 9223372036854775807) asked for 64 EiB).
+            let (mut buf, mut pos, mut sum): (Vec<f64>, usize, f64) = (Vec::with_capacity(n.min(pts.len())), 0, 0.0);
             for &(time, p) in pts {
                 if buf.len() < n {
                     buf.push(p.v);
