@@ -213,6 +213,36 @@ test('alerts and the kernel: a firing rule shows in the banner and shades the ch
     await page.waitForFunction(() => window.__kansoku.kernelRows >= 3, null, { timeout: 30000 });
     const calls = await page.$$eval('table.kernel tr td.sym', (tds) => tds.map((td) => td.textContent));
     assert.ok(calls.length >= 3 && calls.every((c) => /^[a-z0-9_]+$/.test(c)), `system calls named: ${calls}`);
+    // Every number true (issue 44): the table's columns are the PromQL the
+    // docs define them by, over the real tracer's data (buckets born as
+    // calls first use them, counters of 300 calls) ...
+    const to = Math.floor(Date.now() / 1000) - 1, from = to - 20;
+    const table = await (await fetch(`${k.url}/api/v1/kernel/syscalls?host=alert-web&from=${from}&to=${to}&n=1000`)).json();
+    assert.ok(table.rows.length >= 3, JSON.stringify(table));
+    const sel = (s) => `kernel_syscall_seconds_${s}{host="alert-web"}[${table.window}]`;
+    const buckets = `sum by (syscall, le) (increase(${sel('bucket')}))`;
+    for (const [column, query] of [
+      ['calls', `sum by (syscall) (increase(${sel('count')}))`],
+      ['time_seconds', `sum by (syscall) (increase(${sel('sum')}))`],
+      ['p50_seconds', `histogram_quantile(0.5, ${buckets})`],
+      ['p99_seconds', `histogram_quantile(0.99, ${buckets})`],
+    ]) {
+      const r = await (await fetch(`${k.url}/prometheus/api/v1/query?${new URLSearchParams({ query, time: String(to) })}`)).json();
+      const want = new Map(r.data.result.map((x) => [x.metric.syscall, Number(x.value[1])]));
+      for (const row of table.rows) {
+        const w = want.get(row.syscall), got = row[column];
+        if (row.at_least.includes(column) && Number.isNaN(w)) continue;
+        assert.ok(got === null ? Number.isNaN(w) : Math.abs(got - w) <= 1e-9 * Math.abs(w), `${row.syscall} ${column}: table ${got}, ${query} = ${w}`);
+      }
+    }
+    // ... and CPU by mode, a share of all cores, stacks to at most 100 %.
+    const cpuMax = await page.evaluate(() => {
+      const cols = window.__kansokuApp.charts.find((c) => c.feed.spec.id === 'cpu').feed.columns.cols;
+      let max = 0;
+      for (let j = 0; j < cols[0].length; j++) max = Math.max(max, cols.reduce((s, c) => s + (c[j] ?? 0), 0));
+      return max;
+    });
+    assert.ok(cpuMax > 50 && cpuMax <= 100 + 1e-6, `CPU by mode stacks to ${cpuMax} %`);
     // The verdict strip: a window named, its evidence a click away.
     await page.waitForFunction(() => window.__kansoku.verdicts >= 1, null, { timeout: 40000 });
     await page.click('#verdicts .strip span:last-child');
@@ -225,6 +255,9 @@ test('alerts and the kernel: a firing rule shows in the banner and shades the ch
     // The cluster view: the host's verdict beside its name.
     await page.goto(k.url + '/#view=cluster&range=1m');
     await page.waitForFunction(() => window.__kansoku.clusterVerdicts >= 1, null, { timeout: 30000 });
+    // No SNMP targets here: the metric menu offers no SNMP metric.
+    const offered = await page.$$eval('#metric option', (os) => os.map((o) => o.value));
+    assert.ok(offered.includes('cpu') && !offered.some((o) => o.startsWith('snmp')), JSON.stringify(offered));
     const dot = await page.getAttribute('#names .vd', 'title');
     assert.match(dot, /^(healthy|cpu-busy-user|cpu-busy-kernel|io-bound|network-bound|lock-contention|memory-pressure) \(\d+ %\)$/);
     assert.deepEqual(errors, []);

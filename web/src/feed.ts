@@ -1,7 +1,7 @@
 // Binds one PanelSpec to the API: loads its history into Columns and folds
 // each live event into them (rate, group, map) the way the server would.
 
-import { Columns, PanelSpec, Rater, SeriesDef, combine, groupKey, matches } from './transform';
+import { Columns, PanelSpec, Rater, SeriesDef, combine, groupKey, matches, shareColumns, shares } from './transform';
 
 export interface Frame {
   times: number[];
@@ -27,7 +27,9 @@ export class Feed {
     this.keys = frame.series.map((s) => groupKey(s, this.spec.by));
     this.defs = frame.series.map((s) => ({ name: s.name, labels: s.labels }));
     this.columns = new Columns(frame.step_seconds ?? this.columns.step, 0);
-    this.columns.load(frame.times, frame.series.map((s) => (map ? s.values.map((v) => (v === null ? null : map(v))) : s.values)));
+    let cols = frame.series.map((s) => s.values);
+    if (this.spec.share) cols = shareColumns(cols);
+    this.columns.load(frame.times, cols.map((c) => (map ? c.map((v) => (v === null ? null : map(v))) : c)));
     this.rater.reset();
   }
 
@@ -62,7 +64,8 @@ export class Feed {
   push(t: number, values: (number | null)[]): void {
     let v: (number | null)[] = this.liveIdx.map((i) => values[i] ?? null);
     if (this.spec.rate) v = this.rater.next(t, v);
-    const grouped = combine(v, this.members, this.spec.group ?? 'sum');
+    let grouped = combine(v, this.members, this.spec.group ?? 'sum');
+    if (this.spec.share) grouped = shares(grouped);
     const map = this.spec.map;
     this.columns.push(t, map ? grouped.map((x) => (x === null ? null : map(x))) : grouped);
   }

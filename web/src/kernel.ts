@@ -9,11 +9,13 @@ import { app, rangeOf, stats } from './state';
 interface Row {
   rank: number; syscall: string; calls: number; calls_per_second: number; time_seconds: number; share: number;
   mean_seconds: number | null; min_seconds: number | null; p50_seconds: number | null; p99_seconds: number | null; max_seconds: number | null;
+  /// The columns that are lower bounds only (past the tracer's last bucket).
+  at_least: string[];
 }
 
-/// A duration in seconds as ns, µs, ms or s, three digits.
+/// A duration in seconds as ns, µs, ms or s, three digits; '–' for none.
 export function dur(s: number | null): string {
-  if (s === null) return '> 3.7 s';
+  if (s === null) return '–';
   const a = Math.abs(s);
   if (a === 0) return '0';
   if (a < 1e-6) return `${(s * 1e9).toPrecision(3)} ns`;
@@ -25,18 +27,20 @@ export function dur(s: number | null): string {
 export function syscallTable(host: string, gen: number): void {
   const draw = async () => {
     const [lo, hi] = rangeOf(app.view);
-    let r: { syscalls: number; calls: number; time_seconds: number; rows: Row[] };
+    let r: { syscalls: number; calls: number; time_seconds: number; window: string; rows: Row[] };
     try { r = await getJson(`/api/v1/kernel/syscalls?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&n=15`); } catch { return; }
     if (gen !== app.generation) return;
     const el = document.querySelector<HTMLElement>('#kernel');
     if (!el || r.rows.length === 0) { if (el) el.replaceChildren(); return; }
     stats.kernelRows = r.rows.length;
-    el.innerHTML = `<table class="agents kernel"><caption>system calls (in the kernel) · ${Math.round(r.calls).toLocaleString()} calls of ${r.syscalls} kinds, ${dur(r.time_seconds)} in range, by time</caption>
+    // A column the API marks as a lower bound reads "≥".
+    const cell = (x: Row, col: keyof Row) => `<td>${x.at_least.includes(col) ? '≥ ' : ''}${dur(x[col] as number | null)}</td>`;
+    el.innerHTML = `<table class="agents kernel"><caption>system calls (in the kernel) · ${Math.round(r.calls).toLocaleString()} calls of ${r.syscalls} kinds, ${dur(r.time_seconds)} in the last ${dur(parseFloat(r.window) / 1000)} with data, by time</caption>
       <tr><th>#</th><th>call</th><th>calls</th><th>per s</th><th>time</th><th>share</th><th>mean</th><th>min</th><th>p50</th><th>p99</th><th>max</th></tr>
       ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${x.syscall}</td><td>${Math.round(x.calls).toLocaleString()}</td>
         <td>${x.calls_per_second.toFixed(1)}</td><td>${dur(x.time_seconds)}</td>
         <td><span class="bar" style="width:${Math.max(1, x.share * 100).toFixed(0)}px"></span> ${(x.share * 100).toFixed(1)} %</td>
-        <td>${dur(x.mean_seconds)}</td><td>${dur(x.min_seconds)}</td><td>${dur(x.p50_seconds)}</td><td>${dur(x.p99_seconds)}</td><td>${dur(x.max_seconds)}</td></tr>`).join('')}</table>`;
+        ${cell(x, 'mean_seconds')}${cell(x, 'min_seconds')}${cell(x, 'p50_seconds')}${cell(x, 'p99_seconds')}${cell(x, 'max_seconds')}</tr>`).join('')}</table>`;
   };
   draw();
   const t = setInterval(() => { if (app.view.from === undefined) draw(); }, 2000);

@@ -61,7 +61,7 @@ export function latencyHeat(host: string, gen: number): void {
     stats.latencyRows = g.bounds.length;
     if (g.bounds.length === 0 && metric === LATENCIES[0][0]) { el.replaceChildren(); return; } // no kernel tracing here
     el.innerHTML = `<div class="heat-title">Latency heat map <select id="latency-metric">${LATENCIES.map(([m, t]) => `<option value="${m}"${m === metric ? ' selected' : ''}>${t}</option>`).join('')}</select>
-      <small>(rows: latency buckets, fast at the bottom, ${g.bounds.length ? `${dur(g.bounds[0])} to ${dur(Number.isFinite(g.bounds[g.bounds.length - 1]) ? g.bounds[g.bounds.length - 1] : null)}` : 'no events'}; colour: events a second, log scale, up to ${g.max.toPrecision(3)})</small></div>
+      <small>(rows: latency buckets, fast at the bottom, ${g.bounds.length ? `${dur(g.bounds[0])} to ${Number.isFinite(g.bounds[g.bounds.length - 1]) ? dur(g.bounds[g.bounds.length - 1]) : '∞'}` : 'no events'}; colour: events a second, log scale, up to ${g.max.toPrecision(3)})</small></div>
       <div class="latency"><canvas></canvas></div>`;
     $('#latency-metric').onchange = (e) => { metric = (e.target as HTMLSelectElement).value; paint(); };
     const canvas = el.querySelector('canvas')!;

@@ -6,8 +6,10 @@ import type { PanelSpec } from './transform';
 const busy = (idle: number) => Math.min(100, Math.max(0, 100 * (1 - idle)));
 
 export const HOST_PANELS: PanelSpec[] = [
+  // sum by (mode) (rate(node_cpu_seconds_total{host="H"}[s]))
+  //   / ignoring(mode) group_left sum(rate(node_cpu_seconds_total{host="H"}[s]))
   { id: 'cpu', title: 'CPU by mode (% of all cores)', unit: 'percent', names: ['node_cpu_seconds_total'],
-    rate: true, by: ['mode'], group: 'avg', map: (v) => 100 * v, stacked: true },
+    rate: true, by: ['mode'], group: 'sum', share: true, map: (v) => 100 * v, stacked: true },
   { id: 'load', title: 'Load average', unit: 'count', names: ['node_load1', 'node_load5', 'node_load15'] },
   { id: 'mem', title: 'Memory', unit: 'bytes',
     names: ['node_memory_MemTotal_bytes', 'node_memory_MemAvailable_bytes', 'node_memory_Cached_bytes', 'node_memory_MemFree_bytes'] },
@@ -31,7 +33,7 @@ export const CORE_HEAT: PanelSpec = {
 /// The stacked modes of one core (chosen by clicking the heat map).
 export function coreModes(core: string): PanelSpec {
   return { id: 'core', title: `CPU ${core} by mode (%)`, unit: 'percent', names: ['node_cpu_seconds_total'],
-    labels: { cpu: core }, rate: true, by: ['mode'], group: 'sum', map: (v) => 100 * v, stacked: true };
+    labels: { cpu: core }, rate: true, by: ['mode'], group: 'sum', share: true, map: (v) => 100 * v, stacked: true };
 }
 
 /// The cluster view's metric choices: one value per host.

@@ -16,7 +16,12 @@ export interface PanelSpec {
   rate?: boolean;
   by?: string[];
   group?: 'sum' | 'avg';
-  /// Applied to every value after rate and grouping (e.g. idle -> busy %).
+  /// Each group as its share of all groups' sum at the same time (after
+  /// rate and grouping, before map): CPU modes as a share of all CPU time,
+  /// as top and mpstat compute them — bounded by 1 whatever the jitter of
+  /// the reads' times (issue 44: a late read put the stack at 190 %).
+  share?: boolean;
+  /// Applied to every value after rate, grouping and share (e.g. idle -> busy %).
   map?: (v: number) => number;
   stacked?: boolean;
 }
@@ -86,6 +91,25 @@ export function combine(values: (number | null)[], members: number[][], op: 'sum
     if (n === 0) return null;
     return op === 'avg' ? sum / n : sum;
   });
+}
+
+/// Each value as its share of the non-null values' sum (null where the sum
+/// is not positive).
+export function shares(values: (number | null)[]): (number | null)[] {
+  let total = 0;
+  for (const v of values) if (v !== null && Number.isFinite(v)) total += v;
+  return values.map((v) => (v === null || !(total > 0) ? null : v / total));
+}
+
+/// Shares of every column at each time (columns: one array per series).
+export function shareColumns(cols: (number | null)[][]): (number | null)[][] {
+  const n = cols.reduce((m, c) => Math.max(m, c.length), 0);
+  const out = cols.map(() => new Array<number | null>(n).fill(null));
+  for (let j = 0; j < n; j++) {
+    const at = shares(cols.map((c) => c[j] ?? null));
+    at.forEach((v, i) => { out[i][j] = v; });
+  }
+  return out;
 }
 
 /// Live columns for one chart: bucketed to the history's resolution so the

@@ -49,7 +49,13 @@ function agentsTable(gen: number): void {
 export async function clusterView(main: HTMLElement, gen: number): Promise<void> {
   const key = app.view.metric && app.view.metric in CLUSTER_METRICS ? app.view.metric : 'cpu';
   const spec = CLUSTER_METRICS[key];
-  main.innerHTML = `<div class="bar"><label>metric <select id="metric">${Object.entries(CLUSTER_METRICS).map(([k, m]) =>
+  // Offer only metrics the store has series of (no SNMP menu entries
+  // without SNMP targets), and the one asked for.
+  let known: Set<string> | null = null;
+  try { known = new Set((await getJson<{ data: string[] }>('/prometheus/api/v1/label/__name__/values')).data); } catch { /* offer all */ }
+  current(gen);
+  const offered = Object.entries(CLUSTER_METRICS).filter(([k, m]) => k === key || !known || m.names.some((n) => known!.has(n)));
+  main.innerHTML = `<div class="bar"><label>metric <select id="metric">${offered.map(([k, m]) =>
     `<option value="${k}" ${k === key ? 'selected' : ''}>${m.title}</option>`).join('')}</select></label>
     <label>sort <select id="sort"><option value="name">by name</option><option value="value">by current value</option></select></label>
     <span id="count"></span></div><div id="agents"></div><div class="cluster"><div id="names"></div><div id="heat"></div></div>`;

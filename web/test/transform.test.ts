@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, stack, type PanelSpec } from '../src/transform';
+import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, type PanelSpec } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -90,6 +90,32 @@ test('feed: live counters become grouped rates like the server computes', () => 
   assert.ok(Math.abs(last[0]! - 25) < 1e-6, `${last[0]}`);
   assert.ok(Math.abs(last[1]! - 100) < 1e-6, `${last[1]}`);
   assert.equal(f.label(0), 'a');
+});
+
+test('feed: CPU modes as shares of all CPU time stay within 100 % when a read is late', () => {
+  const spec: PanelSpec = { id: 'cpu', title: '', unit: 'percent', names: ['cpu'], rate: true, by: ['mode'], group: 'sum',
+    share: true, map: (v) => 100 * v, stacked: true };
+  const f = new Feed(spec, 0.1);
+  // History from the server: sums by mode, one bucket 1.9 cores of 2 read (a late read).
+  f.load({ times: [0.9], step_seconds: 0.1, series: [
+    { name: 'cpu', labels: { mode: 'idle' }, values: [0.4] },
+    { name: 'cpu', labels: { mode: 'user' }, values: [1.5] },
+  ] });
+  assert.deepEqual(f.columns.cols.map((c) => c[0]), [100 * 0.4 / 1.9, 100 * 1.5 / 1.9]);
+  f.bind([
+    { name: 'cpu', labels: { cpu: '0', mode: 'idle' } },
+    { name: 'cpu', labels: { cpu: '0', mode: 'user' } },
+    { name: 'cpu', labels: { cpu: '1', mode: 'idle' } },
+    { name: 'cpu', labels: { cpu: '1', mode: 'user' } },
+  ]);
+  f.push(1.0, [10, 10, 10, 10]);
+  // 0.1 s scheduled, but 0.19 s of CPU time per core read: rates sum to 3.8 of 2 cores.
+  f.push(1.1, [10.19, 10.0, 10.0, 10.19]);
+  const last = f.columns.cols.map((c) => c[c.length - 1]!);
+  assert.deepEqual(last, [50, 50]);
+  assert.ok(stack(f.columns.cols).every((c) => c.every((v) => v === null || v <= 100 + 1e-9)));
+  assert.deepEqual(shares([1, null, 3]), [0.25, null, 0.75]);
+  assert.deepEqual(shares([0, 0]), [null, null]);
 });
 
 test('latency grid: cumulative le series become per-bucket rates, empty rows dropped', () => {

@@ -534,7 +534,10 @@ fn histogram_quantile(q: &[f64], v: Vec<Series>, steps: usize) -> Result<Value> 
     merge(out)
 }
 
-fn bucket_quantile(q: f64, b: &mut [(f64, f64)]) -> f64 {
+/// The quantile `q` of one classic histogram's buckets (`le`, cumulative
+/// count), as `histogram_quantile` computes it: sorted by `le`, counts made
+/// monotonic, NaN without a `+Inf` bucket. Sorts `b`.
+pub fn bucket_quantile(q: f64, b: &mut [(f64, f64)]) -> f64 {
     if q < 0.0 {
         return f64::NEG_INFINITY;
     }

@@ -24,4 +24,5 @@ mod time;
 pub mod value;
 
 pub use engine::{Engine, Error, LOOKBACK_NS, Limits, Output, STALE_NAN, STEPS_MAX, is_stale, parse, series_selector};
+pub use functions::bucket_quantile;
 pub use value::{Labels, Series, Value};

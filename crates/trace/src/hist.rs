@@ -36,6 +36,10 @@ pub fn lower_of_le(le: f64) -> Option<f64> {
     (0..crate::bpf::BUCKETS as u32).find(|&b| bounds(b).1 as f64 == upper_ns).map(|b| bounds(b).0 as f64 / 1e9)
 }
 
+/// Where the last bucket begins (ns): the BPF programs count every longer
+/// latency there, and only `le="+Inf"` bounds it (3.76 s).
+pub const OVERFLOW_NS: u64 = (4 + (crate::bpf::BUCKETS as u64 - 1) % 4) << ((crate::bpf::BUCKETS as u64 - 1) / 4 - 2);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,6 +62,7 @@ mod tests {
         assert_eq!(bucket_of(1000), 39); // 1 µs: [896, 1024)
         assert_eq!(bounds(39), (896, 1024));
         assert_eq!(lower_of_le(le(39)), Some(896e-9));
+        assert_eq!(OVERFLOW_NS, bounds(crate::bpf::BUCKETS as u32 - 1).0);
         assert_eq!(lower_of_le(0.5), None);
     }
 }

@@ -21,8 +21,8 @@
 //! that user space maps (`bpf`); futex waits are marked at `sys_enter` from
 //! the call's registers. A BPF task iterator reads every task's run time,
 //! switches, storage bytes, state and kernel-thread mark in one pass for the
-//! processes collector (`tasks`), and `table` makes the paper's table from
-//! the stored histograms.
+//! processes collector (`tasks`). The paper's table is PromQL over the
+//! stored histograms (`api::kernel`).
 
 pub mod block;
 mod bpf;
@@ -33,7 +33,6 @@ pub mod mem;
 pub mod net;
 mod producer;
 pub mod sched;
-pub mod table;
 pub mod tasks;
 
 pub use bpf::{BUCKETS, Dist, NR_MAX, Snapshot, SyscallTracer, TraceError};
