@@ -169,6 +169,21 @@ test('host view with --perf: top symbols, a flame graph and a per-CPU timeline',
     const bottoms = await page.$$eval('#flame .fr', (bs) => bs.map((b) => parseInt(b.style.bottom, 10)));
     assert.ok(Math.max(...bottoms) >= 3 * 17, `frames stack up: ${Math.max(...bottoms)}px`);
     assert.ok(!(await page.textContent('.flame-title')).includes('no call chains'));
+    // Frames narrower than a pixel are merged server-side: the same samples
+    // in fewer frames, every parent still the sum of what is drawn above it.
+    const to = Math.floor(Date.now() / 1000) - 2, flameOf = async (w) =>
+      (await fetch(`${k.url}/api/v1/profile/flame?host=perf-web&from=${to - 30}&to=${to}${w ? `&width=${w}` : ''}`)).json();
+    const [full, narrow] = [await flameOf(0), await flameOf(50)];
+    assert.equal(narrow.frames.filter(([, , d]) => d === 1).reduce((n, [, v]) => n + v, 0), narrow.samples, 'the processes add up to every sample');
+    assert.ok(narrow.merged_frames > 0 && narrow.frames.length < full.frames.length, `${narrow.frames.length} of ${full.frames.length} frames`);
+    const above = narrow.frames.map(() => 0), path = [], min = Math.ceil(narrow.samples / 50);
+    narrow.frames.forEach(([name, v, d], i) => {
+      path.length = d;
+      if (d > 0) above[path[d - 1]] += v;
+      path.push(i);
+      assert.ok(v >= min || name === '…', `${name}: ${v} samples, under a pixel (${min}) yet sent`);
+    });
+    assert.ok(narrow.frames.every(([, v], i) => above[i] <= v), 'no frame holds more above it than itself');
     // Zoom into the first process and back out.
     const procBox = await page.$('#flame .fr[data-d="1"]');
     await procBox.click();

@@ -4,7 +4,7 @@
 // while following live.
 
 import { getJson } from './api';
-import { app, rangeOf, stats } from './state';
+import { app, rangeOf, refresh, stats } from './state';
 
 interface Evidence { name: string; value: number; threshold: number | null }
 interface Window { t: number; verdict: string; confidence: number; evidence: Evidence[]; no_data?: string[] }
@@ -59,7 +59,5 @@ export function verdictStrip(host: string, gen: number): void {
     el.querySelectorAll<HTMLElement>('.strip span').forEach((s) => s.onclick = () => { picked = +s.dataset.i!; draw(); });
     if (picked !== null && r.windows[picked]) topIn(host, r.windows[picked].t - window, r.windows[picked].t, gen);
   };
-  draw();
-  const t = setInterval(() => { if (app.view.from === undefined) draw(); }, 5000);
-  app.teardown.push(() => clearInterval(t));
+  refresh(draw, 5000);
 }

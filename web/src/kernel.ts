@@ -4,7 +4,7 @@
 // following live. Hidden when the host has no kernel tracing.
 
 import { getJson } from './api';
-import { app, rangeOf, stats } from './state';
+import { app, rangeOf, refresh, stats } from './state';
 
 interface Row {
   rank: number; syscall: string; calls: number; calls_per_second: number; time_seconds: number; share: number;
@@ -42,7 +42,5 @@ export function syscallTable(host: string, gen: number): void {
         <td><span class="bar" style="width:${Math.max(1, x.share * 100).toFixed(0)}px"></span> ${(x.share * 100).toFixed(1)} %</td>
         ${cell(x, 'mean_seconds')}${cell(x, 'min_seconds')}${cell(x, 'p50_seconds')}${cell(x, 'p99_seconds')}${cell(x, 'max_seconds')}</tr>`).join('')}</table>`;
   };
-  draw();
-  const t = setInterval(() => { if (app.view.from === undefined) draw(); }, 2000);
-  app.teardown.push(() => clearInterval(t));
+  refresh(draw, 2000);
 }

@@ -7,7 +7,7 @@
 
 import { getJson } from './api';
 import { dur } from './kernel';
-import { $, app, rangeOf, stats } from './state';
+import { $, app, rangeOf, refresh, stats } from './state';
 import { Grid, heat, latencyGrid } from './transform';
 
 /// The histograms offered, by their metric's name.
@@ -80,7 +80,5 @@ export function latencyHeat(host: string, gen: number): void {
     };
     canvas.onmouseleave = () => { $('#tip').style.display = 'none'; };
   };
-  paint();
-  const t = setInterval(() => { if (app.view.from === undefined) paint(); }, 5000);
-  app.teardown.push(() => clearInterval(t));
+  refresh(paint, 5000);
 }

@@ -7,7 +7,7 @@
 
 import { getJson } from './api';
 import type { Frame } from './feed';
-import { app, rangeOf, stats } from './state';
+import { app, rangeOf, refresh, stats } from './state';
 import { escHtml, fmt, topGroups } from './transform';
 
 function spark(canvas: HTMLCanvasElement, values: (number | null)[], max: number): void {
@@ -80,7 +80,5 @@ function table(spec: TableSpec, host: string, gen: number): void {
     }
     stats[spec.stat] = rows.length;
   };
-  draw();
-  const t = setInterval(() => { if (app.view.from === undefined) draw(); }, 5000);
-  app.teardown.push(() => clearInterval(t));
+  refresh(draw, 5000);
 }

@@ -3,7 +3,7 @@
 // following live.
 
 import { getJson } from './api';
-import { app, rangeOf } from './state';
+import { app, rangeOf, refresh } from './state';
 import { escHtml } from './transform';
 
 interface TopRow { rank: number; symbol: string; module: string; samples: number; share: number }
@@ -24,9 +24,7 @@ export function topSymbols(host: string, gen: number): void {
       ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${escHtml(x.symbol)}</td><td>${escHtml(x.module)}</td><td>${x.samples}</td>
         <td><span class="bar" style="width:${Math.max(1, x.share).toFixed(0)}px"></span> ${x.share.toFixed(1)} %</td></tr>`).join('')}</table>`;
   };
-  draw();
-  const t = setInterval(() => { if (app.view.from === undefined) draw(); }, 2000);
-  app.teardown.push(() => clearInterval(t));
+  refresh(draw, 2000);
 }
 
 /// A frame of the flame graph: [name, samples, depth], in preorder.
@@ -81,7 +79,9 @@ export function flameGraph(host: string, gen: number): void {
   const draw = async () => {
     const [lo, hi] = rangeOf(app.view);
     let r: typeof last;
-    try { r = await getJson(`/api/v1/profile/flame?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}`); } catch { return; }
+    // Frames narrower than a pixel are merged by the server, not sent.
+    const width = Math.max(100, document.querySelector<HTMLElement>('#flame-wrap')?.clientWidth || 1000);
+    try { r = await getJson(`/api/v1/profile/flame?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&width=${width}`); } catch { return; }
     if (gen !== app.generation) return;
     // Keep a zoom on the same frame name across refreshes.
     const name = last && zoom ? last.frames[zoom]?.[0] : undefined;
@@ -89,9 +89,7 @@ export function flameGraph(host: string, gen: number): void {
     zoom = name ? Math.max(0, r!.frames.findIndex((x) => x[0] === name)) : 0;
     render();
   };
-  draw();
-  const t = setInterval(() => { if (app.view.from === undefined) draw(); }, 2000);
-  app.teardown.push(() => clearInterval(t));
+  refresh(draw, 2000);
   // From the processes table: the program's busiest process (`comm (pid)`).
   app.focusFlame = (program: string) => {
     const i = last ? last.frames.findIndex((f) => f[2] === 1 && f[0].startsWith(`${program} (`)) : -1;
@@ -133,7 +131,5 @@ export function cpuTimeline(host: string, gen: number): void {
     el.innerHTML = `<div class="flame-title">per-CPU timeline · ${(r.bucket_ns / 1e6).toFixed(0)} ms per cell · CPU ${r.cpus.map((c) => c.cpu).join(', ')} top to bottom</div><div class="legend">${legend}</div>`;
     el.insertBefore(canvas, el.children[1]);
   };
-  draw();
-  const t = setInterval(() => { if (app.view.from === undefined) draw(); }, 2000);
-  app.teardown.push(() => clearInterval(t));
+  refresh(draw, 2000);
 }

@@ -42,6 +42,21 @@ export const app = {
 (window as unknown as { __kansokuApp: typeof app }).__kansokuApp = app;
 
 export class Superseded extends Error {}
+
+/// Runs `draw` now, then again `ms` after each run finishes — while the view
+/// follows live unless `always` — until the view changes: never a request
+/// while the same one is still running (issue 44: a flame graph taking 5.9 s
+/// was asked for every 2 s).
+export function refresh(draw: () => Promise<void>, ms: number, always = false): void {
+  let stopped = false, timer = 0;
+  const run = async () => {
+    try { await draw(); } catch { /* the next run tries again */ }
+    if (!stopped) timer = window.setTimeout(tick, ms);
+  };
+  const tick = () => { if (always || app.view.from === undefined) run(); else timer = window.setTimeout(tick, ms); };
+  run();
+  app.teardown.push(() => { stopped = true; clearTimeout(timer); });
+}
 export function current(gen: number): void { if (gen !== app.generation) throw new Superseded(); }
 
 export function rangeOf(v: View): [number, number] {

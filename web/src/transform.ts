@@ -59,6 +59,16 @@ export function selector(spec: PanelSpec, host: Labels): string {
   return `{${m.join(',')}}`;
 }
 
+/// One selector for the live stream of several panels: the host and every
+/// name they draw (each feed keeps its own label filters), so a view
+/// subscribes to what it shows, not to every series of the host (issue
+/// 44: `{host="vm"}` was 14,923 series at 10 Hz, ~1.5 MB/s).
+export function unionSelector(specs: PanelSpec[], host: string): string {
+  const names = [...new Set(specs.flatMap((s) => s.names))].sort();
+  const esc = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
+  return `{__name__=~"${names.join('|')}",host="${esc(host)}"}`;
+}
+
 /// Per-second rates of cumulative counters between consecutive live points;
 /// a decrease is a reset and counts from zero (as the server's rate=true).
 export class Rater {

@@ -12,7 +12,8 @@ import { syscallTable } from './kernel';
 import { processTable } from './processes';
 import { latencyHeat } from './latency';
 import { cpuTimeline, flameGraph, topSymbols } from './profile';
-import { $, app, current, rangeOf, setView, stats, stepFor } from './state';
+import { $, app, current, rangeOf, refresh, setView, stats, stepFor } from './state';
+import { unionSelector } from './transform';
 
 interface AgentHost {
   host: string; state: 'live' | 'late' | 'gone'; agent_version: string; clock_offset_ns: number | null;
@@ -41,9 +42,7 @@ function agentsTable(gen: number): void {
         <td class="${h.spool_dropped_samples ? 'warn' : ''}">${h.spool_dropped_samples ?? '–'}</td><td>${h.samples}</td>
         <td>${h.samples ? (h.wire_bytes / h.samples).toFixed(2) : '–'}</td></tr>`).join('')}</table>`;
   };
-  draw();
-  const t = setInterval(draw, 2000);
-  app.teardown.push(() => clearInterval(t));
+  refresh(draw, 2000, true);
 }
 
 export async function clusterView(main: HTMLElement, gen: number): Promise<void> {
@@ -104,9 +103,7 @@ export async function clusterView(main: HTMLElement, gen: number): Promise<void>
     stats.clusterVerdicts = verdicts.size;
     sort();
   };
-  fetchVerdicts();
-  const vt = setInterval(fetchVerdicts, 10000);
-  app.teardown.push(() => clearInterval(vt));
+  refresh(fetchVerdicts, 10000, true);
   sortSel.onchange = () => { sort(); hm.draw(); };
   sort();
 
@@ -156,5 +153,5 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
     redrawAll();
   };
   build();
-  subscribe(`{host="${host}"}`, all, build);
+  subscribe(unionSelector(all.map((f) => f.spec), host), all, build);
 }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, type PanelSpec } from '../src/transform';
+import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, unionSelector, type PanelSpec } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -116,6 +116,11 @@ test('feed: CPU modes as shares of all CPU time stay within 100 % when a read is
   assert.ok(stack(f.columns.cols).every((c) => c.every((v) => v === null || v <= 100 + 1e-9)));
   assert.deepEqual(shares([1, null, 3]), [0.25, null, 0.75]);
   assert.deepEqual(shares([0, 0]), [null, null]);
+});
+
+test('unionSelector: one live selector of every name the panels draw, on one host', () => {
+  const spec = (names: string[]): PanelSpec => ({ id: 'x', title: '', unit: 'count', names, labels: { device: '!lo' } });
+  assert.equal(unionSelector([spec(['b', 'a']), spec(['a'])], 'h"1'), '{__name__=~"a|b",host="h\\"1"}');
 });
 
 test('latency grid: cumulative le series become per-bucket rates, empty rows dropped', () => {

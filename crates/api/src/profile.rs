@@ -150,10 +150,22 @@ pub async fn flame(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let v = count(&st, request(&params, st.now())?, Shape::Stacks, |_, c, procs| {
-        let root = perf::symbols::flame(&c.stacks, procs);
+    // The client's width in pixels: frames narrower than one are merged.
+    let width = match params.get("width") {
+        Some(w) => Some(
+            w.parse::<u64>()
+                .ok()
+                .filter(|&w| w > 0)
+                .ok_or_else(|| ApiError::BadRequest(format!("`width`: a positive number of pixels, not {w:?}")))?,
+        ),
+        None => None,
+    };
+    let v = count(&st, request(&params, st.now())?, Shape::Stacks, move |_, c, procs| {
+        let mut root = perf::symbols::flame(&c.stacks, procs);
+        let merged = width.map_or(0, |w| root.trim(root.value.div_ceil(w)));
         serde_json::json!({
-            "samples": root.value, "with_call_chains": c.with_chains, "corrupt_batches": c.corrupt, "frames": root.flatten(),
+            "samples": root.value, "with_call_chains": c.with_chains, "corrupt_batches": c.corrupt,
+            "merged_frames": merged, "frames": root.flatten(),
         })
     })
     .await?;
