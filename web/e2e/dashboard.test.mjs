@@ -111,6 +111,9 @@ test('cluster view: a heat map row per host, live, click through to a host', asy
       return n / (d.length / 4);
     });
     assert.ok(coloured > 0.01, `heat map has coloured cells: ${coloured}`);
+    // The map's time axis and colour scale.
+    const decor = await page.evaluate(() => ({ x: document.querySelectorAll('#heat .axis-x .tick').length, scale: [...document.querySelectorAll('#heat .colour-scale .tick')].map((t) => t.textContent) }));
+    assert.ok(decor.x >= 2 && decor.scale.length === 3 && decor.scale[2] === '100 %', JSON.stringify(decor));
     await page.selectOption('#sort', 'value');
     await page.screenshot({ path: OUT + 'cluster.png', fullPage: true });
     const canvas = await page.$('#heat canvas');
@@ -266,6 +269,21 @@ test('alerts and the kernel: a firing rule shows in the banner and shades the ch
     // The latency heat map of the system calls: buckets over time.
     await page.waitForFunction(() => window.__kansoku.latencyRows >= 3, null, { timeout: 30000 });
     assert.ok(await page.$('#latency canvas'), 'a latency heat map is drawn');
+    // Every picture readable (issue 44): the latency heat map has a latency
+    // axis, a time axis and a colour scale; the per-core map its cores, time
+    // and scale; the verdict strip its times.
+    const decor = (sel) => page.evaluate((sel) => {
+      const el = document.querySelector(sel);
+      const n = (q) => el?.querySelectorAll(q).length ?? 0;
+      return { x: n('.axis-x .tick'), y: n('.axis-y .tick'), scale: n('.colour-scale .tick'), labels: [...(el?.querySelectorAll('.tick') ?? [])].map((t) => t.textContent) };
+    }, sel);
+    await page.waitForFunction(() => document.querySelectorAll('#latency .axis-y .tick').length >= 2, null, { timeout: 30000 });
+    const lat = await decor('#latency');
+    assert.ok(lat.x >= 2 && lat.y >= 2 && lat.scale >= 3, JSON.stringify(lat));
+    assert.ok(lat.labels.some((l) => /\d (ns|µs|ms|s)$/.test(l)) && lat.labels.some((l) => /^\d\d:\d\d:\d\d$/.test(l)), JSON.stringify(lat.labels));
+    const cores = await decor('#cores');
+    assert.ok(cores.x >= 2 && cores.y >= 1 && cores.scale >= 3 && cores.labels.includes('CPU 0') && cores.labels.includes('100 %'), JSON.stringify(cores));
+    assert.ok((await decor('#verdicts')).x >= 2);
     await page.screenshot({ path: OUT + 'host-alert.png', fullPage: true });
     // The cluster view: the host's verdict beside its name.
     await page.goto(k.url + '/#view=cluster&range=1m');

@@ -3,6 +3,7 @@
 // the verdict, click for the numbers that decided it. Refreshed every 5 s
 // while following live.
 
+import { timeAxis } from './axes';
 import { getJson } from './api';
 import { app, rangeOf, refresh, stats } from './state';
 
@@ -54,6 +55,7 @@ export function verdictStrip(host: string, gen: number): void {
       ${last.no_data?.length ? `<div class="no-data" title="the verdict was made without these">no data: ${last.no_data.join(', ')}</div>` : ''}
       <div class="strip">${r.windows.map((w, i) => `<span data-i="${i}" class="${picked === i ? 'on' : ''}" style="background:${COLOURS[w.verdict] ?? '#bab0ac'};opacity:${0.35 + 0.65 * w.confidence}"
         title="${w.verdict} (${(w.confidence * 100).toFixed(0)} %) at ${new Date(w.t * 1000).toLocaleTimeString()}"></span>`).join('')}</div>
+      ${timeAxis(r.windows[0].t - window, r.windows[r.windows.length - 1].t, el.clientWidth)}
       <div class="legend">${Object.entries(COLOURS).map(([k, c]) => `<span><i style="background:${c}"></i>${k}</span>`).join('')}</div>
       <div id="evidence">${picked !== null && r.windows[picked] ? evidenceTable(r.windows[picked]) : ''}</div>`;
     el.querySelectorAll<HTMLElement>('.strip span').forEach((s) => s.onclick = () => { picked = +s.dataset.i!; draw(); });

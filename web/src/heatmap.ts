@@ -1,6 +1,7 @@
 // Heat maps: rows x time buckets drawn from one ImageData, one pixel per
 // cell scaled up without smoothing; a tooltip per cell, a click per row.
 
+import { colourScale, timeAxis, valueAxis } from './axes';
 import { Feed } from './feed';
 import { targetMarks } from './marks';
 import { $, POINTS, rangeOf, app, stats } from './state';
@@ -19,9 +20,23 @@ export class HeatMap {
   private img: ImageData | null = null;
   private off: OffscreenCanvas | null = null;
   order: number[] = [];
+  /// The time axis under the map and the colour scale under that.
+  private axis = document.createElement('div');
+  private scale = document.createElement('div');
+  /// Row names left of the map (when `rowLabel` is given).
+  private rows = document.createElement('div');
+  private body = document.createElement('div');
+  private drawn = { lo: NaN, W: 0, max: NaN, rows: '' };
   constructor(private host: HTMLElement, private feed: Feed, private max: number | undefined, private onRow: (i: number) => void,
-    private rowH: number) {
-    host.appendChild(this.canvas);
+    private rowH: number, private rowLabel?: (i: number) => string) {
+    const row = document.createElement('div');
+    row.className = 'plot-row';
+    this.body.className = 'plot-body';
+    this.body.append(this.canvas, this.axis);
+    this.rows.style.flex = 'none';
+    if (rowLabel) row.append(this.rows);
+    row.append(this.body);
+    host.append(row, this.scale);
     this.canvas.onclick = (e) => { const r = Math.floor(e.offsetY / this.rowH); if (r < this.order.length) this.onRow(this.order[r]); };
     this.canvas.onmousemove = (e) => this.tip(e);
     this.canvas.onmouseleave = () => { $('#tip').style.display = 'none'; };
@@ -62,7 +77,7 @@ export class HeatMap {
         px[r * w + x] = LUT[Math.max(0, Math.min(255, Math.round(v * scale)))];
       }
     }
-    const W = this.host.clientWidth || 800, H = rows * this.rowH;
+    const W = this.body.clientWidth || this.host.clientWidth || 800, H = rows * this.rowH;
     if (this.canvas.width !== W || this.canvas.height !== H) { this.canvas.width = W; this.canvas.height = H; }
     if (!this.off || this.off.width !== w || this.off.height !== Math.max(rows, 1)) this.off = new OffscreenCanvas(w, Math.max(rows, 1));
     this.off.getContext('2d')!.putImageData(this.img, 0, 0);
@@ -71,6 +86,23 @@ export class HeatMap {
     ctx.clearRect(0, 0, W, H);
     ctx.drawImage(this.off, 0, 0, W, H);
     this.drawMarks(ctx, W, lo, span);
+    this.decorate(lo, hi, W, max);
+  }
+  /// The time axis and colour scale, redrawn when the range has moved a
+  /// pixel or the scale changed.
+  private decorate(lo: number, hi: number, W: number, max: number): void {
+    const d = this.drawn;
+    const names = this.rowLabel ? this.order.map((i) => this.rowLabel!(i)).join('\n') : '';
+    if (W === d.W && max === d.max && names === d.rows && Math.abs(lo - d.lo) < (hi - lo) / W) return;
+    this.drawn = { lo, W, max, rows: names };
+    if (this.rowLabel) {
+      // Every row named where they are tall enough, else about every 12 px.
+      const every = Math.max(1, Math.ceil(12 / this.rowH)), n = this.order.length;
+      this.rows.innerHTML = valueAxis(this.order.flatMap((i, r) => (r % every ? [] : [{ at: (r + 0.5) / n, label: this.rowLabel!(i) }])), 'rows', n * this.rowH);
+    }
+    this.axis.innerHTML = timeAxis(lo, hi, W);
+    const unit = this.feed.spec.unit;
+    this.scale.innerHTML = colourScale(`colour: ${this.feed.spec.title}`, [0, max / 2, max].map((v) => fmt(v, unit)));
   }
   /// A dot on each cell of an SNMP target's row in which it was silent or
   /// answered stale values (marks.ts); the tooltip says which.

@@ -6,9 +6,10 @@
 // Refreshed every 5 s while following live.
 
 import { getJson } from './api';
+import { colourScale, timeAxis, valueAxis } from './axes';
 import { dur } from './kernel';
 import { $, app, rangeOf, refresh, stats } from './state';
-import { Grid, heat, latencyGrid } from './transform';
+import { Grid, fmt, heat, latencyGrid } from './transform';
 
 /// The histograms offered, by their metric's name.
 export const LATENCIES: [string, string][] = [
@@ -21,6 +22,14 @@ export const LATENCIES: [string, string][] = [
   ['kernel_lock_wait_seconds', 'kernel lock waits'],
   ['kernel_reclaim_stall_seconds', 'reclaim stalls'],
 ];
+
+/// The latency axis: bucket bounds at the rows' upper edges (fast at the
+/// bottom), about every 12 px.
+function yAxis(g: Grid): string {
+  const ROW = rowOf(g.bounds.length), H = Math.max(1, g.bounds.length) * ROW, every = Math.max(1, Math.ceil(12 / ROW));
+  const ticks = g.bounds.flatMap((b, r) => (r % every ? [] : [{ at: (H - (r + 1) * ROW) / H, label: Number.isFinite(b) ? dur(b) : '∞' }]));
+  return valueAxis(ticks, 'latency (each row: calls shorter than its upper bound)', H);
+}
 
 /// Row height: 6 px, less when there are many rows (at most 200 px in all).
 const rowOf = (rows: number) => Math.max(2, Math.min(6, Math.floor(200 / Math.max(rows, 1))));
@@ -62,7 +71,8 @@ export function latencyHeat(host: string, gen: number): void {
     if (g.bounds.length === 0 && metric === LATENCIES[0][0]) { el.replaceChildren(); return; } // no kernel tracing here
     el.innerHTML = `<div class="heat-title">Latency heat map <select id="latency-metric">${LATENCIES.map(([m, t]) => `<option value="${m}"${m === metric ? ' selected' : ''}>${t}</option>`).join('')}</select>
       <small>(rows: latency buckets, fast at the bottom, ${g.bounds.length ? `${dur(g.bounds[0])} to ${Number.isFinite(g.bounds[g.bounds.length - 1]) ? dur(g.bounds[g.bounds.length - 1]) : '∞'}` : 'no events'}; colour: events a second, log scale, up to ${g.max.toPrecision(3)})</small></div>
-      <div class="latency"><canvas></canvas></div>`;
+      <div class="latency"><div class="plot-row">${yAxis(g)}<div class="plot-body"><canvas></canvas>${timeAxis(lo, hi, el.clientWidth - 58)}</div></div>
+      ${colourScale('colour: events a second, log scale', [0, 0.25, 0.5, 0.75, 1].map((x) => fmt(Math.expm1(x * Math.log1p(g.max)), 'count')))}</div>`;
     $('#latency-metric').onchange = (e) => { metric = (e.target as HTMLSelectElement).value; paint(); };
     const canvas = el.querySelector('canvas')!;
     draw(canvas, g, lo, hi);

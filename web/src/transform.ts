@@ -281,6 +281,25 @@ export function fmt(v: number | null | undefined, unit: Unit): string {
 
 /// Heat map colour for a value in 0..1 (dark blue -> teal -> yellow -> red);
 /// null (no data) is drawn by the caller as background, never as a colour.
+/// Round times (seconds) for a time axis over [lo, hi]: the finest step of
+/// 1 s … 1 d that gives at most `most` ticks, and each tick's label (with
+/// seconds when the step is under a minute). Local time, as the charts.
+export function timeTicks(lo: number, hi: number, most: number): { t: number; label: string }[] {
+  const steps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+  const span = hi - lo;
+  if (!(span > 0) || most < 1) return [];
+  const step = steps.find((s) => span / s <= most) ?? Math.ceil(span / most / 86400) * 86400;
+  // Round in local time: a 1-hour step lands on the hour where the user is.
+  const offset = -new Date(lo * 1000).getTimezoneOffset() * 60;
+  const out: { t: number; label: string }[] = [];
+  for (let t = Math.ceil((lo + offset) / step) * step - offset; t <= hi; t += step) {
+    const d = new Date(t * 1000), two = (n: number) => String(n).padStart(2, '0');
+    const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
+    out.push({ t, label: step < 60 ? `${hm}:${two(d.getSeconds())}` : step >= 86400 ? `${d.getMonth() + 1}/${d.getDate()}` : hm });
+  }
+  return out;
+}
+
 export function heat(x: number): [number, number, number] {
   const stops: [number, number, number, number][] = [
     [0, 20, 30, 70], [0.35, 20, 140, 150], [0.7, 240, 200, 40], [1, 220, 40, 30],

@@ -140,8 +140,9 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
   const build = () => {
     for (const c of app.charts) c.plot?.destroy();
     app.charts = [];
-    const hm = new HeatMap($('#cores'), coreFeed, 100, (i) => setView({ ...app.view, core: coreFeed.defs[i].labels.cpu }, true), 10);
-    $('#cores').replaceChildren(hm.canvas);
+    $('#cores').replaceChildren();
+    const hm = new HeatMap($('#cores'), coreFeed, 100, (i) => setView({ ...app.view, core: coreFeed.defs[i].labels.cpu }, true), 10,
+      (i) => `CPU ${coreFeed.defs[i].labels.cpu}`);
     hm.order = [...coreFeed.keys.keys()].sort((a, b) => +coreFeed.defs[a].labels.cpu - +coreFeed.defs[b].labels.cpu);
     app.charts.push({ feed: coreFeed, plot: null, heat: hm, draw: () => hm.draw() });
     feeds.forEach((f) => {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, unionSelector, type PanelSpec } from '../src/transform';
+import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, type PanelSpec } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -121,6 +121,19 @@ test('feed: CPU modes as shares of all CPU time stay within 100 % when a read is
 test('unionSelector: one live selector of every name the panels draw, on one host', () => {
   const spec = (names: string[]): PanelSpec => ({ id: 'x', title: '', unit: 'count', names, labels: { device: '!lo' } });
   assert.equal(unionSelector([spec(['b', 'a']), spec(['a'])], 'h"1'), '{__name__=~"a|b",host="h\\"1"}');
+});
+
+test('timeTicks: round local times, at most the number asked, seconds only on fine steps', () => {
+  const lo = 1800000000; // a whole hour in UTC
+  const minute = timeTicks(lo + 3, lo + 63, 6);
+  assert.deepEqual(minute.map((t) => t.t - lo), [10, 20, 30, 40, 50, 60]);
+  assert.ok(minute.every((t) => /^\d\d:\d\d:\d\d$/.test(t.label)), JSON.stringify(minute));
+  const day = timeTicks(lo, lo + 86400, 8);
+  assert.ok(day.length >= 4 && day.length <= 8, JSON.stringify(day));
+  // On the hour where the user is (whatever the time zone), evenly spaced.
+  assert.ok(day.every((t, i) => /^\d\d:00$/.test(t.label) && (i === 0 || t.t - day[i - 1].t === day[1].t - day[0].t)), JSON.stringify(day));
+  assert.deepEqual(timeTicks(lo, lo, 5), []);
+  assert.ok(timeTicks(lo, lo + 15 * 60, 10).length <= 10);
 });
 
 test('latency grid: cumulative le series become per-bucket rates, empty rows dropped', () => {

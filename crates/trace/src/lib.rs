@@ -36,7 +36,7 @@ pub mod sched;
 pub mod tasks;
 
 pub use bpf::{BUCKETS, Dist, NR_MAX, Snapshot, SyscallTracer, TraceError};
-pub use producer::{Extra, Mode, TraceStats, Tracer};
+pub use producer::{Mode, Reading, TraceStats, Tracer};
 
 include!(concat!(env!("OUT_DIR"), "/syscall_names.rs"));
 

@@ -10,8 +10,12 @@
 //! `kernel_offcpu_seconds_*{state}`; kernel lock waits'
 //! `kernel_lock_wait_seconds_*{kind}`. Where BPF is refused, the
 //! tracepoints' counts instead: `kernel_tracepoint_events_total{event}`.
+//!
+//! A read is written one round late, beside what the next read begins to
+//! use, so that every series starts before its first event
+//! ([`Tracer::batch`]; docs/trace.md).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -72,14 +76,16 @@ impl TraceStats {
     }
 }
 
-/// The snapshots beside the system calls' (each None where its tracer is off).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Extra<'a> {
-    pub block: Option<&'a BlockSnapshot>,
-    pub sched: Option<&'a SchedSnapshot>,
-    pub lock: Option<&'a LockSnapshot>,
-    pub mem: Option<&'a MemSnapshot>,
-    pub net: Option<&'a NetSnapshot>,
+/// One read of the kernel's maps: the system calls' snapshot and those
+/// beside it (each None where its tracer is off).
+#[derive(Clone, Debug, Default)]
+pub struct Reading {
+    pub syscalls: Snapshot,
+    pub block: Option<BlockSnapshot>,
+    pub sched: Option<SchedSnapshot>,
+    pub lock: Option<LockSnapshot>,
+    pub mem: Option<MemSnapshot>,
+    pub net: Option<NetSnapshot>,
 }
 
 /// How the kernel is traced.
@@ -115,6 +121,9 @@ pub struct Tracer {
     /// Series ids by slot: no key is formatted or hashed once a series is known.
     ids: rustc_hash::FxHashMap<Slot, u32>,
     next_id: u32,
+    /// The last read and its round's time, written at the next round (see
+    /// [`Tracer::batch`]).
+    held: Option<(Reading, i64)>,
 }
 
 impl Tracer {
@@ -175,6 +184,7 @@ impl Tracer {
             ids: rustc_hash::FxHashMap::default(),
             next_id: 0,
             devices: HashMap::new(),
+            held: None,
         }
     }
 
@@ -189,17 +199,21 @@ impl Tracer {
 
     /// One histogram as series: `{metric}_count`, `{metric}_sum` (scaled:
     /// ns to seconds, or bytes as they are) and the cumulative
-    /// `{metric}_bucket{le}` of each used bucket and `+Inf`; values divided by
-    /// `per` (1e9: ns to seconds; 1: bytes). A bucket at
-    /// `last` holds everything above: only `+Inf` bounds it. `family` names
-    /// the histogram cheaply (metric, a number, a static name); its series
-    /// keys are built, from `labels`, only the first time a series is seen.
+    /// `{metric}_bucket{le}` of each bucket used by `d` or by the next read
+    /// (`next`), of every power of two above the lowest of them, and `+Inf`; values divided by `per` (1e9: ns to seconds; 1:
+    /// bytes); `d` None is a histogram the next read has first: all zeros. A
+    /// bucket at `last` holds everything above: only `+Inf` bounds it.
+    /// `family` names the histogram cheaply (metric, a number, a static name);
+    /// its series keys are built, from `labels`, only the first time a series
+    /// is seen.
+    #[allow(clippy::too_many_arguments, reason = "one histogram's parts, each named; a struct would only rename them")]
     fn histogram(
         &mut self,
         b: &mut Batch,
         family: Family,
         labels: impl Fn() -> Vec<(&'static str, String)>,
-        d: &Dist,
+        d: Option<&Dist>,
+        next: Option<&Dist>,
         per: f64,
         last: Option<u32>,
     ) {
@@ -211,76 +225,121 @@ impl Tracer {
             }
             SeriesKey::new(format!("{metric}_{suffix}"), l)
         };
+        let empty = Dist::default();
+        let d = d.unwrap_or(&empty);
         self.push(b, (family, SLOT_COUNT), || key("count", None), d.count as f64);
         self.push(b, (family, SLOT_SUM), || key("sum", None), d.sum_ns as f64 / per);
+        // The buckets either read uses, and from the lowest of them up every
+        // power of two (`b % 4 == 3`) to the last finite bound: a bucket first
+        // used later then lies between two that were there all along, which
+        // hold its calls for `increase` over any window (the cumulative value
+        // of a series that did not exist at the window's start is not seen).
+        let top = last.map_or(crate::bpf::BUCKETS as u32 - 1, |l| l - 1);
+        let next = next.map_or(&d.buckets, |n| &n.buckets);
+        let mut used = union(&d.buckets, next).peekable();
+        let mut coarse = used.peek().map_or(u32::MAX, |&(first, _, _)| first | 3);
         let mut cumulative = 0;
-        for (&bucket, &n) in &d.buckets {
-            cumulative += n;
-            if Some(bucket) == last {
-                continue;
-            }
+        loop {
+            let bucket = match used.peek() {
+                Some(&(k, n, _)) if k <= coarse || coarse > top => {
+                    used.next();
+                    cumulative += n.copied().unwrap_or(0);
+                    if k == coarse {
+                        coarse += 4;
+                    }
+                    if Some(k) == last {
+                        continue;
+                    }
+                    k
+                }
+                _ if coarse <= top => {
+                    coarse += 4;
+                    coarse - 4
+                }
+                _ => break,
+            };
             let le = || format_le(hist::bounds(bucket).1 as f64 / per);
             self.push(b, (family, SLOT_BUCKET + bucket), || key("bucket", Some(le())), cumulative as f64);
         }
         self.push(b, (family, SLOT_INF), || key("bucket", Some("+Inf".into())), cumulative as f64);
     }
 
-    /// The batch of series for the snapshots at `t`.
-    pub fn batch(&mut self, snap: &Snapshot, more: Extra<'_>, t: i64) -> Batch {
-        let Extra { block, sched, lock, mem, net } = more;
-        self.stats.lost_calls.store(snap.lost, Relaxed);
+    /// The batch of series for the read `this`, made at `t`, knowing the
+    /// read after it (`next`): every histogram and bucket that `next` uses is
+    /// written already, with what `this` holds for it (zero where nothing
+    /// yet), so each series begins before its first event and PromQL's
+    /// `increase` counts every event (issue 44: a bucket first written with
+    /// its calls inside, as a new series, lost them to `increase`, and put a
+    /// syscall's max past the last bound).
+    pub fn batch(&mut self, this: &Reading, next: &Reading, t: i64) -> Batch {
+        self.stats.lost_calls.store(this.syscalls.lost, Relaxed);
         let mut b = Batch::new(Timestamp(t));
         let mut events = 0;
         let host = self.host.clone();
         let host = || ("host", host.clone());
         let last = Some(crate::bpf::BUCKETS as u32 - 1);
-        for (&nr, d) in &snap.syscalls {
-            events += d.count;
+        for (nr, d, n) in union(&this.syscalls.syscalls, &next.syscalls.syscalls) {
+            events += d.map_or(0, |d| d.count);
             let labels = || vec![host(), ("syscall", crate::syscall_name(nr))];
-            self.histogram(&mut b, ("kernel_syscall_seconds", u64::from(nr), ""), labels, d, 1e9, last);
+            self.histogram(&mut b, ("kernel_syscall_seconds", u64::from(nr), ""), labels, d, n, 1e9, last);
         }
-        if snap.futex_waits.count > 0 {
+        let (futex, futex_next) = (&this.syscalls.futex_waits, &next.syscalls.futex_waits);
+        if futex.count > 0 || futex_next.count > 0 {
             let labels = || vec![host()];
-            self.histogram(&mut b, ("kernel_futex_wait_seconds", 0, ""), labels, &snap.futex_waits, 1e9, last);
+            self.histogram(
+                &mut b,
+                ("kernel_futex_wait_seconds", 0, ""),
+                labels,
+                Some(futex),
+                Some(futex_next),
+                1e9,
+                last,
+            );
         }
-        for (&(dev, what, op), d) in block.into_iter().flatten() {
+        let none = BTreeMap::new();
+        for ((dev, what, op), d, n) in union(this.block.as_ref().unwrap_or(&none), next.block.as_ref().unwrap_or(&none))
+        {
             let device = self.devices.entry(dev).or_insert_with(|| crate::block::device_name(dev)).clone();
             let labels = || vec![("device", device.clone()), host(), ("op", op.name().to_owned())];
             let (metric, per) = match what {
                 What::Queue => ("kernel_block_queue_seconds", 1e9),
                 What::Service => {
-                    events += d.count;
+                    events += d.map_or(0, |d| d.count);
                     ("kernel_block_service_seconds", 1e9)
                 }
                 What::Bytes => ("kernel_block_request_bytes", 1.0),
             };
-            self.histogram(&mut b, (metric, u64::from(dev), op.name()), labels, d, per, None);
+            self.histogram(&mut b, (metric, u64::from(dev), op.name()), labels, d, n, per, None);
         }
-        for (what, d) in sched.into_iter().flatten() {
+        let none = BTreeMap::new();
+        for (what, d, n) in union(this.sched.as_ref().unwrap_or(&none), next.sched.as_ref().unwrap_or(&none)) {
             match what {
                 SchedWhat::RunQueue => {
-                    events += d.count;
+                    events += d.map_or(0, |d| d.count);
                     let labels = || vec![host()];
-                    self.histogram(&mut b, ("kernel_runqueue_seconds", 0, ""), labels, d, 1e9, None);
+                    self.histogram(&mut b, ("kernel_runqueue_seconds", 0, ""), labels, d, n, 1e9, None);
                 }
                 SchedWhat::OffCpu(state) => {
-                    let labels = || vec![host(), ("state", (*state).to_owned())];
-                    self.histogram(&mut b, ("kernel_offcpu_seconds", 0, state), labels, d, 1e9, None);
+                    let labels = || vec![host(), ("state", state.to_owned())];
+                    self.histogram(&mut b, ("kernel_offcpu_seconds", 0, state), labels, d, n, 1e9, None);
                 }
             }
         }
-        for (kind, d) in lock.into_iter().flatten() {
-            let labels = || vec![host(), ("kind", (*kind).to_owned())];
-            self.histogram(&mut b, ("kernel_lock_wait_seconds", 0, kind), labels, d, 1e9, None);
+        let none = BTreeMap::new();
+        for (kind, d, n) in union(this.lock.as_ref().unwrap_or(&none), next.lock.as_ref().unwrap_or(&none)) {
+            let labels = || vec![host(), ("kind", kind.to_owned())];
+            self.histogram(&mut b, ("kernel_lock_wait_seconds", 0, kind), labels, d, n, 1e9, None);
         }
-        for (kind, d) in mem.into_iter().flatten() {
-            let labels = || vec![host(), ("kind", (*kind).to_owned())];
-            self.histogram(&mut b, ("kernel_reclaim_stall_seconds", 0, kind), labels, d, 1e9, None);
+        let none = BTreeMap::new();
+        for (kind, d, n) in union(this.mem.as_ref().unwrap_or(&none), next.mem.as_ref().unwrap_or(&none)) {
+            let labels = || vec![host(), ("kind", kind.to_owned())];
+            self.histogram(&mut b, ("kernel_reclaim_stall_seconds", 0, kind), labels, d, n, 1e9, None);
         }
-        for (&ifindex, d) in net.into_iter().flatten() {
+        let none = BTreeMap::new();
+        for (ifindex, d, n) in union(this.net.as_ref().unwrap_or(&none), next.net.as_ref().unwrap_or(&none)) {
             let device = self.interfaces.entry(ifindex).or_insert_with(|| crate::net::device_name(ifindex)).clone();
             let labels = || vec![("device", device.clone()), host()];
-            self.histogram(&mut b, ("kernel_net_qdisc_seconds", u64::from(ifindex), ""), labels, d, 1e9, None);
+            self.histogram(&mut b, ("kernel_net_qdisc_seconds", u64::from(ifindex), ""), labels, d, n, 1e9, None);
         }
         self.stats.events.store(events, Relaxed);
         b
@@ -301,27 +360,30 @@ impl Tracer {
         b
     }
 
-    /// One read of the kernel: the batch at `t`.
+    /// One read of the kernel at the round `t`: the batch of the read
+    /// before it (at its own round's time, one interval back), now that this
+    /// one shows which series begin next; the first read writes zeros for
+    /// everything it saw, an interval before it (the maps were empty when
+    /// attached). Counting mode writes each read at once.
     fn read(&mut self, t: i64) -> Result<Batch, TraceError> {
         if let Some(counts) = &self.counts {
             let counts = counts.read().map_err(TraceError::Counts)?;
             return Ok(self.counts_batch(&counts, t));
         }
         let tracer = self.tracer.as_ref().expect("a tracer has BPF or counts");
-        let block = self.block.as_ref().map(BlockTracer::read).transpose()?;
-        let sched = self.sched.as_ref().map(SchedTracer::read).transpose()?;
-        let lock = self.lock.as_ref().map(LockTracer::read).transpose()?;
-        let mem = self.mem.as_ref().map(MemTracer::read).transpose()?;
-        let net = self.net.as_ref().map(NetTracer::read).transpose()?;
-        let snap = tracer.read()?;
-        let more = Extra {
-            block: block.as_ref(),
-            sched: sched.as_ref(),
-            lock: lock.as_ref(),
-            mem: mem.as_ref(),
-            net: net.as_ref(),
+        let next = Reading {
+            block: self.block.as_ref().map(BlockTracer::read).transpose()?,
+            sched: self.sched.as_ref().map(SchedTracer::read).transpose()?,
+            lock: self.lock.as_ref().map(LockTracer::read).transpose()?,
+            mem: self.mem.as_ref().map(MemTracer::read).transpose()?,
+            net: self.net.as_ref().map(NetTracer::read).transpose()?,
+            syscalls: tracer.read()?,
         };
-        Ok(self.batch(&snap, more, t))
+        let interval = i64::try_from(self.interval.as_nanos()).unwrap_or(i64::MAX);
+        let (this, at) = self.held.take().unwrap_or_else(|| (Reading::default(), t.saturating_sub(interval)));
+        let batch = self.batch(&this, &next, at);
+        self.held = Some((next, t));
+        Ok(batch)
     }
 
     /// One point of the series `slot` names; its key is built (and the
@@ -395,6 +457,28 @@ const SLOT_SUM: u32 = 1;
 const SLOT_INF: u32 = 2;
 /// Bucket `i`'s series is `SLOT_BUCKET + i`.
 const SLOT_BUCKET: u32 = 3;
+
+/// Two maps' entries by key, in key order: each key with its value in
+/// either (a merge of the sorted iterators; nothing allocated).
+fn union<'a, K: Ord + Copy, V>(
+    a: &'a BTreeMap<K, V>,
+    b: &'a BTreeMap<K, V>,
+) -> impl Iterator<Item = (K, Option<&'a V>, Option<&'a V>)> + 'a {
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(&(ka, _)), Some(&(kb, _))) => Some(match ka.cmp(kb) {
+            std::cmp::Ordering::Less => a.next().map(|(k, v)| (*k, Some(v), None)),
+            std::cmp::Ordering::Greater => b.next().map(|(k, v)| (*k, None, Some(v))),
+            std::cmp::Ordering::Equal => {
+                let (k, va) = a.next().expect("peeked");
+                b.next().map(|(_, vb)| (*k, Some(va), Some(vb)))
+            }
+        }?),
+        (Some(_), None) => a.next().map(|(k, v)| (*k, Some(v), None)),
+        (None, Some(_)) => b.next().map(|(k, v)| (*k, None, Some(v))),
+        (None, None) => None,
+    })
+}
 
 /// An `le` as Prometheus prints one: the shortest decimal that reads back.
 fn format_le(v: f64) -> String {

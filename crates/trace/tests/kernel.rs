@@ -36,38 +36,78 @@ fn every_system_call_is_counted_in_its_histogram() {
 #[test]
 fn the_producer_writes_prometheus_histograms() {
     let mut t = trace::Tracer::start(std::time::Duration::from_secs(1), "h").expect("kernel tracing (run as root)");
-    let mut snap = Snapshot::default();
-    let d = snap.syscalls.entry(GETPPID).or_default();
+    let mut read = trace::Reading::default();
+    let d = read.syscalls.syscalls.entry(GETPPID).or_default();
     (d.count, d.sum_ns) = (3, 3_000);
     d.buckets.insert(39, 2); // [896, 1024) ns
     d.buckets.insert(40, 1); // [1024, 1280) ns
-    let b = t.batch(&snap, trace::Extra::default(), 7);
-    let shown: Vec<String> = b.points.iter().map(|(id, v)| format!("{} {v}", b.defs[*id as usize].1)).collect();
+    // Every series but the powers of two above 2.048 µs (written all along,
+    // checked below).
+    let coarse = |line: &String| {
+        line.contains("_bucket") && !line.contains("+Inf") && {
+            let le: f64 = line.split("le=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+            le > 2.1e-6 && (le * 1e9).log2().fract() == 0.0
+        }
+    };
+    let shown = |b: &model::Batch, defs: &[(u32, model::SeriesKey)], powers: usize| -> Vec<String> {
+        let all: Vec<String> =
+            b.points.iter().map(|(id, v)| format!("{} {v}", defs.iter().find(|d| d.0 == *id).unwrap().1)).collect();
+        assert_eq!(all.iter().filter(|l| coarse(l)).count(), powers, "{all:#?}");
+        all.into_iter().filter(|l| !coarse(l)).collect()
+    };
+    // Before the first read: zeros for every series it has, so that its
+    // calls are counted by `increase`.
+    let b = t.batch(&trace::Reading::default(), &read, 6);
+    let mut defs = b.defs.clone();
+    // From 4.096 µs to 2.147 s: 20 powers of two (below 3.76 s, the last bound).
     assert_eq!(
-        shown,
+        shown(&b, &defs, 20),
+        [
+            r#"kernel_syscall_seconds_count{host="h",syscall="getppid"} 0"#,
+            r#"kernel_syscall_seconds_sum{host="h",syscall="getppid"} 0"#,
+            r#"kernel_syscall_seconds_bucket{host="h",le="0.000001024",syscall="getppid"} 0"#,
+            r#"kernel_syscall_seconds_bucket{host="h",le="0.00000128",syscall="getppid"} 0"#,
+            r#"kernel_syscall_seconds_bucket{host="h",le="0.000002048",syscall="getppid"} 0"#,
+            r#"kernel_syscall_seconds_bucket{host="h",le="+Inf",syscall="getppid"} 0"#,
+        ]
+    );
+    // The next read uses a bucket more (one call of [1280, 1536) ns): it is
+    // written now, holding what the buckets below it hold.
+    let mut next = read.clone();
+    let d = next.syscalls.syscalls.get_mut(&GETPPID).unwrap();
+    (d.count, d.sum_ns) = (4, 4_400);
+    d.buckets.insert(41, 1);
+    let b = t.batch(&read, &next, 7);
+    defs.extend(b.defs.iter().cloned());
+    assert_eq!(
+        shown(&b, &defs, 20),
         [
             r#"kernel_syscall_seconds_count{host="h",syscall="getppid"} 3"#,
             r#"kernel_syscall_seconds_sum{host="h",syscall="getppid"} 0.000003"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="0.000001024",syscall="getppid"} 2"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="0.00000128",syscall="getppid"} 3"#,
+            r#"kernel_syscall_seconds_bucket{host="h",le="0.000001536",syscall="getppid"} 3"#,
+            r#"kernel_syscall_seconds_bucket{host="h",le="0.000002048",syscall="getppid"} 3"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="+Inf",syscall="getppid"} 3"#,
         ]
     );
     // The next batch declares nothing new.
-    assert!(t.batch(&snap, trace::Extra::default(), 8).defs.is_empty());
+    assert!(t.batch(&next, &next, 8).defs.is_empty());
     // Block I/O: per device (named from /sys/dev/block, else MAJ:MIN) and operation.
     let mut block = trace::block::BlockSnapshot::new();
     let d = block.entry((4000 << 20 | 7, trace::block::What::Service, trace::block::Op::Write)).or_default();
     (d.count, d.sum_ns) = (2, 2_000_000);
     d.buckets.insert(79, 2); // [917504, 1048576) ns
-    let b = t.batch(&Snapshot::default(), trace::Extra { block: Some(&block), ..trace::Extra::default() }, 9);
-    let shown: Vec<String> = b.points.iter().map(|(id, v)| format!("{} {v}", b.defs[*id as usize - 5].1)).collect();
+    let with_block = trace::Reading { block: Some(block), ..trace::Reading::default() };
+    let b = t.batch(&with_block, &with_block, 9);
+    defs.extend(b.defs.iter().cloned());
+    // Its bucket is a power of two itself (1.048576 ms); then 12 more, to
+    // 4.29 s (no overflow bucket here).
     assert_eq!(
-        shown,
+        shown(&b, &defs, 13),
         [
             r#"kernel_block_service_seconds_count{device="4000:7",host="h",op="write"} 2"#,
             r#"kernel_block_service_seconds_sum{device="4000:7",host="h",op="write"} 0.002"#,
-            r#"kernel_block_service_seconds_bucket{device="4000:7",host="h",le="0.001048576",op="write"} 2"#,
             r#"kernel_block_service_seconds_bucket{device="4000:7",host="h",le="+Inf",op="write"} 2"#,
         ]
     );
