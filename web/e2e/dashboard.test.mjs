@@ -25,13 +25,20 @@ test('this host, live: charts receive and render new points, zoom into the past,
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e.stack ?? e)));
     await page.goto(k.url + '/');
-    // One host: the dashboard opens on it.
+    // One host: the dashboard opens on it, on a range that fits its seconds
+    // of data (not 15 minutes with the data in the right 7 %).
     await page.waitForFunction(() => location.hash.includes('host=e2e-host'), null, { timeout: 30000 });
+    assert.match(await page.evaluate(() => location.hash), /range=1m/);
     await page.waitForSelector('.uplot canvas', { timeout: 30000 });
     const titles = await page.$$eval('.u-title', (ts) => ts.map((t) => t.textContent));
     for (const want of ['CPU by mode', 'Load average', 'Memory', 'Network per interface', "kansoku's own CPU"]) {
       assert.ok(titles.some((t) => t.startsWith(want)), `chart ${want} in ${titles}`);
     }
+    // Sections this host has no data for say which flag fills them.
+    await page.waitForFunction(() => document.querySelectorAll('.absent').length >= 2, null, { timeout: 30000 });
+    const absent = await page.$$eval('.absent', (as) => as.map((a) => a.textContent).join('\n'));
+    assert.match(absent, /--processes/);
+    assert.match(absent, /--perf HZ/);
     const n0 = await updates(page);
     const before = await chartPixels(page, 0);
     await waitUpdates(page, n0 + 20);
@@ -51,6 +58,7 @@ test('this host, live: charts receive and render new points, zoom into the past,
     const n2 = await updates(page);
     await waitUpdates(page, n2 + 30);
     const over = await page.$('.u-over');
+    await over.scrollIntoViewIfNeeded();
     const box = await over.boundingBox();
     await page.mouse.move(box.x + box.width * 0.9, box.y + box.height / 2);
     await page.mouse.down();

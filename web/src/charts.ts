@@ -45,7 +45,9 @@ export function lineChart(el: HTMLElement, feed: Feed): Chart {
     title: spec.title, width: (el.clientWidth || 600) - 8, height: 220,
     cursor: { sync: { key: 'x' }, drag: { x: true, y: false, setScale: false } },
     scales: { x: { time: true, min: a, max: b }, y: { range: (_u, lo, hi) => [Math.min(0, lo), Math.max(hi, spec.unit === 'percent' ? 1 : 1e-9)] } },
-    axes: [axis, { ...axis, size: 70, values: (_u, ticks) => ticks.map((t) => fmt(t, spec.unit)) }],
+    // The value axis as wide as its longest label (issue 44: "763 MiB/s"
+    // lost its first digit in a fixed 70 px).
+    axes: [axis, { ...axis, size: (_u, values) => labelWidth(values), values: (_u, ticks) => ticks.map((t) => fmt(t, spec.unit)) }],
     series,
     hooks: {
       drawClear: [drawBands],
@@ -79,4 +81,14 @@ export function lineChart(el: HTMLElement, feed: Feed): Chart {
 export function redrawAll(): void {
   for (const c of app.charts) c.draw();
   stats.renders++;
+}
+
+const measure = document.createElement('canvas').getContext('2d')!;
+
+/// Room for a value axis's labels: the widest in uPlot's axis font, plus
+/// the tick and gap.
+function labelWidth(values: string[] | null): number {
+  if (!values?.length) return 50;
+  measure.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", sans-serif';
+  return Math.ceil(Math.max(...values.map((v) => measure.measureText(v).width))) + 22;
 }

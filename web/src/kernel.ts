@@ -31,7 +31,11 @@ export function syscallTable(host: string, gen: number): void {
     try { r = await getJson(`/api/v1/kernel/syscalls?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&n=15`); } catch { return; }
     if (gen !== app.generation) return;
     const el = document.querySelector<HTMLElement>('#kernel');
-    if (!el || r.rows.length === 0) { if (el) el.replaceChildren(); return; }
+    if (!el) return;
+    if (r.rows.length === 0) {
+      el.innerHTML = `<div class="absent">system calls: no kernel tracer data for this host in range — tracing is on by default, off with <code>--trace off</code> or where BPF is refused (the log says why)</div>`;
+      return;
+    }
     stats.kernelRows = r.rows.length;
     // A column the API marks as a lower bound reads "≥".
     const cell = (x: Row, col: keyof Row) => `<td>${x.at_least.includes(col) ? '≥ ' : ''}${dur(x[col] as number | null)}</td>`;

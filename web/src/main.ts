@@ -10,7 +10,8 @@ import { pollMarks } from './marks';
 import { getJson } from './api';
 import { redrawAll } from './charts';
 import { $, Superseded, app, rangeOf, setView, stats } from './state';
-import { RANGES, SeriesDef, parseView } from './transform';
+import { RANGES, SeriesDef, dataSpan, fitRange, parseView } from './transform';
+import type { Frame } from './feed';
 import { clusterView, hostView } from './views';
 import { diskView } from './disk';
 
@@ -130,11 +131,20 @@ function marks(): void { pollMarks().then(redrawAll, () => {}); }
 setInterval(marks, 5000);
 // The interval first (bucket sizes depend on it), then the first view.
 health().finally(() => {
-  // With one host and no cluster, start on that host.
+  // With one host and no cluster, start on that host; either way on a
+  // range that fits the data there is.
   if (!location.hash) {
-    getJson<{ series: SeriesDef[] }>('/api/v1/series?match=node_load1').then((r) => {
+    const now = Date.now() / 1000;
+    // The last hour to 5 s, the last day to 5 minutes.
+    const span = (secs: number, points: number) =>
+      getJson<Frame>(`/api/v1/query?query=node_load1&from=${now - secs}&to=${now}&points=${points}`)
+        .then((f) => dataSpan(f.times, f.series, now), () => null);
+    Promise.all([getJson<{ series: SeriesDef[] }>('/api/v1/series?match=node_load1'), span(3600, 720), span(86400, 288)])
+      .then(([r, hour, day]) => {
       const hosts = [...new Set(r.series.map((s) => s.labels.host))];
-      if (hosts.length === 1) setView({ view: 'host', host: hosts[0], range: '15m' }, true); else render();
+      const range = fitRange(hour !== null && hour < 3500 ? hour : day);
+      if (hosts.length === 1) setView({ view: 'host', host: hosts[0], range }, true);
+      else setView({ view: 'cluster', range }, true);
     }).catch(() => render());
   } else render();
 });

@@ -62,7 +62,13 @@ function table(spec: TableSpec, host: string, gen: number): void {
     const el = document.querySelector<HTMLElement>(spec.el);
     if (!el) return;
     const rows = topGroups(cpu.series, spec.label, 15);
-    if (rows.length === 0) { el.replaceChildren(); return; }
+    if (rows.length === 0) {
+      // Say why the section is empty and how to fill it (issue 44).
+      el.innerHTML = spec.stat === 'processRows'
+        ? `<div class="absent">${spec.caption}: no process series for this host in range — start <code>kansoku up</code> (or the host's <code>agent</code>) with <code>--processes</code></div>`
+        : '';
+      return;
+    }
     const lastOf = (f: Frame, name: string) => {
       const s = f.series.find((x) => x.labels[spec.label] === name);
       return s ? [...s.values].reverse().find((v) => v !== null) ?? null : null;

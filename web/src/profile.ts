@@ -18,7 +18,11 @@ export function topSymbols(host: string, gen: number): void {
     try { r = await getJson(`/api/v1/profile/top?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&n=15`); } catch { return; }
     if (gen !== app.generation) return;
     const el = document.querySelector<HTMLElement>('#profile');
-    if (!el || r.samples === 0) { if (el) el.replaceChildren(); return; }
+    if (!el) return;
+    if (r.samples === 0) {
+      el.innerHTML = `<div class="absent">top symbols, flame graph and per-CPU timeline: no CPU samples for this host in range — start <code>kansoku up</code> (or the host's <code>agent</code>) with <code>--perf HZ</code>, and <code>--perf-callchain</code> for call chains</div>`;
+      return;
+    }
     el.innerHTML = `<table class="agents profile"><caption>top symbols · ${r.samples.toLocaleString()} CPU samples in range</caption>
       <tr><th>#</th><th>symbol</th><th>module</th><th>samples</th><th>share</th></tr>
       ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${escHtml(x.symbol)}</td><td>${escHtml(x.module)}</td><td>${x.samples}</td>

@@ -223,7 +223,22 @@ export interface View {
   core?: string;
 }
 
-export const RANGES: Record<string, number> = { '1m': 60, '15m': 900, '1h': 3600, '24h': 86400 };
+export const RANGES: Record<string, number> = { '1m': 60, '5m': 300, '15m': 900, '1h': 3600, '24h': 86400 };
+
+/// The shortest range that shows `span` seconds of data (the default, 15m,
+/// when it is unknown): a dashboard opened a minute after the start shows
+/// that minute across the charts, not in their right 7 % (issue 44).
+export function fitRange(span: number | null): string {
+  if (span === null || !(span > 0)) return '15m';
+  return Object.entries(RANGES).find(([, s]) => s >= span)?.[0] ?? '24h';
+}
+
+/// How many seconds of data a frame holds: from its first non-null bucket
+/// to its end (null when none).
+export function dataSpan(times: number[], series: { values: (number | null)[] }[], end: number): number | null {
+  const first = times.findIndex((_, k) => series.some((s) => s.values[k] !== null));
+  return first < 0 ? null : end - times[first];
+}
 
 export function parseView(hash: string): View {
   const p = new URLSearchParams(hash.replace(/^#/, ''));

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, type PanelSpec } from '../src/transform';
+import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -134,6 +134,16 @@ test('timeTicks: round local times, at most the number asked, seconds only on fi
   assert.ok(day.every((t, i) => /^\d\d:00$/.test(t.label) && (i === 0 || t.t - day[i - 1].t === day[1].t - day[0].t)), JSON.stringify(day));
   assert.deepEqual(timeTicks(lo, lo, 5), []);
   assert.ok(timeTicks(lo, lo + 15 * 60, 10).length <= 10);
+});
+
+test('fitRange: the shortest range that shows the data there is', () => {
+  assert.equal(fitRange(40), '1m');
+  assert.equal(fitRange(61), '5m');
+  assert.equal(fitRange(3000), '1h');
+  assert.equal(fitRange(86400 * 3), '24h');
+  assert.equal(fitRange(null), '15m');
+  assert.equal(dataSpan([0, 300, 600, 900], [{ values: [null, null, 1, 2] }, { values: [null, null, null, 3] }], 1000), 400);
+  assert.equal(dataSpan([0, 300], [{ values: [null, null] }], 1000), null);
 });
 
 test('latency grid: cumulative le series become per-bucket rates, empty rows dropped', () => {
