@@ -82,6 +82,7 @@ soak: build
 bench-dashboard: build
 	scripts/deps.sh test
 	cd web && KANSOKU_BIN=$(BIN) npm run --silent bench -- --minutes $(or $(MINUTES),10)
+	cd web && KANSOKU_BIN=$(BIN) npm run --silent bench:host -- --minutes $(or $(MINUTES),15)
 
 clean:
 	$(CARGO) clean

@@ -72,6 +72,9 @@ pub struct ApiState {
     pub reader: Arc<dyn source::Source>,
     /// What profiles count: the store's event log, or ClickHouse's events.
     pub events: Arc<dyn source::EventSource>,
+    /// The profiles' whole minutes of the past, counted once
+    /// (`source::CountCache`).
+    pub counted: Arc<source::CountCache>,
     /// Each acknowledged append, for the live tail.
     pub live: broadcast::Sender<Arc<Appended>>,
     /// On a server in front of ClickHouse: the live tail polls `reader`
@@ -115,11 +118,16 @@ pub struct ApiState {
     pub clock: Arc<dyn clock::Clock>,
 }
 
+/// Memory the profiles' counted minutes may hold (a busy minute of call
+/// chains at 1 kHz on two CPUs is ~2 MB).
+pub const COUNT_CACHE_BYTES: usize = 96 << 20;
+
 impl ApiState {
     pub fn new(store: Arc<Store>) -> ApiState {
         ApiState {
             reader: store.clone(),
             events: store.clone(),
+            counted: Arc::new(source::CountCache::new(COUNT_CACHE_BYTES)),
             store,
             live: broadcast::channel(LIVE_BUFFER).0,
             live_delay: None,

@@ -75,14 +75,16 @@ async fn count<T: Send + 'static>(
     shape: Shape,
     f: impl FnOnce(&Request, EventCounts, &Procs) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
-    let (events, root) = (Arc::clone(&st.events), st.store.root().to_path_buf());
+    let (events, root, counted) = (Arc::clone(&st.events), st.store.root().to_path_buf(), Arc::clone(&st.counted));
     let symbols = st.symbols.clone();
     st.guard
         .run(move || {
-            let mut counts = events.count(&req.query, req.pid, shape, SCAN_MAX).map_err(|e| match e {
-                EventsError::TooLarge(..) => ApiError::TooLarge(e.to_string()),
-                EventsError::Unavailable(m) => ApiError::Unavailable(format!("reading the events: {m}")),
-            })?;
+            let now = clock::realtime_ns();
+            let mut counts =
+                counted.count(&*events, &req.query, req.pid, shape, SCAN_MAX, now).map_err(|e| match e {
+                    EventsError::TooLarge(..) => ApiError::TooLarge(e.to_string()),
+                    EventsError::Unavailable(m) => ApiError::Unavailable(format!("reading the events: {m}")),
+                })?;
             // The processes as the batches saw them (in time order: the latest
             // description of a process wins), and the store's build-id cache.
             let mut procs = Procs::new(Some(root.join(perf::procs::CACHE_DIR)));

@@ -21,10 +21,4 @@ pub fn parse_trace(s: &str) -> Result<TraceEvery, String> {
     Ok(TraceEvery(Some(d)))
 }
 
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned())
-}
+pub use model::hostname;

@@ -31,6 +31,15 @@ pub use timestamp::{
 
 /// A size in bytes as a flag gives it: digits with an optional K, M, G or T
 /// suffix (powers of 1024, either case); zero and overflow refused.
+/// This machine's name: the default `host` label of what it collects.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let (num, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {

@@ -16,7 +16,10 @@ use std::str::FromStr;
 use codec::events::{EventBatch, ProcInfo};
 use model::{Selector, SeriesKey, Timestamp};
 
+mod cache;
 pub mod tier;
+
+pub use cache::CountCache;
 
 use tier::Tier;
 
@@ -276,6 +279,14 @@ pub trait EventSource: Send + Sync + std::fmt::Debug {
     /// `shape`. A source that must bring the events to count them refuses
     /// more than `max` (bounded memory).
     fn count(&self, q: &EventQuery, pid: Option<u32>, shape: Shape, max: u64) -> Result<EventCounts, EventsError>;
+
+    /// A number that changes whenever events older than a minute may have
+    /// been added (an agent's backlog arriving late): what [`CountCache`]
+    /// kept of the past is dropped when it moves. None: the source cannot
+    /// say, and nothing of it is kept.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Counts scanned batches by `shape` (what a source without a query
@@ -354,5 +365,9 @@ pub fn bucket_width(q: &EventQuery, buckets: usize) -> i64 {
 impl<T: EventSource + ?Sized> EventSource for std::sync::Arc<T> {
     fn count(&self, q: &EventQuery, pid: Option<u32>, shape: Shape, max: u64) -> Result<EventCounts, EventsError> {
         (**self).count(q, pid, shape, max)
+    }
+
+    fn generation(&self) -> Option<u64> {
+        (**self).generation()
     }
 }

@@ -55,4 +55,8 @@ impl EventSource for Store {
         }
         Ok(count_batches(batches, corrupt, q, pid, shape))
     }
+
+    fn generation(&self) -> Option<u64> {
+        Some(self.events().stats().late_batches.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }

@@ -1011,6 +1011,7 @@ impl Store {
             Figure::counter("event_damaged_files", n(&ev.damaged_files)),
             Figure::counter("event_orphaned_batches", n(&ev.orphaned_batches)),
             Figure::counter("event_skipped_bytes", n(&ev.skipped_bytes)),
+            Figure::counter("event_late_batches", n(&ev.late_batches)),
             Figure::counter("event_fsyncs", event_fsyncs),
         ]
     }

@@ -186,26 +186,75 @@ type Bar = (String, f64, Option<(f64, f64)>);
 /// Horizontal bars, one group per label, a bar per value (with its
 /// interval as a whisker), with an optional reference line.
 fn bars(title: &str, unit: &str, groups: &[(String, Vec<Bar>)], reference: Option<(f64, &str)>) -> String {
+    bars_on(title, unit, groups, reference, false)
+}
+
+/// [`bars`] on a log scale, with its powers of ten marked: for values
+/// spanning decades (throughput by read size, 512 B to 1 MiB), where a
+/// linear scale leaves the small ones invisible.
+fn log_bars(title: &str, unit: &str, groups: &[(String, Vec<Bar>)]) -> String {
+    bars_on(title, unit, groups, None, true)
+}
+
+fn bars_on(
+    title: &str,
+    unit: &str,
+    groups: &[(String, Vec<Bar>)],
+    reference: Option<(f64, &str)>,
+    log: bool,
+) -> String {
     let (w, l, r, row) = (720.0, 250.0, 80.0, 16.0);
     let n: usize = groups.iter().map(|g| g.1.len() + 1).sum();
-    let h = 40.0 + row * n as f64;
+    let h = 40.0 + row * n as f64 + if log { 14.0 } else { 0.0 };
     let vals = groups
         .iter()
         .flat_map(|g| g.1.iter().flat_map(|v| [v.1, v.2.map_or(v.1, |c| c.0), v.2.map_or(v.1, |c| c.1)]))
         .chain(reference.map(|r| r.0));
-    let lo = vals.clone().filter(|v| v.is_finite()).fold(0.0f64, f64::min);
-    let hi = nice(vals.filter(|v| v.is_finite()).fold(0.0f64, f64::max));
+    let positive = vals.clone().filter(|v| v.is_finite() && *v > 0.0);
+    let (lo, hi) = if log {
+        let (a, b) = positive.fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+        if a.is_finite() {
+            (10f64.powf(a.log10().floor()), 10f64.powf(b.log10().ceil()).max(10f64.powf(a.log10().floor() + 1.0)))
+        } else {
+            (1.0, 10.0)
+        }
+    } else {
+        (
+            vals.clone().filter(|v| v.is_finite()).fold(0.0f64, f64::min),
+            nice(vals.filter(|v| v.is_finite()).fold(0.0f64, f64::max)),
+        )
+    };
     let span = (hi - lo).max(1e-9);
-    let x_of = |v: f64| l + (v - lo) / span * (w - l - r);
+    let x_of = |v: f64| {
+        if log {
+            l + (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10()) * (w - l - r)
+        } else {
+            l + (v - lo) / span * (w - l - r)
+        }
+    };
     let mut s = format!("<svg width={w} height={h} viewBox='0 0 {w} {h}' role=img aria-label='{}'>", esc(title));
-    let _ = write!(s, "<text x=4 y=16 font-weight=bold>{}</text>", esc(title));
+    let _ = write!(s, "<text x=4 y=16 font-weight=bold>{}{}</text>", esc(title), if log { " (log scale)" } else { "" });
+    if log {
+        let mut e = lo.log10().round() as i32;
+        while f64::from(e) <= hi.log10() + 1e-9 {
+            let x = x_of(10f64.powi(e));
+            let _ = write!(
+                s,
+                "<line x1={x:.1} x2={x:.1} y1=24 y2={:.1} stroke=#eee /><text class=tick x={x:.1} y={:.1} text-anchor=middle>{}</text>",
+                h - 14.0,
+                h - 3.0,
+                fmt(10f64.powi(e))
+            );
+            e += 1;
+        }
+    }
     let mut y = 30.0;
     for (group, values) in groups {
         let _ = write!(s, "<text x=4 y={:.1} font-weight=bold>{}</text>", y + 11.0, esc(group));
         y += row;
         for (i, (label, v, ci)) in values.iter().enumerate() {
             let c = COLOURS[i % COLOURS.len()];
-            let (a, b) = (x_of(0.0_f64.max(lo)), x_of(if v.is_finite() { *v } else { 0.0 }));
+            let (a, b) = (x_of(0.0_f64.max(lo)), x_of(if v.is_finite() { *v } else { lo.max(0.0) }));
             let _ = write!(
                 s,
                 "<text x={} y={:.1} text-anchor=end>{}</text><rect class=bar x={:.1} y={:.1} width={:.1} height={} fill='{c}'><title>{}: {}{}</title></rect><text x={:.1} y={:.1}>{}{}</text>",
@@ -254,6 +303,176 @@ fn bars(title: &str, unit: &str, groups: &[(String, Vec<Bar>)], reference: Optio
     }
     s.push_str("</svg>");
     s
+}
+
+/// One step of a latency curve: the injected latency, the measured PD (%)
+/// with its interval, and the model's PD.
+struct CurvePoint {
+    x_ns: f64,
+    pd: f64,
+    interval: Option<(f64, f64)>,
+    model: Option<f64>,
+}
+
+/// A duration in ns with a readable unit: "500 ns", "2 µs", "1.5 ms".
+fn dur_ns(v: f64) -> String {
+    match v.abs() {
+        a if a >= 1e9 => format!("{} s", fmt(v / 1e9)),
+        a if a >= 1e6 => format!("{} ms", fmt(v / 1e6)),
+        a if a >= 1e3 => format!("{} µs", fmt(v / 1e3)),
+        _ => format!("{} ns", fmt(v)),
+    }
+}
+
+/// Seed 003's degradation curve: PD (%) against the added latency on a log
+/// x axis with units (0 at the left edge), the measured points with their
+/// intervals, the model's curve dashed, the knee and the budget marked.
+fn degradation(points: &[CurvePoint], knee: Option<f64>, budget: Option<f64>) -> String {
+    let (w, h, l, r, t, b) = (760.0, 340.0, 60.0, 150.0, 30.0, 46.0);
+    let positive = points.iter().map(|p| p.x_ns).filter(|&x| x > 0.0);
+    let (x_min, x_max) = positive.fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
+    let (lo, hi) = if x_min.is_finite() { ((x_min / 2.0).log10(), x_max.max(x_min * 2.0).log10()) } else { (0.0, 1.0) };
+    // x = 0 sits at the left edge, the positive steps on a log scale beyond it.
+    let zero_w = 30.0;
+    let x_of = |x: f64| if x <= 0.0 { l } else { l + zero_w + (x.log10() - lo) / (hi - lo) * (w - l - r - zero_w) };
+    let ys =
+        points.iter().flat_map(|p| [p.pd, p.interval.map_or(p.pd, |c| c.1), p.model.unwrap_or(p.pd)]).chain(budget);
+    let y_max = nice(ys.clone().filter(|v| v.is_finite()).fold(1.0f64, f64::max));
+    let y_min = ys.filter(|v| v.is_finite()).fold(0.0f64, f64::min).min(0.0);
+    let y_of = |y: f64| h - b - (y - y_min) / (y_max - y_min) * (h - t - b);
+    let mut s =
+        format!("<svg class=curve width={w} height={h} viewBox='0 0 {w} {h}' role=img aria-label='degradation curve'>");
+    let _ = write!(s, "<text x={l} y=18 font-weight=bold>Degradation PD (%) against the added latency</text>");
+    for i in 0..=4 {
+        let y = y_min + (y_max - y_min) * f64::from(i) / 4.0;
+        let _ = write!(
+            s,
+            "<line x1={l} x2={} y1={y1:.1} y2={y1:.1} stroke=#eee /><text class=tick x={} y={:.1} text-anchor=end>{} %</text>",
+            w - r,
+            l - 4.0,
+            y_of(y) + 4.0,
+            fmt(y),
+            y1 = y_of(y)
+        );
+    }
+    // Ticks at the powers of ten in range, and 0.
+    let _ = write!(s, "<text class=tick x={l} y={} text-anchor=middle>0</text>", h - b + 14.0);
+    let mut e = lo.ceil() as i32;
+    while f64::from(e) <= hi {
+        let x = 10f64.powi(e);
+        let _ = write!(
+            s,
+            "<line x1={px:.1} x2={px:.1} y1={t} y2={} stroke=#eee /><text class=tick x={px:.1} y={} text-anchor=middle>{}</text>",
+            h - b,
+            h - b + 14.0,
+            dur_ns(x),
+            px = x_of(x)
+        );
+        e += 1;
+    }
+    let _ =
+        write!(s, "<text x={:.1} y={} text-anchor=middle>added latency (log scale)</text>", (l + w - r) / 2.0, h - 8.0);
+    let _ = write!(s, "<text transform='translate(14 {:.1}) rotate(-90)' text-anchor=middle>PD, %</text>", h / 2.0);
+    if let Some(bud) = budget {
+        let y = y_of(bud);
+        let _ = write!(
+            s,
+            "<line class=budget x1={l} x2={} y1={y:.1} y2={y:.1} stroke=#555 stroke-dasharray='4 3' /><text x={} y={:.1} fill=#555>budget {} %</text>",
+            w - r,
+            w - r + 4.0,
+            y + 4.0,
+            fmt(bud)
+        );
+    }
+    if let Some(k) = knee.filter(|k| *k > 0.0) {
+        let x = x_of(k);
+        let _ = write!(
+            s,
+            "<line class=knee x1={x:.1} x2={x:.1} y1={t} y2={} stroke=#e15759 stroke-dasharray='2 3' /><text x={:.1} y={} fill=#e15759>knee {}</text>",
+            h - b,
+            x + 3.0,
+            t + 10.0,
+            dur_ns(k)
+        );
+    }
+    let line = |pick: &dyn Fn(&CurvePoint) -> Option<f64>| -> String {
+        points
+            .iter()
+            .filter_map(|p| pick(p).filter(|v| v.is_finite()).map(|v| format!("{:.1},{:.1}", x_of(p.x_ns), y_of(v))))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = write!(
+        s,
+        "<polyline class=model fill=none stroke='{}' stroke-width=2 stroke-dasharray='6 4' points='{}' />",
+        COLOURS[1],
+        line(&|p| p.model)
+    );
+    let _ = write!(
+        s,
+        "<polyline class=measured fill=none stroke='{}' stroke-width=2 points='{}' />",
+        COLOURS[0],
+        line(&|p| Some(p.pd))
+    );
+    for p in points.iter().filter(|p| p.pd.is_finite()) {
+        let (x, y) = (x_of(p.x_ns), y_of(p.pd));
+        if let Some((a, c)) = p.interval.filter(|c| c.0.is_finite() && c.1.is_finite()) {
+            let _ = write!(
+                s,
+                "<path class=ci d='M{x:.1} {:.1}V{:.1}M{:.1} {:.1}H{:.1}M{:.1} {:.1}H{:.1}' stroke=#222 fill=none />",
+                y_of(a),
+                y_of(c),
+                x - 3.0,
+                y_of(a),
+                x + 3.0,
+                x - 3.0,
+                y_of(c),
+                x + 3.0
+            );
+        }
+        let _ = write!(
+            s,
+            "<circle class=point cx={x:.1} cy={y:.1} r=3.5 fill='{}'><title>{}: PD {} %{}</title></circle>",
+            COLOURS[0],
+            dur_ns(p.x_ns),
+            fmt(p.pd),
+            p.model.map_or(String::new(), |m| format!(", model {} %", fmt(m)))
+        );
+    }
+    for (i, (name, dash)) in [("measured", ""), ("model", " stroke-dasharray='6 4'")].iter().enumerate() {
+        let ly = t + 16.0 * i as f64;
+        let _ = write!(
+            s,
+            "<line x1={} x2={} y1={ly} y2={ly} stroke='{}' stroke-width=2{dash} /><text x={} y={}>{name}</text>",
+            w - r + 10.0,
+            w - r + 30.0,
+            COLOURS[i],
+            w - r + 34.0,
+            ly + 4.0
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// A metric's name as a person reads it, and its unit from the suffix:
+/// `max_us` is "max" in " µs", `requests_per_second` "requests" in "/s".
+fn metric_title(m: &str) -> (String, String) {
+    const UNITS: [(&str, &str); 9] = [
+        ("_ns", " ns"),
+        ("_us", " µs"),
+        ("_ms", " ms"),
+        ("_seconds", " s"),
+        ("_s", " s"),
+        ("_bytes", " B"),
+        ("_per_second", "/s"),
+        ("_per_s", "/s"),
+        ("_percent", " %"),
+    ];
+    let (base, unit) =
+        UNITS.iter().find_map(|(suffix, unit)| m.strip_suffix(suffix).map(|b| (b, *unit))).unwrap_or((m, ""));
+    let title = base.replace('_', " ");
+    (if unit.is_empty() { title } else { format!("{title} ({})", unit.trim_start()) }, unit.to_owned())
 }
 
 /// A round number at or above `v` for an axis's end.
@@ -405,20 +624,18 @@ fn latency(doc: &Value) -> String {
         fmt(num(budget, "percent")),
     );
     let pair = |v: &Value| v.as_array().map(|a| (a[0].as_f64().unwrap_or(f64::NAN), a[1].as_f64().unwrap_or(f64::NAN)));
-    let groups: Vec<(String, Vec<Bar>)> = doc["curve"]
+    let points: Vec<CurvePoint> = doc["curve"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|p| {
-            let mut bars = vec![("measured".to_owned(), num(p, "pd"), pair(&p["pd_interval"]))];
-            if let Some(m) = p["model_pd"].as_f64() {
-                bars.push(("model".to_owned(), m, None));
-            }
-            (format!("{} ns", fmt(num(p, "x_ns"))), bars)
+        .map(|p| CurvePoint {
+            x_ns: num(p, "x_ns"),
+            pd: num(p, "pd"),
+            interval: pair(&p["pd_interval"]),
+            model: p["model_pd"].as_f64(),
         })
         .collect();
-    let reference = budget["percent"].as_f64().map(|b| (b, "budget"));
-    out.push_str(&bars("Degradation PD by injected latency, %", " %", &groups, reference));
+    out.push_str(&degradation(&points, doc["knee_ns"].as_f64(), budget["percent"].as_f64()));
     // The shape beside the paper's: knee, PD at it and at 1.4 times it.
     let paper = &doc["paper"];
     if paper.is_object() {
@@ -515,7 +732,7 @@ fn limits(doc: &Value) -> String {
                 )
             })
             .collect();
-        out.push_str(&bars("Sequential read by read size, MiB/s", " MiB/s", &groups, None));
+        out.push_str(&log_bars("Sequential read by read size, MiB/s", " MiB/s", &groups));
         let iops = d["iops_theory"].as_f64();
         let groups: Vec<(String, Vec<Bar>)> = d["depths"]
             .as_array()
@@ -626,7 +843,8 @@ fn experiment(doc: &Value) -> String {
                 Some((label(&s["point"]), vec![(format!("n={}", values.len()), num(v, "median"), ci)]))
             })
             .collect();
-        out.push_str(&bars(m, "", &groups, None));
+        let (title, unit) = metric_title(m);
+        out.push_str(&bars(&title, &unit, &groups, None));
     }
     let env = &doc["environment"];
     let mut table = String::from("<table><tr><th>environment<th>");
@@ -646,11 +864,19 @@ fn experiment(doc: &Value) -> String {
                 .as_object()
                 .into_iter()
                 .flatten()
-                .map(|(k, v)| format!("{k}={}", fmt(v.as_f64().unwrap_or(f64::NAN))))
+                .map(|(k, v)| {
+                    let (title, unit) = metric_title(k);
+                    format!("{title}: {}{unit}", fmt(v.as_f64().unwrap_or(f64::NAN)))
+                })
                 .collect::<Vec<_>>()
                 .join(" "),
         };
-        let round = format!("{}{}", r["round"], if r["warmup"] == true { " (warm-up)" } else { "" });
+        // Numbered from 1, as the console numbers them while they run.
+        let round = format!(
+            "{}{}",
+            r["round"].as_u64().map_or(0, |n| n + 1),
+            if r["warmup"] == true { " (warm-up)" } else { "" }
+        );
         let link = r["dashboard"].as_str().map_or(String::new(), |u| format!(" <a href='{}'>telemetry</a>", esc(u)));
         let _ = write!(
             table,
@@ -715,11 +941,11 @@ mod tests {
             "experiment": { "name": "web", "description": "a <test>" }, "seed": 7,
             "environment": { "cpu.model": "X", "cpu.cores": "2", "kernel.release": "6.18", "package.nginx": "1.22" },
             "summary": [
-                { "point": { "k": "on" }, "metrics": { "rps": { "n": 3, "median": 10.0, "values": [9.0, 10.0, 11.0] } } },
-                { "point": { "k": "off" }, "metrics": { "rps": { "n": 3, "median": 5.0, "values": [4.0, 5.0, 6.0] } } },
+                { "point": { "k": "on" }, "metrics": { "max_us": { "n": 3, "median": 10.0, "values": [9.0, 10.0, 11.0] } } },
+                { "point": { "k": "off" }, "metrics": { "max_us": { "n": 3, "median": 5.0, "values": [4.0, 5.0, 6.0] } } },
             ],
             "runs": [
-                { "point": { "k": "on" }, "round": 0, "warmup": true, "seconds": 1.0, "metrics": { "rps": 9.0 },
+                { "point": { "k": "on" }, "round": 0, "warmup": true, "seconds": 1.0, "metrics": { "max_us": 9.0 },
                   "dashboard": "http://h/#from=1&to=2" },
                 { "point": { "k": "off" }, "round": 1, "warmup": false, "seconds": 1.0, "error": "exit 1" },
             ],
@@ -730,10 +956,32 @@ mod tests {
         assert!(html.contains("a &lt;test&gt;") && html.contains("package.nginx") && html.contains("failed: exit 1"));
         assert!(html.contains("<a href='http://h/#from=1&amp;to=2'>telemetry</a>") && html.contains("(warm-up)"));
         assert!(html.contains("machine: 2 × X, kernel 6.18"), "{html}");
+        // Metrics as people read them; rounds from 1, as the console counts.
+        assert!(
+            html.contains(">max (µs)</text>") && html.contains("max (µs): 9 µs") && !html.contains("max_us"),
+            "{html}"
+        );
+        assert!(html.contains("<td>1 (warm-up)<td>") && html.contains("<td>2<td>"), "{html}");
+    }
+
+    /// Read sizes span decades: on a log scale the smallest bar is visible.
+    #[test]
+    fn log_bars_show_every_decade() {
+        let groups =
+            vec![("sizes".to_owned(), vec![("512 B".to_owned(), 0.5, None), ("1 MiB".to_owned(), 500.0, None)])];
+        let svg = log_bars("read", " MiB/s", &groups);
+        let widths: Vec<f64> = svg
+            .split("<rect class=bar")
+            .skip(1)
+            .map(|r| r.split("width=").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(widths.len(), 2);
+        assert!(widths[0] > 50.0 && widths[1] > widths[0], "{widths:?}");
+        assert!(svg.contains("(log scale)") && svg.contains(">0.1</text>") && svg.contains(">1000</text>"), "{svg}");
     }
 
     #[test]
-    fn a_latency_curve_becomes_bars_and_the_calibration_a_table() {
+    fn a_latency_curve_becomes_the_degradation_curve_and_the_calibration_a_table() {
         let doc = serde_json::json!({
             "experiment": "latency", "metric": "tps", "machine": { "cores": 2, "cpu": "X", "kernel": "6.18" },
             "knee_ns": 1500.0, "knee_interval_ns": [1200.0, 1800.0],
@@ -750,8 +998,13 @@ mod tests {
                        "here": { "knee_ns": 1500.0, "pd_at_knee": 4.0, "pd_past_knee": null } },
         });
         let html = render(&[("l.json".into(), doc)]).unwrap();
-        assert_eq!(count(&html, "<rect class=bar"), 4, "measured and model per step");
+        // The curve: a point per step with its interval, the model dashed,
+        // the knee and the budget marked, the x axis in readable units.
+        assert_eq!(count(&html, "<circle class=point"), 2);
         assert_eq!(count(&html, "<path class=ci"), 2);
+        assert_eq!(count(&html, "<polyline class=model"), 1);
+        assert!(html.contains("knee 1.5 µs") && html.contains("budget 5 %"), "{html}");
+        assert!(html.contains(">1 µs</text>") && !html.contains("1500 ns</text>"), "{html}");
         assert!(
             html.contains("1500 ns (interval 1200 – 1800 ns)") && html.contains("5 hops of 300 ns within 5 %"),
             "{html}"

@@ -36,6 +36,10 @@ pub struct RunArgs {
     /// to (default: the telemetry server, if any).
     #[arg(long)]
     dashboard: Option<String>,
+    /// The host whose view the links open (default: this machine's name,
+    /// the `host` label `kansoku up` gives it).
+    #[arg(long)]
+    dashboard_host: Option<String>,
     /// The kansoku whose series the file's [telemetry] metrics are read
     /// from (overrides telemetry.server).
     #[arg(long)]
@@ -134,7 +138,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         }
     }
     let server = exp.telemetry.as_ref().and_then(|t| t.server.clone());
-    let dashboard = args.dashboard.clone().or(server);
+    let dashboard = args.dashboard.clone().or(server).map(|d| {
+        let host = args.dashboard_host.clone().unwrap_or_else(model::hostname);
+        format!("{}/#view=host&host={}", d.trim_end_matches('/'), client::escape(&host))
+    });
     let Some((doc, failed)) = execute(&exp, &args.file, &dir, seed, args.dry_run, dashboard.as_deref())? else {
         return Ok(());
     };
@@ -266,12 +273,7 @@ pub fn execute(
                 Err(e) => run["error"] = json!(e),
             }
             if let Some(d) = dashboard {
-                run["dashboard"] = json!(format!(
-                    "{}/#view=cluster&from={:.3}&to={:.3}",
-                    d.trim_end_matches('/'),
-                    from as f64 / 1e9,
-                    to as f64 / 1e9
-                ));
+                run["dashboard"] = json!(format!("{d}&from={:.3}&to={:.3}", from as f64 / 1e9, to as f64 / 1e9));
             }
             runs.push(run);
         }

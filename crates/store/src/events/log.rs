@@ -55,7 +55,15 @@ pub struct EventStats {
     pub orphaned_batches: AtomicU64,
     /// Damaged bytes skipped at open to reach the whole frames after them.
     pub skipped_bytes: AtomicU64,
+    /// Batches appended whose first event was more than [`LATE_NS`] old
+    /// when it arrived (an agent's backlog, an import): what was counted of
+    /// the past may have changed ([`source::EventSource::generation`]).
+    pub late_batches: AtomicU64,
 }
+
+/// How old a batch's first event may be when it is appended before the
+/// batch counts as late (a second's batch of a live sampler is not).
+pub const LATE_NS: i64 = 30_000_000_000;
 
 /// Whether `payload` is a whole event-log frame: where resync may resume.
 fn is_event_frame(payload: &[u8]) -> bool {
@@ -510,6 +518,11 @@ impl EventLog {
             end_frame(&mut w.buf, start);
         }
         let mut entries = Vec::with_capacity(heads.len());
+        let late = clock::realtime_ns().saturating_sub(LATE_NS);
+        let late = heads.iter().filter(|h| h.min_t < late).count() as u64;
+        if late > 0 {
+            self.stats.late_batches.fetch_add(late, Ordering::Relaxed);
+        }
         for (h, e) in heads.iter().zip(encoded) {
             let frame_at = w.log.bytes() + w.buf.len() as u64;
             let start = begin_frame(&mut w.buf);

@@ -1,0 +1,270 @@
+//! Counted minutes of the past, kept: a profile over 15 minutes (the top
+//! table, the flame graph) counts its whole minutes once and then only the
+//! minutes still filling, instead of 1.8 M samples every refresh (issue 44:
+//! the host view's profile sections cost the server most of a core).
+//!
+//! A minute is kept once it ended [`SETTLE_NS`] ago, keyed by what was
+//! asked (streams, CPUs, process, shape) and tagged with the source's
+//! [`EventSource::generation`], read before counting: when events older
+//! than the store's late threshold arrive (an agent's backlog), the
+//! generation moves and everything kept is dropped. A source without a
+//! generation (ClickHouse counts by SQL) is never cached. Memory is bounded
+//! ([`CountCache::new`]); the oldest entries go first.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use crate::{EventCounts, EventQuery, EventSource, EventsError, Shape};
+
+/// One minute, the unit that is kept.
+pub const MINUTE_NS: i64 = 60_000_000_000;
+
+/// How long after its end a minute is taken as complete: the live
+/// samplers' batches arrive within seconds; anything later moves the
+/// source's generation.
+pub const SETTLE_NS: i64 = 60_000_000_000;
+
+/// What a kept minute answers: the query without its range, and the minute.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    streams: String,
+    cpus: Vec<u32>,
+    pid: Option<u32>,
+    stacks: bool,
+    minute: i64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    generation: Option<u64>,
+    kept: HashMap<Key, (EventCounts, usize)>,
+    /// Insertion order, for eviction.
+    order: VecDeque<Key>,
+    bytes: usize,
+}
+
+/// Counted minutes kept across requests; see the module's documentation.
+#[derive(Debug)]
+pub struct CountCache {
+    state: Mutex<State>,
+    max_bytes: usize,
+}
+
+impl CountCache {
+    /// A cache holding at most about `max_bytes` of counts.
+    pub fn new(max_bytes: usize) -> CountCache {
+        CountCache { state: Mutex::new(State::default()), max_bytes }
+    }
+
+    /// `src.count(q, pid, shape, max)`, with the whole minutes of `q` that
+    /// ended [`SETTLE_NS`] before `now` counted once and kept. The timeline
+    /// (buckets that follow the range) is counted directly.
+    pub fn count(
+        &self,
+        src: &dyn EventSource,
+        q: &EventQuery,
+        pid: Option<u32>,
+        shape: Shape,
+        max: u64,
+        now: i64,
+    ) -> Result<EventCounts, EventsError> {
+        let stacks = match shape {
+            Shape::Ips => false,
+            Shape::Stacks => true,
+            Shape::Timeline { .. } => return src.count(q, pid, shape, max),
+        };
+        let Some(generation) = src.generation() else { return src.count(q, pid, shape, max) };
+        // Whole minutes inside [from, to] that have settled.
+        let first =
+            q.from.div_euclid(MINUTE_NS) * MINUTE_NS + if q.from.rem_euclid(MINUTE_NS) == 0 { 0 } else { MINUTE_NS };
+        let end = (q.to.saturating_add(1)).min(now.saturating_sub(SETTLE_NS)).div_euclid(MINUTE_NS) * MINUTE_NS;
+        if end <= first {
+            return src.count(q, pid, shape, max);
+        }
+        let part = |from: i64, to: i64| EventQuery { from, to, ..q.clone() };
+        let mut out = EventCounts::default();
+        if q.from < first {
+            merge(&mut out, src.count(&part(q.from, first - 1), pid, shape, max)?);
+        }
+        let mut minute = first;
+        while minute < end {
+            let key = Key { streams: q.streams.to_string(), cpus: q.cpus.clone(), pid, stacks, minute };
+            let kept = self.get(&key, generation);
+            let counts = match kept {
+                Some(c) => c,
+                None => {
+                    let c = src.count(&part(minute, minute + MINUTE_NS - 1), pid, shape, max)?;
+                    self.put(key, &c, generation);
+                    c
+                }
+            };
+            merge(&mut out, counts);
+            minute += MINUTE_NS;
+        }
+        if end <= q.to {
+            merge(&mut out, src.count(&part(end, q.to), pid, shape, max)?);
+        }
+        Ok(out)
+    }
+
+    fn get(&self, key: &Key, generation: u64) -> Option<EventCounts> {
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if st.generation != Some(generation) {
+            *st = State { generation: Some(generation), ..State::default() };
+            return None;
+        }
+        st.kept.get(key).map(|(c, _)| c.clone())
+    }
+
+    fn put(&self, key: Key, counts: &EventCounts, generation: u64) {
+        let size = size_of(counts);
+        if size > self.max_bytes / 4 {
+            return; // one minute too large to be worth keeping
+        }
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if st.generation != Some(generation) {
+            // Counted across a late arrival: not kept.
+            return;
+        }
+        while st.bytes + size > self.max_bytes {
+            let Some(old) = st.order.pop_front() else { break };
+            if let Some((_, s)) = st.kept.remove(&old) {
+                st.bytes -= s;
+            }
+        }
+        if st.kept.insert(key.clone(), (counts.clone(), size)).is_none() {
+            st.order.push_back(key);
+            st.bytes += size;
+        }
+    }
+}
+
+/// About how many bytes a count holds.
+fn size_of(c: &EventCounts) -> usize {
+    let stacks: usize = c.stacks.keys().map(|(_, s)| 64 + 8 * s.len()).sum();
+    let procs: usize = c.procs.iter().map(|p| 96 + p.comm.len() + p.maps.len() * 96).sum();
+    256 + 48 * c.ips.len() + stacks + procs + 64 * c.boots.len()
+}
+
+/// Adds the counts of a later part of the range to `out`.
+fn merge(out: &mut EventCounts, part: EventCounts) {
+    out.events += part.events;
+    out.with_chains += part.with_chains;
+    out.corrupt += part.corrupt;
+    for (k, v) in part.ips {
+        *out.ips.entry(k).or_default() += v;
+    }
+    for (k, v) in part.stacks {
+        *out.stacks.entry(k).or_default() += v;
+    }
+    // Later parts' process tables after the earlier ones (the latest
+    // description of a process wins); a boot's newest event over all parts.
+    out.procs.extend(part.procs);
+    for (t, boot) in part.boots {
+        match out.boots.iter_mut().find(|(_, b)| *b == boot) {
+            Some(seen) => seen.0 = seen.0.max(t),
+            None => out.boots.push((t, boot)),
+        }
+    }
+    out.boots.sort();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use model::Selector;
+
+    use super::*;
+
+    /// Events one a second with ip = their second, counted by a fake source
+    /// that counts how many events it was asked to read.
+    #[derive(Debug, Default)]
+    struct Seconds {
+        read: AtomicU64,
+        generation: AtomicU64,
+    }
+
+    impl EventSource for Seconds {
+        fn count(&self, q: &EventQuery, pid: Option<u32>, shape: Shape, _max: u64) -> Result<EventCounts, EventsError> {
+            let mut out = EventCounts::default();
+            let first = q.from.div_euclid(1_000_000_000) + i64::from(q.from.rem_euclid(1_000_000_000) != 0);
+            for s in first..=q.to.div_euclid(1_000_000_000) {
+                self.read.fetch_add(1, Ordering::Relaxed);
+                if pid.is_some_and(|p| p != 7) {
+                    continue;
+                }
+                out.events += 1;
+                match shape {
+                    Shape::Ips => *out.ips.entry((7, s as u64)).or_default() += 1,
+                    _ => *out.stacks.entry((7, vec![s as u64 % 3])).or_default() += 1,
+                }
+            }
+            Ok(out)
+        }
+
+        fn generation(&self) -> Option<u64> {
+            Some(self.generation.load(Ordering::Relaxed))
+        }
+    }
+
+    const S: i64 = 1_000_000_000;
+
+    fn query(from_s: i64, to_s: i64) -> EventQuery {
+        EventQuery {
+            streams: Selector::parse("perf_cpu_clock").unwrap(),
+            cpus: Vec::new(),
+            from: from_s * S,
+            to: to_s * S,
+        }
+    }
+
+    /// The same answer as counting directly, for ranges on and off minute
+    /// edges; settled minutes are read once; a late arrival drops them.
+    #[test]
+    fn kept_minutes_answer_as_the_source() {
+        let src = Seconds::default();
+        let cache = CountCache::new(1 << 20);
+        let now = 1_000 * S;
+        for (from, to) in [(0, 900), (15, 615), (60, 119), (61, 61), (100, 1_000), (0, 59)] {
+            for shape in [Shape::Ips, Shape::Stacks] {
+                let want = src.count(&query(from, to), None, shape, u64::MAX).unwrap();
+                let got = cache.count(&src, &query(from, to), None, shape, u64::MAX, now).unwrap();
+                assert_eq!(got, want, "{from}..{to} {shape:?}");
+            }
+        }
+        // Every settled minute of 0..900 is kept now: a second ask reads
+        // only the unsettled tail (from 900 s: 1,000 s − 60 s, rounded down).
+        src.read.store(0, Ordering::Relaxed);
+        let got = cache.count(&src, &query(0, 900), None, Shape::Stacks, u64::MAX, now).unwrap();
+        assert_eq!(got.events, 901);
+        assert_eq!(src.read.load(Ordering::Relaxed), 1, "only 900 s itself read again");
+        // A late batch: everything is counted again.
+        src.generation.fetch_add(1, Ordering::Relaxed);
+        src.read.store(0, Ordering::Relaxed);
+        cache.count(&src, &query(0, 900), None, Shape::Stacks, u64::MAX, now).unwrap();
+        assert_eq!(src.read.load(Ordering::Relaxed), 901);
+        // Another process: its own entries.
+        let other = cache.count(&src, &query(0, 900), Some(8), Shape::Ips, u64::MAX, now).unwrap();
+        assert_eq!(other.events, 0);
+    }
+
+    /// Bounded: a cache of a few entries' bytes keeps answering right.
+    #[test]
+    fn a_full_cache_evicts_and_stays_right() {
+        let src = Seconds::default();
+        let cache = CountCache::new(64 * 1024);
+        let now = 10_000 * S;
+        for _ in 0..3 {
+            let want = src.count(&query(0, 5_000), None, Shape::Ips, u64::MAX).unwrap();
+            assert_eq!(cache.count(&src, &query(0, 5_000), None, Shape::Ips, u64::MAX, now).unwrap(), want);
+        }
+        let st = cache.state.lock().unwrap();
+        assert!(
+            st.bytes <= 64 * 1024 && !st.kept.is_empty() && st.kept.len() < 83,
+            "{} bytes, {} minutes",
+            st.bytes,
+            st.kept.len()
+        );
+    }
+}

@@ -1,0 +1,81 @@
+// The host view's weight on the server (issue 44's budgets): `kansoku up`
+// observing this machine (--perf 1000 --perf-callchain, 100 ms), first with
+// no browser for --baseline seconds, then with the host view open in
+// headless Chromium (range 15m) for --minutes. Reports the server's CPU
+// (utime + stime of the whole process, as top sees it) in both phases and
+// the difference, the bytes the page received per second (every response
+// and the live stream, from Chromium's network events), the longest wait
+// between two live redraws, and at the end how long a 15-minute flame graph
+// takes to answer and to appear in a fresh page.
+// Usage: node e2e/bench-host.mjs [--minutes 15] [--baseline 60] [--perf 1000]
+import { chromium } from 'playwright-core';
+import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { startKansoku, CHROMIUM, CHROMIUM_ARGS } from './server.mjs';
+
+const arg = (k, d) => { const i = process.argv.indexOf(`--${k}`); return i > 0 ? process.argv[i + 1] : d; };
+const minutes = +arg('minutes', 15), baseline = +arg('baseline', 60), hz = arg('perf', '1000');
+const TICK = 100; // clock ticks a second (USER_HZ)
+const cpuOf = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (+f[11] + +f[12]) / TICK; // utime + stime, seconds
+};
+const period = (ms) => new Promise((ok) => setTimeout(ok, ms)); // a measuring period, not synchronisation
+const k = await startKansoku(['up', '--host', 'bench', '--interval', '100ms', '--perf', hz, '--perf-callchain']);
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+try {
+  console.error(`bench-host: baseline ${baseline} s without a browser`);
+  let c0 = cpuOf(k.pid), t0 = Date.now();
+  await period(baseline * 1000);
+  const idle = (cpuOf(k.pid) - c0) / ((Date.now() - t0) / 1000);
+  console.error(`bench-host: without a browser the server used ${(100 * idle).toFixed(2)} % of a core`);
+
+  const page = await browser.newPage({ viewport: { width: 1600, height: 1200 } });
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  let bytes = 0;
+  cdp.on('Network.dataReceived', (e) => { bytes += e.encodedDataLength || e.dataLength; });
+  await page.goto(`${k.url}/#view=host&host=bench&range=15m`);
+  await page.waitForFunction(() => window.__kansoku.updates > 10, null, { timeout: 120000 });
+  console.error(`bench-host: the host view open for ${minutes} min`);
+  const rows = [];
+  c0 = cpuOf(k.pid); t0 = Date.now();
+  let b0 = bytes;
+  const start = Date.now();
+  while (Date.now() - start < minutes * 60000) {
+    await period(30000);
+    const s = await page.evaluate(() => { const k = window.__kansoku; const g = k.maxGapMs; k.maxGapMs = 0; return { gap: g, updates: k.updates }; });
+    const now = Date.now(), cpu = cpuOf(k.pid);
+    const row = { t_s: Math.round((now - start) / 1000), server_cpu_pct: 100 * (cpu - c0) / ((now - t0) / 1000),
+      kib_per_s: (bytes - b0) / 1024 / ((now - t0) / 1000), longest_stall_ms: Math.round(s.gap), updates: s.updates };
+    rows.push(row);
+    console.error(JSON.stringify(row));
+    c0 = cpu; t0 = now; b0 = bytes;
+  }
+  const open = rows.reduce((a, r) => a + r.server_cpu_pct, 0) / rows.length;
+  // The 15-minute flame graph: the request alone, then a fresh page until it is drawn.
+  const now = Date.now() / 1000;
+  let t = performance.now();
+  const flame = await (await fetch(`${k.url}/api/v1/profile/flame?host=bench&from=${now - 900}&to=${now}&width=1560`)).text();
+  const flameMs = performance.now() - t;
+  const p2 = await browser.newPage({ viewport: { width: 1600, height: 1200 } });
+  t = performance.now();
+  await p2.goto(`${k.url}/#view=host&host=bench&range=15m`);
+  // Reported as null when it did not appear within two minutes.
+  const appeared = await p2.waitForFunction(() => document.querySelectorAll('#flame .fr').length > 0, null, { timeout: 120000 })
+    .then(() => true, () => false);
+  const appearMs = appeared ? performance.now() - t : null;
+  const out = {
+    minutes, baseline_s: baseline, perf_hz: +hz, rows, chromium: browser.version(),
+    server_cpu_pct: { without_browser: 100 * idle, with_host_view: open, view_costs: open - 100 * idle },
+    kib_per_s: rows.reduce((a, r) => a + r.kib_per_s, 0) / rows.length,
+    longest_stall_ms: Math.max(...rows.map((r) => r.longest_stall_ms)),
+    flame_15m: { answer_ms: Math.round(flameMs), bytes: flame.length, appears_ms: appearMs === null ? null : Math.round(appearMs) },
+  };
+  mkdirSync('e2e-out', { recursive: true });
+  writeFileSync('e2e-out/bench-host.json', JSON.stringify(out, null, 1));
+  const { rows: _, ...summary } = out;
+  console.log(JSON.stringify(summary));
+} finally {
+  await browser.close();
+  await k.stop();
+}
