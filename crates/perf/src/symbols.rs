@@ -181,10 +181,48 @@ impl Procs {
     }
 }
 
+/// Names found before, kept across requests (issue 44: every refresh of a
+/// 15-minute flame graph parsed the binaries' symbols, their DWARF and
+/// kallsyms again, most of a core with the host view open). A user address
+/// is kept by (build id, file offset), a kernel one by (the symbol table,
+/// address): both name the same symbol for as long as they exist. Only
+/// names found are kept (an unknown may be named once its file arrives).
+/// Addresses named through the live process (no mapping in the batches:
+/// JIT code, say) are kept by (pid, address) for [`LIVE_FOR`], found or
+/// not: asking the process again would stat every one of its mappings.
+#[derive(Default)]
+struct Known {
+    user: HashMap<(Vec<u8>, u64), String>,
+    kernel: HashMap<(Option<PathBuf>, u64), String>,
+    live: HashMap<(u32, u64), Named>,
+    live_since: Option<std::time::Instant>,
+}
+
+/// How long a name read from a live process is kept (a pid may be reused).
+const LIVE_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How many names [`Known`] holds before it starts again.
+const KNOWN_MAX: usize = 1 << 20;
+
+fn known() -> std::sync::MutexGuard<'static, Known> {
+    static KNOWN: std::sync::OnceLock<std::sync::Mutex<Known>> = std::sync::OnceLock::new();
+    let mut k = KNOWN.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if k.user.len() + k.kernel.len() + k.live.len() > KNOWN_MAX {
+        *k = Known::default();
+    }
+    if k.live_since.is_none_or(|t| t.elapsed() > LIVE_FOR) {
+        k.live.clear();
+        k.live_since = Some(std::time::Instant::now());
+    }
+    k
+}
+
 /// Names every (pid, address): kernel addresses through kallsyms, user
 /// addresses through their mappings in `procs` (or the live process).
 pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> HashMap<(u32, u64), Named> {
     let symbolizer = Symbolizer::new();
+    // The kernel's symbol table: this boot's (None) or the one received.
+    let table_key = procs.foreign.then(|| procs.kallsyms.clone().unwrap_or_default());
     let mut out = HashMap::new();
     let mut kernel: Vec<(u32, Addr)> = Vec::new();
     let mut user: HashMap<u32, Vec<Addr>> = HashMap::new();
@@ -194,15 +232,30 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
     type Offsets<'a> = (String, Vec<(u32, u64, u64, &'a MapInfo)>);
     let mut files: HashMap<PathBuf, Offsets<'_>> = HashMap::new();
     let mut file_of: HashMap<(Vec<u8>, String), Option<PathBuf>> = HashMap::new();
+    let mut found = known();
+    let mut marked: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
     for (pid, ip) in addrs {
         if ip >= KERNEL_MIN {
-            kernel.push((pid, ip));
+            match found.kernel.get(&(table_key.clone(), ip)) {
+                Some(name) => drop(out.insert((pid, ip), (name.clone(), "[kernel]".to_owned()))),
+                None => kernel.push((pid, ip)),
+            }
             continue;
         }
         let Some(m) = procs.find(pid, ip) else {
             user.entry(pid).or_default().push(ip);
             continue;
         };
+        if !m.build_id.is_empty()
+            && let Some(name) = m.file_offset(ip).and_then(|off| found.user.get(&(m.build_id.clone(), off)))
+        {
+            out.insert((pid, ip), (name.clone(), module_name(Some(m.path.as_ref()))));
+            // Still in use, for the build-id cache's order.
+            if marked.insert(&m.build_id) {
+                procs.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(m.build_id.clone());
+            }
+            continue;
+        }
         match file_of.entry((m.build_id.clone(), m.path.clone())).or_insert_with(|| procs.file(m)).clone() {
             Some(file) => {
                 let e = files.entry(file).or_insert_with(|| (module_name(Some(m.path.as_ref())), Vec::new()));
@@ -221,6 +274,9 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         for (i, &(pid, ip, _, m)) in addrs.iter().enumerate() {
             match syms.as_ref().and_then(|s| s[i].as_sym()) {
                 Some(sym) => {
+                    if !m.build_id.is_empty() {
+                        found.user.insert((m.build_id.clone(), addrs[i].2), sym.name.to_string());
+                    }
                     out.insert((pid, ip), (sym.name.to_string(), module.clone()));
                 }
                 // Not in the file's symbols (stripped): perhaps the live
@@ -250,7 +306,10 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         });
         for (i, &(pid, ip)) in kernel.iter().enumerate() {
             let name = match syms.as_ref().and_then(|s| s[i].as_sym()) {
-                Some(sym) => sym.name.to_string(),
+                Some(sym) => {
+                    found.kernel.insert((table_key.clone(), ip), sym.name.to_string());
+                    sym.name.to_string()
+                }
                 None if syms.is_some() => "[unknown]".into(),
                 None => "[unknown] (kernel of another boot: its symbol table not received)".into(),
             };
@@ -262,15 +321,35 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
             Some(c) if pid > 0 => format!("[unknown] ({c}, pid {pid})"),
             _ => format!("[unknown] (pid {pid})"),
         };
+        let live = pid > 0 && !procs.foreign;
+        let addrs: Vec<Addr> = if live {
+            let mut missing = Vec::new();
+            for ip in addrs {
+                match found.live.get(&(pid, ip)) {
+                    Some(named) => {
+                        out.insert((pid, ip), named.clone());
+                    }
+                    None => missing.push(ip),
+                }
+            }
+            missing
+        } else {
+            addrs
+        };
+        if addrs.is_empty() {
+            continue;
+        }
         let src = Source::Process(Process::new(Pid::from(pid)));
-        let syms =
-            if pid > 0 && !procs.foreign { symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok() } else { None };
+        let syms = if live { symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok() } else { None };
         for (i, &ip) in addrs.iter().enumerate() {
             let named = match (syms.as_ref().and_then(|s| s[i].as_sym()), why.remove(&(pid, ip))) {
                 (Some(sym), _) => (sym.name.to_string(), module_name(sym.module.as_deref())),
                 (None, Some((reason, module))) => (format!("[unknown] ({reason})"), module),
                 (None, None) => (unknown.clone(), String::new()),
             };
+            if live {
+                found.live.insert((pid, ip), named.clone());
+            }
             out.insert((pid, ip), named);
         }
     }

@@ -479,3 +479,25 @@ fn a_damaged_stream_definition_loses_none_of_its_batches() {
         }
     }
 }
+
+/// A batch whose first event is over 30 s old when it arrives moves the
+/// source's generation (what the profiles' counted minutes are kept by); a
+/// live one does not.
+#[test]
+fn late_batches_move_the_generation() {
+    use source::EventSource;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let batch = |t: i64| {
+        let mut b = EventBatch { cpu: 0, ..Default::default() };
+        b.push(t, 9, 9, 0x1000);
+        b
+    };
+    let now = clock::realtime_ns();
+    let g0 = store.generation();
+    store.events().append(&stream("a"), &mut batch(now - 1_000_000_000), Encoding::Fast).unwrap();
+    assert_eq!(store.generation(), g0, "a second-old batch is live");
+    store.events().append(&stream("a"), &mut batch(now - 600_000_000_000), Encoding::Fast).unwrap();
+    assert_ne!(store.generation(), g0, "a ten-minute-old batch is late");
+    assert_eq!(store.events().stats().late_batches.load(Ordering::Relaxed), 1);
+}
