@@ -192,8 +192,11 @@ impl Procs {
 /// not: asking the process again would stat every one of its mappings.
 #[derive(Default)]
 struct Known {
-    user: HashMap<(Vec<u8>, u64), String>,
-    kernel: HashMap<(Option<PathBuf>, u64), String>,
+    /// Build id -> file offset -> its name, or None: the file was read and
+    /// has no symbol there (stripped).
+    user: HashMap<Vec<u8>, HashMap<u64, Option<String>>>,
+    /// Kernel symbol table (None: this boot's) -> address -> name.
+    kernel: HashMap<Option<PathBuf>, HashMap<u64, String>>,
     live: HashMap<(u32, u64), Named>,
     live_since: Option<std::time::Instant>,
 }
@@ -207,7 +210,8 @@ const KNOWN_MAX: usize = 1 << 20;
 fn known() -> std::sync::MutexGuard<'static, Known> {
     static KNOWN: std::sync::OnceLock<std::sync::Mutex<Known>> = std::sync::OnceLock::new();
     let mut k = KNOWN.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if k.user.len() + k.kernel.len() + k.live.len() > KNOWN_MAX {
+    let held = k.user.values().map(HashMap::len).sum::<usize>() + k.kernel.values().map(HashMap::len).sum::<usize>();
+    if held + k.live.len() > KNOWN_MAX {
         *k = Known::default();
     }
     if k.live_since.is_none_or(|t| t.elapsed() > LIVE_FOR) {
@@ -233,10 +237,12 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
     let mut files: HashMap<PathBuf, Offsets<'_>> = HashMap::new();
     let mut file_of: HashMap<(Vec<u8>, String), Option<PathBuf>> = HashMap::new();
     let mut found = known();
+    let Known { user: known_user, kernel: known_kernel, live: known_live, .. } = &mut *found;
+    let known_kernel = known_kernel.entry(table_key).or_default();
     let mut marked: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
     for (pid, ip) in addrs {
         if ip >= KERNEL_MIN {
-            match found.kernel.get(&(table_key.clone(), ip)) {
+            match known_kernel.get(&ip) {
                 Some(name) => drop(out.insert((pid, ip), (name.clone(), "[kernel]".to_owned()))),
                 None => kernel.push((pid, ip)),
             }
@@ -247,12 +253,20 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
             continue;
         };
         if !m.build_id.is_empty()
-            && let Some(name) = m.file_offset(ip).and_then(|off| found.user.get(&(m.build_id.clone(), off)))
+            && let Some(name) = m.file_offset(ip).and_then(|off| known_user.get(m.build_id.as_slice())?.get(&off))
         {
-            out.insert((pid, ip), (name.clone(), module_name(Some(m.path.as_ref()))));
-            // Still in use, for the build-id cache's order.
-            if marked.insert(&m.build_id) {
-                procs.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(m.build_id.clone());
+            match name {
+                Some(name) => {
+                    out.insert((pid, ip), (name.clone(), module_name(Some(m.path.as_ref()))));
+                    // Still in use, for the build-id cache's order.
+                    if marked.insert(&m.build_id) {
+                        procs.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(m.build_id.clone());
+                    }
+                }
+                None => {
+                    why.insert((pid, ip), (procs.why_unnamed(m, true), module_name(Some(m.path.as_ref()))));
+                    user.entry(pid).or_default().push(ip);
+                }
             }
             continue;
         }
@@ -275,13 +289,19 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
             match syms.as_ref().and_then(|s| s[i].as_sym()) {
                 Some(sym) => {
                     if !m.build_id.is_empty() {
-                        found.user.insert((m.build_id.clone(), addrs[i].2), sym.name.to_string());
+                        known_user
+                            .entry(m.build_id.clone())
+                            .or_default()
+                            .insert(addrs[i].2, Some(sym.name.to_string()));
                     }
                     out.insert((pid, ip), (sym.name.to_string(), module.clone()));
                 }
                 // Not in the file's symbols (stripped): perhaps the live
                 // process knows more; else unknown below.
                 None => {
+                    if syms.is_some() && !m.build_id.is_empty() {
+                        known_user.entry(m.build_id.clone()).or_default().insert(addrs[i].2, None);
+                    }
                     why.insert((pid, ip), (procs.why_unnamed(m, true), module.clone()));
                     user.entry(pid).or_default().push(ip);
                 }
@@ -307,7 +327,7 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         for (i, &(pid, ip)) in kernel.iter().enumerate() {
             let name = match syms.as_ref().and_then(|s| s[i].as_sym()) {
                 Some(sym) => {
-                    found.kernel.insert((table_key.clone(), ip), sym.name.to_string());
+                    known_kernel.insert(ip, sym.name.to_string());
                     sym.name.to_string()
                 }
                 None if syms.is_some() => "[unknown]".into(),
@@ -325,7 +345,7 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         let addrs: Vec<Addr> = if live {
             let mut missing = Vec::new();
             for ip in addrs {
-                match found.live.get(&(pid, ip)) {
+                match known_live.get(&(pid, ip)) {
                     Some(named) => {
                         out.insert((pid, ip), named.clone());
                     }
@@ -348,7 +368,7 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
                 (None, None) => (unknown.clone(), String::new()),
             };
             if live {
-                found.live.insert((pid, ip), named.clone());
+                known_live.insert((pid, ip), named.clone());
             }
             out.insert((pid, ip), named);
         }

@@ -93,7 +93,8 @@ impl CountCache {
             let counts = match kept {
                 Some(c) => c,
                 None => {
-                    let c = src.count(&part(minute, minute + MINUTE_NS - 1), pid, shape, max)?;
+                    let mut c = src.count(&part(minute, minute + MINUTE_NS - 1), pid, shape, max)?;
+                    c.procs = latest(std::mem::take(&mut c.procs));
                     self.put(key, &c, generation);
                     c
                 }
@@ -137,6 +138,15 @@ impl CountCache {
             st.bytes += size;
         }
     }
+}
+
+/// The latest description of each process, in their order (what a reader
+/// of the whole list would take: the latest wins), not every batch's copy.
+fn latest(procs: Vec<codec::events::ProcInfo>) -> Vec<codec::events::ProcInfo> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<_> = procs.into_iter().rev().filter(|p| seen.insert(p.pid)).collect();
+    out.reverse();
+    out
 }
 
 /// About how many bytes a count holds.
