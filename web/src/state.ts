@@ -50,14 +50,18 @@ export class Superseded extends Error {}
 /// again every `ms`, or every sixtieth of the range if longer (up to a
 /// minute): over 15 minutes, 2 s more of data changes it by 0.2 %.
 export function refresh(draw: () => Promise<void>, ms: number, always = false): void {
-  let stopped = false, timer = 0;
+  let stopped = false, timer = 0, took = 0;
+  // And never sooner than 30 times what the last answer took: a section
+  // keeps the server busy at most ~3 % of the time it is open.
   const wait = () => {
     if (always) return ms;
     const [lo, hi] = rangeOf(app.view);
-    return Math.max(ms, Math.min(60000, ((hi - lo) * 1000) / 60));
+    return Math.max(ms, Math.min(60000, ((hi - lo) * 1000) / 60), Math.min(300000, 30 * took));
   };
   const run = async () => {
+    const t0 = performance.now();
     try { await draw(); } catch { /* the next run tries again */ }
+    took = performance.now() - t0;
     if (!stopped) timer = window.setTimeout(tick, wait());
   };
   const tick = () => { if (always || app.view.from === undefined) run(); else timer = window.setTimeout(tick, wait()); };

@@ -111,9 +111,11 @@ fn a_closed_loop_degrades_as_littles_law_says() {
     // A result: on stdout (progress went to stderr).
     let results = String::from_utf8_lossy(&o.stdout);
     assert!(results.contains("tier budget: 0 hops of 2000 ns"), "{results}");
-    // The report beside the result: a bar per step and its model beside it.
+    // The report beside the result: the degradation curve, a point per
+    // step with the model's curve beside it.
     let html = std::fs::read_to_string(out.with_extension("html")).unwrap();
-    assert_eq!(html.matches("<rect class=bar").count(), 6, "{html}");
+    assert_eq!(html.matches("<circle class=point").count(), 3, "{html}");
+    assert_eq!(html.matches("<polyline class=model").count(), 1, "{html}");
 }
 
 /// Across the network: Redis behind the relay, 4 clients each with one

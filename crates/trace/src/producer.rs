@@ -200,7 +200,7 @@ impl Tracer {
     /// One histogram as series: `{metric}_count`, `{metric}_sum` (scaled:
     /// ns to seconds, or bytes as they are) and the cumulative
     /// `{metric}_bucket{le}` of each bucket used by `d` or by the next read
-    /// (`next`), of every power of two above the lowest of them, and `+Inf`; values divided by `per` (1e9: ns to seconds; 1:
+    /// (`next`), of every power of four above the lowest of them, and `+Inf`; values divided by `per` (1e9: ns to seconds; 1:
     /// bytes); `d` None is a histogram the next read has first: all zeros. A
     /// bucket at `last` holds everything above: only `+Inf` bounds it.
     /// `family` names the histogram cheaply (metric, a number, a static name);
@@ -230,14 +230,16 @@ impl Tracer {
         self.push(b, (family, SLOT_COUNT), || key("count", None), d.count as f64);
         self.push(b, (family, SLOT_SUM), || key("sum", None), d.sum_ns as f64 / per);
         // The buckets either read uses, and from the lowest of them up every
-        // power of two (`b % 4 == 3`) to the last finite bound: a bucket first
-        // used later then lies between two that were there all along, which
-        // hold its calls for `increase` over any window (the cumulative value
-        // of a series that did not exist at the window's start is not seen).
+        // power of four (`b % 8 == 7`) to the last finite bound: a bucket
+        // first used later then lies below one that was there all along, which
+        // holds its calls for `increase` over any window, within a factor of
+        // four (the cumulative value of a series that did not exist at the
+        // window's start is not seen). Every power of two would halve that
+        // and double the histograms' series.
         let top = last.map_or(crate::bpf::BUCKETS as u32 - 1, |l| l - 1);
         let next = next.map_or(&d.buckets, |n| &n.buckets);
         let mut used = union(&d.buckets, next).peekable();
-        let mut coarse = used.peek().map_or(u32::MAX, |&(first, _, _)| first | 3);
+        let mut coarse = used.peek().map_or(u32::MAX, |&(first, _, _)| first | 7);
         let mut cumulative = 0;
         loop {
             let bucket = match used.peek() {
@@ -245,7 +247,7 @@ impl Tracer {
                     used.next();
                     cumulative += n.copied().unwrap_or(0);
                     if k == coarse {
-                        coarse += 4;
+                        coarse += 8;
                     }
                     if Some(k) == last {
                         continue;
@@ -253,8 +255,8 @@ impl Tracer {
                     k
                 }
                 _ if coarse <= top => {
-                    coarse += 4;
-                    coarse - 4
+                    coarse += 8;
+                    coarse - 8
                 }
                 _ => break,
             };

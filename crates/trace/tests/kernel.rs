@@ -41,12 +41,12 @@ fn the_producer_writes_prometheus_histograms() {
     (d.count, d.sum_ns) = (3, 3_000);
     d.buckets.insert(39, 2); // [896, 1024) ns
     d.buckets.insert(40, 1); // [1024, 1280) ns
-    // Every series but the powers of two above 2.048 µs (written all along,
+    // Every series but the powers of four above 2.048 µs (written all along,
     // checked below).
     let coarse = |line: &String| {
         line.contains("_bucket") && !line.contains("+Inf") && {
             let le: f64 = line.split("le=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
-            le > 2.1e-6 && (le * 1e9).log2().fract() == 0.0
+            le > 2.1e-6 && ((le * 1e9).log2() / 2.0).fract() == 0.0
         }
     };
     let shown = |b: &model::Batch, defs: &[(u32, model::SeriesKey)], powers: usize| -> Vec<String> {
@@ -59,15 +59,14 @@ fn the_producer_writes_prometheus_histograms() {
     // calls are counted by `increase`.
     let b = t.batch(&trace::Reading::default(), &read, 6);
     let mut defs = b.defs.clone();
-    // From 4.096 µs to 2.147 s: 20 powers of two (below 3.76 s, the last bound).
+    // From 4.096 µs to 2.147 s: 10 powers of four (below 3.76 s, the last bound).
     assert_eq!(
-        shown(&b, &defs, 20),
+        shown(&b, &defs, 10),
         [
             r#"kernel_syscall_seconds_count{host="h",syscall="getppid"} 0"#,
             r#"kernel_syscall_seconds_sum{host="h",syscall="getppid"} 0"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="0.000001024",syscall="getppid"} 0"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="0.00000128",syscall="getppid"} 0"#,
-            r#"kernel_syscall_seconds_bucket{host="h",le="0.000002048",syscall="getppid"} 0"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="+Inf",syscall="getppid"} 0"#,
         ]
     );
@@ -80,14 +79,13 @@ fn the_producer_writes_prometheus_histograms() {
     let b = t.batch(&read, &next, 7);
     defs.extend(b.defs.iter().cloned());
     assert_eq!(
-        shown(&b, &defs, 20),
+        shown(&b, &defs, 10),
         [
             r#"kernel_syscall_seconds_count{host="h",syscall="getppid"} 3"#,
             r#"kernel_syscall_seconds_sum{host="h",syscall="getppid"} 0.000003"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="0.000001024",syscall="getppid"} 2"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="0.00000128",syscall="getppid"} 3"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="0.000001536",syscall="getppid"} 3"#,
-            r#"kernel_syscall_seconds_bucket{host="h",le="0.000002048",syscall="getppid"} 3"#,
             r#"kernel_syscall_seconds_bucket{host="h",le="+Inf",syscall="getppid"} 3"#,
         ]
     );
@@ -101,10 +99,10 @@ fn the_producer_writes_prometheus_histograms() {
     let with_block = trace::Reading { block: Some(block), ..trace::Reading::default() };
     let b = t.batch(&with_block, &with_block, 9);
     defs.extend(b.defs.iter().cloned());
-    // Its bucket is a power of two itself (1.048576 ms); then 12 more, to
+    // Its bucket is a power of four itself (1.048576 ms); then 6 more, to
     // 4.29 s (no overflow bucket here).
     assert_eq!(
-        shown(&b, &defs, 13),
+        shown(&b, &defs, 7),
         [
             r#"kernel_block_service_seconds_count{device="4000:7",host="h",op="write"} 2"#,
             r#"kernel_block_service_seconds_sum{device="4000:7",host="h",op="write"} 0.002"#,
