@@ -78,7 +78,9 @@ soak: build
 	$(BIN) lab soak --duration $(or $(SOAK),10m) --out kansoku-soak.json
 
 # The dashboard with 256 synthetic hosts x 16 cores at 10 Hz: frame time and
-# browser memory in headless Chromium (MINUTES=10 by default).
+# browser memory in headless Chromium (MINUTES=10 by default); then the host
+# view's weight on a real `up --perf 1000 --perf-callchain` server: its CPU,
+# the bytes sent, the longest live stall, a 15-minute flame graph (15 min).
 bench-dashboard: build
 	scripts/deps.sh test
 	cd web && KANSOKU_BIN=$(BIN) npm run --silent bench -- --minutes $(or $(MINUTES),10)
