@@ -254,7 +254,9 @@ fn heap_select(members: &[usize], k: usize, top: bool, v: impl Fn(usize) -> f64)
             i = j;
         }
     };
-    let mut h: Vec<usize> = Vec::with_capacity(k);
+    // k may be 2e10 (`topk(21799978951, x)`, found by the fuzzer): the heap
+    // never holds more than the members.
+    let mut h: Vec<usize> = Vec::with_capacity(k.min(members.len()));
     for (n, &s) in members.iter().enumerate() {
         if n == 0 {
             h.push(s);
