@@ -182,9 +182,20 @@ test('host view with --perf: top symbols, a flame graph and a per-CPU timeline',
     assert.ok(!(await page.textContent('.flame-title')).includes('no call chains'));
     // Frames narrower than a pixel are merged server-side: the same samples
     // in fewer frames, every parent still the sum of what is drawn above it.
-    const to = Math.floor(Date.now() / 1000) - 2, flameOf = async (w) =>
+    // The page has drawn call chains, so the window to now holds some.
+    const to = Math.ceil(Date.now() / 1000), flameOf = async (w) =>
       (await fetch(`${k.url}/api/v1/profile/flame?host=perf-web&from=${to - 30}&to=${to}${w ? `&width=${w}` : ''}`)).json();
-    const [full, narrow] = [await flameOf(0), await flameOf(50)];
+    // Poll until every sample of the window is stored: past its end, two
+    // answers alike, with call chains in them.
+    let full = await flameOf(0);
+    for (const deadline = Date.now() + 30000; ;) {
+      await new Promise((ok) => setTimeout(ok, 250));
+      const again = await flameOf(0);
+      if (Date.now() > to * 1000 + 2000 && again.samples === full.samples && again.frames.length >= 10) break;
+      assert.ok(Date.now() < deadline, `the window to ${to} never settled: ${again.samples} samples, ${again.frames.length} frames`);
+      full = again;
+    }
+    const narrow = await flameOf(50);
     assert.equal(narrow.frames.filter(([, , d]) => d === 1).reduce((n, [, v]) => n + v, 0), narrow.samples, 'the processes add up to every sample');
     assert.ok(narrow.merged_frames > 0 && narrow.frames.length < full.frames.length, `${narrow.frames.length} of ${full.frames.length} frames`);
     const above = narrow.frames.map(() => 0), path = [], min = Math.ceil(narrow.samples / 50);
