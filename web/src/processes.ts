@@ -2,13 +2,13 @@
 // (process groups) with the most CPU over the view's range, each with its
 // CPU sparkline, resident memory and process count — a click on a row zooms
 // the flame graph into that program's processes — and the cgroups likewise
-// (CPU, memory, tasks). Refreshed every 5 s while following live; hidden
-// when the host has no such series.
+// (CPU, memory, tasks). Every column is a PromQL query the server evaluates
+// and names (`/api/v1/tasks`, shown as each heading's tooltip). Refreshed
+// every 5 s while following live; hidden when the host has no such series.
 
 import { getJson } from './api';
-import type { Frame } from './feed';
 import { app, rangeOf, refresh, stats } from './state';
-import { escHtml, fmt, topGroups } from './transform';
+import { escHtml, fmt } from './transform';
 
 function spark(canvas: HTMLCanvasElement, values: (number | null)[], max: number): void {
   const ctx = canvas.getContext('2d')!;
@@ -26,42 +26,45 @@ function spark(canvas: HTMLCanvasElement, values: (number | null)[], max: number
   ctx.stroke();
 }
 
-/// One table: the series of `cpu`, `mem` and `count` grouped by `label`.
+/// One table of `/api/v1/tasks` (every column a PromQL query; the answer
+/// names them).
 interface TableSpec {
-  el: string; label: string; caption: string; head: string; count: string;
-  cpu: string; mem: string; countMetric: string; click?: (name: string) => void; stat: 'processRows' | 'cgroupRows';
+  el: string; kind: 'processes' | 'cgroups'; caption: string; head: string; count: string;
+  click?: (name: string) => void; stat: 'processRows' | 'cgroupRows';
+}
+
+/// `/api/v1/tasks`'s answer.
+export interface TasksAnswer {
+  groups: number; window?: string; rate_window?: string; queries?: Record<string, string>;
+  rows: { rank: number; name: string; cores: number | null; now: number | null; spark: (number | null)[];
+    resident_bytes: number | null; count: number | null }[];
 }
 
 const TABLES: TableSpec[] = [
-  { el: '#processes', label: 'groupname', caption: 'processes by CPU over the range', head: 'program', count: 'procs',
-    cpu: 'namedprocess_namegroup_cpu_seconds_total', mem: 'namedprocess_namegroup_memory_bytes',
-    countMetric: 'namedprocess_namegroup_num_procs', click: (n) => app.focusFlame(n), stat: 'processRows' },
-  { el: '#cgroups', label: 'id', caption: 'cgroups by CPU over the range', head: 'cgroup', count: 'tasks',
-    cpu: 'container_cpu_usage_seconds_total', mem: 'container_memory_working_set_bytes',
-    countMetric: 'container_processes', stat: 'cgroupRows' },
+  { el: '#processes', kind: 'processes', caption: 'processes by CPU over the range', head: 'program', count: 'procs',
+    click: (n) => app.focusFlame(n), stat: 'processRows' },
+  { el: '#cgroups', kind: 'cgroups', caption: 'cgroups by CPU over the range', head: 'cgroup', count: 'tasks',
+    stat: 'cgroupRows' },
 ];
 
 export function processTable(host: string, gen: number): void {
   for (const t of TABLES) table(t, host, gen);
 }
 
+/// Cores with three decimals, or a dash.
+const cores = (v: number | null) => (v === null ? '–' : v.toFixed(3));
+
 function table(spec: TableSpec, host: string, gen: number): void {
   const draw = async () => {
     const [lo, hi] = rangeOf(app.view);
-    const q = (m: string, extra: string) =>
-      `/api/v1/query?query=${encodeURIComponent(`${m}{host="${host}"}`)}&by=${spec.label}&points=60&from=${lo}&to=${hi}${extra}`;
-    let cpu: Frame, mem: Frame, procs: Frame;
+    let t: TasksAnswer;
     try {
-      [cpu, mem, procs] = await Promise.all([
-        getJson<Frame>(q(spec.cpu, '&rate=true')),
-        getJson<Frame>(q(spec.mem, '')),
-        getJson<Frame>(q(spec.countMetric, '')),
-      ]);
+      t = await getJson<TasksAnswer>(`/api/v1/tasks?host=${encodeURIComponent(host)}&kind=${spec.kind}&n=15&points=60&from=${lo}&to=${hi}`);
     } catch { return; }
     if (gen !== app.generation) return;
     const el = document.querySelector<HTMLElement>(spec.el);
     if (!el) return;
-    const rows = topGroups(cpu.series, spec.label, 15);
+    const rows = t.rows;
     if (rows.length === 0) {
       // Say why the section is empty and how to fill it (issue 44).
       el.innerHTML = spec.stat === 'processRows'
@@ -69,17 +72,14 @@ function table(spec: TableSpec, host: string, gen: number): void {
         : '';
       return;
     }
-    const lastOf = (f: Frame, name: string) => {
-      const s = f.series.find((x) => x.labels[spec.label] === name);
-      return s ? [...s.values].reverse().find((v) => v !== null) ?? null : null;
-    };
-    const max = Math.max(...rows.map((r) => Math.max(...r.values.map((v) => v ?? 0))));
-    el.innerHTML = `<table class="agents processes"><caption>${spec.caption} (${cpu.series.length})${spec.click ? ' · click one for its flame graph' : ''}</caption>
-      <tr><th>${spec.head}</th><th>CPU (cores)</th><th>over the range</th><th>now</th><th>resident</th><th>${spec.count}</th></tr>
-      ${rows.map((r, i) => `<tr data-group="${escHtml(r.name)}"><td class="sym">${escHtml(r.name)}</td><td>${r.mean.toFixed(3)}</td>
-        <td><canvas class="spark" width="120" height="20" data-i="${i}"></canvas></td><td>${r.last === null ? '–' : r.last.toFixed(3)}</td>
-        <td>${fmt(lastOf(mem, r.name), 'bytes')}</td><td>${lastOf(procs, r.name) ?? '–'}</td></tr>`).join('')}</table>`;
-    el.querySelectorAll<HTMLCanvasElement>('canvas.spark').forEach((c) => spark(c, rows[+c.dataset.i!].values, max));
+    const max = Math.max(...rows.map((r) => Math.max(...r.spark.map((v) => v ?? 0))));
+    const title = (k: string) => escHtml(t.queries?.[k] ?? '');
+    el.innerHTML = `<table class="agents processes"><caption>${spec.caption} (${t.groups})${spec.click ? ' · click one for its flame graph' : ''}</caption>
+      <tr><th>${spec.head}</th><th title="${title('cores')}">CPU (cores)</th><th title="${title('spark')}">over the range</th><th title="${title('now')}">now</th><th title="${title('resident_bytes')}">resident</th><th title="${title('count')}">${spec.count}</th></tr>
+      ${rows.map((r, i) => `<tr data-group="${escHtml(r.name)}"><td class="sym">${escHtml(r.name)}</td><td>${cores(r.cores)}</td>
+        <td><canvas class="spark" width="120" height="20" data-i="${i}"></canvas></td><td>${cores(r.now)}</td>
+        <td>${fmt(r.resident_bytes, 'bytes')}</td><td>${r.count ?? '–'}</td></tr>`).join('')}</table>`;
+    el.querySelectorAll<HTMLCanvasElement>('canvas.spark').forEach((c) => spark(c, rows[+c.dataset.i!].spark, max));
     if (spec.click) {
       const click = spec.click;
       el.querySelectorAll<HTMLElement>('tr[data-group]').forEach((tr) => { tr.onclick = () => click(tr.dataset.group!); });

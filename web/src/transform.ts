@@ -383,21 +383,6 @@ export function cellColours(cells: number[], owners: string[], dark = false): st
   return cells.map((c) => (c === -1 ? free : c < 0 ? other : memo[c] ?? other));
 }
 
-/// A process group's row in the processes table.
-export interface GroupRow { name: string; mean: number; last: number | null; values: (number | null)[] }
-
-/// The `n` groups with the most CPU over the range (mean of the non-null
-/// buckets), from series grouped by `label`; ties by name.
-export function topGroups(series: { labels: Record<string, string>; values: (number | null)[] }[], label: string, n: number): GroupRow[] {
-  const rows = series.map((s) => {
-    const vs = s.values.filter((v): v is number => v !== null && Number.isFinite(v));
-    const last = [...s.values].reverse().find((v) => v !== null && Number.isFinite(v)) ?? null;
-    return { name: s.labels[label] ?? '?', mean: vs.length ? vs.reduce((a, b) => a + b, 0) / vs.length : 0, last, values: s.values };
-  });
-  rows.sort((a, b) => b.mean - a.mean || a.name.localeCompare(b.name));
-  return rows.slice(0, n);
-}
-
 /// Text made safe to put in HTML (element content and quoted attributes).
 export function escHtml(t: string): string {
   return t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]!));

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, cellColours, escHtml, ownerColour, topGroups, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec } from '../src/transform';
+import { Columns, Rater, cellColours, escHtml, ownerColour, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -166,17 +166,6 @@ test('disk map: a path keeps its colour across maps; free and other cells have t
   assert.notEqual(c[3], c[1]);
   assert.deepEqual(parseView(formatView({ view: 'disk', range: '15m', path: '/mnt/x', before: '1', after: '2' })),
     { view: 'disk', range: '15m', path: '/mnt/x', before: '1', after: '2' });
-});
-
-test('processes table: groups by mean CPU over the range, gaps ignored, the last value kept', () => {
-  const rows = topGroups([
-    { labels: { groupname: 'idle' }, values: [0, 0, null] },
-    { labels: { groupname: 'busy' }, values: [1, null, 0.5] },
-    { labels: { groupname: 'mid' }, values: [0.2, 0.4, null] },
-  ], 'groupname', 2);
-  assert.deepEqual(rows.map((r) => r.name), ['busy', 'mid']);
-  assert.equal(rows[0].mean, 0.75);
-  assert.equal(rows[1].last, 0.4);
 });
 
 test('escHtml: a file or program name cannot become markup', () => {

@@ -41,7 +41,7 @@ pub struct Queries {
 
 impl Queries {
     pub fn new(host: &str, window: &str) -> Queries {
-        let sel = |suffix: &str| format!("kernel_syscall_seconds_{suffix}{{host=\"{}\"}}[{window}]", escape(host));
+        let sel = |suffix: &str| format!("kernel_syscall_seconds_{suffix}{{host={}}}[{window}]", model::quoted(host));
         Queries {
             calls: format!("sum by (syscall) (increase({}))", sel("count")),
             time: format!("sum by (syscall) (increase({}))", sel("sum")),
@@ -53,11 +53,6 @@ impl Queries {
     pub fn quantile(&self, q: f64) -> String {
         format!("histogram_quantile({q}, {})", self.buckets)
     }
-}
-
-/// A label value inside a PromQL string literal.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 pub async fn syscalls(
@@ -161,20 +156,16 @@ fn answer(store: &dyn source::Source, host: &str, from: i64, to: i64, n: usize) 
 }
 
 /// RFC 3339 of a time in ns.
-fn seconds(ns: i64) -> String {
+pub(crate) fn seconds(ns: i64) -> String {
     Timestamp(ns).to_string()
 }
 
 /// The first sample time (ns) of the host's system call counts in
 /// `[from, to]`, if any: where the tracer's data begins.
 fn first_sample(store: &dyn source::Source, host: &str, from: i64, to: i64) -> Result<Option<i64>, ApiError> {
-    let sel = Selector::parse(&format!("kernel_syscall_seconds_count{{host=\"{}\"}}", escape(host)))
+    let sel = Selector::parse(&format!("kernel_syscall_seconds_count{{host={}}}", model::quoted(host)))
         .map_err(|e| ApiError::BadRequest(format!("host: {e}")))?;
-    Ok(store
-        .series(&sel)
-        .into_iter()
-        .filter_map(|(id, _)| store.read(id, Timestamp(from), Timestamp(to)).0.first().copied())
-        .min())
+    Ok(crate::span::start(store, &sel, from, to).map(|s| s.first))
 }
 
 /// A call's distribution read from its buckets' increases, as

@@ -24,7 +24,9 @@ mod profile;
 pub mod prometheus;
 mod query;
 pub mod serve;
+mod span;
 mod status;
+mod tasks;
 pub mod views;
 
 use std::sync::Arc;
@@ -177,6 +179,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/fragmentation/map", get(fragmentation::map))
         .route("/api/v1/profile/top", get(profile::top))
         .route("/api/v1/kernel/syscalls", get(kernel::syscalls))
+        .route("/api/v1/tasks", get(tasks::tasks))
         .route("/api/v1/diagnosis", get(diagnosis::diagnosis))
         .route("/api/v1/diagnosis/hosts", get(diagnosis::hosts))
         .route("/api/v1/profile/flame", get(profile::flame))

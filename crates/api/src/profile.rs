@@ -40,13 +40,12 @@ struct Request {
 fn request(params: &HashMap<String, String>, now: Timestamp) -> Result<Request, ApiError> {
     let get = |k: &str| params.get(k).map(String::as_str);
     let host = get("host").ok_or_else(|| ApiError::BadRequest("missing parameter `host`".into()))?;
-    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
     // Without a stream: the samples of whichever event the host sampled.
     let stream = match get("stream") {
-        Some(s) => format!("{{__name__=\"{}\",", esc(s)),
+        Some(s) => format!("{{__name__={},", model::quoted(s)),
         None => "{__name__=~\"perf_cpu_clock|perf_cycles\",".to_owned(),
     };
-    let sel = Selector::parse(&format!("{stream}host=\"{}\"}}", esc(host)))
+    let sel = Selector::parse(&format!("{stream}host={}}}", model::quoted(host)))
         .map_err(|e| ApiError::BadRequest(format!("stream or host: {e}")))?;
     let (from, to) = model::resolve_range(get("from"), get("to"), get("since"), now)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;

@@ -1,6 +1,7 @@
 //! The API through its router (`oneshot`, no sockets): a store filled with
 //! known samples, then every endpoint and its errors.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -530,7 +531,7 @@ async fn kernel_syscall_table_is_the_promql_of_its_columns() {
         ("max_seconds", format!("histogram_quantile(1, {buckets})")),
     ];
     for (column, query) in columns {
-        let uri = format!("/prometheus/api/v1/query?query={}&time={}", percent(&query), secs(9));
+        let uri = format!("/prometheus/api/v1/query?query={}&time={}", client::escape(&query), secs(9));
         let (s, answer) = get(&st, &uri).await;
         assert_eq!(s, StatusCode::OK, "{query}: {answer}");
         for row in rows {
@@ -557,17 +558,142 @@ async fn kernel_syscall_table_is_the_promql_of_its_columns() {
     assert_eq!((s, b["rows"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{b}");
 }
 
-/// A query string's value, percent-encoded.
-fn percent(s: &str) -> String {
-    s.bytes()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || b"-_.~".contains(&c) {
-                (c as char).to_string()
-            } else {
-                format!("%{c:02X}")
+/// The processes and cgroups tables are the PromQL of their columns:
+/// cores over the range (clipped to the data), the sparkline and "now"
+/// (rate over four samples at least), resident memory and counts — each
+/// compared with `/prometheus` over the same stored series, through a
+/// counter restart and a group that appears late.
+#[tokio::test]
+async fn tasks_tables_are_the_promql_of_their_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options { fsync: FsyncPolicy::Never, ..Options::default() }).unwrap();
+    let mut app = Appender::default();
+    let group = |metric: &str, name: &str, extra: Option<(&str, &str)>| {
+        let mut l = vec![("host", "h".to_owned()), ("groupname", name.to_owned())];
+        l.extend(extra.map(|(k, v)| (k, v.to_owned())));
+        SeriesKey::new(metric, l)
+    };
+    let cpu = "namedprocess_namegroup_cpu_seconds_total";
+    let series = [
+        group(cpu, "busy", Some(("mode", "user"))),
+        group(cpu, "busy", Some(("mode", "system"))),
+        group("namedprocess_namegroup_memory_bytes", "busy", Some(("memtype", "resident"))),
+        group("namedprocess_namegroup_num_procs", "busy", None),
+        group(cpu, "idle \"q\"", Some(("mode", "user"))),
+        SeriesKey::new("container_cpu_usage_seconds_total", [("host", "h"), ("id", "/system.slice")]),
+        SeriesKey::new("container_memory_working_set_bytes", [("host", "h"), ("id", "/system.slice")]),
+        SeriesKey::new("container_processes", [("host", "h"), ("id", "/system.slice")]),
+    ];
+    let late = group(cpu, "late", Some(("mode", "user")));
+    const S: i64 = 1_000_000_000;
+    // Every second for 120 s: busy 0.5 + 0.25 cores (its user counter
+    // restarting at 60 s), 3 processes, 1 GiB; "idle" 0.01 cores; the
+    // cgroup 1.5 cores; "late" 1 core from 90 s.
+    for i in 0..120i64 {
+        let mut b = Batch::new(Timestamp(T0 + i * S));
+        if i == 0 {
+            b.defs = series.iter().cloned().enumerate().map(|(k, s)| (k as u32, s)).collect();
+        }
+        if i == 90 {
+            b.defs.push((8, late.clone()));
+        }
+        let t = i as f64;
+        let user = if i < 60 { 0.5 * t } else { 0.5 * (t - 60.0) };
+        b.points = vec![(0, user), (1, 0.25 * t), (2, 1073741824.0), (3, 3.0), (4, 0.01 * t)];
+        b.points.extend([(5, 1.5 * t), (6, 5e8), (7, 12.0)]);
+        if i >= 90 {
+            b.points.push((8, t - 90.0));
+        }
+        store.append(&mut app, &b).unwrap();
+    }
+    let st = api::ApiState::new(Arc::new(store));
+    let secs = |i: i64| (T0 + i * S) as f64 / 1e9;
+    let close = |v: f64, want: f64| (v - want).abs() <= 1e-9 * want.abs().max(1e-9);
+    let (s, b) =
+        get(&st, &format!("/api/v1/tasks?host=h&kind=processes&from={}&to={}&points=30", secs(-60), secs(119))).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    // The range reaches a minute before the data: the window is the data's.
+    assert_eq!(b["window"], "119000ms", "{b}");
+    // 30 steps over 119 s: 3967 ms; the rate spans four samples at least.
+    assert_eq!((b["step_seconds"].as_f64(), b["rate_window"].as_str()), (Some(3.967), Some("4000ms")), "{b}");
+    let rows = b["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["busy", "late", "idle \"q\""], "ranked by cores: {b}");
+    let busy = &rows[0];
+    assert!((busy["cores"].as_f64().unwrap() - 0.75).abs() < 0.01, "{busy}");
+    assert!(close(busy["now"].as_f64().unwrap(), 0.75), "{busy}");
+    assert_eq!((busy["resident_bytes"].as_f64(), busy["count"].as_f64()), (Some(1073741824.0), Some(3.0)), "{busy}");
+    assert_eq!(busy["spark"].as_array().unwrap().len(), 30, "{busy}");
+    assert!(close(rows[1]["now"].as_f64().unwrap(), 1.0), "{}", rows[1]);
+
+    // Each column against its query, asked of the Prometheus API.
+    let (w, r) = (b["window"].as_str().unwrap(), b["rate_window"].as_str().unwrap());
+    let by = |q: String| format!("sum by (groupname) ({q})");
+    let instant = [
+        ("cores", by(format!("rate({cpu}{{host=\"h\"}}[{w}])"))),
+        ("now", by(format!("rate({cpu}{{host=\"h\"}}[{r}])"))),
+        ("resident_bytes", by("namedprocess_namegroup_memory_bytes{host=\"h\",memtype=\"resident\"}".into())),
+        ("count", by("namedprocess_namegroup_num_procs{host=\"h\"}".into())),
+    ];
+    for (column, query) in instant {
+        let uri = format!("/prometheus/api/v1/query?query={}&time={}", client::escape(&query), secs(119));
+        let (s, answer) = get(&st, &uri).await;
+        assert_eq!(s, StatusCode::OK, "{query}: {answer}");
+        for row in rows {
+            let name = row["name"].as_str().unwrap();
+            let found = answer["data"]["result"].as_array().unwrap().iter().find(|r| r["metric"]["groupname"] == name);
+            let want = found.map(|r| r["value"][1].as_str().unwrap().parse::<f64>().unwrap());
+            match (row[column].as_f64(), want) {
+                (Some(got), Some(want)) => assert!(close(got, want), "{name} {column}: table {got}, {query} = {want}"),
+                (got, want) => assert_eq!(got, want, "{name} {column}: {query}"),
             }
-        })
-        .collect()
+        }
+    }
+    // The sparkline, point by point, against the range query.
+    let step = b["step_seconds"].as_f64().unwrap();
+    let spark = by(format!("rate({cpu}{{host=\"h\"}}[{r}])"));
+    let uri = format!(
+        "/prometheus/api/v1/query_range?query={}&start={}&end={}&step={step}",
+        client::escape(&spark),
+        secs(119) - 29.0 * step,
+        secs(119)
+    );
+    let (s, answer) = get(&st, &uri).await;
+    assert_eq!(s, StatusCode::OK, "{answer}");
+    for row in rows {
+        let name = row["name"].as_str().unwrap();
+        let found =
+            answer["data"]["result"].as_array().unwrap().iter().find(|r| r["metric"]["groupname"] == name).unwrap();
+        let want: HashMap<String, f64> = found["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (format!("{:.3}", p[0].as_f64().unwrap()), p[1].as_str().unwrap().parse().unwrap()))
+            .collect();
+        for (k, got) in row["spark"].as_array().unwrap().iter().enumerate() {
+            let t = format!("{:.3}", secs(119) - (29 - k) as f64 * step);
+            match (got.as_f64(), want.get(&t)) {
+                (Some(got), Some(&want)) => assert!(close(got, want), "{name} spark {k}: {got} against {want}"),
+                (got, want) => assert_eq!(got, want.copied(), "{name} spark {k} at {t}"),
+            }
+        }
+    }
+
+    // The cgroups table, by `id`.
+    let (s, b) = get(&st, &format!("/api/v1/tasks?host=h&kind=cgroups&from={}&to={}", secs(60), secs(119))).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let row = &b["rows"][0];
+    assert_eq!((row["name"].as_str(), row["count"].as_f64()), (Some("/system.slice"), Some(12.0)), "{b}");
+    assert!(close(row["cores"].as_f64().unwrap(), 1.5), "{b}");
+    assert!(close(row["resident_bytes"].as_f64().unwrap(), 5e8), "{b}");
+    // Errors name what is wrong; a host without groups has no rows.
+    let (s, b) = get(&st, "/api/v1/tasks?host=h&kind=threads").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(b["error"].as_str().unwrap().contains("processes, cgroups"), "{b}");
+    let (s, b) = get(&st, "/api/v1/tasks?host=h&points=0").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    let (s, b) = get(&st, "/api/v1/tasks?host=nobody&since=5m").await;
+    assert_eq!((s, b["rows"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{b}");
 }
 
 /// The verdict per window over stored CPU counters: busy in user space,

@@ -178,9 +178,10 @@ pub fn features_by_host(
 /// `start`, `start + window`, … up to `end` (windows without data have
 /// every feature None).
 pub fn features(store: &dyn source::Source, host: &str, start: i64, end: i64, window_ns: i64) -> Vec<Features> {
-    let h = host.replace('\\', "\\\\").replace('"', "\\\"");
-    features_by_host(store, &format!("host=\"{h}\""), start, end, window_ns).remove(host).unwrap_or_else(|| {
-        let n = ((end - start) / window_ns + 1) as usize;
-        (0..n).map(|i| Features { t: start + i as i64 * window_ns, ..Features::default() }).collect()
-    })
+    features_by_host(store, &format!("host={}", model::quoted(host)), start, end, window_ns)
+        .remove(host)
+        .unwrap_or_else(|| {
+            let n = ((end - start) / window_ns + 1) as usize;
+            (0..n).map(|i| Features { t: start + i as i64 * window_ns, ..Features::default() }).collect()
+        })
 }

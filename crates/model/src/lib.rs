@@ -23,7 +23,7 @@ pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
 pub use selector::{MATCHERS_MAX, MatchOp, Matcher, REGEX_BYTES_MAX, Selector, SelectorError};
 pub use series::{
     LABEL_NAME_BYTES_MAX, LABEL_VALUE_BYTES_MAX, LABELS_MAX, METRIC_NAME_LABEL, SeriesKey, is_label_name,
-    is_metric_name,
+    is_metric_name, quoted,
 };
 pub use timestamp::{
     DEFAULT_SINCE, DurationError, Timestamp, civil_from_days, parse_duration, parse_time, resolve_range,

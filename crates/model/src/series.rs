@@ -129,6 +129,21 @@ impl fmt::Display for SeriesKey {
     }
 }
 
+/// A label value as a double-quoted PromQL (and selector) string literal,
+/// quotes included, escaped as the parsers read it back: what every query
+/// built from a host's or a series' name puts between the braces.
+pub fn quoted(v: &str) -> String {
+    struct Q<'a>(&'a str);
+    impl fmt::Display for Q<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("\"")?;
+            write_escaped(f, self.0)?;
+            f.write_str("\"")
+        }
+    }
+    Q(v).to_string()
+}
+
 /// Writes a label value as the inside of a double-quoted selector string.
 pub(crate) fn write_escaped(f: &mut fmt::Formatter<'_>, v: &str) -> fmt::Result {
     for c in v.chars() {
@@ -147,6 +162,14 @@ pub(crate) fn write_escaped(f: &mut fmt::Formatter<'_>, v: &str) -> fmt::Result 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_values_parse_back_to_themselves() {
+        for v in ["vm", "a\"b", "back\\slash", "new\nline\ttab\r", "ユニ", ""] {
+            let sel = crate::Selector::parse(&format!("x{{host={}}}", quoted(v))).unwrap();
+            assert_eq!(sel.matchers[1].value, v);
+        }
+    }
 
     #[test]
     fn names_and_sizes_are_checked_as_every_ingest_path_needs() {

@@ -19,8 +19,11 @@
 //! parse_pss}`) and taskstats' records (generic netlink, parsed from bytes by
 //! `taskstats::parse`, into `taskstats::Exit`s) are fuzzed; an ended
 //! process's series ids are reused. `cgroups::hierarchies` finds the
-//! mounted cgroup hierarchies.
+//! mounted cgroup hierarchies. Counters are written as they stood at the
+//! round's stamp, not when the scan reached them (`align`): a late round
+//! does not make a rate exceed what happened.
 
+pub mod align;
 pub mod cgroups;
 pub mod procfs;
 pub mod taskstats;
@@ -281,6 +284,11 @@ pub struct Processes {
     cgroup_files: cgroups::Reader,
     /// This round's CPU share per process (kept for its allocation).
     cpu_now: HashMap<u32, f64>,
+    /// The counters' last readings, to write them as they stood at the
+    /// stamp (`align`).
+    aligner: align::Aligner,
+    /// When this round's process scan began (realtime ns).
+    scanned_at: i64,
 }
 
 impl std::fmt::Debug for Processes {
@@ -381,6 +389,8 @@ impl Processes {
             cgroup_ids: HashMap::default(),
             cgroup_files: cgroups::Reader::default(),
             cpu_now: HashMap::default(),
+            aligner: align::Aligner::default(),
+            scanned_at: 0,
         };
         (c, why)
     }
@@ -675,6 +685,7 @@ impl Processes {
         // Reused round to round (cleared): no table built per round.
         let mut cpu_now = std::mem::take(&mut self.cpu_now);
         cpu_now.clear();
+        self.scanned_at = clock::realtime_ns();
         let pids = self.pids();
         let mut pid_s = String::new();
         for &(pid, given) in &pids {
@@ -867,7 +878,15 @@ impl Processes {
             c.add(&lc);
             let values = values(&c, threads, rss, Some(procs), None);
             let states = g.states.map(|n| n as f64);
-            b.points.extend(g.ids.iter().copied().zip(values.into_iter().chain(states)));
+            let (aligner, read) = (&mut self.aligner, self.scanned_at);
+            b.points.extend(
+                g.ids
+                    .iter()
+                    .copied()
+                    .zip(values.into_iter().chain(states))
+                    .enumerate()
+                    .map(|(k, (id, v))| (id, if k < COUNTERS { aligner.at(id, read, v, t) } else { v })),
+            );
         }
         self.groups = groups;
         let mut procs = std::mem::take(&mut self.procs);
@@ -898,7 +917,16 @@ impl Processes {
             }
             let values = values(&p.last, p.threads, p.rss, None, Some(p.fds));
             let values = values.into_iter().chain([p.pss]);
-            b.points.extend(p.ids.iter().copied().zip(values).filter(|(_, v)| !v.is_nan()));
+            let (aligner, read) = (&mut self.aligner, self.scanned_at);
+            b.points.extend(
+                p.ids
+                    .iter()
+                    .copied()
+                    .zip(values)
+                    .enumerate()
+                    .filter(|(_, (_, v))| !v.is_nan())
+                    .map(|(k, (id, v))| (id, if k < COUNTERS { aligner.at(id, read, v, t) } else { v })),
+            );
         }
         self.procs = procs;
         if self.own_ids.is_empty() {
@@ -921,6 +949,7 @@ impl Processes {
             for &id in &p.ids {
                 b.points.push((id, stale));
                 self.free_ids.push(id);
+                self.aligner.forget(id);
             }
         }
         b
@@ -929,6 +958,7 @@ impl Processes {
     /// Every cgroup's figures into `b`; a cgroup gone ends its series with
     /// staleness markers.
     fn emit_cgroups(&mut self, b: &mut Batch) {
+        let read = clock::realtime_ns();
         let (all, over) =
             cgroups::read_all(&self.hierarchies, self.cfg.max_cgroups, self.ticks_per_s, &mut self.cgroup_files);
         self.stats.over_max_cgroups.store(over, Relaxed);
@@ -948,6 +978,8 @@ impl Processes {
                         id
                     }
                 };
+                let v =
+                    if cgroups::SERIES[slot].ends_with("_total") { self.aligner.at(id, read, v, b.time.0) } else { v };
                 b.points.push((id, v));
             }
             self.cgroup_ids.insert(path.clone(), ids);
@@ -958,6 +990,7 @@ impl Processes {
             for id in self.cgroup_ids.remove(&p).into_iter().flatten().flatten() {
                 b.points.push((id, stale));
                 self.free_ids.push(id);
+                self.aligner.forget(id);
             }
         }
     }
@@ -1043,6 +1076,10 @@ fn series_keys(prefix: &str, labels: &[(&str, &str)], process: bool) -> Vec<Seri
     }
     keys
 }
+
+/// How many of [`values`] lead with counters (CPU, faults, I/O, context
+/// switches): written as they stood at the round's stamp (`align`).
+const COUNTERS: usize = 7;
 
 /// The values of [`series_keys`], in its order.
 fn values(c: &Counters, threads: u64, rss: u64, procs: Option<u64>, fds: Option<f64>) -> [f64; 10] {
