@@ -66,6 +66,67 @@ fn request(params: &HashMap<String, String>, now: Timestamp) -> Result<Request, 
     })
 }
 
+/// What names the addresses of `counts`: its processes (in time order:
+/// the latest description of a process wins), the store's build-id cache,
+/// the kernel table of a foreign boot, the binaries other servers received.
+fn namer(counts: &mut EventCounts, root: &std::path::Path, symbols: Option<&symstore::SymStore>) -> Procs {
+    let mut procs = Procs::new(Some(root.join(perf::procs::CACHE_DIR)));
+    // Streams sampled on another boot (or machine) say so in their
+    // `boot` label; streams without one (imports) are taken as this one's.
+    let here = perf::boot_id();
+    // The newest foreign boot's kernel table names kernel frames (a range
+    // spanning a reboot of the host names the older boot's kernel frames
+    // from the newer table: rarely right).
+    let foreign = counts.boots.iter().filter(|(_, boot)| Some(boot) != here.as_ref()).max().map(|(_, b)| b.clone());
+    procs.set_foreign(foreign.is_some());
+    let table = foreign.as_deref().and_then(symstore::Key::kallsyms);
+    if let (Some(symbols), Some(key)) = (symbols, &table)
+        && symbols.ensure(key)
+        && let Some(path) = symbols.path(key)
+    {
+        symbols.touch(key);
+        procs.set_kallsyms(path);
+    }
+    procs.add(&std::mem::take(&mut counts.procs));
+    if let Some(symbols) = symbols {
+        // Binaries another server received come from the shared store (on
+        // a server in front of ClickHouse).
+        for id in procs.build_ids() {
+            if let Some(key) = symstore::Key::binary(id) {
+                symbols.ensure(&key);
+            }
+        }
+        let lacking: Vec<(Vec<u8>, String)> = procs
+            .build_ids()
+            .into_iter()
+            .filter_map(|id| Some((id.to_vec(), symbols.why_lacking(&symstore::Key::binary(id)?)?)))
+            .collect();
+        for (id, why) in lacking {
+            procs.set_lacking(id, why);
+        }
+    }
+    procs
+}
+
+/// Marks the binaries `procs` named with as still in use (the symbol
+/// store's order of eviction).
+fn touch_used(procs: &Procs, symbols: Option<&symstore::SymStore>) {
+    if let Some(symbols) = symbols {
+        for id in procs.used() {
+            if let Some(key) = symstore::Key::binary(&id) {
+                symbols.touch(&key);
+            }
+        }
+    }
+}
+
+fn events_error(e: EventsError) -> ApiError {
+    match e {
+        EventsError::TooLarge(..) => ApiError::TooLarge(e.to_string()),
+        EventsError::Unavailable(m) => ApiError::Unavailable(format!("reading the events: {m}")),
+    }
+}
+
 /// Counts the request's events by `shape` where they are kept (on a
 /// blocking thread), gathers what names them, and hands both to `f`.
 async fn count<T: Send + 'static>(
@@ -80,59 +141,82 @@ async fn count<T: Send + 'static>(
         .run(move || {
             let now = clock::realtime_ns();
             let mut counts =
-                counted.count(&*events, &req.query, req.pid, shape, SCAN_MAX, now).map_err(|e| match e {
-                    EventsError::TooLarge(..) => ApiError::TooLarge(e.to_string()),
-                    EventsError::Unavailable(m) => ApiError::Unavailable(format!("reading the events: {m}")),
-                })?;
-            // The processes as the batches saw them (in time order: the latest
-            // description of a process wins), and the store's build-id cache.
-            let mut procs = Procs::new(Some(root.join(perf::procs::CACHE_DIR)));
-            // Streams sampled on another boot (or machine) say so in their
-            // `boot` label; streams without one (imports) are taken as this one's.
-            let here = perf::boot_id();
-            // The newest foreign boot's kernel table names kernel frames
-            // (a range spanning a reboot of the host names the older
-            // boot's kernel frames from the newer table: rarely right).
-            let foreign =
-                counts.boots.iter().filter(|(_, boot)| Some(boot) != here.as_ref()).max().map(|(_, b)| b.clone());
-            procs.set_foreign(foreign.is_some());
-            let table = foreign.as_deref().and_then(symstore::Key::kallsyms);
-            if let (Some(symbols), Some(key)) = (&symbols, &table)
-                && symbols.ensure(key)
-                && let Some(path) = symbols.path(key)
-            {
-                symbols.touch(key);
-                procs.set_kallsyms(path);
-            }
-            procs.add(&std::mem::take(&mut counts.procs));
-            if let Some(symbols) = &symbols {
-                // Binaries another server received come from the shared
-                // store (on a server in front of ClickHouse).
-                for id in procs.build_ids() {
-                    if let Some(key) = symstore::Key::binary(id) {
-                        symbols.ensure(&key);
-                    }
-                }
-                let lacking: Vec<(Vec<u8>, String)> = procs
-                    .build_ids()
-                    .into_iter()
-                    .filter_map(|id| Some((id.to_vec(), symbols.why_lacking(&symstore::Key::binary(id)?)?)))
-                    .collect();
-                for (id, why) in lacking {
-                    procs.set_lacking(id, why);
-                }
-            }
+                counted.count(&*events, &req.query, req.pid, shape, SCAN_MAX, now).map_err(events_error)?;
+            let procs = namer(&mut counts, &root, symbols.as_deref());
             let out = f(&req, counts, &procs);
-            if let Some(symbols) = &symbols {
-                for id in procs.used() {
-                    if let Some(key) = symstore::Key::binary(&id) {
-                        symbols.touch(&key);
-                    }
-                }
-            }
+            touch_used(&procs, symbols.as_deref());
             Ok(out)
         })
         .await?
+}
+
+/// A part of a flame graph's range, named: kept for each settled minute
+/// (`ApiState::flames`), so a 15-minute graph asked again names only the
+/// minutes still filling.
+#[derive(Debug)]
+pub struct NamedPart {
+    root: perf::symbols::Frame,
+    with_chains: u64,
+    corrupt: u64,
+}
+
+/// What `source::cache::Key` calls the named parts.
+const NAMED_STACKS: u8 = 2;
+
+/// The flame graph of the request's range: the sum of its parts' trees,
+/// each settled minute's named once and kept, with frames narrower than
+/// `width` pixels merged (`perf::symbols::sum`). Returns the tree, how
+/// many frames were merged, the samples with call chains and the corrupt
+/// batches.
+fn flame_tree(
+    events: &dyn source::EventSource,
+    flames: &source::cache::Kept<Arc<NamedPart>>,
+    root: &std::path::Path,
+    symbols: Option<&symstore::SymStore>,
+    req: &Request,
+    width: Option<u64>,
+    now: i64,
+) -> Result<(perf::symbols::Frame, usize, u64, u64), ApiError> {
+    use source::cache::{Key, MINUTE_NS, Part};
+    let generation = events.generation();
+    let parts = match generation {
+        Some(_) => source::cache::parts(&req.query, now),
+        None => vec![Part::Raw(req.query.from, req.query.to)],
+    };
+    // One budget of events scanned for the whole request.
+    let mut left = SCAN_MAX;
+    let mut name = |from: i64, to: i64| -> Result<NamedPart, ApiError> {
+        let q = EventQuery { from, to, ..req.query.clone() };
+        let mut c = events.count(&q, req.pid, Shape::Stacks, left).map_err(events_error)?;
+        left = left.saturating_sub(c.events);
+        let procs = namer(&mut c, root, symbols);
+        let tree = perf::symbols::flame(&c.stacks, &procs);
+        touch_used(&procs, symbols);
+        Ok(NamedPart { root: tree, with_chains: c.with_chains, corrupt: c.corrupt })
+    };
+    let mut named = Vec::with_capacity(parts.len());
+    for part in parts {
+        named.push(match (part, generation) {
+            (Part::Minute(minute), Some(generation)) => {
+                let key = Key::new(&req.query, req.pid, NAMED_STACKS, minute);
+                match flames.get(&key, generation) {
+                    Some(kept) => kept,
+                    None => {
+                        let made = Arc::new(name(minute, minute + MINUTE_NS - 1)?);
+                        flames.put(key, Arc::clone(&made), made.root.bytes() + 64, generation);
+                        made
+                    }
+                }
+            }
+            (Part::Minute(minute), None) => Arc::new(name(minute, minute + MINUTE_NS - 1)?),
+            (Part::Raw(from, to), _) => Arc::new(name(from, to)?),
+        });
+    }
+    let samples: u64 = named.iter().map(|p| p.root.value).sum();
+    let min = width.map_or(0, |w| samples.div_ceil(w));
+    let trees: Vec<&perf::symbols::Frame> = named.iter().map(|p| &p.root).collect();
+    let (tree, merged) = perf::symbols::sum(&trees, min);
+    Ok((tree, merged, named.iter().map(|p| p.with_chains).sum(), named.iter().map(|p| p.corrupt).sum()))
 }
 
 pub async fn top(
@@ -161,15 +245,21 @@ pub async fn flame(
         ),
         None => None,
     };
-    let v = count(&st, request(&params, st.now())?, Shape::Stacks, move |_, c, procs| {
-        let mut root = perf::symbols::flame(&c.stacks, procs);
-        let merged = width.map_or(0, |w| root.trim(root.value.div_ceil(w)));
-        serde_json::json!({
-            "samples": root.value, "with_call_chains": c.with_chains, "corrupt_batches": c.corrupt,
-            "merged_frames": merged, "frames": root.flatten(),
+    let req = request(&params, st.now())?;
+    let (events, flames, root) = (Arc::clone(&st.events), Arc::clone(&st.flames), st.store.root().to_path_buf());
+    let symbols = st.symbols.clone();
+    let v = st
+        .guard
+        .run(move || -> Result<serde_json::Value, ApiError> {
+            let now = clock::realtime_ns();
+            let (tree, merged, with_chains, corrupt) =
+                flame_tree(&*events, &flames, &root, symbols.as_deref(), &req, width, now)?;
+            Ok(serde_json::json!({
+                "samples": tree.value, "with_call_chains": with_chains, "corrupt_batches": corrupt,
+                "merged_frames": merged, "frames": tree.flatten(),
+            }))
         })
-    })
-    .await?;
+        .await??;
     Ok(Json(v))
 }
 
@@ -244,4 +334,89 @@ fn process_name(pid: u32, procs: &Procs) -> String {
         return "idle".into();
     }
     procs.comm(pid).unwrap_or_else(|| format!("pid {pid}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    /// An event a second, of one of three processes (none alive: named
+    /// `pid N`) by its second; counts how many it read. Without a generation it is
+    /// never cached.
+    #[derive(Debug, Default)]
+    struct Seconds {
+        read: AtomicU64,
+        generation: Option<u64>,
+    }
+
+    impl source::EventSource for Seconds {
+        fn count(&self, q: &EventQuery, _: Option<u32>, _: Shape, _: u64) -> Result<EventCounts, EventsError> {
+            let mut out = EventCounts::default();
+            let first = q.from.div_euclid(S) + i64::from(q.from.rem_euclid(S) != 0);
+            for s in first..=q.to.div_euclid(S) {
+                self.read.fetch_add(1, Relaxed);
+                out.events += 1;
+                out.with_chains += 1;
+                let pid = 4_000_000 + (s % 3) as u32;
+                *out.stacks.entry((pid, vec![0x1000 + s as u64 % 5, 0x2000])).or_default() += 1;
+            }
+            Ok(out)
+        }
+
+        fn generation(&self) -> Option<u64> {
+            self.generation
+        }
+    }
+
+    /// A flame graph summed from kept minutes is the graph of the whole
+    /// range at once; asked again, only the minutes still filling are read.
+    #[test]
+    fn kept_minutes_make_the_same_flame_graph() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cached, direct) = (Seconds { generation: Some(1), ..Seconds::default() }, Seconds::default());
+        let flames = source::cache::Kept::new(1 << 20);
+        let now = 1_000 * S;
+        for (from, to) in [(0, 900), (15, 615), (61, 61), (100, 1_000)] {
+            let req = Request {
+                query: EventQuery {
+                    streams: model::Selector::parse("perf_cpu_clock").unwrap(),
+                    cpus: Vec::new(),
+                    from: from * S,
+                    to: to * S,
+                },
+                pid: None,
+                n: 20,
+                buckets: 200,
+            };
+            for width in [None, Some(4)] {
+                let got = flame_tree(&cached, &flames, dir.path(), None, &req, width, now).unwrap();
+                let want = flame_tree(&direct, &flames, dir.path(), None, &req, width, now).unwrap();
+                assert_eq!(got.0.flatten(), want.0.flatten(), "{from}..{to} {width:?}");
+                assert_eq!((got.1, got.2), (want.1, want.2));
+                assert_eq!((got.0.value, got.2), ((to - from + 1) as u64, (to - from + 1) as u64));
+                if width.is_none() {
+                    assert_eq!(got.0.children.len(), 3.min((to - from + 1) as usize), "a frame per process");
+                }
+            }
+        }
+        cached.read.store(0, Relaxed);
+        let req = Request {
+            query: EventQuery {
+                streams: model::Selector::parse("perf_cpu_clock").unwrap(),
+                cpus: Vec::new(),
+                from: 0,
+                to: 900 * S,
+            },
+            pid: None,
+            n: 20,
+            buckets: 200,
+        };
+        let again = flame_tree(&cached, &flames, dir.path(), None, &req, None, now).unwrap();
+        assert_eq!(again.0.value, 901);
+        assert_eq!(cached.read.load(Relaxed), 1, "only 900 s itself read again");
+    }
 }

@@ -19,6 +19,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolizer};
 use blazesym::{Addr, Pid};
@@ -409,17 +411,6 @@ pub struct Frame {
 }
 
 impl Frame {
-    fn child(&mut self, name: &str) -> &mut Frame {
-        let i = match self.children.iter().position(|c| c.name == name) {
-            Some(i) => i,
-            None => {
-                self.children.push(Frame { name: name.to_owned(), ..Frame::default() });
-                self.children.len() - 1
-            }
-        };
-        &mut self.children[i]
-    }
-
     /// The tree in preorder (callees by samples, most first) as (name,
     /// samples, depth): flat, so no client meets a nesting limit.
     pub fn flatten(&self) -> Vec<(String, u64, u32)> {
@@ -432,44 +423,81 @@ impl Frame {
         out
     }
 
-    /// Merges, under every frame, the callees with fewer than `min` samples
-    /// into one frame named `…` placed last (its samples are theirs; it has
-    /// no callees): what a flame graph `min` samples to a pixel cannot draw
-    /// is not sent (issue 44: 11 MB for a 15-minute graph). Returns how many
-    /// frames were merged away.
-    pub fn trim(&mut self, min: u64) -> usize {
-        let mut merged = 0;
-        let (keep, small): (Vec<Frame>, Vec<Frame>) =
-            std::mem::take(&mut self.children).into_iter().partition(|c| c.value >= min);
-        self.children = keep;
-        for c in &mut self.children {
-            merged += c.trim(min);
-        }
-        if !small.is_empty() {
-            merged += small.iter().map(Frame::count).sum::<usize>() - 1;
-            self.children.push(Frame {
-                name: "…".into(),
-                value: small.iter().map(|c| c.value).sum(),
-                children: Vec::new(),
-            });
-        }
-        merged
-    }
-
     /// Frames in this tree, itself included.
-    fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         1 + self.children.iter().map(Frame::count).sum::<usize>()
     }
 
-    fn sort(&mut self) {
+    /// About how many bytes the tree holds.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Frame>() + self.name.len() + self.children.iter().map(Frame::bytes).sum::<usize>()
+    }
+
+    /// Callees by samples, most first (then by name), all the way down.
+    pub fn sort(&mut self) {
         self.children.sort_by(|a, b| b.value.cmp(&a.value).then_with(|| a.name.cmp(&b.name)));
         self.children.iter_mut().for_each(Frame::sort);
     }
 }
 
-/// Names every frame of `stacks` ((pid, call chain) -> samples).
+/// The sum of flame graphs — a range's, from its minutes' — with every
+/// frame's callees of fewer than `min` samples in all merged into one
+/// frame `…` placed last (its samples are theirs; it has no callees): what
+/// a flame graph of `min` samples to a pixel cannot draw is neither built
+/// nor sent (issue 44: 11 MB for a 15-minute graph, 820 k frames of a
+/// machine building software). Frames of the same name under the same
+/// callers are one. Returns the tree, callees sorted as [`Frame::sort`]
+/// does, and how many callees went into `…` frames. `min` 0 keeps all.
+pub fn sum(parts: &[&Frame], min: u64) -> (Frame, usize) {
+    let mut merged = 0;
+    let root = sum_of(parts, min, &mut merged);
+    (root, merged)
+}
+
+/// [`sum`] of `same`: one place's frames in every part (the same name).
+fn sum_of(same: &[&Frame], min: u64, merged: &mut usize) -> Frame {
+    let mut groups: Vec<Vec<&Frame>> = Vec::new();
+    let mut index: FxHashMap<&str, usize> = FxHashMap::default();
+    for f in same {
+        for c in &f.children {
+            let i = *index.entry(c.name.as_str()).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[i].push(c);
+        }
+    }
+    let (mut children, mut small, mut n_small) = (Vec::new(), 0, 0);
+    for g in &groups {
+        let v: u64 = g.iter().map(|c| c.value).sum();
+        if v >= min {
+            children.push(sum_of(g, min, merged));
+        } else {
+            small += v;
+            n_small += 1;
+        }
+    }
+    children.sort_by(|a: &Frame, b: &Frame| b.value.cmp(&a.value).then_with(|| a.name.cmp(&b.name)));
+    if n_small > 0 {
+        *merged += n_small;
+        children.push(Frame { name: "…".into(), value: small, children: Vec::new() });
+    }
+    Frame {
+        name: same.first().map_or_else(|| "all".to_owned(), |f| f.name.clone()),
+        value: same.iter().map(|f| f.value).sum(),
+        children,
+    }
+}
+
+/// Names every frame of `stacks` ((pid, call chain) -> samples), each
+/// distinct (pid, address) once (a 15-minute profile repeats each in
+/// thousands of stacks).
 pub fn symbolize_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> HashMap<(u32, u64), Named> {
-    symbolize(stacks.keys().flat_map(|(pid, s)| s.iter().map(move |&ip| (*pid, ip))), procs)
+    let mut seen: FxHashSet<(u32, u64)> = FxHashSet::default();
+    for (pid, s) in stacks.keys() {
+        seen.extend(s.iter().map(|&ip| (*pid, ip)));
+    }
+    symbolize(seen, procs)
 }
 
 /// Symbolised stacks, root first, each with its process and samples.
@@ -491,16 +519,61 @@ pub fn named_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Ve
 
 /// The flame graph of `stacks` ((pid, call chain leaf first) -> samples):
 /// root "all", then the process, then frames from the outermost caller in.
+///
+/// Built over interned names — a tree of indices whose edges are one hash
+/// table — and only then made into [`Frame`]s: when every frame of every
+/// stack was a `String` found among its siblings by comparing names, 1.4 M
+/// samples of 15 minutes took seconds (issue 44).
 pub fn flame(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Frame {
-    let mut root = Frame { name: "all".into(), ..Frame::default() };
-    for (frames, c) in named_stacks(stacks, procs) {
-        root.value += c;
-        let mut at = &mut root;
-        for f in &frames {
-            at = at.child(f);
-            at.value += c;
+    let named = symbolize_stacks(stacks, procs);
+    // Each name once; frames refer to it by index.
+    let mut strings: Vec<String> = vec!["all".to_owned()];
+    let mut ids: FxHashMap<String, u32> = FxHashMap::default();
+    let mut intern = |name: &str, strings: &mut Vec<String>| -> u32 {
+        if let Some(&i) = ids.get(name) {
+            return i;
+        }
+        strings.push(name.to_owned());
+        ids.insert(name.to_owned(), strings.len() as u32 - 1);
+        strings.len() as u32 - 1
+    };
+    let mut name_of: FxHashMap<(u32, u64), u32> = FxHashMap::default();
+    for (k, (name, _)) in &named {
+        name_of.insert(*k, intern(name, &mut strings));
+    }
+    let mut process_of: FxHashMap<u32, u32> = FxHashMap::default();
+    // Nodes as (name, samples), the root first; edges (parent, name) -> child.
+    let mut nodes: Vec<(u32, u64)> = vec![(0, 0)];
+    let mut edges: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+    for ((pid, stack), &c) in stacks {
+        let process = *process_of.entry(*pid).or_insert_with(|| {
+            let name = procs.comm(*pid).map_or_else(|| format!("pid {pid}"), |c| format!("{c} ({pid})"));
+            intern(&name, &mut strings)
+        });
+        nodes[0].1 += c;
+        let mut at = 0;
+        for name in std::iter::once(process).chain(stack.iter().rev().map(|ip| name_of[&(*pid, *ip)])) {
+            at = *edges.entry((at, name)).or_insert_with(|| {
+                nodes.push((name, 0));
+                nodes.len() as u32 - 1
+            });
+            nodes[at as usize].1 += c;
         }
     }
+    let mut children: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+    for (&(parent, _), &child) in &edges {
+        children[parent as usize].push(child);
+    }
+    // Depth is a call chain's (the kernel caps each at 127 frames).
+    fn build(i: u32, nodes: &[(u32, u64)], children: &[Vec<u32>], strings: &[String]) -> Frame {
+        let (name, value) = nodes[i as usize];
+        Frame {
+            name: strings[name as usize].clone(),
+            value,
+            children: children[i as usize].iter().map(|&c| build(c, nodes, children, strings)).collect(),
+        }
+    }
+    let mut root = build(0, &nodes, &children, &strings);
     root.sort();
     root
 }
@@ -641,11 +714,12 @@ mod flame_tests {
     use super::*;
 
     /// Callees under a pixel merge into one last `…` frame per parent; the
-    /// values still add up and the big frames keep their place.
+    /// values still add up and the big frames keep their place. Parts add
+    /// up frame by frame: a callee small in each part may be big in all.
     #[test]
-    fn trimming_merges_what_a_pixel_cannot_show() {
+    fn sums_merge_what_a_pixel_cannot_show() {
         let leaf = |name: &str, value| Frame { name: name.into(), value, children: Vec::new() };
-        let mut root = Frame {
+        let root = Frame {
             name: "all".into(),
             value: 100,
             children: vec![
@@ -654,13 +728,30 @@ mod flame_tests {
                 leaf("tiny2", 4),
             ],
         };
-        assert_eq!(root.trim(10), 3, "b, c become one frame; tiny1 (and its d), tiny2 another");
-        let flat: Vec<(String, u64, u32)> = root.flatten();
+        let (one, merged) = sum(&[&root], 10);
+        assert_eq!(merged, 4, "b and c into one frame; tiny1 (with d) and tiny2 into another");
+        let flat: Vec<(String, u64, u32)> = one.flatten();
         let names: Vec<(&str, u64, u32)> = flat.iter().map(|(n, v, d)| (n.as_str(), *v, *d)).collect();
         assert_eq!(names, [("all", 100, 0), ("big", 90, 1), ("a", 80, 2), ("…", 10, 2), ("…", 10, 1)]);
-        let mut small = root.clone();
-        assert_eq!(small.trim(1), 0, "nothing below one sample");
-        assert_eq!(small, root);
+        let (all, merged) = sum(&[&root], 0);
+        assert_eq!((merged, all.count()), (0, root.count()), "nothing below 0 samples");
+        // Two parts: tiny1 (6 + 6) and b (6 + 6) pass the pixel together.
+        let (two, _) = sum(&[&root, &root], 11);
+        let flat = two.flatten();
+        let names: Vec<(&str, u64, u32)> = flat.iter().map(|(n, v, d)| (n.as_str(), *v, *d)).collect();
+        assert_eq!(
+            names,
+            [
+                ("all", 200, 0),
+                ("big", 180, 1),
+                ("a", 160, 2),
+                ("b", 12, 2),
+                ("…", 8, 2),
+                ("tiny1", 12, 1),
+                ("d", 12, 2),
+                ("…", 8, 1)
+            ]
+        );
     }
 
     #[inline(never)]

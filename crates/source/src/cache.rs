@@ -10,6 +10,10 @@
 //! generation moves and everything kept is dropped. A source without a
 //! generation (ClickHouse counts by SQL) is never cached. Memory is bounded
 //! ([`CountCache::new`]); the oldest entries go first.
+//!
+//! [`parts`] and [`Kept`] are the same for whatever else is made of
+//! settled minutes: the API keeps each minute's named flame graph with
+//! them (symbolising is most of a profile's cost).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -26,34 +30,127 @@ pub const SETTLE_NS: i64 = 60_000_000_000;
 
 /// What a kept minute answers: the query without its range, and the minute.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
+pub struct Key {
     streams: String,
     cpus: Vec<u32>,
     pid: Option<u32>,
-    stacks: bool,
+    /// What is kept of it: counts by address, by stack, or named stacks.
+    what: u8,
     minute: i64,
 }
 
-#[derive(Debug, Default)]
-struct State {
+impl Key {
+    /// The minute beginning at `minute` (ns) of `q`'s streams and CPUs for
+    /// `pid`, kept as `what` (each user of a [`Kept`] its own numbers).
+    pub fn new(q: &EventQuery, pid: Option<u32>, what: u8, minute: i64) -> Key {
+        Key { streams: q.streams.to_string(), cpus: q.cpus.clone(), pid, what, minute }
+    }
+}
+
+/// A part of a range: counted every time, or a settled minute that may be
+/// kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// `[from, to]`, ns: the range's edges, and minutes still filling.
+    Raw(i64, i64),
+    /// The whole minute beginning here (ns), ended [`SETTLE_NS`] before now.
+    Minute(i64),
+}
+
+/// `q`'s range in parts, in time order: the whole minutes inside it that
+/// ended [`SETTLE_NS`] before `now`, and what lies around them.
+pub fn parts(q: &EventQuery, now: i64) -> Vec<Part> {
+    let first =
+        q.from.div_euclid(MINUTE_NS) * MINUTE_NS + if q.from.rem_euclid(MINUTE_NS) == 0 { 0 } else { MINUTE_NS };
+    let end = (q.to.saturating_add(1)).min(now.saturating_sub(SETTLE_NS)).div_euclid(MINUTE_NS) * MINUTE_NS;
+    if end <= first {
+        return vec![Part::Raw(q.from, q.to)];
+    }
+    let mut out = Vec::new();
+    if q.from < first {
+        out.push(Part::Raw(q.from, first - 1));
+    }
+    out.extend((first..end).step_by(MINUTE_NS as usize).map(Part::Minute));
+    if end <= q.to {
+        out.push(Part::Raw(end, q.to));
+    }
+    out
+}
+
+#[derive(Debug)]
+struct State<T> {
     generation: Option<u64>,
-    kept: HashMap<Key, (EventCounts, usize)>,
+    kept: HashMap<Key, (T, usize)>,
     /// Insertion order, for eviction.
     order: VecDeque<Key>,
     bytes: usize,
 }
 
+impl<T> Default for State<T> {
+    fn default() -> Self {
+        State { generation: None, kept: HashMap::new(), order: VecDeque::new(), bytes: 0 }
+    }
+}
+
+/// Whatever is made of settled minutes, kept across requests under a
+/// source's generation (a new generation drops everything) and a memory
+/// bound (the oldest go first).
+#[derive(Debug)]
+pub struct Kept<T> {
+    state: Mutex<State<T>>,
+    max_bytes: usize,
+}
+
+impl<T: Clone> Kept<T> {
+    /// Holding at most about `max_bytes`.
+    pub fn new(max_bytes: usize) -> Kept<T> {
+        Kept { state: Mutex::new(State::default()), max_bytes }
+    }
+
+    /// What was kept under `key` in `generation`.
+    pub fn get(&self, key: &Key, generation: u64) -> Option<T> {
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if st.generation != Some(generation) {
+            *st = State { generation: Some(generation), ..State::default() };
+            return None;
+        }
+        st.kept.get(key).map(|(c, _)| c.clone())
+    }
+
+    /// Keeps `value` (about `size` bytes) under `key`, made in
+    /// `generation`: not if the generation has moved since (made across a
+    /// late arrival), nor if it alone would take a quarter of the bound.
+    pub fn put(&self, key: Key, value: T, size: usize, generation: u64) {
+        if size > self.max_bytes / 4 {
+            return;
+        }
+        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if st.generation != Some(generation) {
+            return;
+        }
+        while st.bytes + size > self.max_bytes {
+            let Some(old) = st.order.pop_front() else { break };
+            if let Some((_, s)) = st.kept.remove(&old) {
+                st.bytes -= s;
+            }
+        }
+        if st.kept.insert(key.clone(), (value, size)).is_none() {
+            st.order.push_back(key);
+            st.bytes += size;
+        }
+    }
+}
+
 /// Counted minutes kept across requests; see the module's documentation.
 #[derive(Debug)]
 pub struct CountCache {
-    state: Mutex<State>,
-    max_bytes: usize,
+    kept: Kept<EventCounts>,
 }
 
 impl CountCache {
     /// A cache holding at most about `max_bytes` of counts.
     pub fn new(max_bytes: usize) -> CountCache {
-        CountCache { state: Mutex::new(State::default()), max_bytes }
+        CountCache { kept: Kept::new(max_bytes) }
     }
 
     /// `src.count(q, pid, shape, max)`, with the whole minutes of `q` that
@@ -68,75 +165,33 @@ impl CountCache {
         max: u64,
         now: i64,
     ) -> Result<EventCounts, EventsError> {
-        let stacks = match shape {
-            Shape::Ips => false,
-            Shape::Stacks => true,
+        let what = match shape {
+            Shape::Ips => 0,
+            Shape::Stacks => 1,
             Shape::Timeline { .. } => return src.count(q, pid, shape, max),
         };
         let Some(generation) = src.generation() else { return src.count(q, pid, shape, max) };
-        // Whole minutes inside [from, to] that have settled.
-        let first =
-            q.from.div_euclid(MINUTE_NS) * MINUTE_NS + if q.from.rem_euclid(MINUTE_NS) == 0 { 0 } else { MINUTE_NS };
-        let end = (q.to.saturating_add(1)).min(now.saturating_sub(SETTLE_NS)).div_euclid(MINUTE_NS) * MINUTE_NS;
-        if end <= first {
-            return src.count(q, pid, shape, max);
-        }
         let part = |from: i64, to: i64| EventQuery { from, to, ..q.clone() };
         let mut out = EventCounts::default();
-        if q.from < first {
-            merge(&mut out, src.count(&part(q.from, first - 1), pid, shape, max)?);
-        }
-        let mut minute = first;
-        while minute < end {
-            let key = Key { streams: q.streams.to_string(), cpus: q.cpus.clone(), pid, stacks, minute };
-            let kept = self.get(&key, generation);
-            let counts = match kept {
-                Some(c) => c,
-                None => {
-                    let mut c = src.count(&part(minute, minute + MINUTE_NS - 1), pid, shape, max)?;
-                    c.procs = latest(std::mem::take(&mut c.procs));
-                    self.put(key, &c, generation);
-                    c
+        for p in parts(q, now) {
+            let counts = match p {
+                Part::Raw(from, to) => src.count(&part(from, to), pid, shape, max)?,
+                Part::Minute(minute) => {
+                    let key = Key::new(q, pid, what, minute);
+                    match self.kept.get(&key, generation) {
+                        Some(c) => c,
+                        None => {
+                            let mut c = src.count(&part(minute, minute + MINUTE_NS - 1), pid, shape, max)?;
+                            c.procs = latest(std::mem::take(&mut c.procs));
+                            self.kept.put(key, c.clone(), size_of(&c), generation);
+                            c
+                        }
+                    }
                 }
             };
             merge(&mut out, counts);
-            minute += MINUTE_NS;
-        }
-        if end <= q.to {
-            merge(&mut out, src.count(&part(end, q.to), pid, shape, max)?);
         }
         Ok(out)
-    }
-
-    fn get(&self, key: &Key, generation: u64) -> Option<EventCounts> {
-        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if st.generation != Some(generation) {
-            *st = State { generation: Some(generation), ..State::default() };
-            return None;
-        }
-        st.kept.get(key).map(|(c, _)| c.clone())
-    }
-
-    fn put(&self, key: Key, counts: &EventCounts, generation: u64) {
-        let size = size_of(counts);
-        if size > self.max_bytes / 4 {
-            return; // one minute too large to be worth keeping
-        }
-        let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if st.generation != Some(generation) {
-            // Counted across a late arrival: not kept.
-            return;
-        }
-        while st.bytes + size > self.max_bytes {
-            let Some(old) = st.order.pop_front() else { break };
-            if let Some((_, s)) = st.kept.remove(&old) {
-                st.bytes -= s;
-            }
-        }
-        if st.kept.insert(key.clone(), (counts.clone(), size)).is_none() {
-            st.order.push_back(key);
-            st.bytes += size;
-        }
     }
 }
 
@@ -157,7 +212,7 @@ fn size_of(c: &EventCounts) -> usize {
 }
 
 /// Adds the counts of a later part of the range to `out`.
-fn merge(out: &mut EventCounts, part: EventCounts) {
+pub fn merge(out: &mut EventCounts, part: EventCounts) {
     out.events += part.events;
     out.with_chains += part.with_chains;
     out.corrupt += part.corrupt;
@@ -269,7 +324,7 @@ mod tests {
             let want = src.count(&query(0, 5_000), None, Shape::Ips, u64::MAX).unwrap();
             assert_eq!(cache.count(&src, &query(0, 5_000), None, Shape::Ips, u64::MAX, now).unwrap(), want);
         }
-        let st = cache.state.lock().unwrap();
+        let st = cache.kept.state.lock().unwrap();
         assert!(
             st.bytes <= 64 * 1024 && !st.kept.is_empty() && st.kept.len() < 83,
             "{} bytes, {} minutes",

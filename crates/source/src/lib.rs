@@ -16,7 +16,7 @@ use std::str::FromStr;
 use codec::events::{EventBatch, ProcInfo};
 use model::{Selector, SeriesKey, Timestamp};
 
-mod cache;
+pub mod cache;
 pub mod tier;
 
 pub use cache::CountCache;
