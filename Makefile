@@ -12,7 +12,7 @@ FUZZ_SECONDS ?= 20
 # Where cargo puts what it builds: the user's CARGO_TARGET_DIR if set.
 BIN := $(abspath $(or $(CARGO_TARGET_DIR),target))/release/kansoku
 
-.PHONY: up build web test deps lint unit webtest fuzz bench bench-dashboard soak clean
+.PHONY: up build web test deps lint unit webtest fuzz bench bench-dashboard screenshots soak clean
 
 up: build
 	$(BIN) up --data $(DATA) --listen $(LISTEN) --interval $(INTERVAL) \
@@ -85,6 +85,13 @@ bench-dashboard: build
 	scripts/deps.sh test
 	cd web && KANSOKU_BIN=$(BIN) npm run --silent bench -- --minutes $(or $(MINUTES),10)
 	cd web && KANSOKU_BIN=$(BIN) npm run --silent bench:host -- --minutes $(or $(MINUTES),15)
+
+# The pictures in docs/dashboard.md: the Chromium test's, copied.
+SCREENSHOTS = host-alert host-profile processes host-load-runs cluster server-agents cluster-snmp-silent disk lab-latency lab-limits lab-run
+
+screenshots: webtest
+	mkdir -p docs/screenshots
+	for s in $(SCREENSHOTS); do cp web/e2e-out/$$s.png docs/screenshots/; done
 
 clean:
 	$(CARGO) clean

@@ -7,7 +7,7 @@ import { Feed } from './feed';
 import { drawMarks } from './marks';
 import type { HeatMap } from './heatmap';
 import { app, rangeOf, setView, stats } from './state';
-import { fmt, stack } from './transform';
+import { MIN_TOP, fmt, stack } from './transform';
 
 export function css(name: string): string { return getComputedStyle(document.body).getPropertyValue(name).trim(); }
 
@@ -44,7 +44,9 @@ export function lineChart(el: HTMLElement, feed: Feed): Chart {
   const opts: uPlot.Options = {
     title: spec.title, width: (el.clientWidth || 600) - 8, height: 220,
     cursor: { sync: { key: 'x' }, drag: { x: true, y: false, setScale: false } },
-    scales: { x: { time: true, min: a, max: b }, y: { range: (_u, lo, hi) => [Math.min(0, lo), Math.max(hi, spec.unit === 'percent' ? 1 : 1e-9)] } },
+    // Tall enough that a flat zero line's ticks read apart (0, 2, 4… B/s),
+    // not five labels all reading "0 B/s".
+    scales: { x: { time: true, min: a, max: b }, y: { range: (_u, lo, hi) => [Math.min(0, lo), Math.max(hi, MIN_TOP[spec.unit])] } },
     // The value axis as wide as its longest label (issue 44: "763 MiB/s"
     // lost its first digit in a fixed 70 px).
     axes: [axis, { ...axis, size: (_u, values) => labelWidth(values), values: (_u, ticks) => ticks.map((t) => fmt(t, spec.unit)) }],

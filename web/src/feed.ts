@@ -80,7 +80,11 @@ export class Feed {
     const d = this.defs[i];
     const multi = this.spec.names.length > 1;
     const short = d.name.replace(/^node_(memory_|network_|disk_|pressure_)?/, '').replace(/_(bytes_)?total$|_bytes$/, '');
-    let ls = Object.entries(d.labels).filter(([k]) => k !== 'host').map(([, v]) => v);
+    // The labels that tell this series apart: not the host, not one every
+    // series of the chart shares (`db="lab"`), not one its name already
+    // says (InfluxDB's field: `load_p99_us` with `p99_us`).
+    const shared = (k: string, v: string) => this.defs.length > 1 && this.defs.every((o) => o.labels[k] === v);
+    let ls = Object.entries(d.labels).filter(([k, v]) => k !== 'host' && !shared(k, v) && !d.name.endsWith(v)).map(([, v]) => v);
     if (ls.length === 0 && !multi && d.labels.host) ls = [d.labels.host];
     return [multi ? short : '', ...ls].filter(Boolean).join(' ') || short;
   }

@@ -272,6 +272,11 @@ export function formatView(v: View): string {
 const BIN = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
 
 /// A value with its unit, short enough for an axis tick.
+/// The least top of a value axis, per unit: ticks of a fifth of it still
+/// read apart as `fmt` writes them (a flat zero line once had five labels
+/// all reading "0 B/s").
+export const MIN_TOP: Record<Unit, number> = { percent: 1, bytes: 10, 'bytes/s': 10, count: 1, seconds: 1e-5, ratio: 0.01 };
+
 export function fmt(v: number | null | undefined, unit: Unit): string {
   if (v === null || v === undefined || !Number.isFinite(v)) return '–';
   switch (unit) {

@@ -10,6 +10,7 @@ import { CLUSTER_METRICS, CORE_HEAT, HOST_PANELS, coreModes } from './panels';
 import { COLOURS, verdictStrip } from './diagnosis';
 import { syscallTable } from './kernel';
 import { processTable } from './processes';
+import { loadRuns } from './loadruns';
 import { latencyHeat } from './latency';
 import { cpuTimeline, flameGraph, topSymbols } from './profile';
 import { $, app, current, rangeOf, refresh, setView, stats, stepFor } from './state';
@@ -120,7 +121,7 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
   const core = app.view.core ?? '0';
   const specs = [...HOST_PANELS.slice(0, 1), coreModes(core), ...HOST_PANELS.slice(1)];
   main.innerHTML = `<div id="verdicts"></div><h2 class="heat-title">${CORE_HEAT.title} <small>(click a core for its modes)</small></h2><div id="cores" class="cores"></div>` +
-    `<div id="processes"></div><div id="cgroups"></div><div id="profile"></div><div id="flame-wrap"><div id="flame"></div></div><div id="timeline"></div><div id="kernel"></div><div id="latency"></div>` +
+    `<div id="processes"></div><div id="cgroups"></div><div id="profile"></div><div id="flame-wrap"><div id="flame"></div></div><div id="timeline"></div><div id="kernel"></div><div id="latency"></div><div id="loadruns"></div>` +
     `<div class="grid">${specs.map((s) => `<div class="panel" id="p-${s.id}"></div>`).join('')}</div>`;
   topSymbols(host, gen);
   flameGraph(host, gen);
@@ -129,6 +130,7 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
   syscallTable(host, gen);
   latencyHeat(host, gen);
   verdictStrip(host, gen);
+  loadRuns(gen);
   const step = stepFor(lo, hi);
   const feeds = specs.map((s) => new Feed(s, step));
   const coreFeed = new Feed(CORE_HEAT, step);
@@ -141,7 +143,10 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
     for (const c of app.charts) c.plot?.destroy();
     app.charts = [];
     $('#cores').replaceChildren();
-    const hm = new HeatMap($('#cores'), coreFeed, 100, (i) => setView({ ...app.view, core: coreFeed.defs[i].labels.cpu }, true), 10,
+    // Rows tall enough to name each core (a label needs 12 px) up to 16
+    // cores; beyond, every other one is named.
+    const rowH = coreFeed.keys.length <= 16 ? 14 : 8;
+    const hm = new HeatMap($('#cores'), coreFeed, 100, (i) => setView({ ...app.view, core: coreFeed.defs[i].labels.cpu }, true), rowH,
       (i) => `CPU ${coreFeed.defs[i].labels.cpu}`);
     hm.order = [...coreFeed.keys.keys()].sort((a, b) => +coreFeed.defs[a].labels.cpu - +coreFeed.defs[b].labels.cpu);
     app.charts.push({ feed: coreFeed, plot: null, heat: hm, draw: () => hm.draw() });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, cellColours, escHtml, ownerColour, combine, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec } from '../src/transform';
+import { Columns, Rater, cellColours, escHtml, ownerColour, combine, MIN_TOP, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec, type Unit } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates, resets count from zero, gaps give null', () => {
@@ -170,4 +170,19 @@ test('disk map: a path keeps its colour across maps; free and other cells have t
 
 test('escHtml: a file or program name cannot become markup', () => {
   assert.equal(escHtml('<img src=x onerror="a()">&'), '&lt;img src=x onerror=&quot;a()&quot;&gt;&amp;');
+});
+
+test('an empty chart\'s value axis: ticks of a fifth of its least top read apart in every unit', () => {
+  for (const [unit, top] of Object.entries(MIN_TOP) as [Unit, number][]) {
+    const labels = [0, 1, 2, 3, 4, 5].map((k) => fmt((k * top) / 5, unit));
+    assert.equal(new Set(labels).size, 6, `${unit}: ${labels.join(', ')}`);
+  }
+});
+
+test('legend: a series is named by what tells it apart, not by labels every series shares or its name repeats', () => {
+  const spec: PanelSpec = { id: 'l', title: 'latency', unit: 'seconds', names: ['load_p50_us', 'load_max_us'] };
+  const f = new Feed(spec, 1);
+  const s = (name: string, field: string, run: string) => ({ name, labels: { db: 'lab', field, type: 'int', run }, values: [1] });
+  f.load({ times: [0], step_seconds: 1, series: [s('load_p50_us', 'p50_us', 'a'), s('load_max_us', 'max_us', 'a'), s('load_p50_us', 'p50_us', 'b')] } as never);
+  assert.deepEqual([0, 1, 2].map((i) => f.label(i)), ['load_p50_us a', 'load_max_us a', 'load_p50_us b']);
 });

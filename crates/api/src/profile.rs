@@ -150,9 +150,9 @@ async fn count<T: Send + 'static>(
         .await?
 }
 
-/// A part of a flame graph's range, named: kept for each settled minute
+/// A part of a flame graph's range, named: kept for each settled 10 s
 /// (`ApiState::flames`), so a 15-minute graph asked again names only the
-/// minutes still filling.
+/// last seconds.
 #[derive(Debug)]
 pub struct NamedPart {
     root: perf::symbols::Frame,
@@ -163,8 +163,12 @@ pub struct NamedPart {
 /// What `source::cache::Key` calls the named parts.
 const NAMED_STACKS: u8 = 2;
 
+/// The flame graph's kept part: 10 s, so that what is named afresh on
+/// each refresh is at most the last 45 s (the settling time and one part).
+const FLAME_PART_NS: i64 = 10_000_000_000;
+
 /// The flame graph of the request's range: the sum of its parts' trees,
-/// each settled minute's named once and kept, with frames narrower than
+/// each settled part's named once and kept, with frames narrower than
 /// `width` pixels merged (`perf::symbols::sum`). Returns the tree, how
 /// many frames were merged, the samples with call chains and the corrupt
 /// batches.
@@ -177,10 +181,10 @@ fn flame_tree(
     width: Option<u64>,
     now: i64,
 ) -> Result<(perf::symbols::Frame, usize, u64, u64), ApiError> {
-    use source::cache::{Key, MINUTE_NS, Part};
+    use source::cache::{Key, Part};
     let generation = events.generation();
     let parts = match generation {
-        Some(_) => source::cache::parts(&req.query, now),
+        Some(_) => source::cache::parts(&req.query, now, FLAME_PART_NS),
         None => vec![Part::Raw(req.query.from, req.query.to)],
     };
     // One budget of events scanned for the whole request.
@@ -197,18 +201,18 @@ fn flame_tree(
     let mut named = Vec::with_capacity(parts.len());
     for part in parts {
         named.push(match (part, generation) {
-            (Part::Minute(minute), Some(generation)) => {
-                let key = Key::new(&req.query, req.pid, NAMED_STACKS, minute);
+            (Part::Settled(start), Some(generation)) => {
+                let key = Key::new(&req.query, req.pid, NAMED_STACKS, start);
                 match flames.get(&key, generation) {
                     Some(kept) => kept,
                     None => {
-                        let made = Arc::new(name(minute, minute + MINUTE_NS - 1)?);
+                        let made = Arc::new(name(start, start + FLAME_PART_NS - 1)?);
                         flames.put(key, Arc::clone(&made), made.root.bytes() + 64, generation);
                         made
                     }
                 }
             }
-            (Part::Minute(minute), None) => Arc::new(name(minute, minute + MINUTE_NS - 1)?),
+            (Part::Settled(start), None) => Arc::new(name(start, start + FLAME_PART_NS - 1)?),
             (Part::Raw(from, to), _) => Arc::new(name(from, to)?),
         });
     }
@@ -403,20 +407,25 @@ mod tests {
                 }
             }
         }
-        cached.read.store(0, Relaxed);
-        let req = Request {
+        let upto = |to: i64| Request {
             query: EventQuery {
                 streams: model::Selector::parse("perf_cpu_clock").unwrap(),
                 cpus: Vec::new(),
                 from: 0,
-                to: 900 * S,
+                to: to * S,
             },
             pid: None,
             n: 20,
             buckets: 200,
         };
-        let again = flame_tree(&cached, &flames, dir.path(), None, &req, None, now).unwrap();
+        cached.read.store(0, Relaxed);
+        let again = flame_tree(&cached, &flames, dir.path(), None, &upto(900), None, now).unwrap();
         assert_eq!(again.0.value, 901);
         assert_eq!(cached.read.load(Relaxed), 1, "only 900 s itself read again");
+        // Settled 10 s parts reach up to 35 s before now: 960 s.
+        flame_tree(&cached, &flames, dir.path(), None, &upto(960), None, now).unwrap();
+        cached.read.store(0, Relaxed);
+        flame_tree(&cached, &flames, dir.path(), None, &upto(960), None, now).unwrap();
+        assert_eq!(cached.read.load(Relaxed), 1, "only 960 s itself read again");
     }
 }

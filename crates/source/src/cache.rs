@@ -11,9 +11,9 @@
 //! generation (ClickHouse counts by SQL) is never cached. Memory is bounded
 //! ([`CountCache::new`]); the oldest entries go first.
 //!
-//! [`parts`] and [`Kept`] are the same for whatever else is made of
-//! settled minutes: the API keeps each minute's named flame graph with
-//! them (symbolising is most of a profile's cost).
+//! [`parts`] and [`Kept`] serve whatever else is made of settled parts:
+//! the API keeps the named flame graph of each settled 10 s with them
+//! (symbolising is most of a profile's cost).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -23,12 +23,14 @@ use crate::{EventCounts, EventQuery, EventSource, EventsError, Shape};
 /// One minute, the unit that is kept.
 pub const MINUTE_NS: i64 = 60_000_000_000;
 
-/// How long after its end a minute is taken as complete: the live
-/// samplers' batches arrive within seconds; anything later moves the
-/// source's generation.
-pub const SETTLE_NS: i64 = 60_000_000_000;
+/// How long after its end a part is taken as complete: the store's event
+/// log moves its generation for any batch with events over 30 s old
+/// (`store`'s `LATE_NS`), and 5 s more cover a batch found not late
+/// while its append was still under way.
+pub const SETTLE_NS: i64 = 35_000_000_000;
 
-/// What a kept minute answers: the query without its range, and the minute.
+/// What a kept part answers: the query without its range, and where the
+/// part begins.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Key {
     streams: String,
@@ -40,29 +42,29 @@ pub struct Key {
 }
 
 impl Key {
-    /// The minute beginning at `minute` (ns) of `q`'s streams and CPUs for
+    /// The part beginning at `minute` (ns) of `q`'s streams and CPUs for
     /// `pid`, kept as `what` (each user of a [`Kept`] its own numbers).
     pub fn new(q: &EventQuery, pid: Option<u32>, what: u8, minute: i64) -> Key {
         Key { streams: q.streams.to_string(), cpus: q.cpus.clone(), pid, what, minute }
     }
 }
 
-/// A part of a range: counted every time, or a settled minute that may be
-/// kept.
+/// A part of a range: counted every time, or a settled whole unit (a
+/// minute for the counts) that may be kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
-    /// `[from, to]`, ns: the range's edges, and minutes still filling.
+    /// `[from, to]`, ns: the range's edges, and units still filling.
     Raw(i64, i64),
-    /// The whole minute beginning here (ns), ended [`SETTLE_NS`] before now.
-    Minute(i64),
+    /// The whole unit beginning here (ns), ended [`SETTLE_NS`] before now.
+    Settled(i64),
 }
 
-/// `q`'s range in parts, in time order: the whole minutes inside it that
-/// ended [`SETTLE_NS`] before `now`, and what lies around them.
-pub fn parts(q: &EventQuery, now: i64) -> Vec<Part> {
-    let first =
-        q.from.div_euclid(MINUTE_NS) * MINUTE_NS + if q.from.rem_euclid(MINUTE_NS) == 0 { 0 } else { MINUTE_NS };
-    let end = (q.to.saturating_add(1)).min(now.saturating_sub(SETTLE_NS)).div_euclid(MINUTE_NS) * MINUTE_NS;
+/// `q`'s range in parts, in time order: the whole units of `unit` ns
+/// (from the epoch) inside it that ended [`SETTLE_NS`] before `now`, and
+/// what lies around them.
+pub fn parts(q: &EventQuery, now: i64, unit: i64) -> Vec<Part> {
+    let first = q.from.div_euclid(unit) * unit + if q.from.rem_euclid(unit) == 0 { 0 } else { unit };
+    let end = (q.to.saturating_add(1)).min(now.saturating_sub(SETTLE_NS)).div_euclid(unit) * unit;
     if end <= first {
         return vec![Part::Raw(q.from, q.to)];
     }
@@ -70,7 +72,7 @@ pub fn parts(q: &EventQuery, now: i64) -> Vec<Part> {
     if q.from < first {
         out.push(Part::Raw(q.from, first - 1));
     }
-    out.extend((first..end).step_by(MINUTE_NS as usize).map(Part::Minute));
+    out.extend((first..end).step_by(unit as usize).map(Part::Settled));
     if end <= q.to {
         out.push(Part::Raw(end, q.to));
     }
@@ -173,10 +175,10 @@ impl CountCache {
         let Some(generation) = src.generation() else { return src.count(q, pid, shape, max) };
         let part = |from: i64, to: i64| EventQuery { from, to, ..q.clone() };
         let mut out = EventCounts::default();
-        for p in parts(q, now) {
+        for p in parts(q, now, MINUTE_NS) {
             let counts = match p {
                 Part::Raw(from, to) => src.count(&part(from, to), pid, shape, max)?,
-                Part::Minute(minute) => {
+                Part::Settled(minute) => {
                     let key = Key::new(q, pid, what, minute);
                     match self.kept.get(&key, generation) {
                         Some(c) => c,
