@@ -29,6 +29,7 @@ fn sections(st: &ApiState) -> Vec<Section> {
         Figure::counter("heavy_requests", st.guard.stats.heavy.load(Relaxed)),
         Figure::counter("busy_refused", st.guard.stats.busy_refused.load(Relaxed)),
         Figure::counter("timed_out", st.guard.stats.timed_out.load(Relaxed)),
+        Figure::counter("symbolizer_panics", perf::symbols::SYMBOLIZER_PANICS.load(Relaxed)),
         Figure::counter("body_timeouts", st.http.body_timeouts.load(Relaxed)),
         Figure::gauge("query_memory_bytes", model::budget::MemoryBudget::global().used() as u64),
         Figure::gauge("query_memory_peak_bytes", model::budget::MemoryBudget::global().peak.load(Relaxed) as u64),

@@ -223,10 +223,106 @@ fn known() -> std::sync::MutexGuard<'static, Known> {
     k
 }
 
+/// What blazesym found for one address: its symbol and module.
+#[derive(Debug)]
+struct Found {
+    name: String,
+    module: Option<std::ffi::OsString>,
+}
+
+/// The addresses of one source, as blazesym takes them.
+enum Addresses {
+    FileOffsets(Vec<u64>),
+    Absolute(Vec<Addr>),
+}
+
+/// A job for the symbolizer's thread.
+type Job = Box<dyn FnOnce(&Symbolizer) + Send>;
+
+/// Symbolisations that panicked inside blazesym (their addresses are
+/// named `[unknown]`; the thread goes on with a fresh symbolizer).
+pub static SYMBOLIZER_PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Runs `f` on the one thread that owns blazesym's `Symbolizer` (it is not
+/// `Send`) and keeps it: the symbolizer keeps every file it parsed —
+/// symbol tables, DWARF, kallsyms — while the file is unchanged. Made
+/// anew per request, every refresh of the host view parsed libc's DWARF
+/// and the kernel's table again for the few addresses not named before: a
+/// third of the server's CPU (issue 44). None when the job panicked or no
+/// thread could be started (both logged).
+fn on_symbolizer<T: Send + 'static>(f: impl FnOnce(&Symbolizer) -> T + Send + 'static) -> Option<T> {
+    static WORKER: std::sync::OnceLock<std::sync::Mutex<Option<std::sync::mpsc::Sender<Job>>>> =
+        std::sync::OnceLock::new();
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let mut job: Job = Box::new(move |s| drop(tx.send(f(s))));
+    let mut worker = WORKER.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // A worker that is gone (it cannot be: panics are caught) is replaced.
+    for _ in 0..2 {
+        if worker.is_none() {
+            *worker = start_symbolizer();
+        }
+        match worker.as_ref()?.send(job) {
+            Ok(()) => break,
+            Err(std::sync::mpsc::SendError(back)) => {
+                job = back;
+                *worker = None;
+            }
+        }
+    }
+    drop(worker);
+    rx.recv().ok()
+}
+
+fn start_symbolizer() -> Option<std::sync::mpsc::Sender<Job>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    let started = std::thread::Builder::new().name("symbolizer".into()).spawn(move || {
+        let mut symbolizer = Symbolizer::new();
+        for job in rx {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&symbolizer))).is_err() {
+                SYMBOLIZER_PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!(
+                    "symbolizer: blazesym panicked; those addresses are [unknown], the files it kept are dropped"
+                );
+                symbolizer = Symbolizer::new();
+            }
+        }
+    });
+    match started {
+        Ok(_) => Some(tx),
+        Err(e) => {
+            tracing::error!("symbolizer: no thread: {e}; addresses are [unknown]");
+            None
+        }
+    }
+}
+
+/// What the kept symbolizer finds for `addrs` of `src`, in their order
+/// (None: the source could not be read).
+fn named_by(src: Source<'static>, addrs: Addresses) -> Option<Vec<Option<Found>>> {
+    on_symbolizer(move |s| {
+        let input = match &addrs {
+            Addresses::FileOffsets(o) => Input::FileOffset(o.as_slice()),
+            Addresses::Absolute(a) => Input::AbsAddr(a.as_slice()),
+        };
+        let found = s.symbolize(&src, input).ok()?;
+        Some(
+            found
+                .iter()
+                .map(|f| {
+                    f.as_sym().map(|sym| Found {
+                        name: sym.name.to_string(),
+                        module: sym.module.as_deref().map(std::ffi::OsStr::to_os_string),
+                    })
+                })
+                .collect(),
+        )
+    })
+    .flatten()
+}
+
 /// Names every (pid, address): kernel addresses through kallsyms, user
 /// addresses through their mappings in `procs` (or the live process).
 pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> HashMap<(u32, u64), Named> {
-    let symbolizer = Symbolizer::new();
     // The kernel's symbol table: this boot's (None) or the one received.
     let table_key = procs.foreign.then(|| procs.kallsyms.clone().unwrap_or_default());
     let mut out = HashMap::new();
@@ -285,10 +381,9 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
     }
     for (file, (module, addrs)) in files {
         let offsets: Vec<u64> = addrs.iter().map(|a| a.2).collect();
-        let src = Source::Elf(Elf::new(&file));
-        let syms = symbolizer.symbolize(&src, Input::FileOffset(&offsets)).ok();
+        let syms = named_by(Source::Elf(Elf::new(&file)), Addresses::FileOffsets(offsets));
         for (i, &(pid, ip, _, m)) in addrs.iter().enumerate() {
-            match syms.as_ref().and_then(|s| s[i].as_sym()) {
+            match syms.as_ref().and_then(|s| s[i].as_ref()) {
                 Some(sym) => {
                     if !m.build_id.is_empty() {
                         known_user
@@ -324,10 +419,10 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
                 debug_syms: false,
                 ..Kernel::default()
             });
-            symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok()
+            named_by(src, Addresses::Absolute(addrs))
         });
         for (i, &(pid, ip)) in kernel.iter().enumerate() {
-            let name = match syms.as_ref().and_then(|s| s[i].as_sym()) {
+            let name = match syms.as_ref().and_then(|s| s[i].as_ref()) {
                 Some(sym) => {
                     known_kernel.insert(ip, sym.name.to_string());
                     sym.name.to_string()
@@ -361,11 +456,14 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         if addrs.is_empty() {
             continue;
         }
-        let src = Source::Process(Process::new(Pid::from(pid)));
-        let syms = if live { symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok() } else { None };
+        let syms = if live {
+            named_by(Source::Process(Process::new(Pid::from(pid))), Addresses::Absolute(addrs.clone()))
+        } else {
+            None
+        };
         for (i, &ip) in addrs.iter().enumerate() {
-            let named = match (syms.as_ref().and_then(|s| s[i].as_sym()), why.remove(&(pid, ip))) {
-                (Some(sym), _) => (sym.name.to_string(), module_name(sym.module.as_deref())),
+            let named = match (syms.as_ref().and_then(|s| s[i].as_ref()), why.remove(&(pid, ip))) {
+                (Some(sym), _) => (sym.name.clone(), module_name(sym.module.as_deref())),
                 (None, Some((reason, module))) => (format!("[unknown] ({reason})"), module),
                 (None, None) => (unknown.clone(), String::new()),
             };
