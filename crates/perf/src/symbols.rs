@@ -251,7 +251,7 @@ pub static SYMBOLIZER_PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::
 /// third of the server's CPU (issue 44). None when the job panicked or no
 /// thread could be started (both logged).
 fn on_symbolizer<T: Send + 'static>(f: impl FnOnce(&Symbolizer) -> T + Send + 'static) -> Option<T> {
-    static WORKER: std::sync::OnceLock<std::sync::Mutex<Option<std::sync::mpsc::Sender<Job>>>> =
+    static WORKER: std::sync::OnceLock<std::sync::Mutex<Option<std::sync::mpsc::SyncSender<Job>>>> =
         std::sync::OnceLock::new();
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let mut job: Job = Box::new(move |s| drop(tx.send(f(s))));
@@ -273,8 +273,10 @@ fn on_symbolizer<T: Send + 'static>(f: impl FnOnce(&Symbolizer) -> T + Send + 's
     rx.recv().ok()
 }
 
-fn start_symbolizer() -> Option<std::sync::mpsc::Sender<Job>> {
-    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+fn start_symbolizer() -> Option<std::sync::mpsc::SyncSender<Job>> {
+    // Callers wait for their answer, so few jobs are ever queued; a full
+    // queue makes the next caller wait its turn.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(16);
     let started = std::thread::Builder::new().name("symbolizer".into()).spawn(move || {
         let mut symbolizer = Symbolizer::new();
         for job in rx {
