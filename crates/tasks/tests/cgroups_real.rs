@@ -60,14 +60,18 @@ fn cgroups_of_both_versions_are_read() {
     assert!(cpu1.is_some() || v2.is_some(), "no cgroup hierarchy to test on");
 
     let busy = Kill(Command::new(busy_shell(dir.path(), "kskcg")).args(["-c", "while :; do :; done"]).spawn().unwrap());
-    // 64 MiB touched and held, in the memory group.
+    // 64 MiB touched and held, in the memory group: touched only once the
+    // process is in it (pages are charged where they were first touched;
+    // touched before the move, they stayed with the old group).
     let mut holder = Kill(
         Command::new("python3")
             .args([
                 "-c",
-                "import sys\nb = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nsys.stdin.read()",
+                "import sys\nsys.stdin.readline()\nb = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n\
+                 print('held', flush=True)\nsys.stdin.read()",
             ])
             .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap(),
     );
@@ -77,6 +81,15 @@ fn cgroups_of_both_versions_are_read() {
     }
     if let Some(g) = &mem1 {
         g.add(holder.0.id());
+    }
+    {
+        use std::io::{BufRead, Write};
+        let stdin = holder.0.stdin.as_mut().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(holder.0.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "held", "the holder touched its memory");
     }
     let mut cfg = Config::new(Duration::from_secs(1), "t".into());
     cfg.min_cpu = 10.0; // no per-process series needed here
