@@ -18,6 +18,69 @@ const updates = (page) => page.evaluate(() => window.__kansoku.updates);
 const waitUpdates = (page, n) => page.waitForFunction((n) => window.__kansoku.updates >= n, n, { timeout: 30000 });
 const chartPixels = (page, i) => page.evaluate((i) => document.querySelectorAll('.uplot canvas')[i].toDataURL(), i);
 
+// Every chart is its query (issue 44): each chart's and heat map's columns
+// on the page — the history it loaded and every live point it folded in
+// since — equal /api/v1/query's answer over the same buckets (the rate, the
+// `by` groups and their `group` server-side; then each group's share of
+// their sum where the panel says `share`, and the panel's map), as
+// docs/dashboard.md defines each one. The query is built here from the
+// panel's spec, not by the page's code. The first two buckets of the
+// answer (a rate needs the sample before) and the page's newest (still
+// filling) are left out; everything between must agree.
+// The panels' maps (panels.ts): idle time as busy %, a share or a rate of
+// CPU seconds as %.
+const mapOf = (spec) => spec.labels?.mode === 'idle' ? (v) => Math.min(100, Math.max(0, 100 * (1 - v)))
+  : spec.unit === 'percent' ? (v) => 100 * v : assert.fail(`no map known for chart ${spec.id}`);
+async function chartsAreTheirQueries(page, url, host) {
+  // The seam between the history and the live points mended first.
+  await page.waitForFunction(() => window.__kansoku.repairsDue > 0 && window.__kansoku.repairs === window.__kansoku.repairsDue, null, { timeout: 30000 });
+  const charts = await page.evaluate(() => window.__kansokuApp.charts.map((c) => ({
+    spec: { ...c.feed.spec, map: c.feed.spec.map ? 'yes' : undefined }, defs: c.feed.defs,
+    step: c.feed.columns.step, times: c.feed.columns.times.slice(), cols: c.feed.columns.cols.map((col) => col.slice()) })));
+  assert.ok(charts.length >= 1, `charts on the page: ${charts.length}`);
+  let compared = 0;
+  for (const c of charts) {
+    const { spec, step, times } = c;
+    if (times.length < 4) continue;
+    const m = [spec.names.length === 1 ? `__name__="${spec.names[0]}"` : `__name__=~"${spec.names.join('|')}"`];
+    for (const [k, v] of Object.entries({ ...(host ? { host } : {}), ...(spec.labels ?? {}) })) m.push(v.startsWith('!') ? `${k}!="${v.slice(1)}"` : `${k}="${v}"`);
+    const from = times[0], to = times[times.length - 1];
+    const p = new URLSearchParams({ query: `{${m.join(',')}}`, from: String(from), to: String(to), step: `${Math.round(step * 1e6)}us` });
+    if (spec.rate) p.set('rate', 'true');
+    if (spec.by) { p.set('by', spec.by.join(',')); p.set('group', spec.group ?? 'sum'); }
+    const r = await fetch(`${url}/api/v1/query?${p}`);
+    const frame = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(frame));
+    const map = spec.map ? mapOf(spec) : (v) => v;
+    // The answer's columns, in the page's column order (matched by labels).
+    const same = (a, b) => JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+    const keyOf = (s) => spec.by ? Object.fromEntries(spec.by.filter((b) => b in s.labels).map((b) => [b, s.labels[b]])) : s.labels;
+    let cols = c.defs.map((d) => {
+      const s = frame.series.find((s) => s.name === d.name && same(keyOf(s), spec.by ? keyOf(d) : d.labels));
+      return s ? s.values : frame.times.map(() => null);
+    });
+    if (spec.share) {
+      cols = cols.map((col, i) => col.map((v, j) => {
+        const total = cols.reduce((a, c2) => a + (c2[j] ?? 0), 0);
+        return v === null || !(total > 0) ? null : v / total;
+      }));
+    }
+    const at = new Map(frame.times.map((t, j) => [Math.round(t / step), j]));
+    for (let j = 0; j < times.length - 1; j++) {
+      const k = at.get(Math.round(times[j] / step));
+      if (k === undefined || k < 2) continue;
+      for (let i = 0; i < c.cols.length; i++) {
+        const got = c.cols[i][j], w = cols[i][k];
+        const want = w === null ? null : map(w);
+        const ok = got === null ? want === null : want !== null && Math.abs(got - want) <= 1e-9 * Math.max(1, Math.abs(want));
+        assert.ok(ok, `${spec.id} ${JSON.stringify(c.defs[i].labels)} at ${times[j]}: the page draws ${got}, /api/v1/query?${p} gives ${want}`);
+        compared++;
+      }
+    }
+  }
+  return compared;
+}
+
 test('this host, live: charts receive and render new points, zoom into the past, themes', async () => {
   const k = await startKansoku(['up', '--host', 'e2e-host', '--interval', '100ms']);
   try {
@@ -42,6 +105,9 @@ test('this host, live: charts receive and render new points, zoom into the past,
     const n0 = await updates(page);
     const before = await chartPixels(page, 0);
     await waitUpdates(page, n0 + 20);
+    // Every chart and the per-core map are their queries, live points included.
+    const compared = await chartsAreTheirQueries(page, k.url, 'e2e-host');
+    assert.ok(compared >= 200, `values compared: ${compared}`);
     const st = await page.evaluate(() => window.__kansoku);
     assert.ok(Math.abs(st.lastT - Date.now() / 1000) < 10, `live points are current: ${st.lastT}`);
     assert.ok(st.frames.length >= 10, 'frames measured');
@@ -111,6 +177,8 @@ test('cluster view: a heat map row per host, live, click through to a host', asy
     await page.waitForFunction(() => document.querySelector('#count')?.textContent.startsWith('24 hosts'), null, { timeout: 30000 });
     const n0 = await updates(page);
     await waitUpdates(page, n0 + 20);
+    // The map is its query (busy % per host), live points included.
+    assert.ok(await chartsAreTheirQueries(page, k.url, null) >= 24 * 10);
     // Coloured cells exist (data drawn, not all background).
     const coloured = await page.evaluate(() => {
       const c = document.querySelector('#heat canvas');
@@ -297,6 +365,23 @@ test('alerts and the kernel: a firing rule shows in the banner and shades the ch
       return { x: n('.axis-x .tick'), y: n('.axis-y .tick'), scale: n('.colour-scale .tick'), labels: [...(el?.querySelectorAll('.tick') ?? [])].map((t) => t.textContent) };
     }, sel);
     await page.waitForFunction(() => document.querySelectorAll('#latency .axis-y .tick').length >= 2, null, { timeout: 30000 });
+    // Its cells are its PromQL: each row's rate less the row below's.
+    const drawn = await page.evaluate(() => window.__kansoku.latency);
+    const res = (await (await fetch(`${k.url}/prometheus/api/v1/query_range?${drawn.query}`)).json()).data.result;
+    const cum = new Map(res.map((x) => [x.metric.le === '+Inf' ? 'Infinity' : String(Number(x.metric.le)), new Map(x.values.map(([t, v]) => [t, Number(v)]))]));
+    const les = [...cum.keys()].sort((a, b) => Number(a) - Number(b));
+    let cellsCompared = 0;
+    drawn.bounds.forEach((le, r) => {
+      const i = les.indexOf(le);
+      assert.ok(i >= 0, `row ${le} is a bucket of ${drawn.query}`);
+      drawn.times.forEach((t, j) => {
+        const v = cum.get(le).get(t), below = i > 0 ? cum.get(les[i - 1]).get(t) ?? 0 : 0;
+        const want = v === undefined ? null : Math.max(0, v - below), got = drawn.cells[r][j];
+        assert.ok(got === null ? want === null : Math.abs(got - want) <= 1e-9 * Math.max(1, want), `latency ${le} at ${t}: drawn ${got}, query ${want}`);
+        cellsCompared++;
+      });
+    });
+    assert.ok(cellsCompared >= 3, `latency cells compared: ${cellsCompared}`);
     const lat = await decor('#latency');
     assert.ok(lat.x >= 2 && lat.y >= 2 && lat.scale >= 3, JSON.stringify(lat));
     assert.ok(lat.labels.some((l) => /\d (ns|µs|ms|s)$/.test(l)) && lat.labels.some((l) => /^\d\d:\d\d:\d\d$/.test(l)), JSON.stringify(lat.labels));

@@ -11,8 +11,9 @@ export async function getJson<T>(url: string): Promise<T> {
   return body as T;
 }
 
-export function queryUrl(spec: PanelSpec, sel: string, from: number, to: number): string {
-  const p = new URLSearchParams({ query: sel, from: from.toFixed(3), to: to.toFixed(3), step: `${Math.round(stepFor(from, to) * 1e6)}us` });
+/// A panel's history: `step` seconds a bucket, by default the range's.
+export function queryUrl(spec: PanelSpec, sel: string, from: number, to: number, step = stepFor(from, to)): string {
+  const p = new URLSearchParams({ query: sel, from: from.toFixed(3), to: to.toFixed(3), step: `${Math.round(step * 1e6)}us` });
   if (spec.rate) p.set('rate', 'true');
   if (spec.by) { p.set('by', spec.by.join(',')); p.set('group', spec.group ?? 'sum'); }
   return `/api/v1/query?${p}`;

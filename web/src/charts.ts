@@ -7,7 +7,7 @@ import { Feed } from './feed';
 import { drawMarks } from './marks';
 import type { HeatMap } from './heatmap';
 import { app, rangeOf, setView, stats } from './state';
-import { MIN_TOP, fmt, stack } from './transform';
+import { MIN_TOP, definition, fmt, stack } from './transform';
 
 export function css(name: string): string { return getComputedStyle(document.body).getPropertyValue(name).trim(); }
 
@@ -63,6 +63,8 @@ export function lineChart(el: HTMLElement, feed: Feed): Chart {
     },
   };
   const plot = new uPlot(opts, data(), el);
+  // Its title's tooltip: the query the chart is.
+  plot.root.querySelector('.u-title')?.setAttribute('title', definition(spec, app.view.host ? { host: app.view.host } : {}, spec.mapText));
   // Wheel: zoom around the cursor; shift+wheel: pan.
   plot.over.addEventListener('wheel', (e) => {
     e.preventDefault();

@@ -23,14 +23,36 @@ export class Feed {
 
   /// History from /api/v1/query (already rated and grouped by the server).
   load(frame: Frame): void {
-    const map = this.spec.map;
     this.keys = frame.series.map((s) => groupKey(s, this.spec.by));
     this.defs = frame.series.map((s) => ({ name: s.name, labels: s.labels }));
     this.columns = new Columns(frame.step_seconds ?? this.columns.step, 0);
-    let cols = frame.series.map((s) => s.values);
-    if (this.spec.share) cols = shareColumns(cols);
-    this.columns.load(frame.times, cols.map((c) => (map ? c.map((v) => (v === null ? null : map(v))) : c)));
+    this.columns.load(frame.times, this.shown(frame.series.map((s) => s.values)));
     this.rater.reset();
+  }
+
+  /// The server's values as the chart shows them: shares, then the map.
+  private shown(cols: (number | null)[][]): (number | null)[][] {
+    const map = this.spec.map;
+    if (this.spec.share) cols = shareColumns(cols);
+    return map ? cols.map((c) => c.map((v) => (v === null ? null : map(v)))) : cols;
+  }
+
+  /// Replaces buckets `from` (seconds) on with the server's answer
+  /// `frame` (on this feed's step; its buckets before `from` are the rates'
+  /// lead-in and left out): where the history's read and the live
+  /// stream's first point leave a seam (points stored between the two, a
+  /// first rate the live side cannot take), or the stream lagged, the
+  /// chart shows what the store holds, not a gap it does not.
+  repair(frame: Frame, from: number): void {
+    const keep = frame.times.map((t) => t >= from - 1e-6);
+    const times = frame.times.filter((_, j) => keep[j]);
+    const byKey = new Map(frame.series.map((s, i) => [groupKey(s, this.spec.by), i]));
+    // Shares are of every group the answer has, as in load().
+    const shown = this.shown(frame.series.map((s) => s.values));
+    this.columns.replace(times, this.keys.map((k) => {
+      const i = byKey.get(k);
+      return i === undefined ? undefined : shown[i].filter((_, j) => keep[j]);
+    }));
   }
 
   /// The live stream's series list changed: rebuild which live values feed
@@ -60,14 +82,15 @@ export class Feed {
     return grew;
   }
 
-  /// One live `points` event (t in seconds, values indexed by the live list).
-  push(t: number, values: (number | null)[]): void {
+  /// One live `points` event (t in seconds, `ns` exact, values indexed by
+  /// the live list).
+  push(t: number, values: (number | null)[], ns?: bigint): void {
     let v: (number | null)[] = this.liveIdx.map((i) => values[i] ?? null);
-    if (this.spec.rate) v = this.rater.next(t, v);
+    if (this.spec.rate) v = this.rater.next(t, v, ns);
     let grouped = combine(v, this.members, this.spec.group ?? 'sum');
     if (this.spec.share) grouped = shares(grouped);
     const map = this.spec.map;
-    this.columns.push(t, map ? grouped.map((x) => (x === null ? null : map(x))) : grouped);
+    this.columns.push(t, map ? grouped.map((x) => (x === null ? null : map(x))) : grouped, ns);
   }
 
   gap(t: number): void {

@@ -68,6 +68,8 @@ export function latencyHeat(host: string, gen: number): void {
     if (gen !== app.generation) return;
     const g = latencyGrid(r.data.result);
     stats.latencyRows = g.bounds.length;
+    // For the Chromium test: the grid drawn and the query it is.
+    stats.latency = { query: p.toString(), bounds: g.bounds.map(String), times: g.times, cells: g.cells };
     if (g.bounds.length === 0 && metric === LATENCIES[0][0]) { el.replaceChildren(); return; } // no kernel tracing here
     el.innerHTML = `<div class="heat-title">Latency heat map <select id="latency-metric">${LATENCIES.map(([m, t]) => `<option value="${m}"${m === metric ? ' selected' : ''}>${t}</option>`).join('')}</select>
       <small>(rows: latency buckets, fast at the bottom, ${g.bounds.length ? `${dur(g.bounds[0])} to ${Number.isFinite(g.bounds[g.bounds.length - 1]) ? dur(g.bounds[g.bounds.length - 1]) : '∞'}` : 'no events'}; colour: events a second, log scale, up to ${g.max.toPrecision(3)})</small></div>

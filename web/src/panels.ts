@@ -4,12 +4,13 @@
 import type { PanelSpec } from './transform';
 
 const busy = (idle: number) => Math.min(100, Math.max(0, 100 * (1 - idle)));
+const BUSY = '100 × (1 − idle), clamped to 0…100';
 
 export const HOST_PANELS: PanelSpec[] = [
   // sum by (mode) (rate(node_cpu_seconds_total{host="H"}[s]))
   //   / ignoring(mode) group_left sum(rate(node_cpu_seconds_total{host="H"}[s]))
   { id: 'cpu', title: 'CPU by mode (% of all cores)', unit: 'percent', names: ['node_cpu_seconds_total'],
-    rate: true, by: ['mode'], group: 'sum', share: true, map: (v) => 100 * v, stacked: true },
+    rate: true, by: ['mode'], group: 'sum', share: true, map: (v) => 100 * v, mapText: '× 100', stacked: true },
   { id: 'load', title: 'Load average', unit: 'count', names: ['node_load1', 'node_load5', 'node_load15'] },
   { id: 'mem', title: 'Memory', unit: 'bytes',
     names: ['node_memory_MemTotal_bytes', 'node_memory_MemAvailable_bytes', 'node_memory_Cached_bytes', 'node_memory_MemFree_bytes'] },
@@ -21,25 +22,25 @@ export const HOST_PANELS: PanelSpec[] = [
     names: ['node_pressure_cpu_waiting_seconds_total', 'node_pressure_memory_waiting_seconds_total',
       'node_pressure_io_waiting_seconds_total'] },
   { id: 'own', title: "kansoku's own CPU (% of one core)", unit: 'percent', rate: true,
-    names: ['process_cpu_seconds_total', 'kansoku_collector_cpu_seconds_total'], map: (v) => 100 * v },
+    names: ['process_cpu_seconds_total', 'kansoku_collector_cpu_seconds_total'], map: (v) => 100 * v, mapText: '× 100' },
 ];
 
 /// The per-core heat map of a host: busy % per core.
 export const CORE_HEAT: PanelSpec = {
   id: 'cores', title: 'Busy % per core', unit: 'percent', names: ['node_cpu_seconds_total'],
-  labels: { mode: 'idle' }, rate: true, map: busy,
+  labels: { mode: 'idle' }, rate: true, map: busy, mapText: BUSY,
 };
 
 /// The stacked modes of one core (chosen by clicking the heat map).
 export function coreModes(core: string): PanelSpec {
   return { id: 'core', title: `CPU ${core} by mode (%)`, unit: 'percent', names: ['node_cpu_seconds_total'],
-    labels: { cpu: core }, rate: true, by: ['mode'], group: 'sum', share: true, map: (v) => 100 * v, stacked: true };
+    labels: { cpu: core }, rate: true, by: ['mode'], group: 'sum', share: true, map: (v) => 100 * v, mapText: '× 100', stacked: true };
 }
 
 /// The cluster view's metric choices: one value per host.
 export const CLUSTER_METRICS: Record<string, PanelSpec & { max?: number }> = {
   cpu: { id: 'cpu', title: 'CPU busy %', unit: 'percent', names: ['node_cpu_seconds_total'], labels: { mode: 'idle' },
-    rate: true, by: ['host'], group: 'avg', map: busy, max: 100 },
+    rate: true, by: ['host'], group: 'avg', map: busy, mapText: BUSY, max: 100 },
   net: { id: 'net', title: 'Network received', unit: 'bytes/s', names: ['node_network_receive_bytes_total'],
     labels: { device: '!lo' }, rate: true, by: ['host'], group: 'sum' },
   disk: { id: 'disk', title: 'Disk written', unit: 'bytes/s', names: ['node_disk_written_bytes_total'],

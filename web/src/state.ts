@@ -12,7 +12,8 @@ export const POINTS = 600; // history buckets per chart
 export const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
 
 /// Measurements for the browser benchmark and the e2e test.
-export const stats = { updates: 0, frames: [] as number[], lastT: 0, lastDrawAt: 0, maxGapMs: 0, renders: 0, errors: [] as string[], loadedCells: 0, alertsShown: 0, bandsDrawn: 0, kernelRows: 0, verdicts: 0, latencyRows: 0, clusterVerdicts: 0, diskMaps: 0, processRows: 0, cgroupRows: 0, loadRuns: 0, marksDrawn: 0, heatMarks: 0, markReasons: [] as string[] };
+export const stats = { updates: 0, frames: [] as number[], lastT: 0, lastDrawAt: 0, maxGapMs: 0, renders: 0, errors: [] as string[], loadedCells: 0, alertsShown: 0, bandsDrawn: 0, kernelRows: 0, verdicts: 0, latencyRows: 0, clusterVerdicts: 0, diskMaps: 0, processRows: 0, cgroupRows: 0, loadRuns: 0, marksDrawn: 0, heatMarks: 0, markReasons: [] as string[], repairs: 0, repairsDue: 0,
+  latency: null as null | { query: string; bounds: string[]; times: number[]; cells: (number | null)[][] } };
 (window as unknown as { __kansoku: typeof stats }).__kansoku = stats;
 
 export const app = {

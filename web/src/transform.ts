@@ -23,6 +23,8 @@ export interface PanelSpec {
   share?: boolean;
   /// Applied to every value after rate, grouping and share (e.g. idle -> busy %).
   map?: (v: number) => number;
+  /// The map in words, for the chart's definition (`definition`).
+  mapText?: string;
   stacked?: boolean;
 }
 
@@ -59,6 +61,18 @@ export function selector(spec: PanelSpec, host: Labels): string {
   return `{${m.join(',')}}`;
 }
 
+/// What a panel draws, as the query that defines it (the chart's tooltip;
+/// docs/dashboard.md): /api/v1/query's parameters, then what the page
+/// does to its answer (`share`, then the panel's `map`, described by
+/// `mapText`). The Chromium test holds every chart to this query.
+export function definition(spec: PanelSpec, host: Labels, mapText?: string): string {
+  const p = [`query=${selector(spec, host)}`];
+  if (spec.rate) p.push('rate=true');
+  if (spec.by) p.push(`by=${spec.by.join(',')}`, `group=${spec.group ?? 'sum'}`);
+  const then = [spec.share ? `each ${spec.by?.join(',') ?? 'series'} as its share of their sum` : '', mapText ?? ''].filter(Boolean);
+  return `/api/v1/query?${p.join('&')}&step=S` + (then.length ? `, then ${then.join(', then ')}` : '');
+}
+
 /// One selector for the live stream of several panels: the host and every
 /// name they draw (each feed keeps its own label filters), so a view
 /// subscribes to what it shows, not to every series of the host (issue
@@ -72,22 +86,28 @@ export function unionSelector(specs: PanelSpec[], host: string): string {
 /// Per-second rates of cumulative counters between consecutive live points;
 /// a decrease is a reset and counts from zero (as the server's rate=true).
 export class Rater {
-  private prevT = NaN;
+  private prevT: number[] = [];
+  private prevNs: (bigint | null)[] = [];
   private prev: (number | null)[] = [];
-  /// Rates at time `t` (seconds) for `values`; null where either end is missing.
-  next(t: number, values: (number | null)[]): (number | null)[] {
-    const dt = t - this.prevT;
-    const out = values.map((v, i) => {
-      const p = this.prev[i];
-      if (v === null || p === null || p === undefined || !(dt > 0)) return null;
+  /// Rates at time `t` (seconds) for `values`, each against the series'
+  /// own previous value (a series read once a second beside 100 ms ones
+  /// has a rate once a second, as the server computes it); null where a
+  /// series has no value now or none before. With `ns`, the exact time
+  /// (the live stream's `t_ns`), the interval is taken from it as the
+  /// server takes it: a float second near 1.8e9 is off by up to 240 ns,
+  /// 2e-6 of a 100 ms interval.
+  next(t: number, values: (number | null)[], ns?: bigint): (number | null)[] {
+    return values.map((v, i) => {
+      if (v === null || v === undefined) return null;
+      const p = this.prev[i], pns = this.prevNs[i];
+      const dt = ns !== undefined && pns !== undefined && pns !== null ? Number(ns - pns) / 1e9 : t - (this.prevT[i] ?? NaN);
+      this.prev[i] = v; this.prevT[i] = t; this.prevNs[i] = ns ?? null;
+      if (p === null || p === undefined || !(dt > 0)) return null;
       return (v >= p ? v - p : v) / dt;
     });
-    this.prevT = t;
-    this.prev = values.slice();
-    return out;
   }
-  /// Forget the previous point (after a gap the next rate would span it).
-  reset(): void { this.prevT = NaN; this.prev = []; }
+  /// Forget the previous points (after a gap the next rate would span it).
+  reset(): void { this.prevT = []; this.prevNs = []; this.prev = []; }
 }
 
 /// Combines member values into groups: `members[g]` lists indexes into `values`.
@@ -145,9 +165,12 @@ export class Columns {
     this.counts = cols.map((c) => c.map((v) => (v === null ? 0 : 1)));
   }
   /// Adds a point at `t` seconds: averaged into the last bucket if `t` falls
-  /// in it, else a new bucket; a skipped bucket is recorded as a gap.
-  push(t: number, values: (number | null)[]): void {
-    const b = Math.floor(t / this.step) * this.step;
+  /// in it, else a new bucket; a skipped bucket is recorded as a gap. With
+  /// `ns` (the exact time) the bucket is the server's: a point on a bucket's
+  /// edge (the collector's rounds are) lands where /api/v1/query puts it,
+  /// whatever the float seconds round to.
+  push(t: number, values: (number | null)[], ns?: bigint): void {
+    const b = ns !== undefined ? bucketStart(ns, this.step) : Math.floor(t / this.step) * this.step;
     const last = this.times.length - 1;
     if (last >= 0 && b <= this.times[last] + 1e-9) {
       if (b < this.times[last] - 1e-9) return; // older than the tail: already covered by history
@@ -172,6 +195,24 @@ export class Columns {
       this.counts[i].push(v === null || v === undefined ? 0 : 1);
     }
   }
+  /// Puts `times`' buckets (ascending, on this step) in place of what the
+  /// columns hold over the same span: the server's answer for a stretch
+  /// the live points could not fill exactly (see Feed.repair). `cols[i]`
+  /// absent: the series has no value there.
+  replace(times: number[], cols: ((number | null)[] | undefined)[]): void {
+    if (times.length === 0) return;
+    const lo = times[0] - this.step / 2, hi = times[times.length - 1] + this.step / 2;
+    let a = 0;
+    while (a < this.times.length && this.times[a] < lo) a++;
+    let b = a;
+    while (b < this.times.length && this.times[b] < hi) b++;
+    this.times.splice(a, b - a, ...times);
+    for (let i = 0; i < this.cols.length; i++) {
+      const c = cols[i] ?? times.map(() => null);
+      this.cols[i].splice(a, b - a, ...c);
+      this.counts[i].splice(a, b - a, ...c.map((v) => (v === null ? 0 : 1)));
+    }
+  }
   /// A gap at `t` (the server said points were missed).
   gap(t: number): void {
     this.times.push(t);
@@ -188,6 +229,16 @@ export class Columns {
   }
   /// uPlot's layout: [times, ...series].
   data(): (number | null)[][] { return [this.times, ...this.cols]; }
+}
+
+/// The start (seconds) of the bucket of `step` seconds holding the time
+/// `ns`, buckets starting at multiples of the step since the epoch — as
+/// the server's Bucketer, in integers.
+export function bucketStart(ns: bigint, step: number): number {
+  const s = BigInt(Math.round(step * 1e9));
+  let q = ns / s;
+  if (ns < 0n && q * s !== ns) q -= 1n;
+  return Number(q * s) / 1e9;
 }
 
 /// Running sums for a stacked area chart: series i becomes the sum of 0..i.

@@ -14,7 +14,7 @@ import { loadRuns } from './loadruns';
 import { latencyHeat } from './latency';
 import { cpuTimeline, flameGraph, topSymbols } from './profile';
 import { $, app, current, rangeOf, refresh, setView, stats, stepFor } from './state';
-import { unionSelector } from './transform';
+import { definition, unionSelector } from './transform';
 
 interface AgentHost {
   host: string; state: 'live' | 'late' | 'gone'; agent_version: string; clock_offset_ns: number | null;
@@ -72,6 +72,7 @@ export async function clusterView(main: HTMLElement, gen: number): Promise<void>
     const host = feed.defs[i].labels.host;
     if (host) setView({ view: 'host', host, range: app.view.range, from: app.view.from, to: app.view.to });
   }, rowH);
+  $('#heat').title = definition(spec, {}, spec.mapText);
   const sortSel = $<HTMLSelectElement>('#sort');
   const names = $('#names');
   const targets = spec.by?.[0] === 'target';
@@ -110,7 +111,8 @@ export async function clusterView(main: HTMLElement, gen: number): Promise<void>
 
   app.charts = [{ feed, plot: null, heat: hm, draw: () => hm.draw() }];
   hm.draw();
-  subscribe(selectorFor(spec, null), [feed], () => { sort(); });
+  subscribe(selectorFor(spec, null), [feed], () => { sort(); },
+    (f, a, b, step) => getJson<Frame>(queryUrl(f.spec, selectorFor(f.spec, null), a, b, step)), hi);
   // Re-sort by value about once a second, not every frame.
   const t = setInterval(() => { if (sortSel.value === 'value') sort(); }, 1000);
   app.teardown.push(() => clearInterval(t));
@@ -148,6 +150,7 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
     const rowH = coreFeed.keys.length <= 16 ? 14 : 8;
     const hm = new HeatMap($('#cores'), coreFeed, 100, (i) => setView({ ...app.view, core: coreFeed.defs[i].labels.cpu }, true), rowH,
       (i) => `CPU ${coreFeed.defs[i].labels.cpu}`);
+    $('#cores').title = definition(CORE_HEAT, { host }, CORE_HEAT.mapText);
     hm.order = [...coreFeed.keys.keys()].sort((a, b) => +coreFeed.defs[a].labels.cpu - +coreFeed.defs[b].labels.cpu);
     app.charts.push({ feed: coreFeed, plot: null, heat: hm, draw: () => hm.draw() });
     feeds.forEach((f) => {
@@ -159,5 +162,6 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
     redrawAll();
   };
   build();
-  subscribe(unionSelector(all.map((f) => f.spec), host), all, build);
+  subscribe(unionSelector(all.map((f) => f.spec), host), all, build,
+    (f, a, b, step) => getJson<Frame>(queryUrl(f.spec, selectorFor(f.spec, host), a, b, step)), hi);
 }

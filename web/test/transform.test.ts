@@ -1,14 +1,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, cellColours, escHtml, ownerColour, combine, MIN_TOP, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec, type Unit } from '../src/transform';
+import { Columns, Rater, bucketStart, cellColours, definition, escHtml, ownerColour, combine, MIN_TOP, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec, type Unit } from '../src/transform';
 import { Feed } from '../src/feed';
 
-test('rater: per-second rates, resets count from zero, gaps give null', () => {
+test('rater: per-second rates against each series\' last value, resets count from zero', () => {
   const r = new Rater();
   assert.deepEqual(r.next(10, [100, 5]), [null, null]);
   assert.deepEqual(r.next(10.5, [150, 5]), [100, 0]);
   assert.deepEqual(r.next(11, [20, null]), [40, null], 'a decrease is a reset');
-  assert.deepEqual(r.next(12, [30, 7]), [10, null], 'no rate across a missing value');
+  // A series with no value at a point: its next rate is against its own
+  // last value, over its own interval (the server's consecutive samples).
+  assert.deepEqual(r.next(12, [30, 8]), [10, 2]);
+  r.reset();
+  assert.deepEqual(r.next(13, [40, 9]), [null, null], 'nothing to take a rate against after a reset');
 });
 
 test('combine: sum and avg skip missing members; an empty group is a gap', () => {
@@ -185,4 +189,39 @@ test('legend: a series is named by what tells it apart, not by labels every seri
   const s = (name: string, field: string, run: string) => ({ name, labels: { db: 'lab', field, type: 'int', run }, values: [1] });
   f.load({ times: [0], step_seconds: 1, series: [s('load_p50_us', 'p50_us', 'a'), s('load_max_us', 'max_us', 'a'), s('load_p50_us', 'p50_us', 'b')] } as never);
   assert.deepEqual([0, 1, 2].map((i) => f.label(i)), ['load_p50_us a', 'load_max_us a', 'load_p50_us b']);
+});
+
+test('exact times: a point on a bucket edge lands where the server puts it; rates over the exact interval', () => {
+  // 1795822006.6 s exactly: as float seconds over a 0.1 s step it floors
+  // to the bucket before; from its nanoseconds it does not.
+  const ns = 1795822006600000000n;
+  assert.equal(bucketStart(ns, 0.1), Number(ns) / 1e9);
+  assert.equal(bucketStart(ns - 1n, 0.1), Number(ns - 100000000n) / 1e9);
+  assert.equal(bucketStart(-1n, 1), -1);
+  const c = new Columns(0.1, 1);
+  c.push(1795822006.5999999, [1], ns);
+  assert.deepEqual(c.times, [Number(ns) / 1e9]);
+  // The interval from nanoseconds: 0.07 over exactly 0.1 s.
+  const r = new Rater();
+  r.next(1795822006.5, [26700.03], ns - 100000000n);
+  const [v] = r.next(1795822006.6, [26700.1], ns);
+  assert.equal(v, (26700.1 - 26700.03) / 0.1);
+});
+
+test('columns: a repair puts the server\'s buckets in place of the same span, the rest kept', () => {
+  const c = new Columns(1, 2);
+  c.load([10, 11, 12, 13, 14], [[1, null, null, 4, 5], [1, 2, 3, 4, 5]]);
+  c.replace([11, 12, 12.999999], [[7, 8, 9], undefined]);
+  assert.deepEqual(c.times, [10, 11, 12, 12.999999, 14]);
+  assert.deepEqual(c.cols, [[1, 7, 8, 9, 5], [1, null, null, null, 5]]);
+  c.push(14.5, [6, 6]);
+  assert.deepEqual(c.cols[0], [1, 7, 8, 9, 5.5]);
+});
+
+test('definition: a chart as the query it is', () => {
+  const cpu: PanelSpec = { id: 'cpu', title: 'CPU', unit: 'percent', names: ['node_cpu_seconds_total'], rate: true, by: ['mode'], group: 'sum', share: true, map: (v) => 100 * v };
+  assert.equal(definition(cpu, { host: 'vm' }, '× 100'),
+    '/api/v1/query?query={__name__="node_cpu_seconds_total",host="vm"}&rate=true&by=mode&group=sum&step=S, then each mode as its share of their sum, then × 100');
+  assert.equal(definition({ id: 'load', title: 'Load', unit: 'count', names: ['node_load1'] }, { host: 'vm' }),
+    '/api/v1/query?query={__name__="node_load1",host="vm"}&step=S');
 });
