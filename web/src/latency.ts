@@ -3,13 +3,14 @@
 // latency bucket, the colour how many events a second fell in it (log
 // scale). Read with PromQL — sum by (le) (rate(M_bucket[step])) — from
 // /prometheus, and turned from cumulative buckets into per-bucket rates.
-// Refreshed every 5 s while following live.
+// Refreshed every 5 s while following live, asking only for the steps
+// since the last answer.
 
 import { getJson } from './api';
 import { colourScale, timeAxis, valueAxis } from './axes';
 import { dur } from './kernel';
 import { $, app, rangeOf, refresh, stats } from './state';
-import { Grid, fmt, heat, latencyGrid } from './transform';
+import { Grid, Series, Steps, fmt, heat, latencyGrid } from './transform';
 
 /// The histograms offered, by their metric's name.
 export const LATENCIES: [string, string][] = [
@@ -57,19 +58,27 @@ export function latencyHeat(host: string, gen: number): void {
   let metric = LATENCIES[0][0];
   const el = document.querySelector<HTMLElement>('#latency');
   if (!el) return;
+  let kept: Steps | null = null;
   const paint = async () => {
     const [lo, hi] = rangeOf(app.view);
     const step = Math.max(1, Math.ceil((hi - lo) / 200));
     // The rate's window spans a few of the tracer's reads (1 s apart by default).
     const q = `sum by (le) (rate(${metric}_bucket{host="${host.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"}[${Math.max(2 * step, 5)}s]))`;
-    const p = new URLSearchParams({ query: q, start: `${lo}`, end: `${hi}`, step: `${step}` });
-    let r: { data: { result: { metric: Record<string, string>; values: [number, string][] }[] } };
+    if (kept?.query !== q || kept.step !== step) kept = new Steps(q, step);
+    const steps = kept;
+    const [from, to] = steps.want(lo, hi);
+    const p = new URLSearchParams({ query: q, start: `${from}`, end: `${to}`, step: `${step}` });
+    let r: { data: { result: Series } };
     try { r = await getJson(`/prometheus/api/v1/query_range?${p}`); } catch { return; }
+    if (gen !== app.generation || steps !== kept) return;
+    const all = steps.add(r.data.result, from, lo);
     if (gen !== app.generation) return;
-    const g = latencyGrid(r.data.result);
+    const g = latencyGrid(all);
     stats.latencyRows = g.bounds.length;
-    // For the Chromium test: the grid drawn and the query it is.
-    stats.latency = { query: p.toString(), bounds: g.bounds.map(String), times: g.times, cells: g.cells };
+    // For the Chromium test: the grid drawn and the query it is, over the
+    // whole span drawn (asked at once, the same steps).
+    const whole = new URLSearchParams({ query: q, start: `${g.times[0] ?? from}`, end: `${g.times[g.times.length - 1] ?? to}`, step: `${step}` });
+    stats.latency = { query: whole.toString(), bounds: g.bounds.map(String), times: g.times, cells: g.cells, asked: p.toString() };
     if (g.bounds.length === 0 && metric === LATENCIES[0][0]) { el.replaceChildren(); return; } // no kernel tracing here
     el.innerHTML = `<div class="heat-title">Latency heat map <select id="latency-metric">${LATENCIES.map(([m, t]) => `<option value="${m}"${m === metric ? ' selected' : ''}>${t}</option>`).join('')}</select>
       <small>(rows: latency buckets, fast at the bottom, ${g.bounds.length ? `${dur(g.bounds[0])} to ${Number.isFinite(g.bounds[g.bounds.length - 1]) ? dur(g.bounds[g.bounds.length - 1]) : '∞'}` : 'no events'}; colour: events a second, log scale, up to ${g.max.toPrecision(3)})</small></div>

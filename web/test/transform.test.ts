@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, bucketStart, cellColours, definition, escHtml, ownerColour, combine, MIN_TOP, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec, type Unit } from '../src/transform';
+import { Columns, Rater, Steps, bucketStart, cellColours, definition, escHtml, ownerColour, combine, MIN_TOP, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec, type Unit } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates against each series\' last value, resets count from zero', () => {
@@ -224,4 +224,14 @@ test('definition: a chart as the query it is', () => {
     '/api/v1/query?query={__name__="node_cpu_seconds_total",host="vm"}&rate=true&by=mode&group=sum&step=S, then each mode as its share of their sum, then × 100');
   assert.equal(definition({ id: 'load', title: 'Load', unit: 'count', names: ['node_load1'] }, { host: 'vm' }),
     '/api/v1/query?query={__name__="node_load1",host="vm"}&step=S');
+});
+
+test('latency steps: a refresh asks from the last two steps kept, merges, forgets what left the range', () => {
+  const s = new Steps('q', 5);
+  assert.deepEqual(s.want(101, 200), [105, 200]);
+  const row = (le: string, pts: [number, number][]) => ({ metric: { le }, values: pts.map(([t, v]) => [t, String(v)] as [number, string]) });
+  s.add([row('0.1', [[105, 1], [110, 2], [195, 3], [200, 4]])], 105, 101);
+  assert.deepEqual(s.want(111, 210), [195, 210]);
+  const all = s.add([row('0.1', [[195, 30], [200, 40], [205, 50]]), row('+Inf', [[205, 9]])], 195, 111);
+  assert.deepEqual(all, [row('0.1', [[195, 30], [200, 40], [205, 50]]), row('+Inf', [[205, 9]])]);
 });

@@ -77,8 +77,9 @@ pub struct ApiState {
     /// The profiles' whole minutes of the past, counted once
     /// (`source::CountCache`).
     pub counted: Arc<source::CountCache>,
-    /// The flame graphs' settled minutes, named once (`profile`).
-    pub flames: Arc<source::cache::Kept<Arc<profile::NamedPart>>>,
+    /// The flame graphs' and top tables' settled 10 s parts, named once
+    /// (`profile::NamedPart`).
+    pub named: Arc<source::cache::Kept<Arc<profile::NamedPart>>>,
     /// Each acknowledged append, for the live tail.
     pub live: broadcast::Sender<Arc<Appended>>,
     /// On a server in front of ClickHouse: the live tail polls `reader`
@@ -126,9 +127,9 @@ pub struct ApiState {
 /// chains at 1 kHz on two CPUs is ~2 MB).
 pub const COUNT_CACHE_BYTES: usize = 96 << 20;
 
-/// Memory the flame graphs' named minutes may hold (a minute of a machine
-/// building software, thousands of short processes, is ~10 MB).
-pub const FLAME_CACHE_BYTES: usize = 128 << 20;
+/// Memory the flame graphs' and top tables' named parts may hold (a minute
+/// of a machine building software, thousands of short processes, is ~10 MB).
+pub const NAMED_CACHE_BYTES: usize = 128 << 20;
 
 impl ApiState {
     pub fn new(store: Arc<Store>) -> ApiState {
@@ -136,7 +137,7 @@ impl ApiState {
             reader: store.clone(),
             events: store.clone(),
             counted: Arc::new(source::CountCache::new(COUNT_CACHE_BYTES)),
-            flames: Arc::new(source::cache::Kept::new(FLAME_CACHE_BYTES)),
+            named: Arc::new(source::cache::Kept::new(NAMED_CACHE_BYTES)),
             store,
             live: broadcast::channel(LIVE_BUFFER).0,
             live_delay: None,

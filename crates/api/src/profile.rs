@@ -150,88 +150,156 @@ async fn count<T: Send + 'static>(
         .await?
 }
 
-/// A part of a flame graph's range, named: kept for each settled 10 s
-/// (`ApiState::flames`), so a 15-minute graph asked again names only the
-/// last seconds.
+/// A settled part of a range, named once and kept for 10 s parts
+/// (`ApiState::named`), so a 15-minute flame graph or top table asked again
+/// names only the last seconds: the graph's tree, or the table's samples
+/// by symbol.
 #[derive(Debug)]
-pub struct NamedPart {
-    root: perf::symbols::Frame,
-    with_chains: u64,
-    corrupt: u64,
+pub enum NamedPart {
+    Flame { root: perf::symbols::Frame, with_chains: u64, corrupt: u64 },
+    Top { by_symbol: HashMap<perf::symbols::Named, u64>, samples: u64, corrupt: u64 },
 }
 
-/// What `source::cache::Key` calls the named parts.
+impl NamedPart {
+    /// About how many bytes it holds (the cache's budget).
+    fn bytes(&self) -> usize {
+        64 + match self {
+            NamedPart::Flame { root, .. } => root.bytes(),
+            NamedPart::Top { by_symbol, .. } => by_symbol.keys().map(|(s, m)| 64 + s.len() + m.len()).sum(),
+        }
+    }
+}
+
+/// What `source::cache::Key` calls the named parts of each kind.
 const NAMED_STACKS: u8 = 2;
+const NAMED_TOP: u8 = 3;
 
-/// The flame graph's kept part: 10 s, so that what is named afresh on
-/// each refresh is at most the last 45 s (the settling time and one part).
-const FLAME_PART_NS: i64 = 10_000_000_000;
+/// The kept part: 10 s, so that what is named afresh on each refresh is at
+/// most the last 45 s (the settling time and one part).
+const NAMED_PART_NS: i64 = 10_000_000_000;
 
-/// The flame graph of the request's range: the sum of its parts' trees,
-/// each settled part's named once and kept, with frames narrower than
-/// `width` pixels merged (`perf::symbols::sum`). Returns the tree, how
-/// many frames were merged, the samples with call chains and the corrupt
-/// batches.
+/// The request's range as named parts of `shape` (`what` keys them in the
+/// cache): each settled part's made by `make` once and kept, the rest made
+/// afresh. One budget of events scanned for the whole request.
+#[allow(clippy::too_many_arguments)]
+fn named_parts(
+    events: &dyn source::EventSource,
+    kept: &source::cache::Kept<Arc<NamedPart>>,
+    root: &std::path::Path,
+    symbols: Option<&symstore::SymStore>,
+    req: &Request,
+    (shape, what): (Shape, u8),
+    now: i64,
+    make: impl Fn(EventCounts, &Procs) -> NamedPart,
+) -> Result<Vec<Arc<NamedPart>>, ApiError> {
+    use source::cache::{Key, Part};
+    let generation = events.generation();
+    let parts = match generation {
+        Some(_) => source::cache::parts(&req.query, now, NAMED_PART_NS),
+        None => vec![Part::Raw(req.query.from, req.query.to)],
+    };
+    let mut left = SCAN_MAX;
+    let mut name = |from: i64, to: i64| -> Result<NamedPart, ApiError> {
+        let q = EventQuery { from, to, ..req.query.clone() };
+        let mut c = events.count(&q, req.pid, shape, left).map_err(events_error)?;
+        left = left.saturating_sub(c.events);
+        let procs = namer(&mut c, root, symbols);
+        let made = make(c, &procs);
+        touch_used(&procs, symbols);
+        Ok(made)
+    };
+    let mut named = Vec::with_capacity(parts.len());
+    for part in parts {
+        named.push(match (part, generation) {
+            (Part::Settled(start), Some(generation)) => {
+                let key = Key::new(&req.query, req.pid, what, start);
+                match kept.get(&key, generation) {
+                    Some(kept) => kept,
+                    None => {
+                        let made = Arc::new(name(start, start + NAMED_PART_NS - 1)?);
+                        kept.put(key, Arc::clone(&made), made.bytes(), generation);
+                        made
+                    }
+                }
+            }
+            (Part::Settled(start), None) => Arc::new(name(start, start + NAMED_PART_NS - 1)?),
+            (Part::Raw(from, to), _) => Arc::new(name(from, to)?),
+        });
+    }
+    Ok(named)
+}
+
+/// The flame graph of the request's range: the sum of its parts' trees
+/// (`named_parts`), with frames narrower than `width` pixels merged
+/// (`perf::symbols::sum`). Returns the tree, how many frames were merged,
+/// the samples with call chains and the corrupt batches.
 fn flame_tree(
     events: &dyn source::EventSource,
-    flames: &source::cache::Kept<Arc<NamedPart>>,
+    kept: &source::cache::Kept<Arc<NamedPart>>,
     root: &std::path::Path,
     symbols: Option<&symstore::SymStore>,
     req: &Request,
     width: Option<u64>,
     now: i64,
 ) -> Result<(perf::symbols::Frame, usize, u64, u64), ApiError> {
-    use source::cache::{Key, Part};
-    let generation = events.generation();
-    let parts = match generation {
-        Some(_) => source::cache::parts(&req.query, now, FLAME_PART_NS),
-        None => vec![Part::Raw(req.query.from, req.query.to)],
-    };
-    // One budget of events scanned for the whole request.
-    let mut left = SCAN_MAX;
-    let mut name = |from: i64, to: i64| -> Result<NamedPart, ApiError> {
-        let q = EventQuery { from, to, ..req.query.clone() };
-        let mut c = events.count(&q, req.pid, Shape::Stacks, left).map_err(events_error)?;
-        left = left.saturating_sub(c.events);
-        let procs = namer(&mut c, root, symbols);
-        let tree = perf::symbols::flame(&c.stacks, &procs);
-        touch_used(&procs, symbols);
-        Ok(NamedPart { root: tree, with_chains: c.with_chains, corrupt: c.corrupt })
-    };
-    let mut named = Vec::with_capacity(parts.len());
-    for part in parts {
-        named.push(match (part, generation) {
-            (Part::Settled(start), Some(generation)) => {
-                let key = Key::new(&req.query, req.pid, NAMED_STACKS, start);
-                match flames.get(&key, generation) {
-                    Some(kept) => kept,
-                    None => {
-                        let made = Arc::new(name(start, start + FLAME_PART_NS - 1)?);
-                        flames.put(key, Arc::clone(&made), made.root.bytes() + 64, generation);
-                        made
-                    }
-                }
-            }
-            (Part::Settled(start), None) => Arc::new(name(start, start + FLAME_PART_NS - 1)?),
-            (Part::Raw(from, to), _) => Arc::new(name(from, to)?),
-        });
+    let named = named_parts(events, kept, root, symbols, req, (Shape::Stacks, NAMED_STACKS), now, |c, procs| {
+        NamedPart::Flame { root: perf::symbols::flame(&c.stacks, procs), with_chains: c.with_chains, corrupt: c.corrupt }
+    })?;
+    let (mut trees, mut with_chains, mut corrupt) = (Vec::with_capacity(named.len()), 0, 0);
+    for part in &named {
+        if let NamedPart::Flame { root, with_chains: w, corrupt: c } = &**part {
+            trees.push(root);
+            with_chains += w;
+            corrupt += c;
+        }
     }
-    let samples: u64 = named.iter().map(|p| p.root.value).sum();
+    let samples: u64 = trees.iter().map(|t| t.value).sum();
     let min = width.map_or(0, |w| samples.div_ceil(w));
-    let trees: Vec<&perf::symbols::Frame> = named.iter().map(|p| &p.root).collect();
     let (tree, merged) = perf::symbols::sum(&trees, min);
-    Ok((tree, merged, named.iter().map(|p| p.with_chains).sum(), named.iter().map(|p| p.corrupt).sum()))
+    Ok((tree, merged, with_chains, corrupt))
+}
+
+/// The top table of the request's range from its named parts: the sum of
+/// their samples by symbol. Returns the rows, the samples and the corrupt
+/// batches.
+fn top_table(
+    events: &dyn source::EventSource,
+    kept: &source::cache::Kept<Arc<NamedPart>>,
+    root: &std::path::Path,
+    symbols: Option<&symstore::SymStore>,
+    req: &Request,
+    now: i64,
+) -> Result<(Vec<perf::symbols::TopRow>, u64, u64), ApiError> {
+    let named = named_parts(events, kept, root, symbols, req, (Shape::Ips, NAMED_TOP), now, |c, procs| {
+        NamedPart::Top { by_symbol: perf::symbols::by_symbol(&c.ips, procs), samples: c.events, corrupt: c.corrupt }
+    })?;
+    let (mut maps, mut samples, mut corrupt) = (Vec::with_capacity(named.len()), 0, 0);
+    for part in &named {
+        if let NamedPart::Top { by_symbol, samples: s, corrupt: c } = &**part {
+            maps.push(by_symbol);
+            samples += s;
+            corrupt += c;
+        }
+    }
+    Ok((perf::symbols::top_of(&maps, req.n), samples, corrupt))
 }
 
 pub async fn top(
     State(st): State<ApiState>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let v = count(&st, request(&params, st.now())?, Shape::Ips, |req, c, procs| {
-        let rows: Vec<_> = perf::symbols::top(&c.ips, req.n, procs).iter().map(crate::views::top_row).collect();
-        serde_json::json!({ "samples": c.events, "corrupt_batches": c.corrupt, "rows": rows })
-    })
-    .await?;
+    let req = request(&params, st.now())?;
+    let (events, kept, root) = (Arc::clone(&st.events), Arc::clone(&st.named), st.store.root().to_path_buf());
+    let symbols = st.symbols.clone();
+    let v = st
+        .guard
+        .run(move || -> Result<serde_json::Value, ApiError> {
+            let (rows, samples, corrupt) =
+                top_table(&*events, &kept, &root, symbols.as_deref(), &req, clock::realtime_ns())?;
+            let rows: Vec<_> = rows.iter().map(crate::views::top_row).collect();
+            Ok(serde_json::json!({ "samples": samples, "corrupt_batches": corrupt, "rows": rows }))
+        })
+        .await??;
     Ok(Json(v))
 }
 
@@ -250,14 +318,14 @@ pub async fn flame(
         None => None,
     };
     let req = request(&params, st.now())?;
-    let (events, flames, root) = (Arc::clone(&st.events), Arc::clone(&st.flames), st.store.root().to_path_buf());
+    let (events, kept, root) = (Arc::clone(&st.events), Arc::clone(&st.named), st.store.root().to_path_buf());
     let symbols = st.symbols.clone();
     let v = st
         .guard
         .run(move || -> Result<serde_json::Value, ApiError> {
             let now = clock::realtime_ns();
             let (tree, merged, with_chains, corrupt) =
-                flame_tree(&*events, &flames, &root, symbols.as_deref(), &req, width, now)?;
+                flame_tree(&*events, &kept, &root, symbols.as_deref(), &req, width, now)?;
             Ok(serde_json::json!({
                 "samples": tree.value, "with_call_chains": with_chains, "corrupt_batches": corrupt,
                 "merged_frames": merged, "frames": tree.flatten(),
@@ -358,7 +426,7 @@ mod tests {
     }
 
     impl source::EventSource for Seconds {
-        fn count(&self, q: &EventQuery, _: Option<u32>, _: Shape, _: u64) -> Result<EventCounts, EventsError> {
+        fn count(&self, q: &EventQuery, _: Option<u32>, shape: Shape, _: u64) -> Result<EventCounts, EventsError> {
             let mut out = EventCounts::default();
             let first = q.from.div_euclid(S) + i64::from(q.from.rem_euclid(S) != 0);
             for s in first..=q.to.div_euclid(S) {
@@ -366,7 +434,10 @@ mod tests {
                 out.events += 1;
                 out.with_chains += 1;
                 let pid = 4_000_000 + (s % 3) as u32;
-                *out.stacks.entry((pid, vec![0x1000 + s as u64 % 5, 0x2000])).or_default() += 1;
+                match shape {
+                    Shape::Ips => *out.ips.entry((pid, 0x1000 + s as u64 % 5)).or_default() += 1,
+                    _ => *out.stacks.entry((pid, vec![0x1000 + s as u64 % 5, 0x2000])).or_default() += 1,
+                }
             }
             Ok(out)
         }
@@ -374,6 +445,39 @@ mod tests {
         fn generation(&self) -> Option<u64> {
             self.generation
         }
+    }
+
+    /// A top table summed from kept parts is the table of the whole range
+    /// at once (processes gone: every address `[unknown] (pid N)`, one row
+    /// per pid); asked again, only the part still filling is read.
+    #[test]
+    fn kept_parts_make_the_same_top_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cached, direct) = (Seconds { generation: Some(1), ..Seconds::default() }, Seconds::default());
+        let kept = source::cache::Kept::new(1 << 20);
+        let now = 1_000 * S;
+        let req = |from: i64, to: i64| Request {
+            query: EventQuery {
+                streams: model::Selector::parse("perf_cpu_clock").unwrap(),
+                cpus: Vec::new(),
+                from: from * S,
+                to: to * S,
+            },
+            pid: None,
+            n: 2,
+            buckets: 200,
+        };
+        for (from, to) in [(0, 900), (15, 615), (61, 61)] {
+            let got = top_table(&cached, &kept, dir.path(), None, &req(from, to), now).unwrap();
+            let want = top_table(&direct, &kept, dir.path(), None, &req(from, to), now).unwrap();
+            assert_eq!(got, want, "{from}..{to}");
+            assert_eq!(got.1, (to - from + 1) as u64);
+            assert_eq!(got.0.len(), 2.min((to - from + 1) as usize), "the n asked");
+        }
+        cached.read.store(0, Relaxed);
+        let again = top_table(&cached, &kept, dir.path(), None, &req(0, 900), now).unwrap();
+        assert_eq!(again.1, 901);
+        assert_eq!(cached.read.load(Relaxed), 1, "only 900 s itself read again");
     }
 
     /// A flame graph summed from kept minutes is the graph of the whole

@@ -116,7 +116,7 @@ pub fn profile(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs, from: i64,
     let count = ValueType { r#type: strings.id("samples"), unit: strings.id("count") };
     let (pid_key, process_key) = (strings.id("pid"), strings.id("process"));
     // One location (and function) per (symbol, module).
-    let mut locations: HashMap<(String, String), u64> = HashMap::new();
+    let mut locations: HashMap<crate::symbols::Named, u64> = HashMap::new();
     let mut p = Profile {
         sample_type: vec![count.clone()],
         time_nanos: from,

@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -40,17 +41,20 @@ pub struct TopRow {
     pub share: f64,
 }
 
-fn module_name(m: Option<&std::ffi::OsStr>) -> String {
+fn module_name(m: Option<&std::ffi::OsStr>) -> Arc<str> {
     m.map(|m| {
         let p = std::path::Path::new(m);
-        p.file_name().unwrap_or(m).to_string_lossy().into_owned()
+        Arc::from(p.file_name().unwrap_or(m).to_string_lossy())
     })
-    .unwrap_or_default()
+    .unwrap_or_else(|| Arc::from(""))
 }
 
 /// A symbol and its module, `[unknown] (comm, pid N)` when the address
 /// does not resolve (a stripped binary, JIT code, or a process gone).
-pub type Named = (String, String);
+/// Shared strings: a name found once is the same allocation in [`Known`],
+/// in every kept part's tree and table (issue 44: 10 s of a desktop's
+/// stacks held 800 KB of copies of 3,500 names).
+pub type Named = (Arc<str>, Arc<str>);
 
 /// The processes of a range of samples, as their batches described them,
 /// and where mapped files are kept by build id.
@@ -196,9 +200,9 @@ impl Procs {
 struct Known {
     /// Build id -> file offset -> its name, or None: the file was read and
     /// has no symbol there (stripped).
-    user: HashMap<Vec<u8>, HashMap<u64, Option<String>>>,
+    user: HashMap<Vec<u8>, HashMap<u64, Option<Arc<str>>>>,
     /// Kernel symbol table (None: this boot's) -> address -> name.
-    kernel: HashMap<Option<PathBuf>, HashMap<u64, String>>,
+    kernel: HashMap<Option<PathBuf>, HashMap<u64, Arc<str>>>,
     live: HashMap<(u32, u64), Named>,
     live_since: Option<std::time::Instant>,
 }
@@ -226,7 +230,7 @@ fn known() -> std::sync::MutexGuard<'static, Known> {
 /// What blazesym found for one address: its symbol and module.
 #[derive(Debug)]
 struct Found {
-    name: String,
+    name: Arc<str>,
     module: Option<std::ffi::OsString>,
 }
 
@@ -312,7 +316,7 @@ fn named_by(src: Source<'static>, addrs: Addresses) -> Option<Vec<Option<Found>>
                 .iter()
                 .map(|f| {
                     f.as_sym().map(|sym| Found {
-                        name: sym.name.to_string(),
+                        name: Arc::from(&*sym.name),
                         module: sym.module.as_deref().map(std::ffi::OsStr::to_os_string),
                     })
                 })
@@ -331,9 +335,20 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
     let mut kernel: Vec<(u32, Addr)> = Vec::new();
     let mut user: HashMap<u32, Vec<Addr>> = HashMap::new();
     // Why a user address named nothing, where its mapping says: (reason, module).
-    let mut why: HashMap<(u32, u64), (String, String)> = HashMap::new();
+    let mut why: HashMap<(u32, u64), (String, Arc<str>)> = HashMap::new();
     // File -> (module, [(pid, ip, file offset, mapping)]).
-    type Offsets<'a> = (String, Vec<(u32, u64, u64, &'a MapInfo)>);
+    type Offsets<'a> = (Arc<str>, Vec<(u32, u64, u64, &'a MapInfo)>);
+    let kernel_module: Arc<str> = Arc::from("[kernel]");
+    // A module's name once per mapped path, not per address.
+    let mut modules: FxHashMap<String, Arc<str>> = FxHashMap::default();
+    let mut module_of = |path: &str| -> Arc<str> {
+        if let Some(m) = modules.get(path) {
+            return m.clone();
+        }
+        let m = module_name(Some(path.as_ref()));
+        modules.insert(path.to_owned(), m.clone());
+        m
+    };
     let mut files: HashMap<PathBuf, Offsets<'_>> = HashMap::new();
     let mut file_of: HashMap<(Vec<u8>, String), Option<PathBuf>> = HashMap::new();
     let mut found = known();
@@ -343,7 +358,7 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
     for (pid, ip) in addrs {
         if ip >= KERNEL_MIN {
             match known_kernel.get(&ip) {
-                Some(name) => drop(out.insert((pid, ip), (name.clone(), "[kernel]".to_owned()))),
+                Some(name) => drop(out.insert((pid, ip), (name.clone(), kernel_module.clone()))),
                 None => kernel.push((pid, ip)),
             }
             continue;
@@ -357,14 +372,14 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         {
             match name {
                 Some(name) => {
-                    out.insert((pid, ip), (name.clone(), module_name(Some(m.path.as_ref()))));
+                    out.insert((pid, ip), (name.clone(), module_of(&m.path)));
                     // Still in use, for the build-id cache's order.
                     if marked.insert(&m.build_id) {
                         procs.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(m.build_id.clone());
                     }
                 }
                 None => {
-                    why.insert((pid, ip), (procs.why_unnamed(m, true), module_name(Some(m.path.as_ref()))));
+                    why.insert((pid, ip), (procs.why_unnamed(m, true), module_of(&m.path)));
                     user.entry(pid).or_default().push(ip);
                 }
             }
@@ -372,11 +387,11 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         }
         match file_of.entry((m.build_id.clone(), m.path.clone())).or_insert_with(|| procs.file(m)).clone() {
             Some(file) => {
-                let e = files.entry(file).or_insert_with(|| (module_name(Some(m.path.as_ref())), Vec::new()));
+                let e = files.entry(file).or_insert_with(|| (module_of(&m.path), Vec::new()));
                 e.1.push((pid, ip, m.file_offset(ip).expect("BUG: found by its range"), m));
             }
             None => {
-                why.insert((pid, ip), (procs.why_unnamed(m, false), module_name(Some(m.path.as_ref()))));
+                why.insert((pid, ip), (procs.why_unnamed(m, false), module_of(&m.path)));
                 user.entry(pid).or_default().push(ip);
             }
         }
@@ -388,12 +403,9 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
             match syms.as_ref().and_then(|s| s[i].as_ref()) {
                 Some(sym) => {
                     if !m.build_id.is_empty() {
-                        known_user
-                            .entry(m.build_id.clone())
-                            .or_default()
-                            .insert(addrs[i].2, Some(sym.name.to_string()));
+                        known_user.entry(m.build_id.clone()).or_default().insert(addrs[i].2, Some(sym.name.clone()));
                     }
-                    out.insert((pid, ip), (sym.name.to_string(), module.clone()));
+                    out.insert((pid, ip), (sym.name.clone(), module.clone()));
                 }
                 // Not in the file's symbols (stripped): perhaps the live
                 // process knows more; else unknown below.
@@ -426,19 +438,20 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         for (i, &(pid, ip)) in kernel.iter().enumerate() {
             let name = match syms.as_ref().and_then(|s| s[i].as_ref()) {
                 Some(sym) => {
-                    known_kernel.insert(ip, sym.name.to_string());
-                    sym.name.to_string()
+                    known_kernel.insert(ip, sym.name.clone());
+                    sym.name.clone()
                 }
-                None if syms.is_some() => "[unknown]".into(),
-                None => "[unknown] (kernel of another boot: its symbol table not received)".into(),
+                None if syms.is_some() => Arc::from("[unknown]"),
+                None => Arc::from("[unknown] (kernel of another boot: its symbol table not received)"),
             };
-            out.insert((pid, ip), (name, "[kernel]".into()));
+            out.insert((pid, ip), (name, kernel_module.clone()));
         }
     }
+    let nothing: Arc<str> = Arc::from("");
     for (pid, addrs) in user {
-        let unknown = match procs.comm(pid) {
-            Some(c) if pid > 0 => format!("[unknown] ({c}, pid {pid})"),
-            _ => format!("[unknown] (pid {pid})"),
+        let unknown: Arc<str> = match procs.comm(pid) {
+            Some(c) if pid > 0 => Arc::from(format!("[unknown] ({c}, pid {pid})")),
+            _ => Arc::from(format!("[unknown] (pid {pid})")),
         };
         let live = pid > 0 && !procs.foreign;
         let addrs: Vec<Addr> = if live {
@@ -466,8 +479,8 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
         for (i, &ip) in addrs.iter().enumerate() {
             let named = match (syms.as_ref().and_then(|s| s[i].as_ref()), why.remove(&(pid, ip))) {
                 (Some(sym), _) => (sym.name.clone(), module_name(sym.module.as_deref())),
-                (None, Some((reason, module))) => (format!("[unknown] ({reason})"), module),
-                (None, None) => (unknown.clone(), String::new()),
+                (None, Some((reason, module))) => (Arc::from(format!("[unknown] ({reason})")), module),
+                (None, None) => (unknown.clone(), nothing.clone()),
             };
             if live {
                 known_live.insert((pid, ip), named.clone());
@@ -481,12 +494,31 @@ pub fn symbolize(addrs: impl IntoIterator<Item = (u32, u64)>, procs: &Procs) -> 
 /// Symbolises `counts` ((pid, ip) -> samples) and returns the `n` symbols
 /// with the most samples.
 pub fn top(counts: &HashMap<(u32, u64), u64>, n: usize, procs: &Procs) -> Vec<TopRow> {
+    let by_sym = by_symbol(counts, procs);
+    top_of(&[&by_sym], n)
+}
+
+/// Symbolises `counts` ((pid, ip) -> samples) and sums them by symbol:
+/// what a part of a range keeps for [`top_of`].
+pub fn by_symbol(counts: &HashMap<(u32, u64), u64>, procs: &Procs) -> HashMap<Named, u64> {
     let names = symbolize(counts.keys().copied(), procs);
-    let total: u64 = counts.values().sum();
-    let mut by_sym: HashMap<&Named, u64> = HashMap::new();
+    let mut by_sym: HashMap<Named, u64> = HashMap::with_capacity(names.len());
     for (k, &c) in counts {
-        *by_sym.entry(&names[k]).or_default() += c;
+        *by_sym.entry(names[k].clone()).or_default() += c;
     }
+    by_sym
+}
+
+/// The `n` symbols with the most samples in the sum of `parts` (each a
+/// [`by_symbol`]), ties by name.
+pub fn top_of(parts: &[&HashMap<Named, u64>], n: usize) -> Vec<TopRow> {
+    let mut by_sym: HashMap<&Named, u64> = HashMap::new();
+    for part in parts {
+        for (k, &c) in *part {
+            *by_sym.entry(k).or_default() += c;
+        }
+    }
+    let total: u64 = by_sym.values().sum();
     let mut rows: Vec<(&Named, u64)> = by_sym.into_iter().collect();
     rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     rows.into_iter()
@@ -494,8 +526,8 @@ pub fn top(counts: &HashMap<(u32, u64), u64>, n: usize, procs: &Procs) -> Vec<To
         .enumerate()
         .map(|(i, ((symbol, module), samples))| TopRow {
             rank: i + 1,
-            symbol: symbol.clone(),
-            module: module.clone(),
+            symbol: symbol.to_string(),
+            module: module.to_string(),
             samples,
             share: if total > 0 { samples as f64 * 100.0 / total as f64 } else { 0.0 },
         })
@@ -505,7 +537,7 @@ pub fn top(counts: &HashMap<(u32, u64), u64>, n: usize, procs: &Procs) -> Vec<To
 /// One frame of a flame graph: its samples (its own and its callees').
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Frame {
-    pub name: String,
+    pub name: Arc<str>,
     pub value: u64,
     pub children: Vec<Frame>,
 }
@@ -517,7 +549,7 @@ impl Frame {
         let mut out = Vec::new();
         let mut todo = vec![(self, 0u32)];
         while let Some((f, d)) = todo.pop() {
-            out.push((f.name.clone(), f.value, d));
+            out.push((f.name.to_string(), f.value, d));
             todo.extend(f.children.iter().rev().map(|c| (c, d + 1)));
         }
         out
@@ -528,9 +560,9 @@ impl Frame {
         1 + self.children.iter().map(Frame::count).sum::<usize>()
     }
 
-    /// About how many bytes the tree holds.
+    /// About how many bytes the tree holds of its own (names are shared).
     pub fn bytes(&self) -> usize {
-        std::mem::size_of::<Frame>() + self.name.len() + self.children.iter().map(Frame::bytes).sum::<usize>()
+        std::mem::size_of::<Frame>() + self.children.iter().map(Frame::bytes).sum::<usize>()
     }
 
     /// Callees by samples, most first (then by name), all the way down.
@@ -560,7 +592,7 @@ fn sum_of(same: &[&Frame], min: u64, merged: &mut usize) -> Frame {
     let mut index: FxHashMap<&str, usize> = FxHashMap::default();
     for f in same {
         for c in &f.children {
-            let i = *index.entry(c.name.as_str()).or_insert_with(|| {
+            let i = *index.entry(&*c.name).or_insert_with(|| {
                 groups.push(Vec::new());
                 groups.len() - 1
             });
@@ -580,10 +612,10 @@ fn sum_of(same: &[&Frame], min: u64, merged: &mut usize) -> Frame {
     children.sort_by(|a: &Frame, b: &Frame| b.value.cmp(&a.value).then_with(|| a.name.cmp(&b.name)));
     if n_small > 0 {
         *merged += n_small;
-        children.push(Frame { name: "…".into(), value: small, children: Vec::new() });
+        children.push(Frame { name: Arc::from("…"), value: small, children: Vec::new() });
     }
     Frame {
-        name: same.first().map_or_else(|| "all".to_owned(), |f| f.name.clone()),
+        name: same.first().map_or_else(|| Arc::from("all"), |f| f.name.clone()),
         value: same.iter().map(|f| f.value).sum(),
         children,
     }
@@ -611,7 +643,7 @@ pub fn named_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Ve
                 .entry(*pid)
                 .or_insert_with(|| procs.comm(*pid).map_or_else(|| format!("pid {pid}"), |c| format!("{c} ({pid})")));
             let mut frames = vec![process.clone()];
-            frames.extend(stack.iter().rev().map(|ip| names[&(*pid, *ip)].0.clone()));
+            frames.extend(stack.iter().rev().map(|ip| names[&(*pid, *ip)].0.to_string()));
             (frames, c)
         })
         .collect()
@@ -627,14 +659,14 @@ pub fn named_stacks(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Ve
 pub fn flame(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Frame {
     let named = symbolize_stacks(stacks, procs);
     // Each name once; frames refer to it by index.
-    let mut strings: Vec<String> = vec!["all".to_owned()];
-    let mut ids: FxHashMap<String, u32> = FxHashMap::default();
-    let mut intern = |name: &str, strings: &mut Vec<String>| -> u32 {
+    let mut strings: Vec<Arc<str>> = vec![Arc::from("all")];
+    let mut ids: FxHashMap<Arc<str>, u32> = FxHashMap::default();
+    let mut intern = |name: &Arc<str>, strings: &mut Vec<Arc<str>>| -> u32 {
         if let Some(&i) = ids.get(name) {
             return i;
         }
-        strings.push(name.to_owned());
-        ids.insert(name.to_owned(), strings.len() as u32 - 1);
+        strings.push(name.clone());
+        ids.insert(name.clone(), strings.len() as u32 - 1);
         strings.len() as u32 - 1
     };
     let mut name_of: FxHashMap<(u32, u64), u32> = FxHashMap::default();
@@ -648,7 +680,7 @@ pub fn flame(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Frame {
     for ((pid, stack), &c) in stacks {
         let process = *process_of.entry(*pid).or_insert_with(|| {
             let name = procs.comm(*pid).map_or_else(|| format!("pid {pid}"), |c| format!("{c} ({pid})"));
-            intern(&name, &mut strings)
+            intern(&Arc::from(name), &mut strings)
         });
         nodes[0].1 += c;
         let mut at = 0;
@@ -665,7 +697,7 @@ pub fn flame(stacks: &HashMap<(u32, Vec<u64>), u64>, procs: &Procs) -> Frame {
         children[parent as usize].push(child);
     }
     // Depth is a call chain's (the kernel caps each at 127 frames).
-    fn build(i: u32, nodes: &[(u32, u64)], children: &[Vec<u32>], strings: &[String]) -> Frame {
+    fn build(i: u32, nodes: &[(u32, u64)], children: &[Vec<u32>], strings: &[Arc<str>]) -> Frame {
         let (name, value) = nodes[i as usize];
         Frame {
             name: strings[name as usize].clone(),
@@ -790,11 +822,11 @@ mod tests {
             )
         );
         // In no mapping (JIT code, say): the process.
-        assert_eq!(names[&(9, 0x9000)], ("[unknown] (c, pid 9)".into(), String::new()));
+        assert_eq!(names[&(9, 0x9000)], ("[unknown] (c, pid 9)".into(), "".into()));
         // A file received but without a symbol there: said so.
         std::fs::copy("/bin/true", cache.join("0102")).unwrap();
         let names = symbolize([(7, 0x1100)], &procs);
-        assert_eq!(names[&(7, 0x1100)].0, "[unknown] (server: no symbol for the address)");
+        assert_eq!(&*names[&(7, 0x1100)].0, "[unknown] (server: no symbol for the address)");
         std::fs::remove_dir_all(&cache).unwrap();
     }
 
