@@ -165,7 +165,8 @@ impl NamedPart {
     fn bytes(&self) -> usize {
         64 + match self {
             NamedPart::Flame { root, .. } => root.bytes(),
-            NamedPart::Top { by_symbol, .. } => by_symbol.keys().map(|(s, m)| 64 + s.len() + m.len()).sum(),
+            // Two shared names and a count an entry, and the table's slack.
+            NamedPart::Top { by_symbol, .. } => by_symbol.capacity() * 48,
         }
     }
 }
@@ -243,7 +244,11 @@ fn flame_tree(
     now: i64,
 ) -> Result<(perf::symbols::Frame, usize, u64, u64), ApiError> {
     let named = named_parts(events, kept, root, symbols, req, (Shape::Stacks, NAMED_STACKS), now, |c, procs| {
-        NamedPart::Flame { root: perf::symbols::flame(&c.stacks, procs), with_chains: c.with_chains, corrupt: c.corrupt }
+        NamedPart::Flame {
+            root: perf::symbols::flame(&c.stacks, procs),
+            with_chains: c.with_chains,
+            corrupt: c.corrupt,
+        }
     })?;
     let (mut trees, mut with_chains, mut corrupt) = (Vec::with_capacity(named.len()), 0, 0);
     for part in &named {

@@ -96,6 +96,9 @@ pub async fn tasks(
     };
     let (from, to) = model::resolve_range(get("from"), get("to"), get("since"), st.now())
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    if from > to {
+        return Err(ApiError::BadRequest(format!("`from` ({from}) is after `to` ({to})")));
+    }
     let num = |k: &str, default: usize, max: usize| -> Result<usize, ApiError> {
         match get(k) {
             None => Ok(default),

@@ -345,3 +345,38 @@ async fn cross_origin_writes_and_tokens_in_urls_are_refused() {
     let (s, b) = send(&st, job).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{b}");
 }
+
+/// The processes and cgroups table (`/api/v1/tasks`): every parameter out
+/// of its range is a 400 naming it; the widest range the clock allows, an
+/// injected host and the most points are answered (within the data there
+/// is), and the server goes on.
+#[tokio::test]
+async fn the_tasks_table_bounds_its_parameters() {
+    let (_d, st) = fixture();
+    for (q, want) in [
+        ("kind=processes", "missing parameter `host`"),
+        ("host=h&kind=threads", "`kind`: one of processes, cgroups"),
+        ("host=h&n=0", "`n`: a number from 1 to 1000"),
+        ("host=h&n=1001", "`n`: a number from 1 to 1000"),
+        ("host=h&points=99999999999999999999", "`points`: a number from 1 to 1000"),
+        ("host=h&points=-1", "`points`: a number from 1 to 1000"),
+        ("host=h&from=10&to=5", "is after `to`"),
+        ("host=h&from=nonsense", ""),
+    ] {
+        let (s, body) = get(&st, &format!("/api/v1/tasks?{q}")).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{q}: {body}");
+        assert!(json(&body)["error"].as_str().unwrap().contains(want), "{q}: {body}");
+    }
+    for q in [
+        format!("host={}&from=-9223372036&to=9223372036&points=1000&n=1000", enc("h\"}) or vector(1) # ")),
+        "host=h&kind=cgroups&since=100000d&points=1000".to_owned(),
+    ] {
+        let (s, body) = get(&st, &format!("/api/v1/tasks?{q}")).await;
+        assert!(s == StatusCode::OK || s == StatusCode::BAD_REQUEST, "{q}: {s} {body}");
+        if s == StatusCode::OK {
+            assert_eq!(json(&body)["rows"].as_array().map(Vec::len), Some(0), "{q}: no task series here: {body}");
+        }
+    }
+    let (s, _) = get(&st, "/ping").await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+}

@@ -125,10 +125,14 @@ impl Live {
         Live { lines: BufReader::new(s).lines(), series: Vec::new() }
     }
 
-    /// The next `points` event: its time (ns) and values.
+    /// The next `points` event: its time (ns) and values. Fails when none
+    /// comes within [`IO_TIMEOUT`], keep-alives or `series` events or not
+    /// (a tail that sends no points once hung a suite instead of failing).
     pub fn next_points(&mut self) -> (i64, Vec<Option<f64>>) {
         let mut event = String::new();
+        let deadline = std::time::Instant::now() + IO_TIMEOUT;
         loop {
+            assert!(std::time::Instant::now() < deadline, "no points on the live tail within {IO_TIMEOUT:?}");
             let line = self.lines.next().expect("live tail closed").expect("live tail stalled");
             if let Some(e) = line.strip_prefix("event: ") {
                 event = e.to_owned();

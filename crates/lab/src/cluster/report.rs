@@ -205,7 +205,8 @@ fn bars_on(
 ) -> String {
     let (w, l, r, row) = (720.0, 250.0, 80.0, 16.0);
     let n: usize = groups.iter().map(|g| g.1.len() + 1).sum();
-    let h = 40.0 + row * n as f64 + if log { 14.0 } else { 0.0 };
+    // Room under the bars for the value axis's labels.
+    let h = 54.0 + row * n as f64;
     let vals = groups
         .iter()
         .flat_map(|g| g.1.iter().flat_map(|v| [v.1, v.2.map_or(v.1, |c| c.0), v.2.map_or(v.1, |c| c.1)]))
@@ -246,6 +247,23 @@ fn bars_on(
                 fmt(10f64.powi(e))
             );
             e += 1;
+        }
+    } else {
+        // A value axis: four steps of a round size from the axis's start
+        // (issue 44: the bars had none, only each bar's own figure).
+        let step = tick_step(span / 4.0);
+        let mut k = (lo / step).ceil();
+        while k * step <= hi + step * 1e-9 {
+            let (v, x) = (k * step, x_of(k * step));
+            let _ = write!(
+                s,
+                "<line x1={x:.1} x2={x:.1} y1=24 y2={:.1} stroke=#eee /><text class=tick x={x:.1} y={:.1} text-anchor=middle>{}{}</text>",
+                h - 14.0,
+                h - 3.0,
+                fmt(v),
+                if k == 0.0 { String::new() } else { esc(unit) }
+            );
+            k += 1.0;
         }
     }
     let mut y = 30.0;
@@ -482,6 +500,15 @@ fn nice(v: f64) -> f64 {
     }
     let p = 10f64.powf(v.log10().floor());
     [1.0, 2.0, 2.5, 5.0, 7.5, 10.0].iter().map(|m| m * p).find(|&c| c >= v).unwrap_or(10.0 * p)
+}
+
+/// A round step (1, 2, 2.5 or 5 times a power of ten) at or above `v`.
+fn tick_step(v: f64) -> f64 {
+    if v.is_nan() || v <= 0.0 {
+        return 1.0;
+    }
+    let p = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * p).find(|&c| c >= v).unwrap_or(10.0 * p)
 }
 
 fn fmt(v: f64) -> String {
@@ -962,6 +989,21 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("<td>1 (warm-up)<td>") && html.contains("<td>2<td>"), "{html}");
+    }
+
+    /// A linear chart has a value axis: round steps from zero to its end,
+    /// with the unit.
+    #[test]
+    fn linear_bars_have_a_value_axis() {
+        let groups =
+            vec![("x".to_owned(), vec![("a".to_owned(), 12.5, Some((11.0, 14.0))), ("b".to_owned(), 22.5, None)])];
+        let svg = bars("v", " ms", &groups, None);
+        let ticks: Vec<&str> = svg
+            .split("<text class=tick")
+            .skip(1)
+            .map(|t| t.split('>').nth(1).unwrap().split('<').next().unwrap())
+            .collect();
+        assert_eq!(ticks, ["0", "10.0 ms", "20.0 ms"], "{svg}");
     }
 
     /// Read sizes span decades: on a log scale the smallest bar is visible.
