@@ -155,18 +155,28 @@ async fn count<T: Send + 'static>(
 /// names only the last seconds: the graph's tree, or the table's samples
 /// by symbol.
 #[derive(Debug)]
-pub enum NamedPart {
-    Flame { root: perf::symbols::Frame, with_chains: u64, corrupt: u64 },
-    Top { by_symbol: HashMap<perf::symbols::Named, u64>, samples: u64, corrupt: u64 },
+pub struct NamedPart {
+    named: Content,
+    /// Samples counted, those with call chains, corrupt batches skipped.
+    events: u64,
+    with_chains: u64,
+    corrupt: u64,
+}
+
+/// What a part keeps of its samples, named.
+#[derive(Debug)]
+enum Content {
+    Flame(perf::symbols::Frame),
+    Top(HashMap<perf::symbols::Named, u64>),
 }
 
 impl NamedPart {
     /// About how many bytes it holds (the cache's budget).
     fn bytes(&self) -> usize {
-        64 + match self {
-            NamedPart::Flame { root, .. } => root.bytes(),
+        64 + match &self.named {
+            Content::Flame(root) => root.bytes(),
             // Two shared names and a count an entry, and the table's slack.
-            NamedPart::Top { by_symbol, .. } => by_symbol.capacity() * 48,
+            Content::Top(by_symbol) => by_symbol.capacity() * 48,
         }
     }
 }
@@ -179,20 +189,26 @@ const NAMED_TOP: u8 = 3;
 /// most the last 45 s (the settling time and one part).
 const NAMED_PART_NS: i64 = 10_000_000_000;
 
+/// Where named parts come from and are kept: the events, the cache, the
+/// data directory (its build-id cache) and the shared symbol store.
+struct Naming<'a> {
+    events: &'a dyn source::EventSource,
+    kept: &'a source::cache::Kept<Arc<NamedPart>>,
+    root: &'a std::path::Path,
+    symbols: Option<&'a symstore::SymStore>,
+}
+
 /// The request's range as named parts of `shape` (`what` keys them in the
 /// cache): each settled part's made by `make` once and kept, the rest made
 /// afresh. One budget of events scanned for the whole request.
-#[allow(clippy::too_many_arguments)]
 fn named_parts(
-    events: &dyn source::EventSource,
-    kept: &source::cache::Kept<Arc<NamedPart>>,
-    root: &std::path::Path,
-    symbols: Option<&symstore::SymStore>,
+    at: &Naming<'_>,
     req: &Request,
     (shape, what): (Shape, u8),
     now: i64,
-    make: impl Fn(EventCounts, &Procs) -> NamedPart,
+    make: impl Fn(&EventCounts, &Procs) -> Content,
 ) -> Result<Vec<Arc<NamedPart>>, ApiError> {
+    let Naming { events, kept, root, symbols } = *at;
     use source::cache::{Key, Part};
     let generation = events.generation();
     let parts = match generation {
@@ -205,9 +221,9 @@ fn named_parts(
         let mut c = events.count(&q, req.pid, shape, left).map_err(events_error)?;
         left = left.saturating_sub(c.events);
         let procs = namer(&mut c, root, symbols);
-        let made = make(c, &procs);
+        let named = make(&c, &procs);
         touch_used(&procs, symbols);
-        Ok(made)
+        Ok(NamedPart { named, events: c.events, with_chains: c.with_chains, corrupt: c.corrupt })
     };
     let mut named = Vec::with_capacity(parts.len());
     for part in parts {
@@ -235,29 +251,17 @@ fn named_parts(
 /// (`perf::symbols::sum`). Returns the tree, how many frames were merged,
 /// the samples with call chains and the corrupt batches.
 fn flame_tree(
-    events: &dyn source::EventSource,
-    kept: &source::cache::Kept<Arc<NamedPart>>,
-    root: &std::path::Path,
-    symbols: Option<&symstore::SymStore>,
+    at: &Naming<'_>,
     req: &Request,
     width: Option<u64>,
     now: i64,
 ) -> Result<(perf::symbols::Frame, usize, u64, u64), ApiError> {
-    let named = named_parts(events, kept, root, symbols, req, (Shape::Stacks, NAMED_STACKS), now, |c, procs| {
-        NamedPart::Flame {
-            root: perf::symbols::flame(&c.stacks, procs),
-            with_chains: c.with_chains,
-            corrupt: c.corrupt,
-        }
+    let named = named_parts(at, req, (Shape::Stacks, NAMED_STACKS), now, |c, procs| {
+        Content::Flame(perf::symbols::flame(&c.stacks, procs))
     })?;
-    let (mut trees, mut with_chains, mut corrupt) = (Vec::with_capacity(named.len()), 0, 0);
-    for part in &named {
-        if let NamedPart::Flame { root, with_chains: w, corrupt: c } = &**part {
-            trees.push(root);
-            with_chains += w;
-            corrupt += c;
-        }
-    }
+    let trees: Vec<&perf::symbols::Frame> =
+        named.iter().filter_map(|p| if let Content::Flame(t) = &p.named { Some(t) } else { None }).collect();
+    let (with_chains, corrupt) = (named.iter().map(|p| p.with_chains).sum(), named.iter().map(|p| p.corrupt).sum());
     let samples: u64 = trees.iter().map(|t| t.value).sum();
     let min = width.map_or(0, |w| samples.div_ceil(w));
     let (tree, merged) = perf::symbols::sum(&trees, min);
@@ -267,25 +271,13 @@ fn flame_tree(
 /// The top table of the request's range from its named parts: the sum of
 /// their samples by symbol. Returns the rows, the samples and the corrupt
 /// batches.
-fn top_table(
-    events: &dyn source::EventSource,
-    kept: &source::cache::Kept<Arc<NamedPart>>,
-    root: &std::path::Path,
-    symbols: Option<&symstore::SymStore>,
-    req: &Request,
-    now: i64,
-) -> Result<(Vec<perf::symbols::TopRow>, u64, u64), ApiError> {
-    let named = named_parts(events, kept, root, symbols, req, (Shape::Ips, NAMED_TOP), now, |c, procs| {
-        NamedPart::Top { by_symbol: perf::symbols::by_symbol(&c.ips, procs), samples: c.events, corrupt: c.corrupt }
+fn top_table(at: &Naming<'_>, req: &Request, now: i64) -> Result<(Vec<perf::symbols::TopRow>, u64, u64), ApiError> {
+    let named = named_parts(at, req, (Shape::Ips, NAMED_TOP), now, |c, procs| {
+        Content::Top(perf::symbols::by_symbol(&c.ips, procs))
     })?;
-    let (mut maps, mut samples, mut corrupt) = (Vec::with_capacity(named.len()), 0, 0);
-    for part in &named {
-        if let NamedPart::Top { by_symbol, samples: s, corrupt: c } = &**part {
-            maps.push(by_symbol);
-            samples += s;
-            corrupt += c;
-        }
-    }
+    let maps: Vec<&HashMap<perf::symbols::Named, u64>> =
+        named.iter().filter_map(|p| if let Content::Top(m) = &p.named { Some(m) } else { None }).collect();
+    let (samples, corrupt) = (named.iter().map(|p| p.events).sum(), named.iter().map(|p| p.corrupt).sum());
     Ok((perf::symbols::top_of(&maps, req.n), samples, corrupt))
 }
 
@@ -299,8 +291,11 @@ pub async fn top(
     let v = st
         .guard
         .run(move || -> Result<serde_json::Value, ApiError> {
-            let (rows, samples, corrupt) =
-                top_table(&*events, &kept, &root, symbols.as_deref(), &req, clock::realtime_ns())?;
+            let (rows, samples, corrupt) = top_table(
+                &Naming { events: &*events, kept: &kept, root: &root, symbols: symbols.as_deref() },
+                &req,
+                clock::realtime_ns(),
+            )?;
             let rows: Vec<_> = rows.iter().map(crate::views::top_row).collect();
             Ok(serde_json::json!({ "samples": samples, "corrupt_batches": corrupt, "rows": rows }))
         })
@@ -329,8 +324,12 @@ pub async fn flame(
         .guard
         .run(move || -> Result<serde_json::Value, ApiError> {
             let now = clock::realtime_ns();
-            let (tree, merged, with_chains, corrupt) =
-                flame_tree(&*events, &kept, &root, symbols.as_deref(), &req, width, now)?;
+            let (tree, merged, with_chains, corrupt) = flame_tree(
+                &Naming { events: &*events, kept: &kept, root: &root, symbols: symbols.as_deref() },
+                &req,
+                width,
+                now,
+            )?;
             Ok(serde_json::json!({
                 "samples": tree.value, "with_call_chains": with_chains, "corrupt_batches": corrupt,
                 "merged_frames": merged, "frames": tree.flatten(),
@@ -452,6 +451,21 @@ mod tests {
         }
     }
 
+    /// The samples of `from`..=`to` seconds, the `n` most.
+    fn req(from: i64, to: i64, n: usize) -> Request {
+        Request {
+            query: EventQuery {
+                streams: model::Selector::parse("perf_cpu_clock").unwrap(),
+                cpus: Vec::new(),
+                from: from * S,
+                to: to * S,
+            },
+            pid: None,
+            n,
+            buckets: 200,
+        }
+    }
+
     /// A top table summed from kept parts is the table of the whole range
     /// at once (processes gone: every address `[unknown] (pid N)`, one row
     /// per pid); asked again, only the part still filling is read.
@@ -460,27 +474,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (cached, direct) = (Seconds { generation: Some(1), ..Seconds::default() }, Seconds::default());
         let kept = source::cache::Kept::new(1 << 20);
+        let kept_at = Naming { events: &cached, kept: &kept, root: dir.path(), symbols: None };
+        let direct_at = Naming { events: &direct, kept: &kept, root: dir.path(), symbols: None };
         let now = 1_000 * S;
-        let req = |from: i64, to: i64| Request {
-            query: EventQuery {
-                streams: model::Selector::parse("perf_cpu_clock").unwrap(),
-                cpus: Vec::new(),
-                from: from * S,
-                to: to * S,
-            },
-            pid: None,
-            n: 2,
-            buckets: 200,
-        };
         for (from, to) in [(0, 900), (15, 615), (61, 61)] {
-            let got = top_table(&cached, &kept, dir.path(), None, &req(from, to), now).unwrap();
-            let want = top_table(&direct, &kept, dir.path(), None, &req(from, to), now).unwrap();
+            let got = top_table(&kept_at, &req(from, to, 2), now).unwrap();
+            let want = top_table(&direct_at, &req(from, to, 2), now).unwrap();
             assert_eq!(got, want, "{from}..{to}");
             assert_eq!(got.1, (to - from + 1) as u64);
             assert_eq!(got.0.len(), 2.min((to - from + 1) as usize), "the n asked");
         }
         cached.read.store(0, Relaxed);
-        let again = top_table(&cached, &kept, dir.path(), None, &req(0, 900), now).unwrap();
+        let again = top_table(&kept_at, &req(0, 900, 2), now).unwrap();
         assert_eq!(again.1, 901);
         assert_eq!(cached.read.load(Relaxed), 1, "only 900 s itself read again");
     }
@@ -492,22 +497,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (cached, direct) = (Seconds { generation: Some(1), ..Seconds::default() }, Seconds::default());
         let flames = source::cache::Kept::new(1 << 20);
+        let kept_at = Naming { events: &cached, kept: &flames, root: dir.path(), symbols: None };
+        let direct_at = Naming { events: &direct, kept: &flames, root: dir.path(), symbols: None };
         let now = 1_000 * S;
         for (from, to) in [(0, 900), (15, 615), (61, 61), (100, 1_000)] {
-            let req = Request {
-                query: EventQuery {
-                    streams: model::Selector::parse("perf_cpu_clock").unwrap(),
-                    cpus: Vec::new(),
-                    from: from * S,
-                    to: to * S,
-                },
-                pid: None,
-                n: 20,
-                buckets: 200,
-            };
+            let req = req(from, to, 20);
             for width in [None, Some(4)] {
-                let got = flame_tree(&cached, &flames, dir.path(), None, &req, width, now).unwrap();
-                let want = flame_tree(&direct, &flames, dir.path(), None, &req, width, now).unwrap();
+                let got = flame_tree(&kept_at, &req, width, now).unwrap();
+                let want = flame_tree(&direct_at, &req, width, now).unwrap();
                 assert_eq!(got.0.flatten(), want.0.flatten(), "{from}..{to} {width:?}");
                 assert_eq!((got.1, got.2), (want.1, want.2));
                 assert_eq!((got.0.value, got.2), ((to - from + 1) as u64, (to - from + 1) as u64));
@@ -516,25 +513,15 @@ mod tests {
                 }
             }
         }
-        let upto = |to: i64| Request {
-            query: EventQuery {
-                streams: model::Selector::parse("perf_cpu_clock").unwrap(),
-                cpus: Vec::new(),
-                from: 0,
-                to: to * S,
-            },
-            pid: None,
-            n: 20,
-            buckets: 200,
-        };
+        let upto = |to: i64| req(0, to, 20);
         cached.read.store(0, Relaxed);
-        let again = flame_tree(&cached, &flames, dir.path(), None, &upto(900), None, now).unwrap();
+        let again = flame_tree(&kept_at, &upto(900), None, now).unwrap();
         assert_eq!(again.0.value, 901);
         assert_eq!(cached.read.load(Relaxed), 1, "only 900 s itself read again");
         // Settled 10 s parts reach up to 35 s before now: 960 s.
-        flame_tree(&cached, &flames, dir.path(), None, &upto(960), None, now).unwrap();
+        flame_tree(&kept_at, &upto(960), None, now).unwrap();
         cached.read.store(0, Relaxed);
-        flame_tree(&cached, &flames, dir.path(), None, &upto(960), None, now).unwrap();
+        flame_tree(&kept_at, &upto(960), None, now).unwrap();
         assert_eq!(cached.read.load(Relaxed), 1, "only 960 s itself read again");
     }
 }
