@@ -64,7 +64,7 @@ export function lineChart(el: HTMLElement, feed: Feed): Chart {
   };
   const plot = new uPlot(opts, data(), el);
   // Its title's tooltip: the query the chart is.
-  plot.root.querySelector('.u-title')?.setAttribute('title', definition(spec, app.view.host ? { host: app.view.host } : {}, spec.mapText));
+  plot.root.querySelector('.u-title')?.setAttribute('title', definition(spec, app.view.host ? { host: app.view.host } : {}));
   // Wheel: zoom around the cursor; shift+wheel: pan.
   plot.over.addEventListener('wheel', (e) => {
     e.preventDefault();

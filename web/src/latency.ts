@@ -72,7 +72,6 @@ export function latencyHeat(host: string, gen: number): void {
     try { r = await getJson(`/prometheus/api/v1/query_range?${p}`); } catch { return; }
     if (gen !== app.generation || steps !== kept) return;
     const all = steps.add(r.data.result, from, lo);
-    if (gen !== app.generation) return;
     const g = latencyGrid(all);
     stats.latencyRows = g.bounds.length;
     // For the Chromium test: the grid drawn and the query it is, over the

@@ -63,9 +63,10 @@ export function selector(spec: PanelSpec, host: Labels): string {
 
 /// What a panel draws, as the query that defines it (the chart's tooltip;
 /// docs/dashboard.md): /api/v1/query's parameters, then what the page
-/// does to its answer (`share`, then the panel's `map`, described by
+/// does to its answer (`share`, then the panel's `map`, described by its
 /// `mapText`). The Chromium test holds every chart to this query.
-export function definition(spec: PanelSpec, host: Labels, mapText?: string): string {
+export function definition(spec: PanelSpec, host: Labels): string {
+  const mapText = spec.mapText;
   const p = [`query=${selector(spec, host)}`];
   if (spec.rate) p.push('rate=true');
   if (spec.by) p.push(`by=${spec.by.join(',')}`, `group=${spec.group ?? 'sum'}`);
@@ -426,16 +427,19 @@ export type Series = { metric: Record<string, string>; values: [number, string][
 /// steps since (issue 44: the whole 15-minute query of ~6,500 bucket series
 /// every refresh was a fifth of the server's time with the view open).
 /// Steps sit at multiples of `step`, so an evaluation at a time is the same
-/// whichever query asked for it; the last two are asked again (their data
-/// may have been arriving).
+/// whichever query asked for it; those of the last 10 s (at least the last
+/// two) are asked again: their data may still have been arriving (the
+/// kernel tracer writes each read a round late).
 export class Steps {
   private cells = new Map<string, Map<number, string>>();
   private last = -Infinity;
   constructor(readonly query: string, readonly step: number) {}
-  /// The range to ask for to cover [lo, hi]: from the last two steps kept.
+  /// The range to ask for to cover [lo, hi]: from the steps kept that may
+  /// still change.
   want(lo: number, hi: number): [number, number] {
     const first = Math.ceil(lo / this.step) * this.step;
-    return [Math.max(first, this.last - this.step), Math.floor(hi / this.step) * this.step];
+    const again = Math.max(this.step, Math.ceil(10 / this.step) * this.step);
+    return [Math.max(first, this.last - again), Math.floor(hi / this.step) * this.step];
   }
   /// Merges an answer from `from` on and forgets steps before `lo`.
   add(r: Series, from: number, lo: number): Series {

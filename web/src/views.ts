@@ -72,7 +72,7 @@ export async function clusterView(main: HTMLElement, gen: number): Promise<void>
     const host = feed.defs[i].labels.host;
     if (host) setView({ view: 'host', host, range: app.view.range, from: app.view.from, to: app.view.to });
   }, rowH);
-  $('#heat').title = definition(spec, {}, spec.mapText);
+  $('#heat').title = definition(spec, {});
   const sortSel = $<HTMLSelectElement>('#sort');
   const names = $('#names');
   const targets = spec.by?.[0] === 'target';
@@ -150,7 +150,7 @@ export async function hostView(main: HTMLElement, host: string, gen: number): Pr
     const rowH = coreFeed.keys.length <= 16 ? 14 : 8;
     const hm = new HeatMap($('#cores'), coreFeed, 100, (i) => setView({ ...app.view, core: coreFeed.defs[i].labels.cpu }, true), rowH,
       (i) => `CPU ${coreFeed.defs[i].labels.cpu}`);
-    $('#cores').title = definition(CORE_HEAT, { host }, CORE_HEAT.mapText);
+    $('#cores').title = definition(CORE_HEAT, { host });
     hm.order = [...coreFeed.keys.keys()].sort((a, b) => +coreFeed.defs[a].labels.cpu - +coreFeed.defs[b].labels.cpu);
     app.charts.push({ feed: coreFeed, plot: null, heat: hm, draw: () => hm.draw() });
     feeds.forEach((f) => {

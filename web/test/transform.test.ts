@@ -219,19 +219,19 @@ test('columns: a repair puts the server\'s buckets in place of the same span, th
 });
 
 test('definition: a chart as the query it is', () => {
-  const cpu: PanelSpec = { id: 'cpu', title: 'CPU', unit: 'percent', names: ['node_cpu_seconds_total'], rate: true, by: ['mode'], group: 'sum', share: true, map: (v) => 100 * v };
-  assert.equal(definition(cpu, { host: 'vm' }, '× 100'),
+  const cpu: PanelSpec = { id: 'cpu', title: 'CPU', unit: 'percent', names: ['node_cpu_seconds_total'], rate: true, by: ['mode'], group: 'sum', share: true, map: (v) => 100 * v, mapText: '× 100' };
+  assert.equal(definition(cpu, { host: 'vm' }),
     '/api/v1/query?query={__name__="node_cpu_seconds_total",host="vm"}&rate=true&by=mode&group=sum&step=S, then each mode as its share of their sum, then × 100');
   assert.equal(definition({ id: 'load', title: 'Load', unit: 'count', names: ['node_load1'] }, { host: 'vm' }),
     '/api/v1/query?query={__name__="node_load1",host="vm"}&step=S');
 });
 
-test('latency steps: a refresh asks from the last two steps kept, merges, forgets what left the range', () => {
+test('latency steps: a refresh asks again for the steps of the last 10 s, merges, forgets what left the range', () => {
   const s = new Steps('q', 5);
   assert.deepEqual(s.want(101, 200), [105, 200]);
   const row = (le: string, pts: [number, number][]) => ({ metric: { le }, values: pts.map(([t, v]) => [t, String(v)] as [number, string]) });
   s.add([row('0.1', [[105, 1], [110, 2], [195, 3], [200, 4]])], 105, 101);
-  assert.deepEqual(s.want(111, 210), [195, 210]);
-  const all = s.add([row('0.1', [[195, 30], [200, 40], [205, 50]]), row('+Inf', [[205, 9]])], 195, 111);
+  assert.deepEqual(s.want(111, 210), [190, 210]);
+  const all = s.add([row('0.1', [[195, 30], [200, 40], [205, 50]]), row('+Inf', [[205, 9]])], 190, 111);
   assert.deepEqual(all, [row('0.1', [[195, 30], [200, 40], [205, 50]]), row('+Inf', [[205, 9]])]);
 });
