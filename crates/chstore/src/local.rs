@@ -81,6 +81,20 @@ fn free_port() -> Result<u16, String> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
+/// Whether the replicas of each shard hold the same active parts of every
+/// table outside `system` (part names are the same on every replica once
+/// replication has carried out the same inserts and merges).
+fn replicas_agree(live: &[(usize, crate::Client)]) -> bool {
+    const PARTS: &str = "SELECT database, table, arrayStringConcat(arraySort(groupArray(name)), ',') \
+                         FROM system.parts WHERE active AND database != 'system' \
+                         GROUP BY database, table ORDER BY database, table";
+    let mut seen: std::collections::HashMap<usize, String> = std::collections::HashMap::new();
+    live.iter().all(|(shard, c)| match c.query(PARTS) {
+        Ok(parts) => seen.entry(*shard).or_insert_with(|| parts.clone()) == &parts,
+        Err(_) => false,
+    })
+}
+
 /// Polls `ready` every 50 ms until it holds or `within` passes (ClickHouse
 /// offers nothing to wait on: the condition is asked, never a time).
 pub fn wait(what: &str, within: Duration, mut ready: impl FnMut() -> bool) -> Result<(), String> {
@@ -259,11 +273,15 @@ impl LocalCluster {
     /// Waits until every node's replicated tables have fetched what their
     /// peers took: a read after it sees every acknowledged insert on any
     /// replica (ClickHouse replicates asynchronously).
+    ///
+    /// A replica just restarted may show an empty queue before it has
+    /// pulled the log it missed, so the queues alone are not enough: the
+    /// replicas of each shard must also hold the same active parts.
     pub fn settle(&self) -> Result<(), String> {
-        let clients: Vec<crate::Client> =
-            self.nodes.iter().filter(|n| n.child.is_some()).map(|n| self.admin(n)).collect();
+        let live: Vec<(usize, crate::Client)> =
+            self.nodes.iter().filter(|n| n.child.is_some()).map(|n| (n.shard, self.admin(n))).collect();
         wait("replication to settle", Duration::from_secs(60), || {
-            clients.iter().all(|c| {
+            let queues_empty = live.iter().all(|(_, c)| {
                 // Every log entry pulled (log_pointer reached the log's
                 // end) and carried out (empty queue), none read-only.
                 c.query(
@@ -271,7 +289,8 @@ impl LocalCluster {
                      WHERE is_readonly OR queue_size > 0 OR (log_max_index > 0 AND log_pointer <= log_max_index)",
                 )
                 .is_ok_and(|t| t.trim() == "0")
-            })
+            });
+            queues_empty && replicas_agree(&live)
         })
     }
 
