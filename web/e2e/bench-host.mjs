@@ -53,6 +53,19 @@ try {
   await cdp.send('Network.enable');
   let bytes = 0;
   cdp.on('Network.dataReceived', (e) => { bytes += e.encodedDataLength || e.dataLength; });
+  // Each request's path and time to its last byte, summed by path: which
+  // sections the server's time goes to (the live stream, never finished,
+  // is not among them).
+  const asked = new Map(), byPath = {};
+  cdp.on('Network.requestWillBeSent', (e) => asked.set(e.requestId, { path: new URL(e.request.url).pathname, t: e.timestamp }));
+  cdp.on('Network.loadingFinished', (e) => {
+    const r = asked.get(e.requestId);
+    if (!r) return;
+    asked.delete(e.requestId);
+    const p = (byPath[r.path] ??= { requests: 0, seconds: 0, longest_s: 0, kib: 0 });
+    const s = e.timestamp - r.t;
+    p.requests++; p.seconds += s; p.longest_s = Math.max(p.longest_s, s); p.kib += e.encodedDataLength / 1024;
+  });
   await page.goto(`${k.url}/#view=host&host=bench&range=15m`);
   await page.waitForFunction(() => window.__kansoku.updates > 10, null, { timeout: 120000 });
   console.error(`bench-host: the host view open for ${minutes} min`);
@@ -102,6 +115,9 @@ try {
       without_after: 100 * Math.max(0, apiAfter) },
     kib_per_s: rows.reduce((a, r) => a + r.kib_per_s, 0) / rows.length,
     longest_stall_ms: Math.max(...rows.map((r) => r.longest_stall_ms)),
+    // Per path while the view was open: requests, seconds answering them
+    // (summed), the longest, KiB received.
+    requests: Object.fromEntries(Object.entries(byPath).sort((a, b) => b[1].seconds - a[1].seconds)),
     flame_15m: { answer_ms: Math.round(flameMs), bytes: flame.length, appears_ms: appearMs === null ? null : Math.round(appearMs) },
   };
   mkdirSync('e2e-out', { recursive: true });

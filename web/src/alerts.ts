@@ -6,7 +6,7 @@
 import type uPlot from 'uplot';
 import { getJson } from './api';
 import { $, app, rangeOf, stats, stepFor } from './state';
-import { escHtml } from './transform';
+import { Steps, escHtml } from './transform';
 
 export interface ActiveAlert {
   labels: Record<string, string>; annotations: Record<string, string>;
@@ -34,15 +34,21 @@ function banner(alerts: ActiveAlert[]): void {
     `${a.annotations.summary ? `: ${escHtml(a.annotations.summary)}` : ''}</span>`).join('');
 }
 
-/// Firing spans in the view's range, from the ALERTS series: consecutive
-/// points closer than two steps make one span.
+let firing: Steps | null = null; // the steps already answered
+
+/// Firing spans in the view's range, from the ALERTS series (only the steps
+/// since the last answer asked for): consecutive points closer than two
+/// steps make one span.
 async function bands(): Promise<Band[]> {
   const [lo, hi] = rangeOf(app.view);
   const step = Math.max(stepFor(lo, hi), 1);
-  const q = new URLSearchParams({ query: 'ALERTS{alertstate="firing"}', start: lo.toFixed(3), end: hi.toFixed(3), step: `${step}` });
+  if (firing?.step !== step) firing = new Steps('ALERTS{alertstate="firing"}', step);
+  const steps = firing;
+  const [from, to] = steps.want(lo, hi);
+  const q = new URLSearchParams({ query: steps.query, start: `${from}`, end: `${to}`, step: `${step}` });
   const r = await getJson<Matrix>(`/prometheus/api/v1/query_range?${q}`);
   const out: Band[] = [];
-  for (const s of r.data.result) {
+  for (const s of steps.add(r.data.result, from, lo)) {
     let cur: Band | null = null;
     for (const [t] of s.values) {
       if (cur && t - cur.to <= 2 * step) { cur.to = t; continue; }

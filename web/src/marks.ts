@@ -5,12 +5,13 @@
 // was silent or answered stale values (unchanged since its agent last
 // updated them) a dot on that target's heat-map cell — each with its reason
 // on hover. Read from the counters the parts store about themselves (by
-// PromQL, their growth per step); refreshed every 5 s and with each view.
+// PromQL, their growth per step); refreshed every 5 s (only the steps since
+// the last answer) and with each view.
 
 import type uPlot from 'uplot';
 import { getJson } from './api';
 import { app, rangeOf, stats, stepFor } from './state';
-import { escHtml } from './transform';
+import { Steps, escHtml } from './transform';
 
 /// One interval in which something was lost: its end (s), whose, and why.
 export interface Mark { t: number; host?: string; target?: string; why: string }
@@ -45,6 +46,10 @@ const DROPS: { scope: Scope; expr: (window: string, step: string) => string; why
     why: (n) => `${n} stale value(s): unchanged since the agent last updated them` },
 ];
 
+/// Each kind of loss's steps already answered: a refresh asks only for
+/// the steps since (and the last 10 s again).
+const kept = new Map<number, Steps>();
+
 /// The marks of the view's range, one query per kind of loss.
 export async function pollMarks(): Promise<void> {
   const [lo, hi] = rangeOf(app.view);
@@ -53,15 +58,20 @@ export async function pollMarks(): Promise<void> {
   const host = app.view.view === 'host' ? app.view.host : undefined;
   const scope: Scope | undefined = host ? 'host' : app.view.view === 'cluster' ? 'target' : undefined;
   const sel = host ? `{host="${host.replace(/["\\]/g, (c) => `\\${c}`)}"}` : '';
-  await Promise.all(DROPS.filter((d) => d.scope === scope).map(async (d) => {
+  await Promise.all(DROPS.map(async (d, i) => {
+    if (d.scope !== scope) return;
     // A window of one step less a millisecond: ranges hold both their
     // ends, and a sample on a step's boundary must count in one step only.
     const window = `${Math.round(step * 1000) - 1}ms`;
     const query = d.expr(window, `${Math.round(step * 1000)}ms`).replaceAll('{HOST}', sel);
-    const q = new URLSearchParams({ query, start: lo.toFixed(3), end: hi.toFixed(3), step: `${step}` });
+    let steps = kept.get(i);
+    if (steps?.query !== query || steps.step !== step) kept.set(i, (steps = new Steps(query, step)));
+    const [from, to] = steps.want(lo, hi);
+    const q = new URLSearchParams({ query, start: `${from}`, end: `${to}`, step: `${step}` });
     let r: Matrix;
     try { r = await getJson<Matrix>(`/prometheus/api/v1/query_range?${q}`); } catch { return; }
-    for (const s of r.data.result) {
+    if (kept.get(i) !== steps) return;
+    for (const s of steps.add(r.data.result, from, lo)) {
       for (const [t, v] of s.values) {
         const n = Math.round(Number(v));
         if (n > 0) out.push({ t, host: s.metric.host, target: s.metric.target, why: d.why(n) });

@@ -425,13 +425,15 @@ export type Series = { metric: Record<string, string>; values: [number, string][
 
 /// The steps already answered, kept so that a refresh asks only for the
 /// steps since (issue 44: the whole 15-minute query of ~6,500 bucket series
-/// every refresh was a fifth of the server's time with the view open).
-/// Steps sit at multiples of `step`, so an evaluation at a time is the same
-/// whichever query asked for it; those of the last 10 s (at least the last
-/// two) are asked again: their data may still have been arriving (the
-/// kernel tracer writes each read a round late).
+/// every refresh was a fifth of the server's time with the view open; the
+/// loss marks' and alert bands' six queries over the whole range every 5 s
+/// were the largest share of what was left). Steps sit at multiples of
+/// `step`, so an evaluation at a time is the same whichever query asked for
+/// it; those of the last 10 s (at least the last two) are asked again: their
+/// data may still have been arriving (the kernel tracer writes each read a
+/// round late). Series are told apart by all their labels.
 export class Steps {
-  private cells = new Map<string, Map<number, string>>();
+  private rows = new Map<string, { metric: Record<string, string>; at: Map<number, string> }>();
   private last = -Infinity;
   constructor(readonly query: string, readonly step: number) {}
   /// The range to ask for to cover [lo, hi]: from the steps kept that may
@@ -443,13 +445,14 @@ export class Steps {
   }
   /// Merges an answer from `from` on and forgets steps before `lo`.
   add(r: Series, from: number, lo: number): Series {
-    for (const row of this.cells.values()) for (const t of [...row.keys()]) if (t >= from - 1e-6 || t < lo) row.delete(t);
+    for (const row of this.rows.values()) for (const t of [...row.at.keys()]) if (t >= from - 1e-6 || t < lo) row.at.delete(t);
     for (const x of r) {
-      const le = x.metric.le ?? '';
-      if (!this.cells.has(le)) this.cells.set(le, new Map());
-      for (const [t, v] of x.values) { this.cells.get(le)!.set(t, v); this.last = Math.max(this.last, t); }
+      const key = JSON.stringify(Object.entries(x.metric).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+      const row = this.rows.get(key) ?? this.rows.set(key, { metric: x.metric, at: new Map() }).get(key)!;
+      for (const [t, v] of x.values) { row.at.set(t, v); this.last = Math.max(this.last, t); }
     }
-    return [...this.cells].map(([le, row]) => ({ metric: { le }, values: [...row].sort((a, b) => a[0] - b[0]) }));
+    for (const [k, row] of this.rows) if (row.at.size === 0) this.rows.delete(k);
+    return [...this.rows.values()].map((row) => ({ metric: row.metric, values: [...row.at].sort((a, b) => a[0] - b[0]) }));
   }
 }
 

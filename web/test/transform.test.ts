@@ -235,3 +235,12 @@ test('latency steps: a refresh asks again for the steps of the last 10 s, merges
   const all = s.add([row('0.1', [[195, 30], [200, 40], [205, 50]]), row('+Inf', [[205, 9]])], 190, 111);
   assert.deepEqual(all, [row('0.1', [[195, 30], [200, 40], [205, 50]]), row('+Inf', [[205, 9]])]);
 });
+
+test('steps: series told apart by every label in any order; a series whose steps all left the range is gone', () => {
+  const s = new Steps('q', 1);
+  const pts = (metric: Record<string, string>, ts: number[]) => ({ metric, values: ts.map((t) => [t, '1'] as [number, string]) });
+  s.add([pts({ host: 'a', job: 'x' }, [10, 11]), pts({ host: 'b', job: 'x' }, [11])], 10, 10);
+  const all = s.add([pts({ job: 'x', host: 'a' }, [12])], 12, 11);
+  assert.deepEqual(all, [pts({ host: 'a', job: 'x' }, [11, 12]), pts({ host: 'b', job: 'x' }, [11])]);
+  assert.deepEqual(s.add([], 13, 13), []);
+});
