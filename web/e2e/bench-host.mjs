@@ -7,7 +7,9 @@
 // cost (open less the mean of the two baselines), the bytes the page received per second (every response
 // and the live stream, from Chromium's network events), the longest wait
 // between two live redraws, and at the end how long a 15-minute flame graph
-// takes to answer and to appear in a fresh page.
+// takes to answer and to appear in a fresh page; then, the server restarted
+// on the same data (nothing kept), how long it takes to appear and to be
+// complete.
 // Usage: node e2e/bench-host.mjs [--minutes 15] [--warmup 120] [--baseline 60] [--perf 1000]
 import { chromium } from 'playwright-core';
 import { readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -36,7 +38,8 @@ const apiCpuOf = (pid) => cpuOf(pid) - readdirSync(`/proc/${pid}/task`).reduce((
   } catch { return sum; }
 }, 0);
 const period = (ms) => new Promise((ok) => setTimeout(ok, ms)); // a measuring period, not synchronisation
-const k = await startKansoku(['up', '--host', 'bench', '--interval', '100ms', '--perf', hz, '--perf-callchain']);
+const UP = ['up', '--host', 'bench', '--interval', '100ms', '--perf', hz, '--perf-callchain'];
+let k = await startKansoku(UP);
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
 try {
   // The server's first minute is not its steady state: it copies every
@@ -57,7 +60,7 @@ try {
   // sections the server's time goes to (the live stream, never finished,
   // is not among them).
   const asked = new Map(), byPath = {};
-  cdp.on('Network.requestWillBeSent', (e) => asked.set(e.requestId, { path: new URL(e.request.url).pathname, t: e.timestamp }));
+  cdp.on('Network.requestWillBeSent', (e) => { if (e.request.url.startsWith('http')) asked.set(e.requestId, { path: new URL(e.request.url).pathname, t: e.timestamp }); });
   cdp.on('Network.loadingFinished', (e) => {
     const r = asked.get(e.requestId);
     if (!r) return;
@@ -105,6 +108,20 @@ try {
   const appeared = await p2.waitForFunction(() => document.querySelectorAll('#flame .fr').length > 0, null, { timeout: 120000 })
     .then(() => true, () => false);
   const appearMs = appeared ? performance.now() - t : null;
+  await p2.close();
+  // Cold: the same data under a restarted server, which has named and kept
+  // nothing (a server no page has looked at): a fresh page until the flame
+  // graph first appears (the newest stretch the server named within the
+  // page's `within`), and until it holds the whole range.
+  await k.stop({ keep: true });
+  k = await startKansoku(UP, { data: k.data });
+  const p3 = await browser.newPage({ viewport: { width: 1600, height: 1200 } });
+  t = performance.now();
+  await p3.goto(`${k.url}/#view=host&host=bench&range=15m`);
+  const coldAppears = await p3.waitForFunction(() => document.querySelectorAll('#flame .fr').length > 0, null, { timeout: 120000 })
+    .then(() => Math.round(performance.now() - t), () => null);
+  const coldComplete = await p3.waitForFunction(() => window.__kansoku.flameComplete, null, { timeout: 300000 })
+    .then(() => Math.round(performance.now() - t), () => null);
   const out = {
     minutes, warmup_s: warmup, baseline_s: baseline, perf_hz: +hz, rows, chromium: browser.version(),
     // The view's cost: open less the mean of the two baselines around it.
@@ -118,7 +135,8 @@ try {
     // Per path while the view was open: requests, seconds answering them
     // (summed), the longest, KiB received.
     requests: Object.fromEntries(Object.entries(byPath).sort((a, b) => b[1].seconds - a[1].seconds)),
-    flame_15m: { answer_ms: Math.round(flameMs), bytes: flame.length, appears_ms: appearMs === null ? null : Math.round(appearMs) },
+    flame_15m: { answer_ms: Math.round(flameMs), bytes: flame.length, appears_ms: appearMs === null ? null : Math.round(appearMs),
+      cold_appears_ms: coldAppears, cold_complete_ms: coldComplete },
   };
   mkdirSync('e2e-out', { recursive: true });
   writeFileSync('e2e-out/bench-host.json', JSON.stringify(out, null, 1));

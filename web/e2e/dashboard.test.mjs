@@ -245,6 +245,8 @@ test('host view with --perf: top symbols, a flame graph and a per-CPU timeline',
     assert.ok(rows.every((r) => /%$/.test(r[4])), JSON.stringify(rows));
     // The flame graph: the root, processes above it, call chains above them.
     await page.waitForFunction(() => document.querySelectorAll('#flame .fr').length >= 10, null, { timeout: 30000 });
+    // Asked with `within`, the graph is asked again until it holds the whole range.
+    await page.waitForFunction(() => window.__kansoku.flameComplete, null, { timeout: 30000 });
     const bottoms = await page.$$eval('#flame .fr', (bs) => bs.map((b) => parseInt(b.style.bottom, 10)));
     assert.ok(Math.max(...bottoms) >= 3 * 17, `frames stack up: ${Math.max(...bottoms)}px`);
     assert.ok(!(await page.textContent('.flame-title')).includes('no call chains'));

@@ -17,8 +17,8 @@ export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
   '--disable-component-update', '--disable-sync', '--enable-precise-memory-info'];
 
-export async function startKansoku(args) {
-  const data = mkdtempSync(join(tmpdir(), 'kansoku-e2e-'));
+/// `data`: a data directory an earlier server left (`stop({ keep: true })`).
+export async function startKansoku(args, { data = mkdtempSync(join(tmpdir(), 'kansoku-e2e-')) } = {}) {
   const child = spawn(BIN, [...args, '--data', data, '--listen', '127.0.0.1:0', '--fsync', 'never'],
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, KANSOKU_LOG: 'info' } });
   let log = '';
@@ -35,11 +35,11 @@ export async function startKansoku(args) {
     data,
     pid: child.pid,
     log: () => log,
-    async stop() {
+    async stop({ keep = false } = {}) {
       const done = new Promise((ok) => child.on('exit', ok));
       child.kill('SIGTERM');
       await done;
-      rmSync(data, { recursive: true, force: true });
+      if (!keep) rmSync(data, { recursive: true, force: true });
     },
   };
 }

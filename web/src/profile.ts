@@ -3,7 +3,7 @@
 // following live.
 
 import { getJson } from './api';
-import { app, rangeOf, refresh } from './state';
+import { app, rangeOf, refresh, stats } from './state';
 import { escHtml } from './transform';
 
 interface TopRow { rank: number; symbol: string; module: string; samples: number; share: number }
@@ -14,8 +14,8 @@ interface TopRow { rank: number; symbol: string; module: string; samples: number
 export function topSymbols(host: string, gen: number): void {
   const draw = async () => {
     const [lo, hi] = rangeOf(app.view);
-    let r: { samples: number; rows: TopRow[] };
-    try { r = await getJson(`/api/v1/profile/top?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&n=15`); } catch { return; }
+    let r: { samples: number; rows: TopRow[] } & Covers;
+    try { r = await getJson(`/api/v1/profile/top?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&n=15&within=${WITHIN}`); } catch { return; }
     if (gen !== app.generation) return;
     const el = document.querySelector<HTMLElement>('#profile');
     if (!el) return;
@@ -23,12 +23,29 @@ export function topSymbols(host: string, gen: number): void {
       el.innerHTML = `<div class="absent">top symbols, flame graph and per-CPU timeline: no CPU samples for this host in range — start <code>kansoku up</code> (or the host's <code>agent</code>) with <code>--perf HZ</code>, and <code>--perf-callchain</code> for call chains</div>`;
       return;
     }
-    el.innerHTML = `<table class="agents profile"><caption>top symbols · ${r.samples.toLocaleString()} CPU samples in range</caption>
+    el.innerHTML = `<table class="agents profile"><caption>top symbols · ${r.samples.toLocaleString()} CPU samples ${covered(r, hi)}</caption>
       <tr><th>#</th><th>symbol</th><th>module</th><th>samples</th><th>share</th></tr>
       ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${escHtml(x.symbol)}</td><td>${escHtml(x.module)}</td><td>${x.samples}</td>
         <td><span class="bar" style="width:${Math.max(1, x.share).toFixed(0)}px"></span> ${x.share.toFixed(1)} %</td></tr>`).join('')}</table>`;
+    return r.complete ? undefined : 'again';
   };
   refresh(draw, 2000);
+}
+
+/// How long the server names parts of a range it has not kept before it
+/// answers with the newest stretch named (a 15-minute flame graph no page
+/// has asked for takes ~10 s to name): the picture appears within a second
+/// and fills as it is asked again.
+const WITHIN = '800ms';
+
+/// What a hurried answer holds: all of the range, or from `named_from` on.
+interface Covers { complete: boolean; named_from: number | null }
+
+/// "in range", or which part of it an answer holds while the rest is named.
+function covered(r: Covers, hi: number): string {
+  if (r.complete || r.named_from === null) return 'in range';
+  const s = Math.max(0, Math.round(hi - r.named_from));
+  return `in the last ${s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`} of the range (naming the rest…)`;
 }
 
 /// A frame of the flame graph: [name, samples, depth], in preorder.
@@ -48,7 +65,8 @@ function frameColour(name: string, kernel: boolean): string {
 /// root to zoom out. Refreshed every 2 s while following live.
 export function flameGraph(host: string, gen: number): void {
   let zoom = 0; // index of the frame at the bottom
-  let last: { samples: number; with_call_chains: number; frames: FlameRow[] } | null = null;
+  let last: ({ samples: number; with_call_chains: number; frames: FlameRow[] } & Covers) | null = null;
+  let hi = 0; // the end of the range the last answer was asked for
   const render = () => {
     const el = document.querySelector<HTMLElement>('#flame');
     if (!el || !last || last.samples === 0) { if (el) el.replaceChildren(); return; }
@@ -73,7 +91,7 @@ export function flameGraph(host: string, gen: number): void {
       boxes.push(`<div class="fr" data-i="${i}" data-d="${d}" title="${escHtml(name)} · ${value.toLocaleString()} samples · ${(value / last.samples * 100).toFixed(1)} %"
         style="left:${(left / base[1]) * 100}%;width:${w}%;bottom:${d * rowH}px;background:${d0 === 0 ? '#bbb' : frameColour(name, kernel)}">${escHtml(name)}</div>`);
     }
-    el.innerHTML = `<div class="flame-title">flame graph · ${last.samples.toLocaleString()} samples${last.with_call_chains ? '' : ' (no call chains: run with --perf-callchain)'}${zoom ? ` · zoomed into ${escHtml(base[0])} (click the bottom bar to zoom out)` : ''}</div>
+    el.innerHTML = `<div class="flame-title">flame graph · ${last.samples.toLocaleString()} samples${last.complete ? '' : ` ${covered(last, hi)}`}${last.with_call_chains ? '' : ' (no call chains: run with --perf-callchain)'}${zoom ? ` · zoomed into ${escHtml(base[0])} (click the bottom bar to zoom out)` : ''}</div>
       <div class="flame" style="height:${(depth + 1) * rowH}px">${boxes.join('')}</div>`;
     el.querySelectorAll<HTMLElement>('.fr').forEach((b) => { b.onclick = () => { const i = +b.dataset.i!; zoom = i === zoom ? 0 : i; render(); }; });
     // Deep stacks scroll; the roots (the bottom) show first.
@@ -81,17 +99,20 @@ export function flameGraph(host: string, gen: number): void {
     if (wrap) wrap.scrollTop = wrap.scrollHeight;
   };
   const draw = async () => {
-    const [lo, hi] = rangeOf(app.view);
+    const [lo, to] = rangeOf(app.view);
     let r: typeof last;
     // Frames narrower than a pixel are merged by the server, not sent.
     const width = Math.max(100, document.querySelector<HTMLElement>('#flame-wrap')?.clientWidth || 1000);
-    try { r = await getJson(`/api/v1/profile/flame?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&width=${width}`); } catch { return; }
-    if (gen !== app.generation) return;
+    try { r = await getJson(`/api/v1/profile/flame?host=${encodeURIComponent(host)}&from=${lo}&to=${to}&width=${width}&within=${WITHIN}`); } catch { return; }
+    if (gen !== app.generation || !r) return;
     // Keep a zoom on the same frame name across refreshes.
     const name = last && zoom ? last.frames[zoom]?.[0] : undefined;
     last = r;
-    zoom = name ? Math.max(0, r!.frames.findIndex((x) => x[0] === name)) : 0;
+    hi = to;
+    stats.flameComplete = r.complete;
+    zoom = name ? Math.max(0, r.frames.findIndex((x) => x[0] === name)) : 0;
     render();
+    return r.complete ? undefined : 'again';
   };
   refresh(draw, 2000);
   // From the processes table: the program's busiest process (`comm (pid)`).

@@ -12,7 +12,7 @@ export const POINTS = 600; // history buckets per chart
 export const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
 
 /// Measurements for the browser benchmark and the e2e test.
-export const stats = { updates: 0, frames: [] as number[], lastT: 0, lastDrawAt: 0, maxGapMs: 0, renders: 0, errors: [] as string[], loadedCells: 0, alertsShown: 0, bandsDrawn: 0, kernelRows: 0, verdicts: 0, latencyRows: 0, clusterVerdicts: 0, diskMaps: 0, processRows: 0, cgroupRows: 0, loadRuns: 0, marksDrawn: 0, heatMarks: 0, markReasons: [] as string[], repairs: 0, repairsDue: 0,
+export const stats = { updates: 0, frames: [] as number[], lastT: 0, lastDrawAt: 0, maxGapMs: 0, renders: 0, errors: [] as string[], loadedCells: 0, alertsShown: 0, bandsDrawn: 0, kernelRows: 0, verdicts: 0, latencyRows: 0, clusterVerdicts: 0, diskMaps: 0, processRows: 0, cgroupRows: 0, loadRuns: 0, marksDrawn: 0, heatMarks: 0, markReasons: [] as string[], repairs: 0, repairsDue: 0, flameComplete: false,
   latency: null as null | { query: string; asked: string; bounds: string[]; times: number[]; cells: (number | null)[][] } };
 (window as unknown as { __kansoku: typeof stats }).__kansoku = stats;
 
@@ -51,7 +51,10 @@ export class Superseded extends Error {}
 /// again every `ms`, or every thirtieth of the range if longer (up to a
 /// minute): over 15 minutes, 30 s more of data changes it by 3 %, and the
 /// host view's sections together stay within 3 % of a core.
-export function refresh(draw: () => Promise<void>, ms: number, always = false): void {
+///
+/// A `draw` that answers `'again'` (a flame graph named only in part) is run
+/// again at once, its time not counted as an answer's.
+export function refresh(draw: () => Promise<void | 'again'>, ms: number, always = false): void {
   let stopped = false, timer = 0, took = 0;
   // And never sooner than 30 times what the last answer took: a section
   // keeps the server busy at most ~3 % of the time it is open.
@@ -62,9 +65,10 @@ export function refresh(draw: () => Promise<void>, ms: number, always = false): 
   };
   const run = async () => {
     const t0 = performance.now();
-    try { await draw(); } catch { /* the next run tries again */ }
-    took = performance.now() - t0;
-    if (!stopped) timer = window.setTimeout(tick, wait());
+    let again = false;
+    try { again = (await draw()) === 'again'; } catch { /* the next run tries again */ }
+    if (!again) took = performance.now() - t0;
+    if (!stopped) timer = again ? window.setTimeout(run, 0) : window.setTimeout(tick, wait());
   };
   const tick = () => { if (always || app.view.from === undefined) run(); else timer = window.setTimeout(tick, wait()); };
   run();

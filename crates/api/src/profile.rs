@@ -35,6 +35,10 @@ struct Request {
     pid: Option<u32>,
     n: usize,
     buckets: usize,
+    /// `within`: name parts not yet kept only this long, newest first, and
+    /// answer for the newest stretch named (the flame graph and top table:
+    /// a page's first look at a long range, asked again until complete).
+    within: Option<std::time::Duration>,
 }
 
 fn request(params: &HashMap<String, String>, now: Timestamp) -> Result<Request, ApiError> {
@@ -58,11 +62,19 @@ fn request(params: &HashMap<String, String>, now: Timestamp) -> Result<Request, 
             .transpose()
     };
     let cpus: Vec<u32> = num32("cpu")?.map(|c| vec![c]).unwrap_or_default();
+    let within = get("within")
+        .map(|w| {
+            model::parse_duration(w).ok().filter(|d| *d <= std::time::Duration::from_secs(60)).ok_or_else(|| {
+                ApiError::BadRequest(format!("`within`: a duration up to 60s (such as 800ms), not {w:?}"))
+            })
+        })
+        .transpose()?;
     Ok(Request {
         query: EventQuery { streams: sel, cpus, from: from.as_nanos(), to: to.as_nanos() },
         pid: num32("pid")?,
         n: num("n")?.unwrap_or(20).clamp(1, 1000) as usize,
         buckets: num("buckets")?.unwrap_or(200).clamp(1, 2000) as usize,
+        within,
     })
 }
 
@@ -198,18 +210,29 @@ struct Naming<'a> {
     symbols: Option<&'a symstore::SymStore>,
 }
 
+/// What a request named: its parts, and where the oldest begins when
+/// `within` ran out before the range's start (`None`: the whole range).
+struct Named {
+    parts: Vec<Arc<NamedPart>>,
+    from: Option<i64>,
+}
+
 /// The request's range as named parts of `shape` (`what` keys them in the
 /// cache): each settled part's made by `make` once and kept, the rest made
-/// afresh. One budget of events scanned for the whole request.
+/// afresh. One budget of events scanned for the whole request. Newest
+/// first: with `within`, once it has passed, the parts not kept are left
+/// for the next request and the answer covers the newest stretch named (the
+/// part still filling is always named).
 fn named_parts(
     at: &Naming<'_>,
     req: &Request,
     (shape, what): (Shape, u8),
     now: i64,
     make: impl Fn(&EventCounts, &Procs) -> Content,
-) -> Result<Vec<Arc<NamedPart>>, ApiError> {
+) -> Result<Named, ApiError> {
     let Naming { events, kept, root, symbols } = *at;
     use source::cache::{Key, Part};
+    let deadline = req.within.map(|d| std::time::Instant::now() + d);
     let generation = events.generation();
     let parts = match generation {
         Some(_) => source::cache::parts(&req.query, now, NAMED_PART_NS),
@@ -226,12 +249,20 @@ fn named_parts(
         Ok(NamedPart { named, events: c.events, with_chains: c.with_chains, corrupt: c.corrupt })
     };
     let mut named = Vec::with_capacity(parts.len());
-    for part in parts {
-        named.push(match (part, generation) {
+    let mut named_from = None;
+    for (i, part) in parts.iter().enumerate().rev() {
+        // Past `within`, the parts not kept are left for the next request
+        // (the newest, still filling, is always named).
+        let stop = i + 1 < parts.len() && deadline.is_some_and(|d| std::time::Instant::now() >= d);
+        named.push(match (*part, generation) {
             (Part::Settled(start), Some(generation)) => {
                 let key = Key::new(&req.query, req.pid, what, start);
                 match kept.get(&key, generation) {
                     Some(kept) => kept,
+                    None if stop => {
+                        named_from = Some(start_of(parts[i + 1]));
+                        break;
+                    }
                     None => {
                         let made = Arc::new(name(start, start + NAMED_PART_NS - 1)?);
                         kept.put(key, Arc::clone(&made), made.bytes(), generation);
@@ -239,46 +270,81 @@ fn named_parts(
                     }
                 }
             }
+            _ if stop => {
+                named_from = Some(start_of(parts[i + 1]));
+                break;
+            }
             (Part::Settled(start), None) => Arc::new(name(start, start + NAMED_PART_NS - 1)?),
             (Part::Raw(from, to), _) => Arc::new(name(from, to)?),
         });
     }
-    Ok(named)
+    named.reverse();
+    Ok(Named { parts: named, from: named_from })
+}
+
+/// Where a part begins (ns).
+fn start_of(part: source::cache::Part) -> i64 {
+    match part {
+        source::cache::Part::Raw(from, _) | source::cache::Part::Settled(from) => from,
+    }
+}
+
+/// A flame graph: the tree with frames narrower than a pixel merged (how
+/// many), the samples with call chains, the corrupt batches skipped, and
+/// from when it holds the range (`None`: all of it; see [`Named`]).
+#[derive(Debug)]
+struct Flame {
+    tree: perf::symbols::Frame,
+    merged: usize,
+    with_chains: u64,
+    corrupt: u64,
+    named_from: Option<i64>,
 }
 
 /// The flame graph of the request's range: the sum of its parts' trees
 /// (`named_parts`), with frames narrower than `width` pixels merged
-/// (`perf::symbols::sum`). Returns the tree, how many frames were merged,
-/// the samples with call chains and the corrupt batches.
-fn flame_tree(
-    at: &Naming<'_>,
-    req: &Request,
-    width: Option<u64>,
-    now: i64,
-) -> Result<(perf::symbols::Frame, usize, u64, u64), ApiError> {
+/// (`perf::symbols::sum`).
+fn flame_tree(at: &Naming<'_>, req: &Request, width: Option<u64>, now: i64) -> Result<Flame, ApiError> {
     let named = named_parts(at, req, (Shape::Stacks, NAMED_STACKS), now, |c, procs| {
         Content::Flame(perf::symbols::flame(&c.stacks, procs))
     })?;
+    let parts = &named.parts;
     let trees: Vec<&perf::symbols::Frame> =
-        named.iter().filter_map(|p| if let Content::Flame(t) = &p.named { Some(t) } else { None }).collect();
-    let (with_chains, corrupt) = (named.iter().map(|p| p.with_chains).sum(), named.iter().map(|p| p.corrupt).sum());
+        parts.iter().filter_map(|p| if let Content::Flame(t) = &p.named { Some(t) } else { None }).collect();
+    let (with_chains, corrupt) = (parts.iter().map(|p| p.with_chains).sum(), parts.iter().map(|p| p.corrupt).sum());
     let samples: u64 = trees.iter().map(|t| t.value).sum();
     let min = width.map_or(0, |w| samples.div_ceil(w));
     let (tree, merged) = perf::symbols::sum(&trees, min);
-    Ok((tree, merged, with_chains, corrupt))
+    Ok(Flame { tree, merged, with_chains, corrupt, named_from: named.from })
+}
+
+/// A top table: its rows, the samples, the corrupt batches skipped, and
+/// from when it holds the range (`None`: all of it).
+#[derive(Debug, PartialEq)]
+struct Top {
+    rows: Vec<perf::symbols::TopRow>,
+    samples: u64,
+    corrupt: u64,
+    named_from: Option<i64>,
 }
 
 /// The top table of the request's range from its named parts: the sum of
-/// their samples by symbol. Returns the rows, the samples and the corrupt
-/// batches.
-fn top_table(at: &Naming<'_>, req: &Request, now: i64) -> Result<(Vec<perf::symbols::TopRow>, u64, u64), ApiError> {
+/// their samples by symbol.
+fn top_table(at: &Naming<'_>, req: &Request, now: i64) -> Result<Top, ApiError> {
     let named = named_parts(at, req, (Shape::Ips, NAMED_TOP), now, |c, procs| {
         Content::Top(perf::symbols::by_symbol(&c.ips, procs))
     })?;
+    let parts = &named.parts;
     let maps: Vec<&HashMap<perf::symbols::Named, u64>> =
-        named.iter().filter_map(|p| if let Content::Top(m) = &p.named { Some(m) } else { None }).collect();
-    let (samples, corrupt) = (named.iter().map(|p| p.events).sum(), named.iter().map(|p| p.corrupt).sum());
-    Ok((perf::symbols::top_of(&maps, req.n), samples, corrupt))
+        parts.iter().filter_map(|p| if let Content::Top(m) = &p.named { Some(m) } else { None }).collect();
+    let (samples, corrupt) = (parts.iter().map(|p| p.events).sum(), parts.iter().map(|p| p.corrupt).sum());
+    Ok(Top { rows: perf::symbols::top_of(&maps, req.n), samples, corrupt, named_from: named.from })
+}
+
+/// The answer's fields saying what it covers: `complete`, and when not the
+/// time (s) from which it holds the range.
+fn covers(named_from: Option<i64>) -> (bool, Option<f64>) {
+    (named_from.is_none(), named_from.map(|t| t as f64 / 1e9))
 }
 
 pub async fn top(
@@ -291,13 +357,17 @@ pub async fn top(
     let v = st
         .guard
         .run(move || -> Result<serde_json::Value, ApiError> {
-            let (rows, samples, corrupt) = top_table(
+            let top = top_table(
                 &Naming { events: &*events, kept: &kept, root: &root, symbols: symbols.as_deref() },
                 &req,
                 clock::realtime_ns(),
             )?;
-            let rows: Vec<_> = rows.iter().map(crate::views::top_row).collect();
-            Ok(serde_json::json!({ "samples": samples, "corrupt_batches": corrupt, "rows": rows }))
+            let rows: Vec<_> = top.rows.iter().map(crate::views::top_row).collect();
+            let (complete, named_from) = covers(top.named_from);
+            Ok(serde_json::json!({
+                "samples": top.samples, "corrupt_batches": top.corrupt, "rows": rows,
+                "complete": complete, "named_from": named_from,
+            }))
         })
         .await??;
     Ok(Json(v))
@@ -324,15 +394,17 @@ pub async fn flame(
         .guard
         .run(move || -> Result<serde_json::Value, ApiError> {
             let now = clock::realtime_ns();
-            let (tree, merged, with_chains, corrupt) = flame_tree(
+            let f = flame_tree(
                 &Naming { events: &*events, kept: &kept, root: &root, symbols: symbols.as_deref() },
                 &req,
                 width,
                 now,
             )?;
+            let (complete, named_from) = covers(f.named_from);
             Ok(serde_json::json!({
-                "samples": tree.value, "with_call_chains": with_chains, "corrupt_batches": corrupt,
-                "merged_frames": merged, "frames": tree.flatten(),
+                "samples": f.tree.value, "with_call_chains": f.with_chains, "corrupt_batches": f.corrupt,
+                "merged_frames": f.merged, "frames": f.tree.flatten(),
+                "complete": complete, "named_from": named_from,
             }))
         })
         .await??;
@@ -463,6 +535,7 @@ mod tests {
             pid: None,
             n,
             buckets: 200,
+            within: None,
         }
     }
 
@@ -481,12 +554,12 @@ mod tests {
             let got = top_table(&kept_at, &req(from, to, 2), now).unwrap();
             let want = top_table(&direct_at, &req(from, to, 2), now).unwrap();
             assert_eq!(got, want, "{from}..{to}");
-            assert_eq!(got.1, (to - from + 1) as u64);
-            assert_eq!(got.0.len(), 2.min((to - from + 1) as usize), "the n asked");
+            assert_eq!(got.samples, (to - from + 1) as u64);
+            assert_eq!(got.rows.len(), 2.min((to - from + 1) as usize), "the n asked");
         }
         cached.read.store(0, Relaxed);
         let again = top_table(&kept_at, &req(0, 900, 2), now).unwrap();
-        assert_eq!(again.1, 901);
+        assert_eq!(again.samples, 901);
         assert_eq!(cached.read.load(Relaxed), 1, "only 900 s itself read again");
     }
 
@@ -505,23 +578,66 @@ mod tests {
             for width in [None, Some(4)] {
                 let got = flame_tree(&kept_at, &req, width, now).unwrap();
                 let want = flame_tree(&direct_at, &req, width, now).unwrap();
-                assert_eq!(got.0.flatten(), want.0.flatten(), "{from}..{to} {width:?}");
-                assert_eq!((got.1, got.2), (want.1, want.2));
-                assert_eq!((got.0.value, got.2), ((to - from + 1) as u64, (to - from + 1) as u64));
+                assert_eq!(got.tree.flatten(), want.tree.flatten(), "{from}..{to} {width:?}");
+                assert_eq!((got.merged, got.with_chains), (want.merged, want.with_chains));
+                assert_eq!((got.tree.value, got.with_chains), ((to - from + 1) as u64, (to - from + 1) as u64));
+                assert_eq!(got.named_from, None);
                 if width.is_none() {
-                    assert_eq!(got.0.children.len(), 3.min((to - from + 1) as usize), "a frame per process");
+                    assert_eq!(got.tree.children.len(), 3.min((to - from + 1) as usize), "a frame per process");
                 }
             }
         }
         let upto = |to: i64| req(0, to, 20);
         cached.read.store(0, Relaxed);
         let again = flame_tree(&kept_at, &upto(900), None, now).unwrap();
-        assert_eq!(again.0.value, 901);
+        assert_eq!(again.tree.value, 901);
         assert_eq!(cached.read.load(Relaxed), 1, "only 900 s itself read again");
         // Settled 10 s parts reach up to 35 s before now: 960 s.
         flame_tree(&kept_at, &upto(960), None, now).unwrap();
         cached.read.store(0, Relaxed);
         flame_tree(&kept_at, &upto(960), None, now).unwrap();
         assert_eq!(cached.read.load(Relaxed), 1, "only 960 s itself read again");
+    }
+
+    /// With `within` passed (zero here), a request names only the part
+    /// still filling and the kept parts right before it, and says from when
+    /// it holds the range; what it left is named by later requests.
+    #[test]
+    fn within_answers_for_the_newest_stretch_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cached = Seconds { generation: Some(1), ..Seconds::default() };
+        let kept = source::cache::Kept::new(1 << 20);
+        let at = Naming { events: &cached, kept: &kept, root: dir.path(), symbols: None };
+        let now = 1_000 * S;
+        let hurried = |from, to| Request { within: Some(std::time::Duration::ZERO), ..req(from, to, 20) };
+        // 0..=905: settled parts 0..900 and the last 5 s, raw.
+        let f = flame_tree(&at, &hurried(0, 905), None, now).unwrap();
+        assert_eq!((f.tree.value, f.named_from), (6, Some(900 * S)), "only the newest part");
+        assert_eq!(top_table(&at, &hurried(0, 905), now).unwrap().named_from, Some(900 * S));
+        // Parts named in full by another request are kept: the hurried one
+        // then holds them, up to the first part not kept.
+        flame_tree(&at, &req(600, 905, 20), None, now).unwrap();
+        let f = flame_tree(&at, &hurried(0, 905), None, now).unwrap();
+        assert_eq!((f.tree.value, f.named_from), (306, Some(600 * S)));
+        flame_tree(&at, &req(0, 905, 20), None, now).unwrap();
+        let f = flame_tree(&at, &hurried(0, 905), None, now).unwrap();
+        assert_eq!((f.tree.value, f.named_from), (906, None), "complete once every part is kept");
+        // A range not on a part's edge: its first stretch is raw, named only in time.
+        let f = flame_tree(&at, &hurried(3, 905), None, now).unwrap();
+        assert_eq!((f.tree.value, f.named_from), (905 - 10 + 1, Some(10 * S)));
+    }
+
+    #[test]
+    fn within_is_a_duration_up_to_a_minute() {
+        let ask = |w: &str| {
+            let params: HashMap<String, String> =
+                [("host", "h"), ("since", "15m"), ("within", w)].map(|(k, v)| (k.to_owned(), v.to_owned())).into();
+            request(&params, Timestamp(1_000 * S)).map(|r| r.within)
+        };
+        assert_eq!(ask("800ms").unwrap(), Some(std::time::Duration::from_millis(800)));
+        for bad in ["2m", "soon", "-1s"] {
+            let e = ask(bad).unwrap_err().to_string();
+            assert!(e.contains("`within`") && e.contains(bad), "{bad}: {e}");
+        }
     }
 }

@@ -45,6 +45,21 @@ pub use store::{
     Appended, Appender, DiskBudget, DiskUsage, FsyncPolicy, Options, Retention, SERIES_MAX_DEFAULT, Store, StoreStats,
 };
 
+/// The block files of a data directory that hold its data, oldest first
+/// (those a compaction replaced, left by a crash, skipped): for reports that
+/// read their indexes (`kansoku lab store --report`).
+pub fn block_files(root: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut reach = None;
+    let mut out = Vec::new();
+    for (g, path) in block::list_blocks(&dir::blocks_dir(root))? {
+        if !block::replaces(reach, g) {
+            reach = Some(reach.map_or(g.last, |r: u64| r.max(g.last)));
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]

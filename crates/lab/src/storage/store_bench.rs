@@ -67,6 +67,15 @@ pub struct Args {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Measure nothing: report where the bytes of this existing data
+    /// directory go (by kind of series, by part of the directory, the
+    /// costliest names), from its block indexes. Works while a server
+    /// writes it.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// With --report: how many of the costliest series names to list.
+    #[arg(long, default_value_t = 15)]
+    top: usize,
 }
 
 #[derive(Debug, Default, serde::Serialize)]
@@ -153,6 +162,15 @@ fn median(v: &[f64]) -> f64 {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if let Some(dir) = &args.report {
+        let u = crate::storage::usage::usage(dir, args.top)?;
+        crate::storage::usage::print(dir, &u);
+        if let Some(path) = &args.json {
+            std::fs::write(path, serde_json::to_vec_pretty(&u)?)
+                .with_context(|| format!("write {}", path.display()))?;
+        }
+        return Ok(());
+    }
     let span = args.span;
     let tmp = tempfile::tempdir()?;
     let data = args.data.clone().unwrap_or_else(|| tmp.path().join("data"));
