@@ -217,9 +217,9 @@ pub fn print(root: &Path, u: &Usage) {
 mod tests {
     use super::*;
 
-    /// A directory of a gauge at 100 ms and a histogram's buckets at 1 s:
-    /// the report counts every sample once, by its kind, and its parts add
-    /// up to the blocks' bytes.
+    /// A directory of a gauge at 100 ms and a histogram's buckets at 1 s
+    /// (too few samples for tiers of their own): the report counts every
+    /// sample once, by its kind, and its parts add up to the blocks' bytes.
     #[test]
     fn every_block_byte_and_sample_accounted_for() {
         let dir = tempfile::tempdir().unwrap();
@@ -227,7 +227,7 @@ mod tests {
         let store = store::Store::open(&root, store::Options::default()).unwrap();
         let mut app = store::Appender::default();
         let t0 = 1_700_000_000_000_000_000i64;
-        for r in 0..600i64 {
+        for r in 0..1_200i64 {
             let mut b = model::Batch::new(model::Timestamp(t0 + r * 100_000_000));
             if r == 0 {
                 b.defs.push((0, SeriesKey::new("node_load1", [("host", "h")])));
@@ -250,10 +250,11 @@ mod tests {
         store.close().unwrap();
         drop(store);
         let u = usage(&root, 10).unwrap();
-        assert_eq!(u.block_samples, 600 + 3 * 60);
-        assert_eq!(u.kinds["host gauges"].samples, 600);
+        assert_eq!(u.block_samples, 1_200 + 3 * 120);
+        assert_eq!(u.kinds["host gauges"].samples, 1_200);
         assert_eq!(u.kinds["host gauges"].series, 1);
-        assert_eq!(u.kinds["kernel histogram buckets"].samples, 180);
+        assert_eq!(u.kinds["kernel histogram buckets"].samples, 360);
+        assert_eq!(u.kinds["kernel histogram buckets"].tier_bytes, 0);
         assert_eq!(u.kinds["kernel histogram buckets"].series, 3);
         assert!((u.kinds["host gauges"].interval_ns - 1e8).abs() < 1.0, "{}", u.kinds["host gauges"].interval_ns);
         assert!((u.kinds["kernel histogram buckets"].interval_ns - 1e9).abs() < 1.0);
