@@ -4,7 +4,7 @@
 
 import { getJson } from './api';
 import { app, rangeOf, refresh, stats } from './state';
-import { escHtml } from './transform';
+import { type Covers, escHtml, progressed } from './transform';
 
 interface TopRow { rank: number; symbol: string; module: string; samples: number; share: number }
 
@@ -27,8 +27,9 @@ export function topSymbols(host: string, gen: number): void {
       <tr><th>#</th><th>symbol</th><th>module</th><th>samples</th><th>share</th></tr>
       ${r.rows.map((x) => `<tr><td>${x.rank}</td><td class="sym">${escHtml(x.symbol)}</td><td>${escHtml(x.module)}</td><td>${x.samples}</td>
         <td><span class="bar" style="width:${Math.max(1, x.share).toFixed(0)}px"></span> ${x.share.toFixed(1)} %</td></tr>`).join('')}</table>`;
-    return r.complete ? undefined : 'again';
+    return progressed(r, named) ? 'again' : undefined;
   };
+  const named = { from: Infinity };
   refresh(draw, 2000);
 }
 
@@ -38,8 +39,6 @@ export function topSymbols(host: string, gen: number): void {
 /// and fills as it is asked again.
 const WITHIN = '800ms';
 
-/// What a hurried answer holds: all of the range, or from `named_from` on.
-interface Covers { complete: boolean; named_from: number | null }
 
 /// "in range", or which part of it an answer holds while the rest is named.
 function covered(r: Covers, hi: number): string {
@@ -112,8 +111,9 @@ export function flameGraph(host: string, gen: number): void {
     stats.flameComplete = r.complete;
     zoom = name ? Math.max(0, r.frames.findIndex((x) => x[0] === name)) : 0;
     render();
-    return r.complete ? undefined : 'again';
+    return progressed(r, named) ? 'again' : undefined;
   };
+  const named = { from: Infinity };
   refresh(draw, 2000);
   // From the processes table: the program's busiest process (`comm (pid)`).
   app.focusFlame = (program: string) => {

@@ -479,3 +479,19 @@ export function cellColours(cells: number[], owners: string[], dark = false): st
 export function escHtml(t: string): string {
   return t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]!));
 }
+
+/// What a profile answer asked with `within` holds: all of the range, or
+/// from `named_from` (s) on.
+export interface Covers { complete: boolean; named_from: number | null }
+
+/// Whether to ask again at once: the answer holds part of the range, and
+/// more of it than the last one did (a server whose kept parts keep being
+/// dropped — an agent's late batches — would otherwise be asked without
+/// pause); `prev` is updated.
+export function progressed(r: Covers, prev: { from: number }): boolean {
+  const from = r.complete || r.named_from === null ? -Infinity : r.named_from;
+  const more = from > -Infinity && from < prev.from;
+  prev.from = from === -Infinity ? Infinity : from;
+  return more;
+}
+

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Columns, Rater, Steps, bucketStart, cellColours, definition, escHtml, ownerColour, combine, MIN_TOP, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec, type Unit } from '../src/transform';
+import { Columns, Rater, Steps, progressed, bucketStart, cellColours, definition, escHtml, ownerColour, combine, MIN_TOP, fmt, formatView, groupKey, heat, latencyGrid, matches, parseView, selector, shares, stack, timeTicks, unionSelector, dataSpan, fitRange, type PanelSpec, type Unit } from '../src/transform';
 import { Feed } from '../src/feed';
 
 test('rater: per-second rates against each series\' last value, resets count from zero', () => {
@@ -243,4 +243,14 @@ test('steps: series told apart by every label in any order; a series whose steps
   const all = s.add([pts({ job: 'x', host: 'a' }, [12])], 12, 11);
   assert.deepEqual(all, [pts({ host: 'a', job: 'x' }, [11, 12]), pts({ host: 'b', job: 'x' }, [11])]);
   assert.deepEqual(s.add([], 13, 13), []);
+});
+
+test('a hurried profile is asked again only while each answer holds more of the range', () => {
+  const prev = { from: Infinity };
+  const part = (from: number) => ({ complete: false, named_from: from });
+  assert.equal(progressed(part(900), prev), true);
+  assert.equal(progressed(part(800), prev), true);
+  assert.equal(progressed(part(800), prev), false, 'no progress: wait for the next refresh');
+  assert.equal(progressed({ complete: true, named_from: null }, prev), false);
+  assert.equal(progressed(part(950), prev), true, 'after a complete answer, a new hurried one starts over');
 });
