@@ -201,6 +201,9 @@ const NAMED_TOP: u8 = 3;
 /// most the last 45 s (the settling time and one part).
 const NAMED_PART_NS: i64 = 10_000_000_000;
 
+/// Most kept parts a request is made of: a day.
+const NAMED_PARTS_MAX: i64 = 8_640;
+
 /// Where named parts come from and are kept: the events, the cache, the
 /// data directory (its build-id cache) and the shared symbol store.
 struct Naming<'a> {
@@ -234,7 +237,15 @@ fn named_parts(
     use source::cache::{Key, Part};
     let deadline = req.within.map(|d| std::time::Instant::now() + d);
     let generation = events.generation();
+    // At most a day of kept parts: what lies before them is one raw part
+    // (a range of 100,000 days was 864 M parts, listed before any work).
+    let cut = req.query.to.saturating_sub(NAMED_PARTS_MAX * NAMED_PART_NS);
     let parts = match generation {
+        Some(_) if req.query.from < cut => {
+            let mut p = vec![Part::Raw(req.query.from, cut - 1)];
+            p.extend(source::cache::parts(&EventQuery { from: cut, ..req.query.clone() }, now, NAMED_PART_NS));
+            p
+        }
         Some(_) => source::cache::parts(&req.query, now, NAMED_PART_NS),
         None => vec![Part::Raw(req.query.from, req.query.to)],
     };

@@ -380,3 +380,23 @@ async fn the_tasks_table_bounds_its_parameters() {
     let (s, _) = get(&st, "/ping").await;
     assert_eq!(s, StatusCode::NO_CONTENT);
 }
+
+/// The profiles' `within` (issue 44): past a minute, negative or not a
+/// duration is a 400 naming it; the longest, over the widest range, is
+/// answered (no events here: complete at once), and the server goes on.
+#[tokio::test]
+async fn a_profile_s_within_is_bounded() {
+    let (_d, st) = fixture();
+    for view in ["flame", "top"] {
+        for bad in ["61s", "-1s", "soon", "99999999999999999999h"] {
+            let (s, body) = get(&st, &format!("/api/v1/profile/{view}?host=h&since=15m&within={bad}")).await;
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{view} {bad}: {body}");
+            assert!(json(&body)["error"].as_str().unwrap().contains("`within`"), "{view} {bad}: {body}");
+        }
+        let (s, body) = get(&st, &format!("/api/v1/profile/{view}?host=h&since=100000d&within=60s")).await;
+        assert_eq!(s, StatusCode::OK, "{view}: {body}");
+        assert_eq!(json(&body)["complete"], true, "{view}: {body}");
+    }
+    let (s, _) = get(&st, "/ping").await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+}
