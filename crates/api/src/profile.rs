@@ -237,16 +237,9 @@ fn named_parts(
     use source::cache::{Key, Part};
     let deadline = req.within.map(|d| std::time::Instant::now() + d);
     let generation = events.generation();
-    // At most a day of kept parts: what lies before them is one raw part
-    // (a range of 100,000 days was 864 M parts, listed before any work).
-    let cut = req.query.to.saturating_sub(NAMED_PARTS_MAX * NAMED_PART_NS);
+    // At most a day of kept parts: what lies before them is one raw part.
     let parts = match generation {
-        Some(_) if req.query.from < cut => {
-            let mut p = vec![Part::Raw(req.query.from, cut - 1)];
-            p.extend(source::cache::parts(&EventQuery { from: cut, ..req.query.clone() }, now, NAMED_PART_NS));
-            p
-        }
-        Some(_) => source::cache::parts(&req.query, now, NAMED_PART_NS),
+        Some(_) => source::cache::parts(&req.query, now, NAMED_PART_NS, NAMED_PARTS_MAX),
         None => vec![Part::Raw(req.query.from, req.query.to)],
     };
     let mut left = SCAN_MAX;

@@ -397,6 +397,12 @@ async fn a_profile_s_within_is_bounded() {
         assert_eq!(s, StatusCode::OK, "{view}: {body}");
         assert_eq!(json(&body)["complete"], true, "{view}: {body}");
     }
+    // The counted views over the widest range: a day of kept minutes at
+    // most, the rest one raw part (it listed 144 M minutes first).
+    for view in ["folded", "pprof", "timeline"] {
+        let (s, body) = get(&st, &format!("/api/v1/profile/{view}?host=h&since=100000d")).await;
+        assert_eq!(s, StatusCode::OK, "{view}: {body}");
+    }
     let (s, _) = get(&st, "/ping").await;
     assert_eq!(s, StatusCode::NO_CONTENT);
 }

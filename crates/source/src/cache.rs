@@ -23,6 +23,10 @@ use crate::{EventCounts, EventQuery, EventSource, EventsError, Shape};
 /// One minute, the unit that is kept.
 pub const MINUTE_NS: i64 = 60_000_000_000;
 
+/// Most kept minutes a count is made of: a day (what lies before is
+/// counted as one raw part).
+pub const MINUTES_MAX: i64 = 1_440;
+
 /// How long after its end a part is taken as complete: the store's event
 /// log moves its generation for any batch with events over 30 s old
 /// (`store`'s `LATE_NS`), and 5 s more cover a batch found not late
@@ -60,14 +64,17 @@ pub enum Part {
 }
 
 /// `q`'s range in parts, in time order: the whole units of `unit` ns
-/// (from the epoch) inside it that ended [`SETTLE_NS`] before `now`, and
-/// what lies around them.
-pub fn parts(q: &EventQuery, now: i64, unit: i64) -> Vec<Part> {
-    let first = q.from.div_euclid(unit) * unit + if q.from.rem_euclid(unit) == 0 { 0 } else { unit };
+/// (from the epoch) inside it that ended [`SETTLE_NS`] before `now`, at
+/// most the newest `max` of them, and what lies around them (before the
+/// newest `max` units, one raw part: a range of 100,000 days is not listed
+/// as 144 M minutes before any work).
+pub fn parts(q: &EventQuery, now: i64, unit: i64, max: i64) -> Vec<Part> {
+    let first = q.from.div_euclid(unit).saturating_add(i64::from(q.from.rem_euclid(unit) != 0)).saturating_mul(unit);
     let end = (q.to.saturating_add(1)).min(now.saturating_sub(SETTLE_NS)).div_euclid(unit) * unit;
     if end <= first {
         return vec![Part::Raw(q.from, q.to)];
     }
+    let first = first.max(end.saturating_sub(max.max(1).saturating_mul(unit)));
     let mut out = Vec::new();
     if q.from < first {
         out.push(Part::Raw(q.from, first - 1));
@@ -175,7 +182,7 @@ impl CountCache {
         let Some(generation) = src.generation() else { return src.count(q, pid, shape, max) };
         let part = |from: i64, to: i64| EventQuery { from, to, ..q.clone() };
         let mut out = EventCounts::default();
-        for p in parts(q, now, MINUTE_NS) {
+        for p in parts(q, now, MINUTE_NS, MINUTES_MAX) {
             let counts = match p {
                 Part::Raw(from, to) => src.count(&part(from, to), pid, shape, max)?,
                 Part::Settled(minute) => {
@@ -314,6 +321,37 @@ mod tests {
         // Another process: its own entries.
         let other = cache.count(&src, &query(0, 900), Some(8), Shape::Ips, u64::MAX, now).unwrap();
         assert_eq!(other.events, 0);
+    }
+
+    /// At most `max` settled units, the newest; what lies before them is
+    /// one raw part, so the parts still cover the range exactly once.
+    #[test]
+    fn parts_are_at_most_max_settled_units() {
+        let now = 1_000 * S;
+        let p = parts(&query(0, 900), now, MINUTE_NS, 3);
+        assert_eq!(
+            p,
+            vec![
+                Part::Raw(0, 720 * S - 1),
+                Part::Settled(720 * S),
+                Part::Settled(780 * S),
+                Part::Settled(840 * S),
+                Part::Raw(900 * S, 900 * S)
+            ]
+        );
+        // The widest range there is: a handful of parts, not 10^11.
+        let wide = EventQuery { from: i64::MIN, to: i64::MAX, ..query(0, 0) };
+        let p = parts(&wide, now, MINUTE_NS, MINUTES_MAX);
+        assert_eq!(p.len(), MINUTES_MAX as usize + 2);
+        assert_eq!(
+            p[0],
+            Part::Raw(i64::MIN, (now - SETTLE_NS).div_euclid(MINUTE_NS) * MINUTE_NS - MINUTES_MAX * MINUTE_NS - 1)
+        );
+        // Counted through the cache, the capped range answers as the source.
+        let src = Seconds::default();
+        let cache = CountCache::new(1 << 20);
+        let want = src.count(&query(0, 900), None, Shape::Ips, u64::MAX).unwrap();
+        assert_eq!(cache.count(&src, &query(0, 900), None, Shape::Ips, u64::MAX, now).unwrap(), want);
     }
 
     /// Bounded: a cache of a few entries' bytes keeps answering right.
