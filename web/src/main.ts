@@ -66,7 +66,7 @@ async function health(): Promise<void> {
     if (iv && iv > 0) app.interval = iv;
     const drops: [string, number][] = [];
     const add = (sec: string, keys: string[]) => { for (const k of keys) if (s[sec]?.[k]) drops.push([`${sec}.${k}`, s[sec]![k]]); };
-    add('store', ['out_of_order_dropped', 'unknown_series_dropped', 'write_errors', 'flush_errors', 'corrupt_blocks', 'corrupt_chunks', 'event_batches_rejected', 'event_write_errors', 'event_corrupt_batches', 'recovered_blocks', 'wal_damaged_kept', 'wal_orphaned_samples', 'event_orphaned_batches']);
+    add('store', ['unknown_series_dropped', 'write_errors', 'flush_errors', 'corrupt_blocks', 'corrupt_chunks', 'event_batches_rejected', 'event_write_errors', 'event_corrupt_batches', 'recovered_blocks', 'wal_damaged_kept', 'wal_orphaned_samples', 'event_orphaned_batches']);
     add('collector', ['missed_rounds', 'dropped_batches', 'source_errors']);
     add('snmp', ['silences', 'late', 'kernel_drops', 'dropped_batches', 'missed_intervals']);
     // A thread that panicked: its name is the key's tail (`panics_trace-writer`).

@@ -34,9 +34,9 @@ pub struct InfluxStats {
     pub string_fields_dropped: AtomicU64,
     /// Writes refused whole for creating too many new series.
     pub series_limit_refused: AtomicU64,
-    /// Points not stored: at or before their series' newest time (answered
-    /// as a partial write).
-    pub points_refused_out_of_order: AtomicU64,
+    /// Points stored that were at or before their series' newest time (a
+    /// backfill, a retry, a rewrite: the last write of a point wins).
+    pub points_late: AtomicU64,
     pub queries: AtomicU64,
 }
 
@@ -50,7 +50,7 @@ impl InfluxStats {
             Figure::counter("bad_lines", n(&self.bad_lines)),
             Figure::counter("string_fields_dropped", n(&self.string_fields_dropped)),
             Figure::counter("series_limit_refused", n(&self.series_limit_refused)),
-            Figure::counter("points_refused_out_of_order", n(&self.points_refused_out_of_order)),
+            Figure::counter("points_late", n(&self.points_late)),
             Figure::counter("queries", n(&self.queries)),
         ]
     }
@@ -237,39 +237,29 @@ pub async fn write(
         s.writes.fetch_add(1, Relaxed);
         s.bad_lines.fetch_add(parsed.n_errors as u64, Relaxed);
         s.string_fields_dropped.fetch_add(parsed.string_fields, Relaxed);
-        let older = match store_points(&store, &influx, &live, &parsed.points, writer.as_deref())? {
-            Ok(older) => {
-                s.points.fetch_add(parsed.points.points.len() as u64 - older, Relaxed);
-                s.points_refused_out_of_order.fetch_add(older, Relaxed);
-                older
+        match store_points(&store, &influx, &live, &parsed.points, writer.as_deref())? {
+            Ok(late) => {
+                s.points.fetch_add(parsed.points.points.len() as u64, Relaxed);
+                s.points_late.fetch_add(late, Relaxed);
             }
             Err(refused) => {
                 s.series_limit_refused.fetch_add(1, Relaxed);
                 return Ok(Err((StatusCode::BAD_REQUEST, refused)));
             }
         };
-        Ok::<_, store::StoreError>(Ok((parsed.errors, parsed.n_errors, older)))
+        Ok::<_, store::StoreError>(Ok((parsed.errors, parsed.n_errors)))
     })
     .await;
     match result {
         Ok(Ok(Err((status, why)))) => influx_error(status, why),
-        Ok(Ok(Ok((errors, _, 0)))) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
-        Ok(Ok(Ok((errors, n_errors, older)))) => {
+        Ok(Ok(Ok((errors, _)))) if errors.is_empty() => (StatusCode::NO_CONTENT, version_headers()).into_response(),
+        Ok(Ok(Ok((errors, n_errors)))) => {
             // As influxd answers a write it kept only in part: 400, what
             // was dropped and how many (`dropped=N`), never 204 for a point
             // not kept (issue 49).
-            let mut why = Vec::new();
-            if let Some(first) = errors.first() {
-                let more = if n_errors > 1 { format!(" (and {} more bad lines)", n_errors - 1) } else { String::new() };
-                why.push(format!("{first}{more}"));
-            }
-            if older > 0 {
-                why.push(format!(
-                    "{older} points at or before their series' newest time were not stored (kansoku keeps each series in time order and takes no out-of-order points or rewrites yet)"
-                ));
-            }
-            let dropped = n_errors as u64 + older;
-            influx_error(StatusCode::BAD_REQUEST, format!("partial write: {} dropped={dropped}", why.join("; ")))
+            let first = &errors[0];
+            let more = if n_errors > 1 { format!(" (and {} more bad lines)", n_errors - 1) } else { String::new() };
+            influx_error(StatusCode::BAD_REQUEST, format!("partial write: {first}{more} dropped={n_errors}"))
         }
         Ok(Err(e)) => influx_error(StatusCode::SERVICE_UNAVAILABLE, format!("cannot store now: {e}")),
         Err(e) => influx_error(StatusCode::INTERNAL_SERVER_ERROR, format!("write task: {e}")),
@@ -278,8 +268,8 @@ pub async fn write(
 
 /// Stores points on behalf of `writer` (none without tokens), each
 /// acknowledged append sent to the live tail: `Ok(Ok(n))` with the points
-/// the store refused (at or before their series' newest time, another
-/// value: the writer must hear of them); `Ok(Err(why))` when the write is
+/// that were late (at or before their series' newest time, another value:
+/// kept, merged on read); `Ok(Err(why))` when the write is
 /// refused whole for creating too many series — more than
 /// [`WRITE_NEW_SERIES_MAX`] in one request, or past the writer's limit.
 /// Shared by `/write` and Prometheus remote write.
@@ -310,14 +300,14 @@ pub(crate) fn store_points(
         }
         *n += new;
     }
-    let mut refused = 0u64;
+    let mut late = 0u64;
     for a in influx::write(store, points)? {
-        refused += u64::from(a.refused);
+        late += u64::from(a.late);
         if !a.points.is_empty() {
             let _ = live.send(Arc::new(a));
         }
     }
-    Ok(Ok(refused))
+    Ok(Ok(late))
 }
 
 pub async fn query(

@@ -614,29 +614,19 @@ pub async fn remote_write(
             }
         }
         let n = points.points.len();
+        // Samples at or before their series' newest time are kept (as
+        // Prometheus's out-of-order window keeps them), merged on read.
         crate::influx::store_points(&store, &influx, &live, &points, writer.as_deref())
-            .map(|r| r.map(|older| (n - older as usize, older, out_of_bounds, example)))
+            .map(|r| r.map(|_late| (n, out_of_bounds, example)))
     });
     match task.await {
-        Ok(Ok(Ok((n, 0, 0, _)))) => {
+        Ok(Ok(Ok((n, 0, _)))) => {
             stats.remote_write_samples.fetch_add(n as u64, Relaxed);
             StatusCode::NO_CONTENT.into_response()
         }
-        Ok(Ok(Ok((n, older, 0, _)))) => {
-            // Prometheus's own answer to such samples ("out of order
-            // sample"): 400, which its sender does not retry.
+        Ok(Ok(Ok((n, refused, example)))) => {
             stats.remote_write_samples.fetch_add(n as u64, Relaxed);
-            stats.remote_write_samples_refused.fetch_add(older, Relaxed);
-            refuse(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "out of order sample: {older} samples at or before their series' newest time with another value were not stored (kansoku keeps each series in time order); the other {n} were stored"
-                ),
-            )
-        }
-        Ok(Ok(Ok((n, older, refused, example)))) => {
-            stats.remote_write_samples.fetch_add(n as u64, Relaxed);
-            stats.remote_write_samples_refused.fetch_add(refused as u64 + older, Relaxed);
+            stats.remote_write_samples_refused.fetch_add(refused as u64, Relaxed);
             let example = example.unwrap_or_default();
             refuse(
                 StatusCode::BAD_REQUEST,

@@ -233,7 +233,7 @@ async fn live_tail_pushes_new_points() {
     // An append published by the writer reaches the subscriber.
     let id = st.store.series(&model::Selector::parse("node_load1").unwrap())[0].0;
     st.live
-        .send(Arc::new(store::Appended { time: Timestamp(T0 + 60 * STEP), points: vec![(id, 42.0)], refused: 0 }))
+        .send(Arc::new(store::Appended { time: Timestamp(T0 + 60 * STEP), points: vec![(id, 42.0)], late: 0 }))
         .unwrap();
     let next = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
     assert!(next.starts_with("event: points") && next.contains("\"values\":[42.0]"), "{next}");
@@ -807,37 +807,63 @@ async fn relative_ranges_follow_the_state_s_clock() {
     assert_eq!(v["data"]["result"].as_array().map(Vec::len), Some(0), "{v}");
 }
 
-/// Issue 49: a point the store does not keep (older than its series'
-/// newest, or a rewrite of it with another value) was answered 204 and
-/// dropped. The writer is told — InfluxDB's partial write on `/write`,
-/// Prometheus's "out of order sample" on remote write — the rest of the
-/// request is stored, and a repeat of the newest point is still a 204.
+/// Issue 49: a point older than its series' newest, or a rewrite of it,
+/// was dropped (first silently, then as a partial write). Now every
+/// acknowledged point is kept, in any order, the last write of a time
+/// winning — on `/write` (issue 49's own sequence: influxd holds
+/// `[[10,1],[20,9]]`) and on Prometheus remote write; a bad line is still a
+/// partial write that stores the rest.
 #[tokio::test]
-async fn points_not_kept_are_never_answered_204() {
+async fn points_in_any_order_are_kept_the_last_write_winning() {
     let (_d, st) = fixture();
     let write = |body: &'static str| {
         let st = st.clone();
         async move { send_text(&st, Request::post("/write?db=d").body(Body::from(body)).unwrap()).await }
     };
     assert_eq!(write("ooo v=2 1800000020000000000").await.0, StatusCode::NO_CONTENT);
-    let (s, why) = write("ooo v=1 1800000010000000000").await;
-    assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(why.contains("partial write") && why.contains("dropped=1"), "{why}");
-    let (s, why) = write("ooo v=9 1800000020000000000").await;
-    assert_eq!(s, StatusCode::BAD_REQUEST, "a rewrite with another value: {why}");
-    assert_eq!(write("ooo v=2 1800000020000000000").await.0, StatusCode::NO_CONTENT, "the same point again");
-    // One new point, one old, one bad line: the new one is stored.
+    assert_eq!(write("ooo v=1 1800000010000000000").await.0, StatusCode::NO_CONTENT);
+    assert_eq!(write("ooo v=9 1800000020000000000").await.0, StatusCode::NO_CONTENT, "a rewrite");
+    assert_eq!(write("ooo v=9 1800000020000000000").await.0, StatusCode::NO_CONTENT, "the same point again");
+    let (_, b) = request(&st, "GET", "/query?db=d&q=SELECT%20v%20FROM%20ooo&epoch=s", "").await;
+    assert_eq!(
+        b["results"][0]["series"][0]["values"],
+        serde_json::json!([[1_800_000_010i64, 1], [1_800_000_020i64, 9]]),
+        "{b}"
+    );
+    // One new point, one old, one bad line: both points are stored.
     let (s, why) = write("ooo v=3 1800000030000000000\nooo v=0 1800000005000000000\nooo v=\n").await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(
-        why.contains("unable to parse") && why.contains("1 points at or before") && why.contains("dropped=2"),
-        "{why}"
-    );
+    assert!(why.contains("unable to parse") && why.contains("dropped=1"), "{why}");
     let (_, b) = request(&st, "GET", "/prometheus/api/v1/query?query=ooo_v%5B1m%5D&time=1800000030", "").await;
-    assert_eq!(b["data"]["result"][0]["values"], serde_json::json!([[1_800_000_020i64, "2"], [1_800_000_030i64, "3"]]));
+    assert_eq!(
+        b["data"]["result"][0]["values"],
+        serde_json::json!([
+            [1_800_000_005i64, "0"],
+            [1_800_000_010i64, "1"],
+            [1_800_000_020i64, "9"],
+            [1_800_000_030i64, "3"]
+        ])
+    );
+    // A flush, then a point inside the block's range and a rewrite of one
+    // in it: blocks that overlap are merged on read, and by compaction.
+    st.store.flush().unwrap();
+    assert_eq!(write("ooo v=7 1800000015000000000\nooo v=8 1800000010000000000").await.0, StatusCode::NO_CONTENT);
+    st.store.flush().unwrap();
+    let want = serde_json::json!([
+        [1_800_000_005i64, 0],
+        [1_800_000_010i64, 8],
+        [1_800_000_015i64, 7],
+        [1_800_000_020i64, 9],
+        [1_800_000_030i64, 3]
+    ]);
+    let (_, b) = request(&st, "GET", "/query?db=d&q=SELECT%20v%20FROM%20ooo&epoch=s", "").await;
+    assert_eq!(b["results"][0]["series"][0]["values"], want, "{b}");
+    let (_, b) = request(&st, "GET", "/query?db=d&q=SELECT%20count(v),sum(v)%20FROM%20ooo", "").await;
+    let row = &b["results"][0]["series"][0]["values"][0];
+    assert_eq!((&row[1], &row[2]), (&serde_json::json!(5), &serde_json::json!(27)), "{b}");
     let (_, status) = get(&st, "/api/v1/status").await;
-    assert_eq!(status["influx"]["points_refused_out_of_order"], 3, "{status}");
-    assert_eq!(status["store"]["out_of_order_dropped"], 3, "{status}");
+    assert_eq!(status["influx"]["points_late"], 5, "{status}");
+    assert_eq!(status["store"]["late_samples"], 5, "{status}");
 
     let remote = |samples: Vec<(i64, f64)>| {
         let st = st.clone();
@@ -853,9 +879,16 @@ async fn points_not_kept_are_never_answered_204() {
     let t = T0 / 1_000_000;
     assert_eq!(remote(vec![(t + 2000, 1.0)]).await.0, StatusCode::NO_CONTENT);
     assert_eq!(remote(vec![(t + 2000, 1.0)]).await.0, StatusCode::NO_CONTENT, "a resent sample");
-    let (s, why) = remote(vec![(t + 1000, 5.0), (t + 3000, 2.0)]).await;
-    assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(why.contains("out of order sample") && why.contains("the other 1 were stored"), "{why}");
+    assert_eq!(remote(vec![(t + 1000, 5.0), (t + 3000, 2.0)]).await.0, StatusCode::NO_CONTENT);
+    let q = format!("/prometheus/api/v1/query?query=rw_ooo%5B10s%5D&time={}", (t + 3000) / 1000);
+    let (_, b) = request(&st, "GET", &q, "").await;
+    let values: Vec<String> = b["data"]["result"][0]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(values, ["5", "1", "2"], "{b}");
 }
 
 /// Issue 49: `/write?db=nosuchdb` answered 204 and made the database; as

@@ -126,7 +126,7 @@ async fn a_resent_batch_is_acknowledged_not_stored_again() {
     assert_eq!(next(&mut frames).await, Msg::Ack { seq: 2 });
     assert_eq!(ingest.stats.duplicate_batches.load(Ordering::Relaxed), 1);
     assert_eq!(ingest.stats.samples.load(Ordering::Relaxed), 400);
-    assert_eq!(ingest.store.stats().out_of_order_dropped.load(Ordering::Relaxed), 0);
+    assert_eq!(ingest.store.stats().late_samples.load(Ordering::Relaxed), 0);
     // A different spool of the same host starts from 1.
     let (_f, _g2, _w, next_seq) = connect(&addr, 10, 20).await;
     assert_eq!(next_seq, 1);

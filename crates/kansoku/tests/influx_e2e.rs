@@ -217,8 +217,26 @@ fn influxql_answers_as_influxdb_does() {
             tie,host=c v=2,w=3i 1767225601000000000\ntie,host=a v=0.5,w=3i 1767225601000000000\n";
         let (s, body) = post(addr, "/write?db=lab", "", frac);
         assert_eq!(s, 204, "{addr}: {body}");
+        // Issue 49: a load in four shuffled requests, then rewrites of
+        // some of its points — every one kept, the last write winning.
+        for part in [3, 1, 0, 2, 4] {
+            let mut body = String::new();
+            for i in (0..40u64).filter(|i| if part == 4 { i % 10 == 0 } else { i % 4 == part }) {
+                for host in ["a", "b"] {
+                    let v = if part == 4 { 1000 + i } else { i * 2 + u64::from(host == "b") };
+                    body.push_str(&format!("ooo,host={host} v={v},w={}i {}\n", i % 7, 1_767_225_600 + i));
+                }
+            }
+            let (s, out) = post(addr, "/write?db=lab&precision=s", "", body.as_bytes());
+            assert_eq!(s, 204, "{addr}: {out}");
+        }
     }
     let queries = [
+        // Out of order and rewritten (issue 49).
+        "SELECT * FROM ooo",
+        "SELECT count(v), sum(v), first(v), last(v), max(w) FROM ooo GROUP BY host",
+        "SELECT mean(v) FROM ooo WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:40Z' GROUP BY time(10s), host",
+        "SELECT v FROM ooo WHERE host = 'b' ORDER BY time DESC LIMIT 5",
         "SHOW MEASUREMENTS",
         "SHOW TAG KEYS",
         "SHOW TAG KEYS FROM cpu",

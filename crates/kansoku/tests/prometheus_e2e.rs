@@ -141,7 +141,7 @@ fn prometheus_remote_writes_node_exporter_to_kansoku_and_nothing_is_lost() {
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert!(status["prometheus"]["remote_write_samples"].as_u64().unwrap() > 500, "{status}");
     assert_eq!(status["prometheus"]["remote_write_refused"], 0, "{status}");
-    assert_eq!(status["store"]["out_of_order_dropped"], 0, "{status}");
+    assert_eq!(status["store"]["late_samples"], 0, "{status}");
 }
 
 /// A real Prometheus with kansoku as its remote-read source answers

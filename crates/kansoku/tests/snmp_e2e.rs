@@ -74,7 +74,7 @@ fn up_polls_snmp_targets_beside_the_host() {
     assert_eq!(st["snmp"]["targets"], 4);
     assert!(st["snmp"]["silences"].as_u64().unwrap() >= 20, "{}", st["snmp"]);
     assert_eq!(st["snmp"]["kernel_drops"], 0);
-    assert_eq!(st["store"]["out_of_order_dropped"], 0, "one sample per series and interval");
+    assert_eq!(st["store"]["late_samples"], 0, "one sample per series and interval");
 
     // The per-target view: state as of the last interval.
     let (status, body) = http_get(&k.addr, "/api/v1/snmp/targets");

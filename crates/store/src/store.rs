@@ -184,7 +184,9 @@ impl std::str::FromStr for DiskBudget {
 pub struct StoreStats {
     pub samples_appended: AtomicU64,
     pub batches_appended: AtomicU64,
-    pub out_of_order_dropped: AtomicU64,
+    /// Samples that arrived at or before their series' newest time (a
+    /// backfill, a retry, a rewrite): kept, merged on read and at flush.
+    pub late_samples: AtomicU64,
     /// Samples refused for a time outside [`Timestamp::is_storable`].
     pub out_of_range_dropped: AtomicU64,
     /// Samples of series refused past [`Options::series_max`].
@@ -237,17 +239,17 @@ pub struct DiskUsage {
 }
 
 /// What an append stored, in store series ids, for live subscribers; and
-/// how many of its points were refused.
+/// how many of its points were late.
 #[derive(Debug, Clone)]
 pub struct Appended {
     pub time: Timestamp,
     pub points: Vec<(u32, f64)>,
-    /// Points not stored: at or before their series' newest time with
-    /// another value (out of order, or a rewrite). The store keeps each
-    /// series in time order; a writer must be told (counted in
-    /// `out_of_order_dropped` too). A repeat of the newest point with the
-    /// same value is not refused: it is already kept.
-    pub refused: u32,
+    /// Points stored that were at or before their series' newest time with
+    /// another value (out of order, or a rewrite): kept, the last write of
+    /// a time winning, but not in `points` (live subscribers follow the
+    /// newest time). Counted in `late_samples` too. A repeat of the newest
+    /// point with the same value is already kept: neither.
+    pub late: u32,
 }
 
 /// `State::last_v` where the newest value is not known (a NaN no writer
@@ -330,6 +332,11 @@ impl Block {
             };
             rank += 1;
             id_at[i] = Some(id);
+            let block_last = &mut st.block_last_t[id as usize];
+            if e.min_t <= *block_last {
+                st.overlapping.insert(id);
+            }
+            *block_last = (*block_last).max(e.max_t);
             if e.max_t > st.last_t[id as usize] {
                 st.last_t[id as usize] = e.max_t;
                 st.last_v[id as usize] = UNKNOWN_VALUE;
@@ -374,6 +381,13 @@ struct State {
     collided: HashMap<SeriesKey, u32>,
     /// Newest timestamp stored per series, across head and blocks.
     last_t: Vec<i64>,
+    /// Newest timestamp per series across blocks only (what tells a
+    /// flushed block's series overlapping an earlier block's).
+    block_last_t: Vec<i64>,
+    /// Series whose samples in two blocks overlap in time (late points
+    /// flushed): their reads merge every part, the last write winning, and
+    /// their tiers are built from the merged samples.
+    overlapping: rustc_hash::FxHashSet<u32>,
     /// The bits of the value stored at `last_t` by this process
     /// ([`UNKNOWN_VALUE`] when it came from a block).
     last_v: Vec<u64>,
@@ -421,9 +435,64 @@ impl State {
             }
         }
         self.last_t.push(i64::MIN);
+        self.block_last_t.push(i64::MIN);
         self.last_v.push(UNKNOWN_VALUE);
         id
     }
+
+    /// Stores series `id`'s point at `time` in the head (appends and WAL
+    /// replay alike): after its newest time in order; at or before it as
+    /// a late point, unless it repeats the newest point exactly.
+    fn push(&mut self, id: u32, time: i64, v: f64) -> Pushed {
+        let i = id as usize;
+        if self.last_t[i] < time && self.head.push(id, time, v) {
+            self.last_t[i] = time;
+            self.last_v[i] = v.to_bits();
+            return Pushed::Newest;
+        }
+        if self.last_t[i] == time {
+            if self.last_v[i] == v.to_bits() {
+                return Pushed::Repeat;
+            }
+            self.last_v[i] = v.to_bits();
+        }
+        self.head.push_late(id, time, v);
+        Pushed::Late
+    }
+
+    /// Whether series `id`'s reads must merge their parts (late points in
+    /// the head or the generation being flushed, or blocks that overlap).
+    fn merges(&self, id: u32) -> bool {
+        self.overlapping.contains(&id) || self.head.has_late(id) || self.frozen.as_ref().is_some_and(|f| f.has_late(id))
+    }
+
+    /// Finds the overlapping series again from the blocks, in order (after
+    /// a merge, whose block overlaps nothing it replaced).
+    fn find_overlaps(&mut self) {
+        self.block_last_t.fill(i64::MIN);
+        self.overlapping.clear();
+        for b in &self.blocks {
+            for (&id, &i) in &b.by_id {
+                let e = &b.entries[i];
+                let last = &mut self.block_last_t[id as usize];
+                if e.min_t <= *last {
+                    self.overlapping.insert(id);
+                }
+                *last = (*last).max(e.max_t);
+            }
+        }
+    }
+}
+
+/// Where [`State::push`] put a point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pushed {
+    /// After its series' newest time: in order.
+    Newest,
+    /// At or before it: kept beside, merged on read and at flush.
+    Late,
+    /// The newest point again, the same value: already kept.
+    Repeat,
 }
 
 #[derive(Debug)]
@@ -749,35 +818,32 @@ impl Store {
 
         let mut out = Vec::with_capacity(rounds.len());
         let mut n_stored = 0u64;
-        let (ooo, flush_due) = {
+        let (late, flush_due) = {
             let mut st = write_lock(&self.state);
-            let mut ooo = 0u64;
+            let mut late = 0u64;
             for (batch, (time, range)) in batches.iter().zip(&rounds) {
-                let time = *time;
                 let mut stored = Vec::with_capacity(range.len());
-                let mut refused = 0u32;
+                let mut late_here = 0u32;
                 for &(id, v) in &points[range.clone()] {
-                    let i = id as usize;
-                    if st.last_t[i] < time && st.head.push(id, time, v) {
-                        st.last_t[i] = time;
-                        st.last_v[i] = v.to_bits();
-                        stored.push((id, v));
-                    } else if !(st.last_t[i] == time && st.last_v[i] == v.to_bits()) {
-                        ooo += 1;
-                        refused += 1;
+                    match st.push(id, *time, v) {
+                        Pushed::Newest => stored.push((id, v)),
+                        Pushed::Late => late_here += 1,
+                        Pushed::Repeat => {}
                     }
                 }
-                n_stored += stored.len() as u64;
-                out.push(Appended { time: batch.time, points: stored, refused });
+                late += u64::from(late_here);
+                n_stored += stored.len() as u64 + u64::from(late_here);
+                out.push(Appended { time: batch.time, points: stored, late: late_here });
             }
             let last = rounds.iter().filter(|r| !r.1.is_empty()).map(|r| r.0).max().unwrap_or(i64::MIN);
-            let span = st.head.min_t().map_or(0, |m| last.saturating_sub(m));
+            // Late points (older than the head's oldest) do not make it due.
+            let span = st.head.min_t().map_or(0, |m| last.saturating_sub(m)).max(0);
             let due = span as u128 >= self.opts.block_duration.as_nanos()
                 || st.head.n_samples() >= self.opts.head_samples_max;
-            (ooo, due)
+            (late, due)
         };
-        if ooo > 0 {
-            self.stats.out_of_order_dropped.fetch_add(ooo, Ordering::Relaxed);
+        if late > 0 {
+            self.stats.late_samples.fetch_add(late, Ordering::Relaxed);
         }
         (w.points, w.rounds) = (points, rounds);
         if flush_due && inline {
@@ -843,7 +909,7 @@ impl Store {
             st.frozen = Some(Arc::clone(&head));
             // The keys of the series in this generation only: cloning every
             // key the store knows, per flush, cost O(all series) each time.
-            let ids: Vec<u32> = head.columns().map(|(id, _)| id).collect();
+            let ids: Vec<u32> = head.ids();
             let keys: Vec<SeriesKey> = ids.iter().map(|&id| st.keys[id as usize].clone()).collect();
             (head, ids, keys)
         };
@@ -851,8 +917,8 @@ impl Store {
         let written = write_block(
             &blocks_dir,
             Generations { first: covered, last: covered },
-            frozen.columns().zip(&keys).map(|((_, c), key)| {
-                let (ts, vals) = c.samples();
+            ids.iter().zip(&keys).map(|(&id, key)| {
+                let (ts, vals) = frozen.samples(id);
                 (key, ts, vals)
             }),
             |raw_index, ts, vals| self.tiers_of(raw_index, ts, vals),
@@ -888,7 +954,7 @@ impl Store {
             Err(e) => {
                 // Put the generation back; its WAL segments stay until a flush succeeds.
                 debug_assert_eq!(st.head.n_samples(), 0, "BUG: appends ran during a flush");
-                st.head = Arc::try_unwrap(frozen).unwrap_or_else(|shared| clone_head(&shared));
+                st.head = Arc::try_unwrap(frozen).unwrap_or_else(|shared| shared.copy());
                 self.stats.flush_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::error!("writing block failed, keeping samples in the WAL and memory: {e}");
                 Err(StoreError::Block(e))
@@ -986,7 +1052,7 @@ impl Store {
             Figure::gauge("series", self.n_series() as u64),
             Figure::counter("samples_appended", n(&s.samples_appended)),
             Figure::counter("batches_appended", n(&s.batches_appended)),
-            Figure::counter("out_of_order_dropped", n(&s.out_of_order_dropped)),
+            Figure::counter("late_samples", n(&s.late_samples)),
             Figure::counter("out_of_range_dropped", n(&s.out_of_range_dropped)),
             Figure::counter("series_refused", n(&s.series_refused)),
             Figure::counter("series_limit_dropped", n(&s.series_limit_dropped)),
@@ -1034,17 +1100,6 @@ impl Store {
     pub fn n_series(&self) -> usize {
         read_lock(&self.state).keys.len()
     }
-}
-
-fn clone_head(h: &Head) -> Head {
-    let mut out = Head::default();
-    for (id, c) in h.columns() {
-        let (ts, vals) = c.samples();
-        for (t, v) in ts.into_iter().zip(vals) {
-            out.push(id, t, v);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

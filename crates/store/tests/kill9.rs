@@ -3,7 +3,9 @@
 //! with SIGKILL at a random point (mid-append, mid-fsync, mid-block-flush,
 //! mid-rotation, mid-compaction), the store is reopened, and every acknowledged sample and
 //! event must be there, exactly once, with nothing partial. Twelve rounds on
-//! one data directory, alternating fsync policies.
+//! one data directory, alternating fsync policies. Beside them, a series
+//! written out of order (each group of eight sequence numbers backwards,
+//! so most of its points are late): every acknowledged point kept too.
 //!
 //! The writer is this same test binary, re-run with `KANSOKU_KILL9_CHILD` set.
 
@@ -45,9 +47,20 @@ fn key(i: u32) -> SeriesKey {
     SeriesKey::new("torture", [("i", i.to_string())])
 }
 
-/// Highest sequence number stored (series), per the store.
+/// The series written out of order.
+fn late_key() -> SeriesKey {
+    SeriesKey::new("torture_late", [("i", "late")])
+}
+
+/// Where the late series' point of sequence number `seq` (from 1) goes:
+/// each group of eight backwards.
+fn late_time(seq: i64) -> i64 {
+    BASE + (seq - 1) / 8 * 8 + (8 - (seq - 1) % 8)
+}
+
+/// The samples of each in-order series, per the store.
 fn stored_seqs(store: &Store) -> Vec<Vec<i64>> {
-    let ids = store.series(&Selector::all());
+    let ids = store.series(&Selector::parse("torture").unwrap());
     ids.iter().map(|(id, _)| store.read(*id, Timestamp::MIN, Timestamp::MAX).0).collect()
 }
 
@@ -75,8 +88,14 @@ fn child(dir: &Path, always: bool) {
             }
             b.points.push((i, seq as f64));
         }
-        first = false;
         store.append(&mut app, &b).unwrap();
+        let mut late = Batch::new(Timestamp(late_time(seq)));
+        if first {
+            late.defs.push((SERIES, late_key()));
+        }
+        late.points.push((SERIES, seq as f64));
+        store.append(&mut app, &late).unwrap();
+        first = false;
         let mut ev = EventBatch { cpu: (seq % 2) as u32, ..Default::default() };
         for i in 0..EVENTS_PER_SEQ as i64 {
             ev.push(BASE + seq * 1000 + i, seq as u32, seq as u32, 0xffff_ffff_8100_0000 + (i as u64 % 7) * 4);
@@ -150,8 +169,17 @@ fn kill_9_loses_nothing_acknowledged() {
             assert_eq!(n, EVENTS_PER_SEQ, "round {round}: events of {s} partial or duplicated");
             assert!(s as i64 <= last_ack + 1, "round {round}");
         }
-        for (i, (_, key)) in store.series(&Selector::all()).iter().enumerate() {
-            let (id, _) = store.series(&Selector::all())[i].clone();
+        // The late series: each acknowledged point at its time, and
+        // nothing written after the last acknowledgement but the one in flight.
+        let (late_id, _) = store.series(&Selector::parse("torture_late").unwrap())[0].clone();
+        let (lt, lv) = store.read(late_id, Timestamp::MIN, Timestamp::MAX);
+        let late: BTreeMap<i64, f64> = lt.into_iter().zip(lv).collect();
+        for &a in &acked_events {
+            assert_eq!(late.get(&late_time(a as i64)), Some(&(a as f64)), "round {round}: late point of {a} lost");
+        }
+        assert!(late.values().all(|&v| v <= (last_ack + 1) as f64), "round {round}: a late point never written");
+        for (i, (_, key)) in store.series(&Selector::parse("torture").unwrap()).iter().enumerate() {
+            let (id, _) = store.series(&Selector::parse("torture").unwrap())[i].clone();
             let (_, vals) = store.read(id, Timestamp::MIN, Timestamp::MAX);
             assert!(vals.iter().zip(&stored).all(|(&v, &s)| v == s as f64), "round {round}: {key} values");
         }

@@ -1,6 +1,7 @@
-//! The store against a `BTreeMap` model: random appends, flushes, reopens
-//! (clean and crash-like) and read-only opens must all serve exactly what the
-//! model holds.
+//! The store against a `BTreeMap` model: random appends (in order, and
+//! late: older times and rewrites, the last write winning), flushes,
+//! compactions, reopens (clean and crash-like) and read-only opens must all
+//! serve exactly what the model holds.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -19,6 +20,9 @@ fn opts() -> Options {
         block_duration: Duration::from_secs(3600),
         head_samples_max: 1 << 20,
         tiers: vec![store::tier::SECOND, store::tier::MINUTE],
+        // Windows a few seconds wide: the runs' compactions merge blocks
+        // that late points made overlap.
+        compaction_window: Some(Duration::from_secs(5)),
         ..Options::default()
     }
 }
@@ -67,8 +71,15 @@ fn run(seed: u64, dir: &Path) {
     for step in 0..rng.usize(20..200) {
         match rng.u8(0..100) {
             0..=84 => {
-                t += rng.i64(1..3) * 100_000_000;
-                let mut b = Batch::new(Timestamp(t));
+                // One batch in four at an earlier time (a backfill, a
+                // retry, a rewrite of a kept point), the rest moving on.
+                let at = if rng.u8(0..4) == 0 {
+                    t - rng.i64(0..300) * 100_000_000
+                } else {
+                    t += rng.i64(1..3) * 100_000_000;
+                    t
+                };
+                let mut b = Batch::new(Timestamp(at));
                 for (i, key) in keys.iter().enumerate() {
                     if rng.bool() {
                         continue;
@@ -80,11 +91,15 @@ fn run(seed: u64, dir: &Path) {
                     let v = if rng.bool() { rng.u32(..) as f64 / 100.0 } else { f64::from_bits(rng.u64(..)) };
                     let v = if v.is_nan() { 0.5 } else { v };
                     b.points.push((i as u32, v));
-                    model.entry(key.clone()).or_default().insert(t, v);
+                    model.entry(key.clone()).or_default().insert(at, v);
                 }
                 store.append(&mut appender, &b).unwrap();
             }
-            85..=91 => store.flush().unwrap(),
+            85..=88 => store.flush().unwrap(),
+            89..=91 => {
+                store.flush().unwrap();
+                store.compact().unwrap();
+            }
             92..=95 => {
                 // Clean restart.
                 store.close().unwrap();

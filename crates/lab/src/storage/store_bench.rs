@@ -7,6 +7,10 @@
 //! 2. Range query: 256 series of that hour (9.2 M points) downsampled to
 //!    2,000 buckets of min/max/avg; and the same over a fresh open (cold
 //!    in-memory state, warm page cache).
+//!    Then the same hour written late, in shuffled quarters (the third
+//!    quarter first, then the second, the first, the last: three quarters
+//!    of the samples older than their series' newest): CPU per sample, bytes
+//!    per sample once compacted, and the range query, beside in order.
 //! 3. Event ingest and size: a real `perf record -e cpu-clock -F 10000 -a`
 //!    capture under a mixed stress-ng workload (or `--perf-script FILE`), in
 //!    per-CPU batches of 100 ms, both encodings; bytes per event on disk beside
@@ -93,6 +97,12 @@ pub struct Report {
     /// The same query with 1.8 s buckets, which no tier tiles: raw samples.
     pub query_raw_ms: Vec<f64>,
     pub tier_bytes_per_sample: f64,
+    /// The same samples in shuffled quarters (issue 49).
+    pub late_ns_per_sample: f64,
+    pub late_samples: u64,
+    pub late_block_bytes_per_sample: f64,
+    pub late_tier_bytes_per_sample: f64,
+    pub late_query_ms: Vec<f64>,
     pub perf_events: u64,
     pub perf_data_bytes_per_event: f64,
     pub event_bytes_per_event_fast: f64,
@@ -112,6 +122,75 @@ pub struct Report {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// Part 2b: `batches` appended in shuffled quarters (3, 2, 1, 4) to a
+/// fresh store under `dir`, flushed and compacted; the range query `q`
+/// answered as `want` (what the in-order store answered).
+fn late_ingest(
+    r: &mut Report,
+    batches: &[model::Batch],
+    dir: &std::path::Path,
+    q: &RangeQuery,
+    want: &store::query::Frame,
+) -> anyhow::Result<()> {
+    let store = Store::open(&dir.join("late"), crate::store_bench::bench_store_options())?;
+    let mut app = Appender::default();
+    let quarter = batches.len().div_ceil(4);
+    // Every series declared first: the quarter holding the definitions
+    // comes third.
+    let mut defs = model::Batch::new(batches[0].time);
+    defs.defs.clone_from(&batches[0].defs);
+    store.append(&mut app, &defs)?;
+    eprintln!("appending the same rounds in shuffled quarters ...");
+    let cpu0 = thread_cpu_ns();
+    for part in [2, 1, 0, 3] {
+        for b in batches.iter().skip(part * quarter).take(quarter) {
+            store.append(&mut app, b)?;
+        }
+    }
+    store.flush()?;
+    while store.compact()? > 0 {}
+    let cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
+    let samples = store.stats().samples_appended.load(std::sync::atomic::Ordering::Relaxed);
+    r.late_samples = store.stats().late_samples.load(std::sync::atomic::Ordering::Relaxed);
+    r.late_ns_per_sample = cpu * 1e9 / samples as f64;
+    let du = store.disk_usage();
+    r.late_block_bytes_per_sample = (du.block_bytes - du.tier_bytes) as f64 / du.block_samples.max(1) as f64;
+    r.late_tier_bytes_per_sample = du.tier_bytes as f64 / du.block_samples.max(1) as f64;
+    for _ in 0..21 {
+        let t = Instant::now();
+        let f = range(&store, q)?;
+        r.late_query_ms.push(ms(t.elapsed()));
+        let close = |a: &Option<f64>, b: &Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        let same = f.times == want.times
+            && f.series.len() == want.series.len()
+            && f.series.iter().zip(&want.series).all(|(a, b)| {
+                a.key == b.key
+                    && a.values.len() == b.values.len()
+                    && a.values.iter().zip(&b.values).all(|(x, y)| close(x, y))
+            });
+        if !same {
+            bail!("BUG: the range query over the late store does not answer as over the in-order one");
+        }
+    }
+    result!(
+        "late ingest: {samples} samples, {} late, in shuffled quarters: {:.0} ns each (compaction included; in order {:.0}); \
+         {:.3} B/sample raw + {:.3} tiers once compacted (in order {:.3} + {:.3}); range query median {:.1} ms (in order {:.1})",
+        r.late_samples,
+        r.late_ns_per_sample,
+        r.ingest_ns_per_sample,
+        r.late_block_bytes_per_sample,
+        r.late_tier_bytes_per_sample,
+        r.block_bytes_per_sample,
+        r.tier_bytes_per_sample,
+        median(&r.late_query_ms),
+        median(&r.query_ms)
+    );
+    Ok(())
 }
 
 /// Part 5: `n` SNMP-like series, a sample each per 100 ms round, appended
@@ -198,7 +277,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     store.flush()?;
     let cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
-    drop(batches);
     r.samples = store.stats().samples_appended.load(std::sync::atomic::Ordering::Relaxed);
     r.ingest_samples_per_cpu_second = r.samples as f64 / cpu;
     r.ingest_ns_per_sample = cpu * 1e9 / r.samples as f64;
@@ -246,6 +324,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         r.query_cold_ms,
         median(&r.query_raw_ms)
     );
+
+    // 2b. The same hour late, in shuffled quarters.
+    late_ingest(&mut r, &batches, tmp.path(), &q, &frame)?;
+    drop(batches);
 
     // 5. Wide ingest (before the events: it needs no capture).
     if args.wide_series > 0 {

@@ -1,7 +1,9 @@
 //! Compaction: runs of blocks that start in one window merge into one block
 //! (`docs/format/block.md`, "Compaction"), on a thread of its own, outside
 //! the writer's lock. Only the number of files changes: samples, tiers and
-//! retention are as before.
+//! retention are as before — except that blocks whose samples overlap
+//! (late points flushed) become one column in time order, the later
+//! block winning at a time, and the merged block's tiers are built from it.
 
 use std::fs;
 use std::sync::Arc;
@@ -135,6 +137,9 @@ impl Store {
                     failed.get_or_insert(e);
                 }
             }
+            // Blocks that overlap (late points flushed) become one column
+            // in time order, the later block's sample winning at a time.
+            crate::head::last_wins(&mut ts, &mut vals, 0);
             (key, ts, vals)
         });
         let written =
@@ -165,6 +170,7 @@ impl Store {
         let ids: Vec<u32> = keys.iter().map(|(id, _)| *id).collect();
         let block = Block::new(meta, &mut st, Some(&ids));
         st.blocks.splice(at..at + run.len(), [Arc::new(block)]);
+        st.find_overlaps();
         drop(st);
         for b in run {
             self.open_files.forget(&b.path);

@@ -77,8 +77,57 @@ impl Store {
         });
     }
 
+    /// Series `id`'s parts with samples in `[from, to]`, under one read
+    /// lock (a concurrent flush cannot hide data between the block list and
+    /// the head), in the order they are to be read; and whether they must
+    /// be merged. A series with late points is read in its parts' time order
+    /// where they do not overlap (a backfill of disjoint stretches: no merge),
+    /// and merged in write order where they do (`head::last_wins`).
+    fn parts(&self, id: u32, from: i64, to: i64) -> (Vec<Src>, bool) {
+        let (mut parts, merges) = {
+            let st = read_lock(&self.state);
+            let mut parts: Vec<Src> =
+                st.blocks.iter().filter(|b| b.overlaps(id, from, to)).map(|b| Src::Block(Arc::clone(b))).collect();
+            if let Some(f) = &st.frozen {
+                parts.push(Src::Frozen(Arc::clone(f)));
+            }
+            let (mut ht, mut hv) = (Vec::new(), Vec::new());
+            st.head.read(id, from, to, &mut ht, &mut hv);
+            parts.push(Src::Mem(ht, hv));
+            (parts, st.merges(id))
+        };
+        if !merges {
+            return (parts, false);
+        }
+        // Each part's first and last time (a block's from its index).
+        let mut spans = Vec::with_capacity(parts.len());
+        for p in &mut parts {
+            if let Src::Frozen(f) = p {
+                let (mut ft, mut fv) = (Vec::new(), Vec::new());
+                f.read(id, from, to, &mut ft, &mut fv);
+                *p = Src::Mem(ft, fv);
+            }
+            spans.push(match p {
+                Src::Block(b) => {
+                    let e = &b.entries[b.by_id[&id]];
+                    Some((e.min_t, e.max_t))
+                }
+                Src::Mem(ts, _) => ts.first().zip(ts.last()).map(|(&a, &b)| (a, b)),
+                Src::Frozen(_) => unreachable!("read above"),
+            });
+        }
+        let mut order: Vec<usize> = (0..parts.len()).filter(|&i| spans[i].is_some()).collect();
+        order.sort_by_key(|&i| spans[i].map(|s| s.0));
+        if order.windows(2).any(|w| spans[w[0]].map(|s| s.1) >= spans[w[1]].map(|s| s.0)) {
+            return (parts, true);
+        }
+        let mut slots: Vec<Option<Src>> = parts.into_iter().map(Some).collect();
+        (order.into_iter().filter_map(|i| slots[i].take()).collect(), false)
+    }
+
     /// Appends each part's samples in `[from, to]` to `ts`/`vals` and calls
-    /// `part` after each (which may take them away).
+    /// `part` after each (which may take them away); parts that must be
+    /// merged are handed on as one, merged.
     fn read_parts(
         &self,
         id: u32,
@@ -93,35 +142,38 @@ impl Store {
             // An empty range (`time >= 5s AND time < 3s`): nothing, not a panic.
             return;
         }
-        // Snapshot under one read lock so a concurrent flush cannot hide data
-        // between the block list and the head.
-        let (blocks, frozen, head_ts, head_vals) = {
-            let st = read_lock(&self.state);
-            let blocks: Vec<Arc<Block>> = st.blocks.iter().filter(|b| b.overlaps(id, from, to)).cloned().collect();
-            let (mut ht, mut hv) = (Vec::new(), Vec::new());
-            st.head.read(id, from, to, &mut ht, &mut hv);
-            (blocks, st.frozen.clone(), ht, hv)
-        };
-        for b in blocks {
-            let e = &b.entries[b.by_id[&id]];
-            let (n_ts, n_vals) = (ts.len(), vals.len());
-            let read =
-                self.open_files.get(&b.path).map_err(|source| crate::BlockError::Io { path: b.path.clone(), source });
-            if let Err(err) = read.and_then(|f| read_chunk(&f, &b.path, e, from, to, ts, vals)) {
-                ts.truncate(n_ts);
-                vals.truncate(n_vals);
-                self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
-                tracing::error!("skipping corrupt chunk of {}: {err}", self.series_name(id));
+        let (parts, merge) = self.parts(id, from, to);
+        let start = ts.len();
+        for p in parts {
+            match p {
+                Src::Block(b) => {
+                    let e = &b.entries[b.by_id[&id]];
+                    let (n_ts, n_vals) = (ts.len(), vals.len());
+                    let read = self
+                        .open_files
+                        .get(&b.path)
+                        .map_err(|source| crate::BlockError::Io { path: b.path.clone(), source });
+                    if let Err(err) = read.and_then(|f| read_chunk(&f, &b.path, e, from, to, ts, vals)) {
+                        ts.truncate(n_ts);
+                        vals.truncate(n_vals);
+                        self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!("skipping corrupt chunk of {}: {err}", self.series_name(id));
+                    }
+                }
+                Src::Frozen(f) => f.read(id, from, to, ts, vals),
+                Src::Mem(t, v) => {
+                    ts.extend_from_slice(&t);
+                    vals.extend_from_slice(&v);
+                }
             }
+            if !merge {
+                part(ts, vals);
+            }
+        }
+        if merge {
+            crate::head::last_wins(ts, vals, start);
             part(ts, vals);
         }
-        if let Some(f) = frozen {
-            f.read(id, from, to, ts, vals);
-            part(ts, vals);
-        }
-        ts.extend_from_slice(&head_ts);
-        vals.extend_from_slice(&head_vals);
-        part(ts, vals);
     }
 
     /// The tiers this store writes (see [`Options::tiers`]) and any found in
@@ -151,29 +203,32 @@ impl Store {
         let (from, to) = (from.as_nanos(), to.as_nanos());
         let from = from.saturating_sub(from.rem_euclid(res));
         let raw_to = to.saturating_add(res - 1 - to.rem_euclid(res));
-        let (blocks, frozen, head) = {
-            let st = read_lock(&self.state);
-            let blocks: Vec<Arc<Block>> = st.blocks.iter().filter(|b| b.overlaps(id, from, raw_to)).cloned().collect();
-            let (mut ht, mut hv) = (Vec::new(), Vec::new());
-            st.head.read(id, from, raw_to, &mut ht, &mut hv);
-            (blocks, st.frozen.clone(), Tier::build(&ht, &hv, res))
-        };
+        let (parts, merge) = self.parts(id, from, raw_to);
+        if merge {
+            // Parts that overlap (late points): the tier of the merged
+            // samples, not of each part (a rewritten point counted twice).
+            let (ts, vals) = self.read(id, Timestamp(from), Timestamp(raw_to));
+            f(&Tier::build(&ts, &vals, res));
+            return;
+        }
         let mut part = TierBuffers::default();
-        for b in blocks {
-            match self.read_block_tier(&b, id, res, from, to, &mut part) {
-                Ok(()) => f(&part.tier),
-                Err(err) => {
-                    self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!("skipping corrupt chunk of {}: {err}", self.series_name(id));
+        for p in parts {
+            match p {
+                Src::Block(b) => match self.read_block_tier(&b, id, res, from, to, &mut part) {
+                    Ok(()) => f(&part.tier),
+                    Err(err) => {
+                        self.stats.corrupt_chunks.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!("skipping corrupt chunk of {}: {err}", self.series_name(id));
+                    }
+                },
+                Src::Frozen(fr) => {
+                    let (mut ft, mut fv) = (Vec::new(), Vec::new());
+                    fr.read(id, from, raw_to, &mut ft, &mut fv);
+                    f(&Tier::build(&ft, &fv, res));
                 }
+                Src::Mem(ts, vals) => f(&Tier::build(&ts, &vals, res)),
             }
         }
-        if let Some(fr) = frozen {
-            let (mut ft, mut fv) = (Vec::new(), Vec::new());
-            fr.read(id, from, raw_to, &mut ft, &mut fv);
-            f(&Tier::build(&ft, &fv, res));
-        }
-        f(&head);
     }
 
     /// Series `id`'s key, for a message (blocks keep no keys of their own).
@@ -231,4 +286,13 @@ impl Store {
 struct TierBuffers {
     tier: Tier,
     bytes: Vec<u8>,
+}
+
+/// A part of a series' samples, as a read snapshot holds it.
+enum Src {
+    Block(Arc<Block>),
+    /// The generation being flushed.
+    Frozen(Arc<crate::head::Head>),
+    /// Samples already read (the head's, under the lock).
+    Mem(Vec<i64>, Vec<f64>),
 }

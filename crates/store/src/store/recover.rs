@@ -190,9 +190,8 @@ impl Store {
         let mut undefined: HashMap<u32, Vec<(i64, f64)>> = HashMap::new();
         let mut replayed = 0u64;
         let mut push = |st: &mut State, id: u32, time: i64, v: f64| {
-            if st.last_t[id as usize] < time && st.head.push(id, time, v) {
-                st.last_t[id as usize] = time;
-                st.last_v[id as usize] = v.to_bits();
+            // As the append did: in order, late, or a repeat of the newest.
+            if st.push(id, time, v) != super::Pushed::Repeat {
                 replayed += 1;
             }
         };
