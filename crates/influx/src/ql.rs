@@ -13,7 +13,9 @@
 //!            | SHOW TAG KEYS [FROM m] | SHOW FIELD KEYS [FROM m]
 //!            | SHOW TAG VALUES [FROM m] WITH KEY (= k | != k | =~ /re/ | !~ /re/ | IN (k, …))
 //!            | SHOW SERIES [FROM m] [WHERE cond] | CREATE DATABASE name
-//! items     := item {, item}        item := (* | name | call) [AS name]
+//! items     := item {, item}        item := (* | arith) [AS name]
+//! arith     := term {(+|-) term}    term := factor {(*|/|%) factor}
+//! factor    := number | ( arith ) | - factor | name | call   (one name or call an item)
 //! call      := f(name [, number]) | count(distinct(name))
 //! cond      := and {OR and}         and := primary {AND primary}
 //! primary   := ( cond ) | name op literal | time op time_expr
@@ -88,6 +90,10 @@ impl NameMatch {
 #[derive(Debug)]
 pub struct Select {
     pub items: Vec<Item>,
+    /// Per item, arithmetic of its values with numbers (`mean(bytes) * 8`,
+    /// `used / 1024 / 1024`), each value alone; the column keeps the
+    /// item's name, as in influxd.
+    pub arith: Vec<Option<Arith>>,
     pub measurement: String,
     /// The database `FROM db.rp.m` or `FROM db..m` names (else `db=`).
     pub db: Option<String>,
@@ -146,6 +152,52 @@ pub enum Item {
         arg: Option<i64>,
         alias: Option<String>,
     },
+}
+
+/// An arithmetic expression over one value (`Value`: the item's field or
+/// function) and numbers, as InfluxDB evaluates it: integers stay
+/// integers through `+ - * %`, `/` gives a float, and a division by zero
+/// gives 0.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arith {
+    Value,
+    /// A number; whether it was written as an integer.
+    Lit(f64, bool),
+    Bin(u8, Box<Arith>, Box<Arith>),
+}
+
+impl Arith {
+    /// The expression of `x` (and whether `x` is an integer): the result
+    /// and whether it is an integer.
+    pub fn eval(&self, x: f64, int: bool) -> (f64, bool) {
+        match self {
+            Arith::Value => (x, int),
+            Arith::Lit(v, i) => (*v, *i),
+            Arith::Bin(op, a, b) => {
+                let ((a, ai), (b, bi)) = (a.eval(x, int), b.eval(x, int));
+                if ai && bi && *op != b'/' {
+                    let (a, b) = (a as i64, b as i64);
+                    let v = match op {
+                        b'+' => a.wrapping_add(b),
+                        b'-' => a.wrapping_sub(b),
+                        b'*' => a.wrapping_mul(b),
+                        _ if b == 0 => 0,
+                        _ => a.wrapping_rem(b),
+                    };
+                    return (v as f64, true);
+                }
+                let v = match op {
+                    b'+' => a + b,
+                    b'-' => a - b,
+                    b'*' => a * b,
+                    _ if b == 0.0 => 0.0,
+                    b'/' => a / b,
+                    _ => a % b,
+                };
+                (v, false)
+            }
+        }
+    }
 }
 
 /// The transformations served (each over consecutive points of a series).
@@ -404,11 +456,11 @@ impl std::fmt::Display for Tok {
     }
 }
 
-const OPS: [&str; 18] =
-    ["=~", "!~", "!=", "<>", "<=", ">=", "::", "=", "<", ">", "(", ")", ",", ";", ".", "+", "-", "*"];
+const OPS: [&str; 20] =
+    ["=~", "!~", "!=", "<>", "<=", ">=", "::", "=", "<", ">", "(", ")", ",", ";", ".", "+", "-", "*", "/", "%"];
 
 /// Splits a query into tokens. A `/` right after `=~`, `!~` or `FROM`
-/// opens a regex; elsewhere it is division (not served).
+/// opens a regex; elsewhere it is division.
 fn lex(s: &str) -> Result<Vec<Tok>, String> {
     let b = s.as_bytes();
     let mut out: Vec<Tok> = Vec::new();
@@ -843,9 +895,14 @@ impl Parser {
     }
 
     fn select(&mut self) -> Result<Select, String> {
-        let mut items = vec![self.item()?];
-        while self.eat_op(",") {
-            items.push(self.item()?);
+        let (mut items, mut arith) = (Vec::new(), Vec::new());
+        loop {
+            let (item, expr) = self.item()?;
+            items.push(item);
+            arith.push(expr);
+            if !self.eat_op(",") {
+                break;
+            }
         }
         self.kw("FROM")?;
         let (db, measurement) = self.qualified()?;
@@ -917,33 +974,101 @@ impl Parser {
         if to == i64::MAX && group.time.is_some() {
             to = self.now;
         }
-        let s = Select { items, measurement, db, from, to, cond, group, desc, limit, offset, slimit, soffset };
+        let s = Select { items, arith, measurement, db, from, to, cond, group, desc, limit, offset, slimit, soffset };
         check_items(&s)?;
         Ok(s)
     }
 
-    fn item(&mut self) -> Result<Item, String> {
-        let item = if self.eat_op("*") {
-            Item::Star
+    /// An item of the select list, and the arithmetic of its values.
+    fn item(&mut self) -> Result<(Item, Option<Arith>), String> {
+        let (item, expr) = if self.eat_op("*") {
+            (Item::Star, None)
         } else {
-            let name = self.ident("a field, a tag, * or a function call")?;
-            if self.eat_op("(") {
-                self.call(&name)?
-            } else {
-                let integer = self.eat_integer_cast()?;
-                Item::Var { name, alias: None, integer }
+            let mut inner = None;
+            match (self.arith(&mut inner)?, inner) {
+                (Arith::Value, Some(item)) => (item, None),
+                (_, Some(Item::Transform { t, .. })) => {
+                    return Err(format!("arithmetic on {}() is not supported yet", t.name()));
+                }
+                (expr, Some(inner)) => (inner, Some(expr)),
+                (_, None) => return Err("a number alone is not an item: select a field, a tag or a function".into()),
             }
         };
         if !self.eat_kw("AS") {
-            return Ok(item);
+            return Ok((item, expr));
         }
         let alias = Some(self.ident("a name after AS")?);
-        Ok(match item {
+        let item = match item {
             Item::Star => return Err("* cannot have an alias".into()),
             Item::Var { name, integer, .. } => Item::Var { name, alias, integer },
             Item::Call { func, field, arg, .. } => Item::Call { func, field, arg, alias },
             Item::Transform { t, inner, arg, .. } => Item::Transform { t, inner, arg, alias },
-        })
+        };
+        Ok((item, expr))
+    }
+
+    /// `arith` of the grammar; the one field or call it holds goes to
+    /// `inner` (a second is refused).
+    fn arith(&mut self, inner: &mut Option<Item>) -> Result<Arith, String> {
+        let mut e = self.term(inner)?;
+        while let Some(op) = [b'+', b'-'].into_iter().find(|&o| self.eat_op(if o == b'+' { "+" } else { "-" })) {
+            e = Arith::Bin(op, Box::new(e), Box::new(self.term(inner)?));
+        }
+        Ok(e)
+    }
+
+    fn term(&mut self, inner: &mut Option<Item>) -> Result<Arith, String> {
+        let mut e = self.factor(inner)?;
+        while let Some((op, _)) = [(b'*', "*"), (b'/', "/"), (b'%', "%")].into_iter().find(|(_, o)| self.eat_op(o)) {
+            e = Arith::Bin(op, Box::new(e), Box::new(self.factor(inner)?));
+        }
+        Ok(e)
+    }
+
+    fn factor(&mut self, inner: &mut Option<Item>) -> Result<Arith, String> {
+        match self.peek() {
+            Some(Tok::Int(n)) => {
+                let n = *n;
+                self.i += 1;
+                return Ok(Arith::Lit(n as f64, true));
+            }
+            Some(Tok::Num(n)) => {
+                let n = *n;
+                self.i += 1;
+                return Ok(Arith::Lit(n, false));
+            }
+            _ => {}
+        }
+        let nested = self.eat_op("(");
+        if nested || self.eat_op("-") {
+            // Bounded, as conditions are: `((((…` or `----…` a few KB long
+            // must not take the stack.
+            self.depth += 1;
+            if self.depth > DEPTH_MAX {
+                return Err(format!("arithmetic nests deeper than {DEPTH_MAX}; write it flatter"));
+            }
+            let e = if nested {
+                let e = self.arith(inner)?;
+                self.op(")")?;
+                e
+            } else {
+                Arith::Bin(b'*', Box::new(Arith::Lit(-1.0, true)), Box::new(self.factor(inner)?))
+            };
+            self.depth -= 1;
+            return Ok(e);
+        }
+        let name = self.ident("a field, a tag, * or a function call")?;
+        let item = if self.eat_op("(") {
+            self.call(&name)?
+        } else {
+            let integer = self.eat_integer_cast()?;
+            Item::Var { name, alias: None, integer }
+        };
+        if inner.is_some() {
+            return Err("arithmetic between two fields or functions is not supported yet: one, with numbers".into());
+        }
+        *inner = Some(item);
+        Ok(Arith::Value)
     }
 
     /// A cast after a selected name: whether it is `::integer`.
@@ -1317,6 +1442,17 @@ fn check_transform(t: Transform, inner: &Item, s: &Select) -> Result<(), String>
 
 /// The select list's rules, as InfluxDB states them.
 fn check_items(s: &Select) -> Result<(), String> {
+    if s.arith.iter().any(Option::is_some) {
+        if let Some((t, _, _, _)) = s.transform() {
+            return Err(format!("arithmetic beside {}() is not supported yet", t.name()));
+        }
+        if s.items.iter().any(|i| matches!(i, Item::Star)) {
+            return Err("arithmetic beside * is not supported yet: name the fields".into());
+        }
+        if s.items.iter().any(|i| matches!(i, Item::Call { func: Func::Top | Func::Bottom, .. })) {
+            return Err("arithmetic beside top() or bottom() is not supported yet".into());
+        }
+    }
     if let Some((t, _, _, _)) = s.transform() {
         // Several math functions side by side; any other transformation alone.
         let all_math = s.items.iter().all(|i| matches!(i, Item::Transform { t: Transform::Math(_), .. }));
@@ -1481,6 +1617,16 @@ mod tests {
             ("SELECT FROM cpu", "found FROM, expected a field"),
             ("SELECT x FROM", "found the end of the query, expected a measurement"),
             ("SELECT nosuch(x) FROM m", "nosuch() is not supported"),
+            ("SELECT 5 FROM m", "a number alone is not an item"),
+            ("SELECT a + b FROM m", "between two fields or functions"),
+            ("SELECT sum(a) / count(a) FROM m", "between two fields or functions"),
+            ("SELECT abs(a) * 2 FROM m", "arithmetic on abs()"),
+            ("SELECT x * 2, derivative(y) FROM m", "arithmetic beside derivative()"),
+            ("SELECT *, x * 2 FROM m", "arithmetic beside *"),
+            ("SELECT x * FROM m", "found FROM, expected a field"),
+            ("SELECT (x * 2 FROM m", "expected )"),
+            (&format!("SELECT {}x FROM m", "(".repeat(5_000)), "nests deeper than 64"),
+            (&format!("SELECT {}x FROM m", "- ".repeat(5_000)), "nests deeper than 64"),
             ("SELECT percentile(x) FROM m", "expected 2, got 1"),
             ("SELECT distinct(x), count(x) FROM m", "cannot be combined"),
             ("SELECT x, count(x) FROM m", "mixing aggregate"),

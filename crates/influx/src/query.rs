@@ -85,6 +85,7 @@ pub fn execute(
             } else {
                 raw(&table, s, epoch)
             };
+            apply_arith(&table, s, &mut series);
             // Raw points in descending time come in descending series order
             // too (aggregates keep theirs), as in InfluxDB.
             if s.desc && !s.is_aggregate() {
@@ -98,6 +99,52 @@ pub fn execute(
             show_keys(store, need_db()?, m.as_deref(), st)
         }
         Statement::Cardinality { of, exact, from } => cardinality(store, need_db()?, of, *exact, from.as_deref()),
+    }
+}
+
+/// The arithmetic of the select list (`mean(bytes) * 8`) on each value of
+/// its items' columns (one column an item: `*` and top/bottom are refused
+/// beside it, and a raw `time` item has none). A raw field is an integer
+/// by its stored type (a float field's 0 negated is -0, as in influxd); a
+/// function's result by its answer.
+fn apply_arith(table: &Table, s: &Select, series: &mut [Value]) {
+    if s.arith.iter().all(Option::is_none) {
+        return;
+    }
+    let mut col = 0;
+    let mut exprs = Vec::new();
+    for (item, expr) in s.items.iter().zip(&s.arith) {
+        if matches!(item, Item::Var { name, alias: None, .. } if name == "time") && !s.is_aggregate() {
+            continue;
+        }
+        col += 1;
+        let float_field = match item {
+            Item::Var { name, integer: false, .. } => {
+                table.field(name).is_some_and(|f| table.fields[f].1 == FieldType::Float)
+            }
+            _ => false,
+        };
+        if let Some(e) = expr {
+            exprs.push((col, e, float_field));
+        }
+    }
+    for one in series {
+        let Some(rows) = one.get_mut("values").and_then(Value::as_array_mut) else { continue };
+        for row in rows {
+            let Some(cells) = row.as_array_mut() else { continue };
+            for &(c, e, float_field) in &exprs {
+                let Some(cell) = cells.get_mut(c) else { continue };
+                let Some(x) = cell.as_f64() else { continue };
+                let (v, int) = e.eval(x, !float_field && (cell.is_i64() || cell.is_u64()));
+                *cell = if int {
+                    json!(v as i64)
+                } else if v.is_finite() {
+                    go_float(v)
+                } else {
+                    Value::Null
+                };
+            }
+        }
     }
 }
 

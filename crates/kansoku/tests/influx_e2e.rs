@@ -232,6 +232,16 @@ fn influxql_answers_as_influxdb_does() {
         }
     }
     let queries = [
+        // Arithmetic with numbers (Grafana's math part: bytes to bits, …).
+        "SELECT load * 2, n * 2, n / 4, n + 0.5, n % 7, n - 100 FROM cpu WHERE host = 'a'",
+        "SELECT mean(load) * 8 FROM cpu GROUP BY host",
+        "SELECT mean(load) * 100 / 8 AS pct, max(n) - 1 FROM cpu WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(5s) fill(none)",
+        "SELECT 2 * (load + 1) FROM cpu WHERE host = 'b' LIMIT 3",
+        "SELECT load / 0, n / 0, n % 0 FROM cpu LIMIT 2",
+        "SELECT -load, 1 - n FROM cpu LIMIT 2",
+        "SELECT used / 1024 / 1024, free * 1.5 FROM mem",
+        "SELECT mean(used) * 8 FROM mem WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(4s) fill(5)",
+        "SELECT load, load * 2, host FROM cpu LIMIT 2",
         // Out of order and rewritten (issue 49).
         "SELECT * FROM ooo",
         "SELECT count(v), sum(v), first(v), last(v), max(w) FROM ooo GROUP BY host",
