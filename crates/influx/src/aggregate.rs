@@ -55,7 +55,11 @@ struct Call {
 /// time of the point chosen.
 fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
     let ty = c.ty;
-    let num = |v: f64| if ty == FieldType::Float { go_float(v) } else { json!(v as i64) };
+    let num = |v: f64| match ty {
+        FieldType::Float => go_float(v),
+        FieldType::Bool => json!(v != 0.0),
+        FieldType::Int | FieldType::Unsigned => json!(v as i64),
+    };
     let vals = || pts.iter().map(|p| ty.number(p.1));
     let one = |v: Value| (vec![v], None);
     match c.func {
@@ -70,8 +74,19 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
         Func::Top | Func::Bottom => one(Value::Null),
         Func::Distinct => {
             let mut v: Vec<f64> = vals().collect();
-            v.sort_by(f64::total_cmp);
-            v.dedup();
+            if ty == FieldType::Bool {
+                // influxd lists booleans as they first come, in time order.
+                let mut first_seen: Vec<f64> = Vec::with_capacity(2);
+                for x in v {
+                    if !first_seen.contains(&x) {
+                        first_seen.push(x);
+                    }
+                }
+                v = first_seen;
+            } else {
+                v.sort_by(f64::total_cmp);
+                v.dedup();
+            }
             (v.into_iter().map(num).collect(), None)
         }
         Func::Sum => one(num(vals().sum())),
@@ -210,6 +225,16 @@ pub(crate) fn run_with(
             _ => None,
         })
         .collect();
+    // A boolean field has no mean, sum, …: influxd's error, word for word.
+    if let Some(c) = calls.iter().find(|c| {
+        c.ty == FieldType::Bool
+            && matches!(
+                c.func,
+                Func::Mean | Func::Sum | Func::Median | Func::Spread | Func::Stddev | Func::Percentile | Func::Integral
+            )
+    }) {
+        return Err(format!("unsupported {} iterator type: *query.booleanInterruptIterator", c.func.name()));
+    }
     let mut columns = vec!["time".to_owned()];
     columns.extend(column_names(items));
     // The buckets: aligned to the epoch (plus the offset), over the range;

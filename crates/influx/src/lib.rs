@@ -2,8 +2,9 @@
 //! "InfluxDB compatibility"): line protocol in, a small InfluxQL subset out.
 //!
 //! Mapping: field `f` of measurement `m` with tags `t=v` in database `d` is
-//! the series `m_f{t="v",db="d",influx_field="f"}`. Floats and booleans
-//! (1/0) are stored as they are; integers (`i`) as their value with
+//! the series `m_f{t="v",db="d",influx_field="f"}`. Floats are stored as
+//! they are, booleans as 1/0 with `kansoku_type="bool"` (answered `true` and
+//! `false`); integers (`i`) as their value with
 //! `kansoku_type="int"` (exact up to 2^53); unsigned integers (`u`, e.g.
 //! instruction pointers) bit for bit with `kansoku_type="u64"`, so they come
 //! back exactly. String fields are not stored: counted and reported.
@@ -44,7 +45,7 @@ impl Value {
             Value::Float(v) => (v, None),
             Value::Int(v) => (v as f64, Some("int")),
             Value::Uint(v) => (f64::from_bits(v), Some("u64")),
-            Value::Bool(b) => (f64::from(u8::from(b)), None),
+            Value::Bool(b) => (f64::from(u8::from(b)), Some("bool")),
         }
     }
 }

@@ -89,6 +89,9 @@ impl NameMatch {
 /// `SELECT … FROM m …`.
 #[derive(Debug)]
 pub struct Select {
+    /// `FROM /re/`: every measurement the regex matches, each answered as
+    /// if named (then `measurement` is empty), in name order.
+    pub from_re: Option<Regex>,
     pub items: Vec<Item>,
     /// Per item, arithmetic of its values with numbers (`mean(bytes) * 8`,
     /// `used / 1024 / 1024`), each value alone; the column keeps the
@@ -746,7 +749,7 @@ impl Parser {
     /// `rp.m` names none).
     fn qualified(&mut self) -> Result<(Option<String>, String), String> {
         if matches!(self.peek(), Some(Tok::Regex(_))) {
-            return Err("FROM /regex/ is not supported yet: name one measurement".into());
+            return Err("a /regex/ names measurements only in SELECT … FROM /regex/: name one measurement".into());
         }
         let mut names = vec![self.ident("a measurement")?];
         while self.eat_op(".") && names.len() < 3 {
@@ -905,7 +908,17 @@ impl Parser {
             }
         }
         self.kw("FROM")?;
-        let (db, measurement) = self.qualified()?;
+        let (db, measurement, from_re) = match self.peek() {
+            Some(Tok::Regex(re)) => {
+                let re = compile(re)?;
+                self.i += 1;
+                (None, String::new(), Some(re))
+            }
+            _ => {
+                let (db, m) = self.qualified()?;
+                (db, m, None)
+            }
+        };
         let (mut from, mut to, mut cond) = (i64::MIN, i64::MAX, None);
         if self.eat_kw("WHERE") {
             let c = self.cond()?;
@@ -974,7 +987,22 @@ impl Parser {
         if to == i64::MAX && group.time.is_some() {
             to = self.now;
         }
-        let s = Select { items, arith, measurement, db, from, to, cond, group, desc, limit, offset, slimit, soffset };
+        let s = Select {
+            from_re,
+            items,
+            arith,
+            measurement,
+            db,
+            from,
+            to,
+            cond,
+            group,
+            desc,
+            limit,
+            offset,
+            slimit,
+            soffset,
+        };
         check_items(&s)?;
         Ok(s)
     }

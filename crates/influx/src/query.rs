@@ -71,21 +71,35 @@ pub fn execute(
         Statement::Select(s) => {
             let db = named_db(store, s.db.as_deref().or(db), databases)?;
             let from = crate::transform::reads_from(s);
-            let table = Table::read_from(store, db, s, from)?;
+            // `FROM /re/`: each measurement it matches, in name order.
+            let measurements: Vec<String> = match &s.from_re {
+                None => vec![s.measurement.clone()],
+                Some(re) => db_series(store, db)?
+                    .iter()
+                    .filter_map(|(_, k)| measurement_of(k).filter(|m| re.is_match(m)).map(str::to_owned))
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+            };
             let top_bottom = matches!(
                 s.items.first(),
                 Some(Item::Call { func: crate::ql::Func::Top | crate::ql::Func::Bottom, .. })
             );
-            let mut series = if s.transform().is_some() {
-                crate::transform::run(&table, s, epoch)?
-            } else if top_bottom {
-                crate::aggregate::top_bottom(&table, s, epoch)?
-            } else if s.is_aggregate() {
-                crate::aggregate::run(&table, s, epoch)?
-            } else {
-                raw(&table, s, epoch)
-            };
-            apply_arith(&table, s, &mut series);
+            let mut series = Vec::new();
+            for m in &measurements {
+                let table = Table::read_from(store, db, s, m, from)?;
+                let mut one = if s.transform().is_some() {
+                    crate::transform::run(&table, s, epoch)?
+                } else if top_bottom {
+                    crate::aggregate::top_bottom(&table, s, epoch)?
+                } else if s.is_aggregate() {
+                    crate::aggregate::run(&table, s, epoch)?
+                } else {
+                    raw(&table, s, epoch)
+                };
+                apply_arith(&table, s, &mut one);
+                series.extend(one);
+            }
             // Raw points in descending time come in descending series order
             // too (aggregates keep theirs), as in InfluxDB.
             if s.desc && !s.is_aggregate() {
@@ -211,6 +225,8 @@ pub(crate) enum FieldType {
     Int,
     /// Bit for bit: the f64's bits are the u64.
     Unsigned,
+    /// 1 or 0, answered `true` or `false`.
+    Bool,
 }
 
 impl FieldType {
@@ -218,6 +234,7 @@ impl FieldType {
         match k.get(TYPE_LABEL) {
             Some("int") => FieldType::Int,
             Some("u64") => FieldType::Unsigned,
+            Some("bool") => FieldType::Bool,
             _ => FieldType::Float,
         }
     }
@@ -232,6 +249,7 @@ impl FieldType {
         match self {
             FieldType::Unsigned => json!(v.to_bits()),
             FieldType::Int => json!(v as i64),
+            FieldType::Bool => json!(v != 0.0),
             FieldType::Float => go_float(v),
         }
     }
@@ -253,11 +271,17 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// The statement's measurement from `from` (its start, or earlier for
+    /// The statement's `measurement` from `from` (its start, or earlier for
     /// a transformation of buckets) to its end.
-    pub(crate) fn read_from(store: &dyn source::Source, db: &str, s: &Select, from: i64) -> Result<Table, String> {
+    pub(crate) fn read_from(
+        store: &dyn source::Source,
+        db: &str,
+        s: &Select,
+        measurement: &str,
+        from: i64,
+    ) -> Result<Table, String> {
         let all: Vec<(u32, SeriesKey)> =
-            db_series(store, db)?.into_iter().filter(|(_, k)| measurement_of(k) == Some(&s.measurement)).collect();
+            db_series(store, db)?.into_iter().filter(|(_, k)| measurement_of(k) == Some(measurement)).collect();
         let field_names: BTreeSet<&str> = all.iter().filter_map(|(_, k)| k.get(FIELD_LABEL)).collect();
         let tag_keys: Vec<String> = all
             .iter()
@@ -297,7 +321,7 @@ impl Table {
                 ((*f).to_owned(), ty)
             })
             .collect();
-        let mut t = Table { measurement: s.measurement.clone(), tag_keys, fields, sets: BTreeMap::new() };
+        let mut t = Table { measurement: measurement.to_owned(), tag_keys, fields, sets: BTreeMap::new() };
         let field_set: BTreeSet<String> = field_names.iter().map(|f| (*f).to_owned()).collect();
         let (from, to) = (Timestamp(from), Timestamp(s.to));
         // The series the tags admit, then all of them in one read (one
@@ -645,6 +669,7 @@ fn show_keys(store: &dyn source::Source, db: &str, measurement: Option<&str>, st
                 let ty = match FieldType::of(&k) {
                     FieldType::Int => "integer",
                     FieldType::Unsigned => "unsigned",
+                    FieldType::Bool => "boolean",
                     FieldType::Float => "float",
                 };
                 rows.insert(vec![f.to_owned(), ty.to_owned()]);

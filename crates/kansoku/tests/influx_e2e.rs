@@ -224,7 +224,10 @@ fn influxql_answers_as_influxdb_does() {
             for i in (0..40u64).filter(|i| if part == 4 { i % 10 == 0 } else { i % 4 == part }) {
                 for host in ["a", "b"] {
                     let v = if part == 4 { 1000 + i } else { i * 2 + u64::from(host == "b") };
-                    body.push_str(&format!("ooo,host={host} v={v},w={}i {}\n", i % 7, 1_767_225_600 + i));
+                    // A boolean beside them, as Telegraf sends some.
+                    let ok =
+                        if part == 4 { String::new() } else { format!(",ok={}", ["true", "F", "t"][(i % 3) as usize]) };
+                    body.push_str(&format!("ooo,host={host} v={v},w={}i{ok} {}\n", i % 7, 1_767_225_600 + i));
                 }
             }
             let (s, out) = post(addr, "/write?db=lab&precision=s", "", body.as_bytes());
@@ -247,6 +250,31 @@ fn influxql_answers_as_influxdb_does() {
         "SELECT count(v), sum(v), first(v), last(v), max(w) FROM ooo GROUP BY host",
         "SELECT mean(v) FROM ooo WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:40Z' GROUP BY time(10s), host",
         "SELECT v FROM ooo WHERE host = 'b' ORDER BY time DESC LIMIT 5",
+        // FROM /regex/: every measurement it matches (issue 49).
+        "SELECT count(v) FROM /oo|tie/ GROUP BY host",
+        "SELECT * FROM /^fr/",
+        "SELECT mean(load), max(used) FROM /cpu|mem/",
+        "SELECT v FROM /nomatch/",
+        "SELECT last(v) FROM /./ WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:40Z' GROUP BY time(20s) fill(none)",
+        // Booleans as booleans (issue 49).
+        "SHOW FIELD KEYS FROM ooo",
+        "SELECT ok, v FROM ooo WHERE host = 'a' LIMIT 4",
+        "SELECT count(ok), first(ok), last(ok) FROM ooo GROUP BY host",
+        "SELECT distinct(ok) FROM ooo",
+        "SELECT mode(ok) FROM ooo",
+        "SELECT * FROM ooo WHERE ok = true AND host = 'b' LIMIT 3",
+        "SELECT v FROM ooo WHERE ok = false LIMIT 3",
+        "SELECT mean(ok) FROM ooo",
+        "SELECT max(ok) FROM ooo",
+        "SELECT sum(ok) FROM ooo",
+        "SELECT median(ok) FROM ooo",
+        "SELECT spread(ok) FROM ooo",
+        "SELECT stddev(ok) FROM ooo",
+        "SELECT percentile(ok, 50) FROM ooo",
+        "SELECT integral(ok) FROM ooo",
+        "SELECT min(ok), count(distinct(ok)) FROM ooo",
+        "SELECT distinct(ok) FROM ooo WHERE host = 'a' AND time >= '2026-01-01T00:00:01Z'",
+        "SELECT count(ok) FROM ooo WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:40Z' GROUP BY time(20s)",
         "SHOW MEASUREMENTS",
         "SHOW TAG KEYS",
         "SHOW TAG KEYS FROM cpu",
