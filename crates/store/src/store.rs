@@ -332,11 +332,7 @@ impl Block {
             };
             rank += 1;
             id_at[i] = Some(id);
-            let block_last = &mut st.block_last_t[id as usize];
-            if e.min_t <= *block_last {
-                st.overlapping.insert(id);
-            }
-            *block_last = (*block_last).max(e.max_t);
+            st.block_span(id, e.min_t, e.max_t);
             if e.max_t > st.last_t[id as usize] {
                 st.last_t[id as usize] = e.max_t;
                 st.last_v[id as usize] = UNKNOWN_VALUE;
@@ -471,16 +467,22 @@ impl State {
     fn find_overlaps(&mut self) {
         self.block_last_t.fill(i64::MIN);
         self.overlapping.clear();
-        for b in &self.blocks {
+        for b in std::mem::take(&mut self.blocks) {
             for (&id, &i) in &b.by_id {
-                let e = &b.entries[i];
-                let last = &mut self.block_last_t[id as usize];
-                if e.min_t <= *last {
-                    self.overlapping.insert(id);
-                }
-                *last = (*last).max(e.max_t);
+                self.block_span(id, b.entries[i].min_t, b.entries[i].max_t);
             }
+            self.blocks.push(b);
         }
+    }
+
+    /// A block after those seen holds series `id` from `min_t` to `max_t`:
+    /// the series overlaps if it starts at or before what they hold.
+    fn block_span(&mut self, id: u32, min_t: i64, max_t: i64) {
+        let last = &mut self.block_last_t[id as usize];
+        if min_t <= *last {
+            self.overlapping.insert(id);
+        }
+        *last = (*last).max(max_t);
     }
 }
 
