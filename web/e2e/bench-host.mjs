@@ -101,14 +101,36 @@ try {
   let t = performance.now();
   const flame = await (await fetch(`${k.url}/api/v1/profile/flame?host=bench&from=${now - 900}&to=${now}&width=1560`)).text();
   const flameMs = performance.now() - t;
-  const p2 = await browser.newPage({ viewport: { width: 1600, height: 1200 } });
-  t = performance.now();
-  await p2.goto(`${k.url}/#view=host&host=bench&range=15m`);
+  // Each request of the page until the flame graph is drawn: when it was
+  // sent, its first byte and its last, ms from the document's request
+  // (where the first second goes).
+  const coldPage = async () => {
+    const p3 = await browser.newPage({ viewport: { width: 1600, height: 1200 } });
+    const cdp3 = await p3.context().newCDPSession(p3);
+    await cdp3.send('Network.enable');
+    const reqs = new Map();
+    let t0 = null;
+    const ms = (ts) => Math.round((ts - t0) * 1000);
+    cdp3.on('Network.requestWillBeSent', (e) => {
+      if (!e.request.url.startsWith('http')) return;
+      t0 ??= e.timestamp;
+      const u = new URL(e.request.url);
+      reqs.set(e.requestId, { path: u.pathname + (u.pathname.includes('profile') ? u.search.replace(/.*(within=[^&]*).*/, ' $1') : ''), sent: ms(e.timestamp) });
+    });
+    cdp3.on('Network.responseReceived', (e) => { const r = reqs.get(e.requestId); if (r) r.first_byte = ms(e.timestamp); });
+    cdp3.on('Network.loadingFinished', (e) => { const r = reqs.get(e.requestId); if (r) r.done = ms(e.timestamp); });
+    const t = performance.now();
+    await p3.goto(`${k.url}/#view=host&host=bench&range=15m`);
+    const appears = await p3.waitForFunction(() => document.querySelectorAll('#flame .fr').length > 0, null, { timeout: 120000 })
+      .then(() => Math.round(performance.now() - t), () => null);
+    const timeline = [...reqs.values()].filter((r) => r.sent <= (appears ?? 0) + 50);
+    const complete = await p3.waitForFunction(() => window.__kansoku.flameComplete, null, { timeout: 300000 })
+      .then(() => Math.round(performance.now() - t), () => null);
+    await p3.close();
+    return [appears, complete, timeline];
+  };
   // Reported as null when it did not appear within two minutes.
-  const appeared = await p2.waitForFunction(() => document.querySelectorAll('#flame .fr').length > 0, null, { timeout: 120000 })
-    .then(() => true, () => false);
-  const appearMs = appeared ? performance.now() - t : null;
-  await p2.close();
+  const [appearMs, , warmRequests] = await coldPage();
   // Cold: the same data under a restarted server, which has named and kept
   // nothing (a server no page has looked at): a fresh page until the flame
   // graph first appears (the newest stretch the server named within the
@@ -118,17 +140,7 @@ try {
   // server restarted again and settled — 10 s of rounds stored — that no
   // page has asked for a profile (a server left running that nobody looked
   // at: what the budget is about).
-  const coldPage = async () => {
-    const p3 = await browser.newPage({ viewport: { width: 1600, height: 1200 } });
-    const t = performance.now();
-    await p3.goto(`${k.url}/#view=host&host=bench&range=15m`);
-    const appears = await p3.waitForFunction(() => document.querySelectorAll('#flame .fr').length > 0, null, { timeout: 120000 })
-      .then(() => Math.round(performance.now() - t), () => null);
-    const complete = await p3.waitForFunction(() => window.__kansoku.flameComplete, null, { timeout: 300000 })
-      .then(() => Math.round(performance.now() - t), () => null);
-    await p3.close();
-    return [appears, complete];
-  };
+
   await k.stop({ keep: true });
   k = await startKansoku(UP, { data: k.data });
   const [restartAppears, restartComplete] = await coldPage();
@@ -140,7 +152,7 @@ try {
     await period(250);
   }
   console.error('bench-host: restarted and settled (10 s of rounds stored)');
-  const [coldAppears, coldComplete] = await coldPage();
+  const [coldAppears, coldComplete, coldRequests] = await coldPage();
   const out = {
     minutes, warmup_s: warmup, baseline_s: baseline, perf_hz: +hz, rows, chromium: browser.version(),
     // The view's cost: open less the mean of the two baselines around it.
@@ -156,7 +168,8 @@ try {
     requests: Object.fromEntries(Object.entries(byPath).sort((a, b) => b[1].seconds - a[1].seconds)),
     flame_15m: { answer_ms: Math.round(flameMs), bytes: flame.length, appears_ms: appearMs === null ? null : Math.round(appearMs),
       cold_appears_ms: coldAppears, cold_complete_ms: coldComplete,
-      restarted_appears_ms: restartAppears, restarted_complete_ms: restartComplete },
+      restarted_appears_ms: restartAppears, restarted_complete_ms: restartComplete,
+      cold_requests_ms: coldRequests, warm_requests_ms: warmRequests },
   };
   mkdirSync('e2e-out', { recursive: true });
   writeFileSync('e2e-out/bench-host.json', JSON.stringify(out, null, 1));
