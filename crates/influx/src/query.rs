@@ -71,23 +71,30 @@ pub fn execute(
         Statement::Select(s) => {
             let db = named_db(store, s.db.as_deref().or(db), databases)?;
             let from = crate::transform::reads_from(s);
-            // `FROM /re/`: each measurement it matches, in name order.
-            let measurements: Vec<String> = match &s.from_re {
-                None => vec![s.measurement.clone()],
-                Some(re) => db_series(store, db)?
-                    .iter()
-                    .filter_map(|(_, k)| measurement_of(k).filter(|m| re.is_match(m)).map(str::to_owned))
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect(),
-            };
+            // The database's series listed once, by measurement; `FROM /re/`:
+            // each measurement it matches, in name order.
+            let mut by_measurement: BTreeMap<String, Vec<(u32, SeriesKey)>> = BTreeMap::new();
+            for (id, k) in db_series(store, db)? {
+                let Some(m) = measurement_of(&k) else { continue };
+                let wanted = match &s.from_re {
+                    None => m == s.measurement,
+                    Some(re) => re.is_match(m),
+                };
+                if wanted {
+                    by_measurement.entry(m.to_owned()).or_default().push((id, k));
+                }
+            }
+            if s.from_re.is_none() && by_measurement.is_empty() {
+                // A measurement named but absent: answered empty, as before.
+                by_measurement.insert(s.measurement.clone(), Vec::new());
+            }
             let top_bottom = matches!(
                 s.items.first(),
                 Some(Item::Call { func: crate::ql::Func::Top | crate::ql::Func::Bottom, .. })
             );
             let mut series = Vec::new();
-            for m in &measurements {
-                let table = Table::read_from(store, db, s, m, from)?;
+            for (m, all) in by_measurement {
+                let table = Table::read_from(store, all, s, &m, from)?;
                 let mut one = if s.transform().is_some() {
                     crate::transform::run(&table, s, epoch)?
                 } else if top_bottom {
@@ -271,17 +278,15 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// The statement's `measurement` from `from` (its start, or earlier for
-    /// a transformation of buckets) to its end.
+    /// The statement's `measurement`, whose series are `all`, from `from`
+    /// (its start, or earlier for a transformation of buckets) to its end.
     pub(crate) fn read_from(
         store: &dyn source::Source,
-        db: &str,
+        all: Vec<(u32, SeriesKey)>,
         s: &Select,
         measurement: &str,
         from: i64,
     ) -> Result<Table, String> {
-        let all: Vec<(u32, SeriesKey)> =
-            db_series(store, db)?.into_iter().filter(|(_, k)| measurement_of(k) == Some(measurement)).collect();
         let field_names: BTreeSet<&str> = all.iter().filter_map(|(_, k)| k.get(FIELD_LABEL)).collect();
         let tag_keys: Vec<String> = all
             .iter()
