@@ -15,7 +15,7 @@ export function topSymbols(host: string, gen: number): void {
   const draw = async () => {
     const [lo, hi] = rangeOf(app.view);
     let r: { samples: number; rows: TopRow[] } & Covers;
-    try { r = await getJson(`/api/v1/profile/top?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&n=15&within=${WITHIN}`); } catch { return; }
+    try { r = await getJson(`/api/v1/profile/top?host=${encodeURIComponent(host)}&from=${lo}&to=${hi}&n=15&within=${within(named)}`); } catch { return; }
     if (gen !== app.generation) return;
     const el = document.querySelector<HTMLElement>('#profile');
     if (!el) return;
@@ -35,9 +35,14 @@ export function topSymbols(host: string, gen: number): void {
 
 /// How long the server names parts of a range it has not kept before it
 /// answers with the newest stretch named (a 15-minute flame graph no page
-/// has asked for takes ~10 s to name): the picture appears within a second
-/// and fills as it is asked again.
-const WITHIN = '800ms';
+/// has asked for takes ~10 s to name), counted from the request's arrival:
+/// a first ask (nothing named yet, or the last answer whole) is short, so a
+/// section's picture appears within a second of the page opening (the
+/// page's own requests go before it), and the asks that fill it in take
+/// longer (fewer round trips).
+function within(named: { from: number }): string {
+  return named.from === Infinity ? '400ms' : '800ms';
+}
 
 
 /// "in range", or which part of it an answer holds while the rest is named.
@@ -102,7 +107,7 @@ export function flameGraph(host: string, gen: number): void {
     let r: typeof last;
     // Frames narrower than a pixel are merged by the server, not sent.
     const width = Math.max(100, document.querySelector<HTMLElement>('#flame-wrap')?.clientWidth || 1000);
-    try { r = await getJson(`/api/v1/profile/flame?host=${encodeURIComponent(host)}&from=${lo}&to=${to}&width=${width}&within=${WITHIN}`); } catch { return; }
+    try { r = await getJson(`/api/v1/profile/flame?host=${encodeURIComponent(host)}&from=${lo}&to=${to}&width=${width}&within=${within(named)}`); } catch { return; }
     if (gen !== app.generation || !r) return;
     // Keep a zoom on the same frame name across refreshes.
     const name = last && zoom ? last.frames[zoom]?.[0] : undefined;

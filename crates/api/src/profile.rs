@@ -35,13 +35,15 @@ struct Request {
     pid: Option<u32>,
     n: usize,
     buckets: usize,
-    /// `within`: name parts not yet kept only this long, newest first, and
-    /// answer for the newest stretch named (the flame graph and top table:
-    /// a page's first look at a long range, asked again until complete).
-    within: Option<std::time::Duration>,
+    /// `within`: name parts not yet kept only until this long after the
+    /// request arrived (time spent queued counts), newest first, and answer
+    /// for the newest stretch named (the flame graph and top table: a
+    /// page's first look at a long range, asked again until complete).
+    deadline: Option<std::time::Instant>,
 }
 
 fn request(params: &HashMap<String, String>, now: Timestamp) -> Result<Request, ApiError> {
+    let arrived = std::time::Instant::now();
     let get = |k: &str| params.get(k).map(String::as_str);
     let host = get("host").ok_or_else(|| ApiError::BadRequest("missing parameter `host`".into()))?;
     // Without a stream: the samples of whichever event the host sampled.
@@ -74,7 +76,7 @@ fn request(params: &HashMap<String, String>, now: Timestamp) -> Result<Request, 
         pid: num32("pid")?,
         n: num("n")?.unwrap_or(20).clamp(1, 1000) as usize,
         buckets: num("buckets")?.unwrap_or(200).clamp(1, 2000) as usize,
-        within,
+        deadline: within.map(|d| arrived + d),
     })
 }
 
@@ -235,7 +237,6 @@ fn named_parts(
 ) -> Result<Named, ApiError> {
     let Naming { events, kept, root, symbols } = *at;
     use source::cache::{Key, Part};
-    let deadline = req.within.map(|d| std::time::Instant::now() + d);
     let generation = events.generation();
     // At most a day of kept parts: what lies before them is one raw part.
     let parts = match generation {
@@ -257,7 +258,7 @@ fn named_parts(
     for (i, part) in parts.iter().enumerate().rev() {
         // Past `within`, the parts not kept are left for the next request
         // (the newest, still filling, is always named).
-        let stop = i + 1 < parts.len() && deadline.is_some_and(|d| std::time::Instant::now() >= d);
+        let stop = i + 1 < parts.len() && req.deadline.is_some_and(|d| std::time::Instant::now() >= d);
         named.push(match (*part, generation) {
             (Part::Settled(start), Some(generation)) => {
                 let key = Key::new(&req.query, req.pid, what, start);
@@ -539,7 +540,7 @@ mod tests {
             pid: None,
             n,
             buckets: 200,
-            within: None,
+            deadline: None,
         }
     }
 
@@ -613,7 +614,7 @@ mod tests {
         let kept = source::cache::Kept::new(1 << 20);
         let at = Naming { events: &cached, kept: &kept, root: dir.path(), symbols: None };
         let now = 1_000 * S;
-        let hurried = |from, to| Request { within: Some(std::time::Duration::ZERO), ..req(from, to, 20) };
+        let hurried = |from, to| Request { deadline: Some(std::time::Instant::now()), ..req(from, to, 20) };
         // 0..=905: settled parts 0..900 and the last 5 s, raw.
         let f = flame_tree(&at, &hurried(0, 905), None, now).unwrap();
         assert_eq!((f.tree.value, f.named_from), (6, Some(900 * S)), "only the newest part");
@@ -631,14 +632,36 @@ mod tests {
         assert_eq!((f.tree.value, f.named_from), (905 - 10 + 1, Some(10 * S)));
     }
 
+    /// `within` counts from the request's arrival: a request that waited
+    /// (queued behind others) past it names only the newest part.
+    #[test]
+    fn within_counts_from_the_request_s_arrival() {
+        let dir = tempfile::tempdir().unwrap();
+        let cached = Seconds { generation: Some(1), ..Seconds::default() };
+        let kept = source::cache::Kept::new(1 << 20);
+        let at = Naming { events: &cached, kept: &kept, root: dir.path(), symbols: None };
+        let params: HashMap<String, String> =
+            [("host", "h"), ("from", "0"), ("to", "905"), ("within", "20ms")].map(|(k, v)| (k.into(), v.into())).into();
+        let waited = Request { query: req(0, 905, 20).query, ..request(&params, Timestamp(1_000 * S)).unwrap() };
+        let deadline = waited.deadline.expect("a deadline");
+        while std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let f = flame_tree(&at, &waited, None, 1_000 * S).unwrap();
+        assert_eq!(f.named_from, Some(900 * S), "its time was spent waiting");
+    }
+
     #[test]
     fn within_is_a_duration_up_to_a_minute() {
         let ask = |w: &str| {
             let params: HashMap<String, String> =
                 [("host", "h"), ("since", "15m"), ("within", w)].map(|(k, v)| (k.to_owned(), v.to_owned())).into();
-            request(&params, Timestamp(1_000 * S)).map(|r| r.within)
+            let before = std::time::Instant::now();
+            request(&params, Timestamp(1_000 * S)).map(|r| (before, r.deadline, std::time::Instant::now()))
         };
-        assert_eq!(ask("800ms").unwrap(), Some(std::time::Duration::from_millis(800)));
+        let (before, deadline, after) = ask("800ms").unwrap();
+        let d = std::time::Duration::from_millis(800);
+        assert!(deadline.is_some_and(|t| before + d <= t && t <= after + d), "800 ms from arrival");
         for bad in ["2m", "soon", "-1s"] {
             let e = ask(bad).unwrap_err().to_string();
             assert!(e.contains("`within`") && e.contains(bad), "{bad}: {e}");
