@@ -9,8 +9,9 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use store::{FsyncPolicy, Options, Store};
 
-fn store() -> &'static Store {
-    static STORE: OnceLock<Store> = OnceLock::new();
+/// The store, and the string dictionary its string points' ids name.
+fn store() -> &'static (Store, influx::strings::Dict) {
+    static STORE: OnceLock<(Store, influx::strings::Dict)> = OnceLock::new();
     STORE.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("kansoku-fuzz-influxql-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -22,11 +23,17 @@ fn store() -> &'static Store {
             if i % 4 == 0 {
                 lines.push_str(&format!("mem used={} {}\n", 1e3 + i as f64, i));
             }
+            let msg = ["ok", "", "a \\\"b\\\"", "ok"][(i % 4) as usize];
+            lines.push_str(&format!("log,host=h{} msg=\"{msg}\",up={} {i}\n", i % 2, i % 3 == 0));
         }
-        let parsed = influx::parse_lines(&lines, 1_000_000_000, 0, "db", None);
+        let mut parsed = influx::parse_lines(&lines, 1_000_000_000, 0, "db", None);
         assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        let mut dict = influx::strings::Dict::default();
+        let (ids, new) = dict.plan(&parsed.points.strings).unwrap();
+        dict.commit(new.unwrap());
+        parsed.points.set_string_ids(&ids);
         influx::write(&store, &parsed.points).unwrap();
-        store
+        (store, dict)
     })
 }
 
@@ -38,8 +45,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let Ok(statements) = influx::parse_query(text, 100_000_000_000) else { return };
     let mut dbs = BTreeSet::new();
+    let (store, dict) = store();
+    let strings = |id| dict.get(id).cloned();
     for (i, s) in statements.iter().enumerate() {
-        if let Ok(answer) = influx::execute(store(), s, Some("db"), Some(1), &mut dbs) {
+        if let Ok(answer) = influx::execute(store, s, Some("db"), Some(1), &mut dbs, &strings) {
             let mut out = String::new();
             influx::chunk_lines(i, &answer, matches!(s, influx::Statement::Select(_)), 3, &mut out);
             for line in out.lines() {

@@ -16,6 +16,15 @@ fuzz_target!(|data: &[u8]| {
         let mut used = vec![false; parsed.points.keys.len()];
         parsed.points.points.iter().for_each(|p| used[p.0 as usize] = true);
         assert!(used.iter().all(|u| *u), "a series without points");
+        // Every string kept is named by a point, and every string point
+        // names one of them.
+        let mut named = vec![false; parsed.points.strings.len()];
+        for &(id, _, v) in &parsed.points.points {
+            if parsed.points.keys[id as usize].get(influx::TYPE_LABEL) == Some(influx::STRING_TYPE) {
+                named[v as usize] = true;
+            }
+        }
+        assert!(named.iter().all(|n| *n), "a string no point names");
         let lines = text.lines().filter(|l| !l.trim_start().is_empty() && !l.trim_start().starts_with('#')).count();
         assert!(parsed.errors.len() <= lines);
     }

@@ -30,8 +30,8 @@ pub struct InfluxStats {
     pub writes: AtomicU64,
     pub points: AtomicU64,
     pub bad_lines: AtomicU64,
-    /// String fields are not stored (kansoku keeps numbers).
-    pub string_fields_dropped: AtomicU64,
+    /// String values stored (each an id into the dictionary).
+    pub string_values: AtomicU64,
     /// Writes refused whole for creating too many new series.
     pub series_limit_refused: AtomicU64,
     /// Points stored that were at or before their series' newest time (a
@@ -48,7 +48,7 @@ impl InfluxStats {
             Figure::counter("writes", n(&self.writes)),
             Figure::counter("points", n(&self.points)),
             Figure::counter("bad_lines", n(&self.bad_lines)),
-            Figure::counter("string_fields_dropped", n(&self.string_fields_dropped)),
+            Figure::counter("string_values", n(&self.string_values)),
             Figure::counter("series_limit_refused", n(&self.series_limit_refused)),
             Figure::counter("points_late", n(&self.points_late)),
             Figure::counter("queries", n(&self.queries)),
@@ -68,6 +68,12 @@ pub struct Influx {
     /// New series created through /write, per writer (see `write`).
     writer_series: std::sync::Mutex<HashMap<String, usize>>,
     databases: std::sync::Mutex<Databases>,
+    /// The string dictionary (`influx::strings`): read by queries, added
+    /// to by writes once their new strings are durable in `strings_file`.
+    strings: std::sync::RwLock<influx::strings::Dict>,
+    /// The dictionary's file, open for appends (None: not read yet); its
+    /// lock orders writers.
+    strings_file: std::sync::Mutex<Option<std::fs::File>>,
 }
 
 /// The databases created by `CREATE DATABASE`, read from their file on
@@ -128,8 +134,112 @@ impl Influx {
             writer_series_max,
             writer_series: std::sync::Mutex::default(),
             databases: std::sync::Mutex::default(),
+            strings: std::sync::RwLock::default(),
+            strings_file: std::sync::Mutex::default(),
         }
     }
+
+    /// `influx` in `/api/v1/status`, `kansoku_influx_*` in `/metrics`: the
+    /// counters, and the distinct strings held and their bytes.
+    pub fn report(&self) -> Vec<Figure> {
+        let d = self.strings.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = self.stats.report().to_vec();
+        out.push(Figure::gauge("strings", d.len() as u64));
+        out.push(Figure::gauge("strings_bytes", d.bytes()));
+        out
+    }
+
+    /// The dictionary's file open for appends, the dictionary read from it
+    /// first (a torn tail cut off, damage in the middle logged: the strings
+    /// it held answer as absent).
+    #[allow(clippy::disallowed_methods, reason = "called on blocking threads only: the write task, the guard")]
+    fn strings_file<'a>(
+        &'a self,
+        root: &std::path::Path,
+    ) -> std::io::Result<std::sync::MutexGuard<'a, Option<std::fs::File>>> {
+        use std::io::Write;
+        let mut file = self.strings_file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if file.is_some() {
+            return Ok(file);
+        }
+        let path = strings_path(root);
+        std::fs::create_dir_all(path.parent().expect("under the data directory"))?;
+        let data = match std::fs::read(&path) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let (dict, loaded) = influx::strings::Dict::decode(&data);
+        if loaded.damaged > 0 || loaded.bad_header && !data.is_empty() {
+            tracing::error!(
+                "{}: {} damaged frames skipped{}; the strings they held answer as absent",
+                path.display(),
+                loaded.damaged,
+                if loaded.bad_header { ", its header not this format's" } else { "" }
+            );
+        }
+        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
+        if data.len() < influx::strings::MAGIC.len() {
+            // New (or torn before its header was whole).
+            f.set_len(0)?;
+            f.write_all(influx::strings::MAGIC)?;
+            f.sync_all()?;
+            std::fs::File::open(path.parent().expect("a directory"))?.sync_all()?;
+        } else if loaded.valid < data.len() {
+            tracing::warn!("{}: a torn tail of {} bytes cut off", path.display(), data.len() - loaded.valid);
+            f.set_len(loaded.valid as u64)?;
+            f.sync_all()?;
+        }
+        use std::io::Seek;
+        f.seek(std::io::SeekFrom::End(0))?;
+        *self.strings.write().unwrap_or_else(std::sync::PoisonError::into_inner) = dict;
+        *file = Some(f);
+        Ok(file)
+    }
+
+    /// Makes `points`' string values the dictionary's ids, new strings
+    /// appended to its file and fsynced first: `Ok(Ok(n))` with the string
+    /// values, `Ok(Err(why))` when the dictionary is full.
+    pub(crate) fn intern(
+        &self,
+        root: &std::path::Path,
+        points: &mut influx::Points,
+    ) -> std::io::Result<Result<u64, String>> {
+        use std::io::Write;
+        if points.strings.is_empty() {
+            return Ok(Ok(0));
+        }
+        let mut file = self.strings_file(root)?;
+        let planned = self.strings.read().unwrap_or_else(std::sync::PoisonError::into_inner).plan(&points.strings);
+        let (ids, new) = match planned {
+            Ok(p) => p,
+            Err(why) => return Ok(Err(why)),
+        };
+        if let Some(new) = new {
+            let f = file.as_mut().expect("opened above");
+            if let Err(e) = f.write_all(&new.frame).and_then(|()| f.sync_data()) {
+                // Read again (its torn tail cut) before the next append.
+                *file = None;
+                return Err(e);
+            }
+            self.strings.write().unwrap_or_else(std::sync::PoisonError::into_inner).commit(new);
+        }
+        Ok(Ok(points.set_string_ids(&ids)))
+    }
+
+    /// The string of a stored id, for queries (the dictionary read first).
+    pub(crate) fn string_lookup(
+        &self,
+        root: &std::path::Path,
+    ) -> std::io::Result<impl Fn(u32) -> Option<Arc<str>> + '_> {
+        drop(self.strings_file(root)?);
+        Ok(|id| self.strings.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).cloned())
+    }
+}
+
+/// Where the string dictionary is kept, under the data directory.
+fn strings_path(root: &std::path::Path) -> std::path::PathBuf {
+    root.join("influx").join("strings")
 }
 
 fn version_headers() -> [(&'static str, &'static str); 2] {
@@ -236,11 +346,21 @@ pub async fn write(
         let s = &influx.stats;
         s.writes.fetch_add(1, Relaxed);
         s.bad_lines.fetch_add(parsed.n_errors as u64, Relaxed);
-        s.string_fields_dropped.fetch_add(parsed.string_fields, Relaxed);
+        // New strings are durable in the dictionary before the points that
+        // name them reach the WAL.
+        let string_values = match influx.intern(store.root(), &mut parsed.points) {
+            Ok(Ok(n)) => n,
+            Ok(Err(full)) => return Ok(Err((StatusCode::BAD_REQUEST, full))),
+            Err(e) => {
+                let why = format!("cannot keep string values: {}: {e}", strings_path(store.root()).display());
+                return Ok(Err((StatusCode::SERVICE_UNAVAILABLE, why)));
+            }
+        };
         match store_points(&store, &influx, &live, &parsed.points, writer.as_deref())? {
             Ok(late) => {
                 s.points.fetch_add(parsed.points.points.len() as u64, Relaxed);
                 s.points_late.fetch_add(late, Relaxed);
+                s.string_values.fetch_add(string_values, Relaxed);
             }
             Err(refused) => {
                 s.series_limit_refused.fetch_add(1, Relaxed);
@@ -367,12 +487,16 @@ pub async fn query(
                 return Err((StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into()));
             }
             influx.stats.queries.fetch_add(1, Relaxed);
+            let strings = influx.string_lookup(&root).map_err(|e| {
+                let why = format!("cannot read string values: {}: {e}", strings_path(&root).display());
+                (StatusCode::SERVICE_UNAVAILABLE, why)
+            })?;
             let mut dbs = influx.databases(&root);
             let before = dbs.names.len();
             let results = statements
                 .iter()
                 .map(|s| match s {
-                    Ok(s) => match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs.names) {
+                    Ok(s) => match influx::execute(&store, s, db.as_deref(), epoch, &mut dbs.names, &strings) {
                         Ok(v) => (v, matches!(s, influx::Statement::Select(_))),
                         Err(e) => (serde_json::json!({ "error": e }), false),
                     },

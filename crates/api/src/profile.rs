@@ -255,10 +255,15 @@ fn named_parts(
     };
     let mut named = Vec::with_capacity(parts.len());
     let mut named_from = None;
+    // Settled parts this request named: at least one is, whatever the
+    // deadline, so a request that waited its `within` away in a queue
+    // still moves the range on (else the page's asks again could each
+    // leave the same part, for ever).
+    let mut made = 0;
     for (i, part) in parts.iter().enumerate().rev() {
         // Past `within`, the parts not kept are left for the next request
         // (the newest, still filling, is always named).
-        let stop = i + 1 < parts.len() && req.deadline.is_some_and(|d| std::time::Instant::now() >= d);
+        let stop = i + 1 < parts.len() && made > 0 && req.deadline.is_some_and(|d| std::time::Instant::now() >= d);
         named.push(match (*part, generation) {
             (Part::Settled(start), Some(generation)) => {
                 let key = Key::new(&req.query, req.pid, what, start);
@@ -269,9 +274,10 @@ fn named_parts(
                         break;
                     }
                     None => {
-                        let made = Arc::new(name(start, start + NAMED_PART_NS - 1)?);
-                        kept.put(key, Arc::clone(&made), made.bytes(), generation);
-                        made
+                        made += 1;
+                        let part = Arc::new(name(start, start + NAMED_PART_NS - 1)?);
+                        kept.put(key, Arc::clone(&part), part.bytes(), generation);
+                        part
                     }
                 }
             }
@@ -279,8 +285,14 @@ fn named_parts(
                 named_from = Some(start_of(parts[i + 1]));
                 break;
             }
-            (Part::Settled(start), None) => Arc::new(name(start, start + NAMED_PART_NS - 1)?),
-            (Part::Raw(from, to), _) => Arc::new(name(from, to)?),
+            (Part::Settled(start), None) => {
+                made += 1;
+                Arc::new(name(start, start + NAMED_PART_NS - 1)?)
+            }
+            (Part::Raw(from, to), _) => {
+                made += usize::from(i + 1 < parts.len());
+                Arc::new(name(from, to)?)
+            }
         });
     }
     named.reverse();
@@ -605,8 +617,9 @@ mod tests {
     }
 
     /// With `within` passed (zero here), a request names only the part
-    /// still filling and the kept parts right before it, and says from when
-    /// it holds the range; what it left is named by later requests.
+    /// still filling, the kept parts right before it and one part not kept
+    /// (so each request moves on), and says from when it holds the range;
+    /// what it left is named by later requests.
     #[test]
     fn within_answers_for_the_newest_stretch_named() {
         let dir = tempfile::tempdir().unwrap();
@@ -617,23 +630,27 @@ mod tests {
         let hurried = |from, to| Request { deadline: Some(std::time::Instant::now()), ..req(from, to, 20) };
         // 0..=905: settled parts 0..900 and the last 5 s, raw.
         let f = flame_tree(&at, &hurried(0, 905), None, now).unwrap();
-        assert_eq!((f.tree.value, f.named_from), (6, Some(900 * S)), "only the newest part");
-        assert_eq!(top_table(&at, &hurried(0, 905), now).unwrap().named_from, Some(900 * S));
+        assert_eq!((f.tree.value, f.named_from), (16, Some(890 * S)), "the newest part, and one settled");
+        assert_eq!(top_table(&at, &hurried(0, 905), now).unwrap().named_from, Some(890 * S));
         // Parts named in full by another request are kept: the hurried one
         // then holds them, up to the first part not kept.
         flame_tree(&at, &req(600, 905, 20), None, now).unwrap();
         let f = flame_tree(&at, &hurried(0, 905), None, now).unwrap();
-        assert_eq!((f.tree.value, f.named_from), (306, Some(600 * S)));
+        assert_eq!((f.tree.value, f.named_from), (316, Some(590 * S)), "and one more");
         flame_tree(&at, &req(0, 905, 20), None, now).unwrap();
         let f = flame_tree(&at, &hurried(0, 905), None, now).unwrap();
         assert_eq!((f.tree.value, f.named_from), (906, None), "complete once every part is kept");
-        // A range not on a part's edge: its first stretch is raw, named only in time.
+        // A range not on a part's edge: its first stretch is raw, the one
+        // part this request names.
         let f = flame_tree(&at, &hurried(3, 905), None, now).unwrap();
-        assert_eq!((f.tree.value, f.named_from), (905 - 10 + 1, Some(10 * S)));
+        assert_eq!((f.tree.value, f.named_from), (905 - 3 + 1, None));
+        let f = flame_tree(&at, &hurried(2, 905), None, now).unwrap();
+        assert_eq!((f.tree.value, f.named_from), (905 - 2 + 1, None), "a raw stretch is never kept");
     }
 
     /// `within` counts from the request's arrival: a request that waited
-    /// (queued behind others) past it names only the newest part.
+    /// (queued behind others) past it names only the newest part and the
+    /// one settled part each request names.
     #[test]
     fn within_counts_from_the_request_s_arrival() {
         let dir = tempfile::tempdir().unwrap();
@@ -648,7 +665,7 @@ mod tests {
             std::thread::yield_now();
         }
         let f = flame_tree(&at, &waited, None, 1_000 * S).unwrap();
-        assert_eq!(f.named_from, Some(900 * S), "its time was spent waiting");
+        assert_eq!(f.named_from, Some(890 * S), "its time was spent waiting");
     }
 
     #[test]

@@ -50,7 +50,7 @@ fn sections(st: &ApiState) -> Vec<Section> {
     let mut out = vec![
         ("http", Some(http)),
         ("ingest", ingest),
-        ("influx", Some(st.influx.stats.report().to_vec())),
+        ("influx", Some(st.influx.report())),
         ("prometheus", Some(st.prometheus.report().to_vec())),
         ("store", Some(st.store.report())),
     ];

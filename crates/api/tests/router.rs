@@ -917,3 +917,66 @@ async fn a_database_must_exist_to_be_written_to() {
     let (_, b) = request(&again, "POST", "/query", "q=CREATE+DATABASE+%22a%0Ab%22").await;
     assert!(b["results"][0]["error"].as_str().is_some_and(|e| e.contains("invalid database name")), "{b}");
 }
+
+/// Issue 49: string fields were dropped (answered 204). Now each string is
+/// kept once in a dictionary (`DATA/influx/strings`, fsynced before the
+/// points naming it are stored) and answered as a string — after a
+/// restart, and after a byte of the dictionary is flipped (only the strings
+/// of the frame it hit are lost, answered as no value, never as another).
+#[tokio::test]
+async fn string_fields_are_kept_and_answered() {
+    let (dir, st) = fixture();
+    let write = |st: api::ApiState, body: &'static str| async move {
+        send_text(&st, Request::post("/write?db=d&precision=s").body(Body::from(body)).unwrap()).await
+    };
+    let (s, why) =
+        write(st.clone(), "ev,host=a msg=\"disk full\",n=1i 1800000000\nev,host=b msg=\"ok\" 1800000001").await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{why}");
+    let (s, why) =
+        write(st.clone(), "ev,host=a msg=\"a \\\"b\\\", c=d\" 1800000002\nev,host=a msg=\"ok\" 1800000000").await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{why}");
+    let q = |st: api::ApiState, q: &'static str| async move {
+        let (_, b) = request(&st, "POST", "/query", &format!("db=d&epoch=s&q={q}")).await;
+        b["results"][0].clone()
+    };
+    let want =
+        serde_json::json!([[1_800_000_000i64, "ok"], [1_800_000_001i64, "ok"], [1_800_000_002i64, "a \"b\", c=d"]]);
+    let r = q(st.clone(), "SELECT msg FROM ev").await;
+    assert_eq!(r["series"][0]["values"], want, "the rewrite at :00 wins: {r}");
+    let r = q(st.clone(), "SELECT count(msg) FROM ev WHERE msg = 'ok'").await;
+    assert_eq!(r["series"][0]["values"][0][1], 2, "{r}");
+    let r = q(st.clone(), "SHOW FIELD KEYS FROM ev").await;
+    assert_eq!(r["series"][0]["values"], serde_json::json!([["msg", "string"], ["n", "integer"]]), "{r}");
+    let (_, status) = get(&st, "/api/v1/status").await;
+    assert_eq!((&status["influx"]["string_values"], &status["influx"]["strings"]), (&4.into(), &3.into()), "{status}");
+    // A new process on the same data directory answers the same.
+    st.store.flush().unwrap();
+    let again = api::ApiState::new(Arc::clone(&st.store));
+    drop(st);
+    assert_eq!(q(again.clone(), "SELECT msg FROM ev").await["series"][0]["values"], want);
+    // New strings after a restart get new ids (the old ones are not reused).
+    assert_eq!(write(again.clone(), "ev,host=c msg=\"new\" 1800000003").await.0, StatusCode::NO_CONTENT);
+    let r = q(again.clone(), "SELECT distinct(msg) FROM ev").await;
+    // As influxd lists them: as they first come, in time order.
+    assert_eq!(r["series"][0]["values"], serde_json::json!([[0, "ok"], [0, "a \"b\", c=d"], [0, "new"]]), "{r}");
+    // A flipped byte in the first frame ("disk full", "ok"): those points
+    // have no value; the later strings keep theirs.
+    let path = dir.path().join("influx/strings");
+    flip_bit(&path, 8 + 8 + 8 + 4);
+    let third = api::ApiState::new(Arc::clone(&again.store));
+    drop(again);
+    let r = q(third.clone(), "SELECT msg FROM ev").await;
+    assert_eq!(
+        r["series"][0]["values"],
+        serde_json::json!([[1_800_000_002i64, "a \"b\", c=d"], [1_800_000_003i64, "new"]]),
+        "{r}"
+    );
+}
+
+/// Flips a bit of a file, as a disk may (a test's own file, not a worker's).
+#[allow(clippy::disallowed_methods, reason = "a test's setup, before any request")]
+fn flip_bit(path: &std::path::Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at] ^= 1;
+    std::fs::write(path, &bytes).unwrap();
+}

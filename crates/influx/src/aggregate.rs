@@ -7,6 +7,7 @@
 //! answers.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -53,11 +54,11 @@ struct Call {
 /// A function's result on one bucket's points (time-ordered, raw stored
 /// values): its values (several for `distinct`), and for selectors the
 /// time of the point chosen.
-fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
+fn apply(c: &Call, pts: &[(i64, f64)], strings: &[Arc<str>]) -> (Vec<Value>, Option<i64>) {
     let ty = c.ty;
     let num = |v: f64| match ty {
         FieldType::Float => go_float(v),
-        FieldType::Bool => json!(v != 0.0),
+        FieldType::Bool | FieldType::Str => ty.json(v, strings),
         FieldType::Int | FieldType::Unsigned => json!(v as i64),
     };
     let vals = || pts.iter().map(|p| ty.number(p.1));
@@ -74,8 +75,9 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
         Func::Top | Func::Bottom => one(Value::Null),
         Func::Distinct => {
             let mut v: Vec<f64> = vals().collect();
-            if ty == FieldType::Bool {
-                // influxd lists booleans as they first come, in time order.
+            if matches!(ty, FieldType::Bool | FieldType::Str) {
+                // influxd lists booleans and strings as they first come, in
+                // time order.
                 let mut first_seen: Vec<f64> = Vec::with_capacity(2);
                 for x in v {
                     if !first_seen.contains(&x) {
@@ -95,7 +97,7 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
             // run; of equal runs the one that started earlier, a lone value
             // counting only when it sorts first.
             if pts.len() == 1 {
-                return one(ty.json(pts[0].1));
+                return one(ty.json(pts[0].1, strings));
             }
             let mut sorted = pts.to_vec();
             sorted.sort_by(|a, b| ty.number(a.1).total_cmp(&ty.number(b.1)).then(a.0.cmp(&b.0)));
@@ -113,7 +115,7 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
                 }
                 (most_freq, most, most_time) = (curr_freq, v, t);
             }
-            one(ty.json(most))
+            one(ty.json(most, strings))
         }
         // With GROUP BY time the buckets' areas are computed over the whole
         // series first (`integrals`); alone, the area of the points.
@@ -159,7 +161,7 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
             let mut sorted = pts.to_vec();
             sorted.sort_by(|a, b| ty.number(a.1).total_cmp(&ty.number(b.1)));
             let p = sorted[i as usize];
-            (vec![ty.json(p.1)], Some(p.0))
+            (vec![ty.json(p.1, strings)], Some(p.0))
         }
         // Selectors: the first of equal values wins, as in InfluxDB; of
         // points at one time (several series), first and last take the
@@ -178,9 +180,29 @@ fn apply(c: &Call, pts: &[(i64, f64)]) -> (Vec<Value>, Option<i64>) {
                     best = p;
                 }
             }
-            (vec![ty.json(best.1)], Some(best.0))
+            (vec![ty.json(best.1, strings)], Some(best.0))
         }
     }
+}
+
+/// Whether influxd computes `func` of a field of type `ty`: a boolean has
+/// no mean, sum, …; a string only its count, distinct values, first, last
+/// and mode.
+fn supports(func: Func, ty: FieldType) -> bool {
+    let numeric = matches!(
+        func,
+        Func::Mean | Func::Sum | Func::Median | Func::Spread | Func::Stddev | Func::Percentile | Func::Integral
+    );
+    match ty {
+        FieldType::Bool => !numeric,
+        FieldType::Str => !numeric && !matches!(func, Func::Min | Func::Max | Func::Top | Func::Bottom),
+        _ => true,
+    }
+}
+
+/// influxd's error for a function of a type it does not compute, word for word.
+fn unsupported(func: Func, ty: FieldType) -> String {
+    format!("unsupported {} iterator type: *query.{}InterruptIterator", func.name(), ty.name())
 }
 
 /// Column names: the alias, else the function's name, a repeat numbered
@@ -225,15 +247,8 @@ pub(crate) fn run_with(
             _ => None,
         })
         .collect();
-    // A boolean field has no mean, sum, …: influxd's error, word for word.
-    if let Some(c) = calls.iter().find(|c| {
-        c.ty == FieldType::Bool
-            && matches!(
-                c.func,
-                Func::Mean | Func::Sum | Func::Median | Func::Spread | Func::Stddev | Func::Percentile | Func::Integral
-            )
-    }) {
-        return Err(format!("unsupported {} iterator type: *query.booleanInterruptIterator", c.func.name()));
+    if let Some(c) = calls.iter().find(|c| !supports(c.func, c.ty)) {
+        return Err(unsupported(c.func, c.ty));
     }
     let mut columns = vec!["time".to_owned()];
     columns.extend(column_names(items));
@@ -318,7 +333,7 @@ pub(crate) fn run_with(
                         }
                     }
                 } else if lo < hi {
-                    let (v, at) = apply(call, &pts[lo..hi]);
+                    let (v, at) = apply(call, &pts[lo..hi], &table.strings);
                     if alone_selector && let Some(at) = at {
                         time = at;
                     }
@@ -380,6 +395,9 @@ pub(crate) fn top_bottom(table: &Table, s: &Select, epoch: Option<i64>) -> Resul
     let n = arg.unwrap_or(1.0).max(1.0) as usize;
     let Some(col) = table.field(field) else { return Ok(Vec::new()) };
     let ty = table.fields[col].1;
+    if !supports(*func, ty) {
+        return Err(unsupported(*func, ty));
+    }
     let name = alias.clone().unwrap_or_else(|| func.name().to_owned());
     let bucket = |t: i64| match s.group.time {
         Some(d) => (t - s.group.offset).div_euclid(d),
@@ -407,8 +425,9 @@ pub(crate) fn top_bottom(table: &Table, s: &Select, epoch: Option<i64>) -> Resul
         if cells > CELLS_MAX {
             return Err(format!("the answer would hold more than {CELLS_MAX} cells; narrow the time range"));
         }
-        let values: Vec<Value> =
-            crate::query::paged(rows, s).map(|(t, v)| json!([time_json(t, epoch), ty.json(v)])).collect();
+        let values: Vec<Value> = crate::query::paged(rows, s)
+            .map(|(t, v)| json!([time_json(t, epoch), ty.json(v, &table.strings)]))
+            .collect();
         if !values.is_empty() {
             out.push(series_json(&table.measurement, &group_keys, gk, vec!["time".into(), name.clone()], values));
         }

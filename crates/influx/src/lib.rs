@@ -7,7 +7,8 @@
 //! `false`); integers (`i`) as their value with
 //! `kansoku_type="int"` (exact up to 2^53); unsigned integers (`u`, e.g.
 //! instruction pointers) bit for bit with `kansoku_type="u64"`, so they come
-//! back exactly. String fields are not stored: counted and reported.
+//! back exactly. Strings are kept once each in a dictionary
+//! ([`strings`]), their points holding the id with `kansoku_type="string"`.
 //!
 //! Line protocol is parsed by `parse_lines` (fuzzed; each series once per
 //! body); InfluxQL by a lexer and recursive-descent parser (`ql`, fuzzed); a
@@ -22,6 +23,7 @@ use store::{Appended, Appender, Store};
 pub mod aggregate;
 pub mod ql;
 mod query;
+pub mod strings;
 mod transform;
 
 pub use ql::{Statement, parse as parse_query, parse_each as parse_statements};
@@ -38,6 +40,9 @@ pub enum Value {
     Uint(u64),
     Bool(bool),
 }
+
+/// A string field's type label.
+pub const STRING_TYPE: &str = "string";
 
 impl Value {
     fn stored(self) -> (f64, Option<&'static str>) {
@@ -56,8 +61,12 @@ impl Value {
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Points {
     pub keys: Vec<SeriesKey>,
-    /// (index into `keys`, time ns, value)
+    /// (index into `keys`, time ns, value); a string field's value is an
+    /// index into `strings` until [`Points::set_string_ids`] makes it the
+    /// dictionary's id.
     pub points: Vec<(u32, i64, f64)>,
+    /// The body's string values, each once.
+    pub strings: Vec<String>,
 }
 
 impl Points {
@@ -65,13 +74,28 @@ impl Points {
     /// any is left out (it would be created, and counted against a
     /// writer's new-series limit, for nothing).
     pub fn from_series(series: Vec<(SeriesKey, Vec<(i64, f64)>)>) -> Points {
-        let mut out = Points { keys: Vec::with_capacity(series.len()), points: Vec::new() };
+        let mut out = Points { keys: Vec::with_capacity(series.len()), ..Points::default() };
         for (key, samples) in series.into_iter().filter(|(_, s)| !s.is_empty()) {
             let id = out.keys.len();
             out.keys.push(key);
             out.points.extend(samples.into_iter().map(|(t, v)| (id as u32, t, v)));
         }
         out
+    }
+
+    /// Makes string values the dictionary's ids: `ids[i]` is the id of
+    /// `strings[i]` ([`strings::Dict::plan`]). Returns the string values.
+    pub fn set_string_ids(&mut self, ids: &[u32]) -> u64 {
+        let is_string: Vec<bool> = self.keys.iter().map(|k| k.get(TYPE_LABEL) == Some(STRING_TYPE)).collect();
+        let mut n = 0;
+        for (key, _, v) in &mut self.points {
+            if is_string[*key as usize] {
+                *v = f64::from(ids[*v as usize]);
+                n += 1;
+            }
+        }
+        self.strings.clear();
+        n
     }
 }
 
@@ -84,7 +108,6 @@ pub struct Parsed {
     pub errors: Vec<String>,
     /// Lines that did not parse, all of them.
     pub n_errors: usize,
-    pub string_fields: u64,
 }
 
 /// Nanoseconds per unit of the `precision` parameter.
@@ -112,12 +135,15 @@ pub fn parse_lines(body: &str, precision: i64, now: i64, db: &str, rp: Option<&s
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let (keys, points) = (out.points.keys.len(), out.points.points.len());
+        let (keys, points, strings) = (out.points.keys.len(), out.points.points.len(), out.points.strings.len());
         cache.line_new.clear();
         if let Err(e) = parse_line(line, precision, now, (db, rp), &mut cache, &mut out) {
             // A line is taken whole or not at all, its new series too.
             out.points.keys.truncate(keys);
             out.points.points.truncate(points);
+            for s in out.points.strings.drain(strings..) {
+                cache.strings.remove(&s);
+            }
             for k in cache.line_new.drain(..) {
                 cache.ids.remove(&k);
             }
@@ -146,6 +172,8 @@ struct Cache<'a> {
     ids: std::collections::HashMap<(&'a str, &'a str, Option<&'static str>), u32>,
     /// The series the current line added: forgotten again if it is refused.
     line_new: Vec<(&'a str, &'a str, Option<&'static str>)>,
+    /// The body's string values: index into `Points::strings`.
+    strings: std::collections::HashMap<String, u32>,
 }
 
 fn parse_head(head: &str, (db, rp): (&str, Option<&str>)) -> Result<Head, String> {
@@ -246,11 +274,21 @@ fn parse_line<'a>(
             return Err(format!("duplicate field {:?}", unescape(raw)));
         }
         seen.push(raw);
-        let Some(value) = parse_value(v)? else {
-            out.string_fields += 1;
-            continue;
+        let (stored, ty) = match parse_value(v)? {
+            Some(value) => value.stored(),
+            None => {
+                let s = unescape_string(&v[1..v.len() - 1]);
+                if s.len() > strings::STRING_MAX {
+                    return Err(format!("string field {:?} is over {} bytes", unescape(raw), strings::STRING_MAX));
+                }
+                let n = out.points.strings.len() as u32;
+                let i = *cache.strings.entry(s).or_insert_with_key(|s| {
+                    out.points.strings.push(s.clone());
+                    n
+                });
+                (f64::from(i), Some(STRING_TYPE))
+            }
         };
-        let (stored, ty) = value.stored();
         let id = match cache.ids.get(&(head, raw, ty)) {
             Some(&id) => id,
             None => {
@@ -355,6 +393,23 @@ fn split_unescaped(s: &str, c: u8) -> Vec<&str> {
     out
 }
 
+/// A string field's value between its quotes: influxd unescapes `\"` and
+/// `\\` there, and keeps every other backslash.
+fn unescape_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('\\', Some(&n @ ('"' | '\\'))) => {
+                out.push(n);
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 fn unescape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
@@ -376,7 +431,9 @@ fn unescape(s: &str) -> String {
 }
 
 /// Stores parsed points: grouped by time, oldest first, one WAL write.
+/// String values must be the dictionary's ids by now ([`Points::set_string_ids`]).
 pub fn write(store: &Store, points: &Points) -> Result<Vec<Appended>, store::StoreError> {
+    debug_assert!(points.strings.is_empty(), "string values are made ids before they are stored");
     // One batch per distinct time, in time order (points of one time keep
     // their order).
     let mut order: Vec<u32> = (0..points.points.len() as u32).collect();
@@ -433,7 +490,6 @@ mod tests {
              msg,host=a text=\"a b, \\\"c\\\"\",v=1\n",
         );
         assert!(p.errors.is_empty(), "{:?}", p.errors);
-        assert_eq!(p.string_fields, 1);
         let shown: Vec<String> = triples(&p).iter().map(|(k, t, v)| format!("{k} {t} {v}")).collect();
         assert_eq!(
             shown[0],
@@ -452,7 +508,42 @@ mod tests {
         );
         assert!(!parse("perf ip=18446744073709551616i 1").errors.is_empty(), "past u64 is still refused");
         assert_eq!(shown[4], r#"weird m,x_f{db="telegraf",influx_field="f",tag k="v=1"} 42 1000"#);
-        assert_eq!(triples(&p)[5].0.name(), "msg_v");
+        assert_eq!(p.points.strings, ["a b, \"c\""]);
+        assert_eq!(
+            (triples(&p)[5].0.name(), triples(&p)[5].0.get(TYPE_LABEL), triples(&p)[5].2),
+            ("msg_text", Some("string"), 0.0)
+        );
+        assert_eq!(triples(&p)[6].0.name(), "msg_v");
+    }
+
+    /// Strings are kept once per body, as influxd unescapes them (`\"` and
+    /// `\\` only); a refused line's new strings are forgotten with it; a
+    /// value past 64 KiB refuses its line.
+    #[test]
+    fn string_values_are_kept_once_each() {
+        let long = "x".repeat(strings::STRING_MAX + 1);
+        let body = format!(
+            "log msg=\"up\",path=\"C:\\\\dir\\n\" 1\nlog msg=\"up\" 2\nlog msg=\"gone\",bad=x 3\nlog msg=\"\" 4\nlog msg=\"{long}\" 5\n"
+        );
+        let mut p = parse(&body);
+        assert_eq!(p.errors.len(), 2, "{:?}", p.errors);
+        assert!(p.errors[1].contains("over 65536 bytes"), "{}", p.errors[1]);
+        assert_eq!(p.points.strings, ["up", "C:\\dir\\n", ""]);
+        let values: Vec<(String, i64, f64)> =
+            triples(&p).into_iter().map(|(k, t, v)| (k.name().to_owned(), t, v)).collect();
+        assert_eq!(
+            values,
+            [
+                ("log_msg".into(), 1, 0.0),
+                ("log_path".into(), 1, 1.0),
+                ("log_msg".into(), 2, 0.0),
+                ("log_msg".into(), 4, 2.0)
+            ]
+        );
+        assert_eq!(p.points.set_string_ids(&[7, 3, 9]), 4);
+        let ids: Vec<f64> = p.points.points.iter().map(|x| x.2).collect();
+        assert_eq!(ids, [7.0, 3.0, 7.0, 9.0]);
+        assert!(p.points.strings.is_empty());
     }
 
     #[test]

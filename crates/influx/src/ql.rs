@@ -25,6 +25,7 @@
 use regex::Regex;
 
 use crate::aggregate::{Fill, Grouping};
+use crate::query::FieldType;
 
 /// A parsed statement.
 #[derive(Debug)]
@@ -87,7 +88,7 @@ impl NameMatch {
 }
 
 /// `SELECT … FROM m …`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Select {
     /// `FROM /re/`: every measurement the regex matches, each answered as
     /// if named (then `measurement` is empty), in name order.
@@ -116,7 +117,58 @@ pub struct Select {
 impl Select {
     /// Whether this selects function results rather than raw points.
     pub fn is_aggregate(&self) -> bool {
-        self.items.iter().any(|i| matches!(i, Item::Call { .. }))
+        self.items.iter().any(Item::is_aggregate)
+    }
+
+    /// This statement for a measurement of these fields (name and type,
+    /// in name order) and tags: its wildcards made items (None: it has
+    /// none). A function of `*` takes the fields of the types influxd
+    /// gives it (`mean` numbers; `min`, `max` booleans too; `count`,
+    /// `first`, `last`, `distinct`, `mode` any).
+    pub(crate) fn expand(&self, fields: &[(String, FieldType)], tags: &[String]) -> Option<Select> {
+        if !self.items.iter().any(|i| matches!(i, Item::Wild { .. })) {
+            return None;
+        }
+        let mut items = Vec::new();
+        for item in &self.items {
+            let Item::Wild { func, re, arg } = item else {
+                items.push(item.clone());
+                continue;
+            };
+            let re = re.as_deref().map(|r| compile(r).expect("compiled when parsed"));
+            let matches = |name: &str| re.as_ref().is_none_or(|re| re.is_match(name));
+            match func {
+                Some(func) => {
+                    items.extend(fields.iter().filter(|(f, ty)| matches(f) && func.takes_in_wildcard(*ty)).map(
+                        |(f, _)| Item::Call {
+                            func: *func,
+                            field: f.clone(),
+                            arg: *arg,
+                            alias: Some(format!("{}_{f}", func.name())),
+                        },
+                    ))
+                }
+                None => {
+                    let mut names: Vec<&str> = fields
+                        .iter()
+                        .map(|(f, _)| f.as_str())
+                        .chain(tags.iter().map(String::as_str))
+                        .filter(|n| matches(n))
+                        .collect();
+                    names.sort_unstable();
+                    names.dedup();
+                    items.extend(names.into_iter().map(|n| Item::Var {
+                        name: n.to_owned(),
+                        alias: None,
+                        integer: false,
+                    }));
+                }
+            }
+        }
+        let mut out = self.clone();
+        out.arith = vec![None; items.len()];
+        out.items = items;
+        Some(out)
     }
 
     /// The transformation this selects, if any (then the only item).
@@ -145,6 +197,25 @@ pub enum Item {
         arg: Option<f64>,
         alias: Option<String>,
     },
+    /// Every field (and, raw, every tag) a wildcard matches — `mean(*)`,
+    /// `count(/re/)`, `SELECT /re/` (`func` None) — made items of the
+    /// measurement's fields when it is read (`Select::expand`), named
+    /// `mean_f` as influxd names them. `re`: the regex (None: `*`).
+    Wild {
+        func: Option<Func>,
+        re: Option<String>,
+        arg: Option<f64>,
+    },
+    /// Arithmetic between several fields or functions (`a + b`,
+    /// `sum(a) / count(a)`): its operands (`Var`s or `Call`s, at least
+    /// two), computed as items, then `expr` of them per row; the column is
+    /// named for its operands joined by `_` (`a_b`, `sum_count`), as
+    /// influxd names it.
+    Expr {
+        operands: Vec<Item>,
+        expr: Arith,
+        alias: Option<String>,
+    },
     /// A transformation of a field's points (`derivative(f, 1s)`) or of a
     /// function's buckets (`derivative(mean(f), 1s) … GROUP BY time(…)`):
     /// `inner` is an `Item::Var` or an `Item::Call`; `arg` the unit (ns) or
@@ -157,27 +228,38 @@ pub enum Item {
     },
 }
 
-/// An arithmetic expression over one value (`Value`: the item's field or
-/// function) and numbers, as InfluxDB evaluates it: integers stay
-/// integers through `+ - * %`, `/` gives a float, and a division by zero
-/// gives 0.
+impl Item {
+    /// A function's result (or arithmetic of such), not raw points.
+    pub fn is_aggregate(&self) -> bool {
+        match self {
+            Item::Call { .. } | Item::Wild { func: Some(_), .. } => true,
+            Item::Expr { operands, .. } => operands.iter().any(Item::is_aggregate),
+            _ => false,
+        }
+    }
+}
+
+/// An arithmetic expression over values (`Value(i)`: the item's `i`th
+/// field or function, 0 for an item of one) and numbers, as InfluxDB
+/// evaluates it: integers stay integers through `+ - * %`, `/` gives a
+/// float, and a division by zero gives 0.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arith {
-    Value,
+    Value(usize),
     /// A number; whether it was written as an integer.
     Lit(f64, bool),
     Bin(u8, Box<Arith>, Box<Arith>),
 }
 
 impl Arith {
-    /// The expression of `x` (and whether `x` is an integer): the result
-    /// and whether it is an integer.
-    pub fn eval(&self, x: f64, int: bool) -> (f64, bool) {
+    /// The expression of `values` (each with whether it is an integer):
+    /// the result and whether it is an integer.
+    pub fn eval(&self, values: &[(f64, bool)]) -> (f64, bool) {
         match self {
-            Arith::Value => (x, int),
+            Arith::Value(i) => values[*i],
             Arith::Lit(v, i) => (*v, *i),
             Arith::Bin(op, a, b) => {
-                let ((a, ai), (b, bi)) = (a.eval(x, int), b.eval(x, int));
+                let ((a, ai), (b, bi)) = (a.eval(values), b.eval(values));
                 if ai && bi && *op != b'/' {
                     let (a, b) = (a as i64, b as i64);
                     let v = match op {
@@ -381,6 +463,22 @@ impl Func {
         }
     }
 
+    /// Whether `f(*)` takes a field of type `ty` (influxql's
+    /// `RewriteFields`): most functions numbers only; `min`, `max`
+    /// booleans too; `count`, `first`, `last`, `distinct`, `mode` any.
+    pub(crate) fn takes_in_wildcard(self, ty: FieldType) -> bool {
+        match ty {
+            FieldType::Float | FieldType::Int | FieldType::Unsigned => true,
+            FieldType::Bool => {
+                matches!(
+                    self,
+                    Func::Min | Func::Max | Func::Count | Func::First | Func::Last | Func::Distinct | Func::Mode
+                )
+            }
+            FieldType::Str => matches!(self, Func::Count | Func::First | Func::Last | Func::Distinct | Func::Mode),
+        }
+    }
+
     /// A selector returns one of the points, and alone, its time.
     pub fn is_selector(self) -> bool {
         matches!(self, Func::Min | Func::Max | Func::First | Func::Last | Func::Percentile)
@@ -388,7 +486,7 @@ impl Func {
 }
 
 /// A `WHERE` condition.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Expr {
     And(Box<Expr>, Box<Expr>),
     Or(Box<Expr>, Box<Expr>),
@@ -421,7 +519,7 @@ pub enum CmpOp {
     NotRe,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Lit {
     Str(String),
     Num(f64),
@@ -578,9 +676,13 @@ fn utf8_len(first: u8) -> usize {
 }
 
 fn regex_may_follow(prev: Option<&Tok>) -> bool {
+    // Where `/` cannot divide (nothing on its left): a regex, as in
+    // `FROM /re/`, `SELECT /re/, mean(/re/)`, `=~ /re/`.
     match prev {
-        Some(Tok::Op(o)) => *o == "=~" || *o == "!~",
-        Some(Tok::Ident { text, quoted: false }) => text.eq_ignore_ascii_case("FROM"),
+        Some(Tok::Op(o)) => matches!(*o, "=~" | "!~" | "(" | ","),
+        Some(Tok::Ident { text, quoted: false }) => {
+            text.eq_ignore_ascii_case("FROM") || text.eq_ignore_ascii_case("SELECT")
+        }
         _ => false,
     }
 }
@@ -671,6 +773,8 @@ pub const DEPTH_MAX: usize = 64;
 /// Comparisons one statement's conditions may hold: each `OR`/`AND` is a
 /// level of the tree evaluation and drop walk recursively.
 pub const COMPARISONS_MAX: usize = 512;
+/// Fields and functions one item's arithmetic may combine.
+pub const OPERANDS_MAX: usize = 16;
 
 impl Parser {
     fn peek(&self) -> Option<&Tok> {
@@ -1011,15 +1115,27 @@ impl Parser {
     fn item(&mut self) -> Result<(Item, Option<Arith>), String> {
         let (item, expr) = if self.eat_op("*") {
             (Item::Star, None)
+        } else if let Some(Tok::Regex(re)) = self.peek() {
+            let re = re.clone();
+            compile(&re)?;
+            self.i += 1;
+            (Item::Wild { func: None, re: Some(re), arg: None }, None)
         } else {
-            let mut inner = None;
-            match (self.arith(&mut inner)?, inner) {
-                (Arith::Value, Some(item)) => (item, None),
-                (_, Some(Item::Transform { t, .. })) => {
-                    return Err(format!("arithmetic on {}() is not supported yet", t.name()));
-                }
-                (expr, Some(inner)) => (inner, Some(expr)),
-                (_, None) => return Err("a number alone is not an item: select a field, a tag or a function".into()),
+            let mut operands = Vec::new();
+            let expr = self.arith(&mut operands)?;
+            if let Some(Item::Transform { t, .. }) = operands.iter().find(|o| matches!(o, Item::Transform { .. }))
+                && (operands.len() > 1 || expr != Arith::Value(0))
+            {
+                return Err(format!("arithmetic on {}() is not supported yet", t.name()));
+            }
+            if operands.iter().any(|o| matches!(o, Item::Wild { .. })) && operands.len() > 1 {
+                return Err("arithmetic on a wildcard is not supported yet: name the fields".into());
+            }
+            match (operands.len(), expr) {
+                (0, _) => return Err("a number alone is not an item: select a field, a tag or a function".into()),
+                (1, Arith::Value(0)) => (operands.pop().expect("one"), None),
+                (1, expr) => (operands.pop().expect("one"), Some(expr)),
+                (_, expr) => (Item::Expr { operands, expr, alias: None }, None),
             }
         };
         if !self.eat_kw("AS") {
@@ -1028,16 +1144,20 @@ impl Parser {
         let alias = Some(self.ident("a name after AS")?);
         let item = match item {
             Item::Star => return Err("* cannot have an alias".into()),
+            Item::Wild { .. } => {
+                return Err("a wildcard cannot have an alias: its columns are named for their fields".into());
+            }
             Item::Var { name, integer, .. } => Item::Var { name, alias, integer },
             Item::Call { func, field, arg, .. } => Item::Call { func, field, arg, alias },
             Item::Transform { t, inner, arg, .. } => Item::Transform { t, inner, arg, alias },
+            Item::Expr { operands, expr, .. } => Item::Expr { operands, expr, alias },
         };
         Ok((item, expr))
     }
 
-    /// `arith` of the grammar; the one field or call it holds goes to
-    /// `inner` (a second is refused).
-    fn arith(&mut self, inner: &mut Option<Item>) -> Result<Arith, String> {
+    /// `arith` of the grammar; the fields and calls it holds go to
+    /// `operands` (`Arith::Value(i)` names the `i`th).
+    fn arith(&mut self, inner: &mut Vec<Item>) -> Result<Arith, String> {
         let mut e = self.term(inner)?;
         while let Some(op) = [b'+', b'-'].into_iter().find(|&o| self.eat_op(if o == b'+' { "+" } else { "-" })) {
             e = Arith::Bin(op, Box::new(e), Box::new(self.term(inner)?));
@@ -1045,7 +1165,7 @@ impl Parser {
         Ok(e)
     }
 
-    fn term(&mut self, inner: &mut Option<Item>) -> Result<Arith, String> {
+    fn term(&mut self, inner: &mut Vec<Item>) -> Result<Arith, String> {
         let mut e = self.factor(inner)?;
         while let Some((op, _)) = [(b'*', "*"), (b'/', "/"), (b'%', "%")].into_iter().find(|(_, o)| self.eat_op(o)) {
             e = Arith::Bin(op, Box::new(e), Box::new(self.factor(inner)?));
@@ -1053,7 +1173,7 @@ impl Parser {
         Ok(e)
     }
 
-    fn factor(&mut self, inner: &mut Option<Item>) -> Result<Arith, String> {
+    fn factor(&mut self, inner: &mut Vec<Item>) -> Result<Arith, String> {
         match self.peek() {
             Some(Tok::Int(n)) => {
                 let n = *n;
@@ -1092,11 +1212,11 @@ impl Parser {
             let integer = self.eat_integer_cast()?;
             Item::Var { name, alias: None, integer }
         };
-        if inner.is_some() {
-            return Err("arithmetic between two fields or functions is not supported yet: one, with numbers".into());
+        if inner.len() >= OPERANDS_MAX {
+            return Err(format!("arithmetic of more than {OPERANDS_MAX} fields or functions; write fewer"));
         }
-        *inner = Some(item);
-        Ok(Arith::Value)
+        inner.push(item);
+        Ok(Arith::Value(inner.len() - 1))
     }
 
     /// A cast after a selected name: whether it is `::integer`.
@@ -1142,7 +1262,23 @@ impl Parser {
                     .join(", ")
             ));
         };
-        let field = if func == Func::Count && self.is_kw("distinct") {
+        // `f(*)`, `f(/re/)`: the fields it matches, when the measurement is read.
+        let wild = if self.eat_op("*") {
+            Some(None)
+        } else if let Some(Tok::Regex(re)) = self.peek() {
+            let re = re.clone();
+            compile(&re)?;
+            self.i += 1;
+            Some(Some(re))
+        } else {
+            None
+        };
+        if wild.is_some() && matches!(func, Func::Top | Func::Bottom | Func::Integral) {
+            return Err(format!("{lower}() of a wildcard is not supported yet: name the field"));
+        }
+        let field = if wild.is_some() {
+            String::new()
+        } else if func == Func::Count && self.is_kw("distinct") {
             self.i += 1;
             self.op("(")?;
             func = Func::CountDistinct;
@@ -1180,9 +1316,10 @@ impl Parser {
             (Func::Top | Func::Bottom, None) => {
                 Err(format!("invalid number of arguments for {lower}, expected at least 2, got 1"))
             }
-            (Func::Percentile | Func::Integral | Func::Top | Func::Bottom, Some(_)) | (_, None) => {
-                Ok(Item::Call { func, field, arg, alias: None })
-            }
+            (Func::Percentile | Func::Integral | Func::Top | Func::Bottom, Some(_)) | (_, None) => Ok(match wild {
+                Some(re) => Item::Wild { func: Some(func), re, arg },
+                None => Item::Call { func, field, arg, alias: None },
+            }),
             (_, Some(_)) => Err(format!("invalid number of arguments for {lower}, expected 1, got 2")),
         }
     }
@@ -1470,7 +1607,26 @@ fn check_transform(t: Transform, inner: &Item, s: &Select) -> Result<(), String>
 
 /// The select list's rules, as InfluxDB states them.
 fn check_items(s: &Select) -> Result<(), String> {
-    if s.arith.iter().any(Option::is_some) {
+    if s.items.iter().zip(&s.arith).any(|(i, a)| matches!(i, Item::Wild { .. }) && a.is_some()) {
+        return Err("arithmetic on a wildcard is not supported yet: name the fields".into());
+    }
+    for item in &s.items {
+        let Item::Expr { operands, .. } = item else { continue };
+        let calls = operands.iter().filter(|o| matches!(o, Item::Call { .. })).count();
+        if calls > 0 && calls < operands.len() {
+            return Err("mixing aggregate and non-aggregate queries is not supported".into());
+        }
+        if let Some(Item::Call { func, .. }) =
+            operands.iter().find(|o| matches!(o, Item::Call { func: Func::Top | Func::Bottom | Func::Distinct, .. }))
+        {
+            return Err(format!("arithmetic on {}() is not supported yet", func.name()));
+        }
+        if operands.iter().any(|o| matches!(o, Item::Var { name, .. } if name == "time")) {
+            return Err("arithmetic on time is not supported".into());
+        }
+    }
+    let exprs = s.items.iter().any(|i| matches!(i, Item::Expr { .. }));
+    if exprs || s.arith.iter().any(Option::is_some) {
         if let Some((t, _, _, _)) = s.transform() {
             return Err(format!("arithmetic beside {}() is not supported yet", t.name()));
         }
@@ -1496,7 +1652,7 @@ fn check_items(s: &Select) -> Result<(), String> {
         }
         return Ok(());
     }
-    let calls = s.items.iter().filter(|i| matches!(i, Item::Call { .. })).count();
+    let calls = s.items.iter().filter(|i| i.is_aggregate()).count();
     if calls == 0 {
         if s.group.time.is_some() {
             return Err("GROUP BY time(...) needs an aggregate (count(), mean(), …) in the SELECT".into());
@@ -1638,6 +1794,69 @@ mod tests {
         assert_eq!(parse("SHOW DATABASES; SHOW MEASUREMENTS;", 0).unwrap().len(), 2);
     }
 
+    /// Arithmetic between fields or functions keeps its operands in order,
+    /// each a `Value(i)` of the expression; with one operand it stays the
+    /// item and its arithmetic.
+    #[test]
+    fn arithmetic_keeps_its_operands() {
+        let s = select("SELECT sum(a) / count(a) AS r FROM m");
+        let raw = select("SELECT (x + y) * x, x * 2 FROM m");
+        let call = |func, f: &str| Item::Call { func, field: f.into(), arg: None, alias: None };
+        let var = |n: &str| Item::Var { name: n.into(), alias: None, integer: false };
+        let bin = |op, a, b| Arith::Bin(op, Box::new(a), Box::new(b));
+        assert_eq!(
+            s.items,
+            vec![Item::Expr {
+                operands: vec![call(Func::Sum, "a"), call(Func::Count, "a")],
+                expr: bin(b'/', Arith::Value(0), Arith::Value(1)),
+                alias: Some("r".into()),
+            },]
+        );
+        assert_eq!(
+            raw.items,
+            vec![
+                Item::Expr {
+                    operands: vec![var("x"), var("y"), var("x")],
+                    expr: bin(b'*', bin(b'+', Arith::Value(0), Arith::Value(1)), Arith::Value(2)),
+                    alias: None,
+                },
+                var("x"),
+            ]
+        );
+        assert_eq!(raw.arith, vec![None, Some(bin(b'*', Arith::Value(0), Arith::Lit(2.0, true)))]);
+        assert_eq!(bin(b'/', Arith::Value(0), Arith::Value(1)).eval(&[(7.0, true), (2.0, true)]), (3.5, false));
+        assert_eq!(bin(b'%', Arith::Value(0), Arith::Value(1)).eval(&[(7.0, true), (0.0, true)]), (0.0, true));
+    }
+
+    /// Wildcards become the measurement's fields (and, raw, tags) when it
+    /// is read: a function takes the types influxd gives it, each column
+    /// named `func_field`.
+    #[test]
+    fn wildcards_expand_to_the_fields_they_match() {
+        let fields = [("b", FieldType::Bool), ("n", FieldType::Int), ("s", FieldType::Str), ("x", FieldType::Float)]
+            .map(|(f, t)| (f.to_owned(), t));
+        let tags = ["host".to_owned(), "sx".to_owned()];
+        let names = |q: &str| -> Vec<String> {
+            let s = select(q).expand(&fields, &tags).expect("a wildcard");
+            s.items
+                .iter()
+                .map(|i| match i {
+                    Item::Call { field, alias, .. } => format!("{}={field}", alias.as_deref().unwrap()),
+                    Item::Var { name, .. } => name.clone(),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(names("SELECT mean(*) FROM m"), ["mean_n=n", "mean_x=x"]);
+        assert_eq!(names("SELECT max(*) FROM m"), ["max_b=b", "max_n=n", "max_x=x"]);
+        assert_eq!(
+            names("SELECT count(*), last(/^[sx]/) FROM m"),
+            ["count_b=b", "count_n=n", "count_s=s", "count_x=x", "last_s=s", "last_x=x"]
+        );
+        assert_eq!(names("SELECT /s/ FROM m"), ["host", "s", "sx"]);
+        assert!(select("SELECT x FROM m").expand(&fields, &tags).is_none());
+    }
+
     #[test]
     fn errors_name_what_was_found_and_expected() {
         for (q, want) in [
@@ -1646,11 +1865,20 @@ mod tests {
             ("SELECT x FROM", "found the end of the query, expected a measurement"),
             ("SELECT nosuch(x) FROM m", "nosuch() is not supported"),
             ("SELECT 5 FROM m", "a number alone is not an item"),
-            ("SELECT a + b FROM m", "between two fields or functions"),
-            ("SELECT sum(a) / count(a) FROM m", "between two fields or functions"),
+            ("SELECT a + mean(b) FROM m", "mixing aggregate"),
+            ("SELECT top(a, 2) / count(a) FROM m", "arithmetic on top()"),
+            ("SELECT time + a FROM m", "arithmetic on time"),
+            ("SELECT a+a+a+a+a+a+a+a+a+a+a+a+a+a+a+a+a FROM m", "more than 16"),
             ("SELECT abs(a) * 2 FROM m", "arithmetic on abs()"),
             ("SELECT x * 2, derivative(y) FROM m", "arithmetic beside derivative()"),
             ("SELECT *, x * 2 FROM m", "arithmetic beside *"),
+            ("SELECT mean(*) * 2 FROM m", "arithmetic on a wildcard"),
+            ("SELECT mean(*) AS m FROM m", "a wildcard cannot have an alias"),
+            ("SELECT top(*, 2) FROM m", "top() of a wildcard"),
+            ("SELECT percentile(*) FROM m", "expected 2, got 1"),
+            ("SELECT mean(*, 2) FROM m", "expected 1, got 2"),
+            ("SELECT mean(/(/) FROM m", "regex"),
+            ("SELECT mean(*), x FROM m", "mixing aggregate"),
             ("SELECT x * FROM m", "found FROM, expected a field"),
             ("SELECT (x * 2 FROM m", "expected )"),
             (&format!("SELECT {}x FROM m", "(".repeat(5_000)), "nests deeper than 64"),

@@ -6,21 +6,25 @@
 //! a series a tag test rules out is never read) and then per row.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use model::{Selector, SeriesKey, Timestamp};
 use serde_json::{Value, json};
 
-use crate::ql::{CmpOp, Expr, Item, Lit, Select, Statement, VarKind};
+use crate::ql::{Arith, CmpOp, Expr, Item, Lit, Select, Statement, VarKind};
 use crate::{FIELD_LABEL, TYPE_LABEL};
 
 /// Runs one statement; `databases` holds those created here. `epoch`:
 /// numeric times in that unit (ns per unit), else RFC 3339 strings.
+/// `strings`: the string of a string field's stored id (the dictionary,
+/// [`crate::strings`]).
 pub fn execute(
     store: &dyn source::Source,
     st: &Statement,
     db: Option<&str>,
     epoch: Option<i64>,
     databases: &mut BTreeSet<String>,
+    strings: &dyn Fn(u32) -> Option<Arc<str>>,
 ) -> Result<Value, String> {
     let need_db = || named_db(store, db, databases);
     match st {
@@ -92,9 +96,27 @@ pub fn execute(
                 s.items.first(),
                 Some(Item::Call { func: crate::ql::Func::Top | crate::ql::Func::Bottom, .. })
             );
+            // Wildcards (`mean(*)`, `SELECT /re/`) made items of the fields
+            // and tags of every measurement read, as influxd does.
+            // A compile error in influxd (the statement's error, not the request's).
+            if s.items.iter().any(|i| matches!(i, Item::Wild { func: Some(crate::ql::Func::Distinct), .. })) {
+                return Err("expected field argument in distinct()".into());
+            }
+            let (fields, tags) = fields_and_tags(by_measurement.values().flatten());
+            let expanded = s.expand(&fields, &tags);
+            let s = expanded.as_ref().unwrap_or(s);
+            if s.items.is_empty() {
+                return Ok(json!({}));
+            }
+            // Arithmetic between fields or functions: its operands computed
+            // as items, then combined per row.
+            let flat = flatten(s);
+            let unflat = s;
+            let s = flat.as_ref().map_or(s, |f| &f.0);
             let mut series = Vec::new();
             for (m, all) in by_measurement {
-                let table = Table::read_from(store, all, s, &m, from)?;
+                let table = Table::read_from(store, all, s, &m, from, strings)?;
+                check_arith_types(&table, unflat)?;
                 let mut one = if s.transform().is_some() {
                     crate::transform::run(&table, s, epoch)?
                 } else if top_bottom {
@@ -105,6 +127,9 @@ pub fn execute(
                     raw(&table, s, epoch)
                 };
                 apply_arith(&table, s, &mut one);
+                if let Some((_, outs)) = &flat {
+                    combine(&table, outs, &mut one);
+                }
                 series.extend(one);
             }
             // Raw points in descending time come in descending series order
@@ -121,6 +146,210 @@ pub fn execute(
         }
         Statement::Cardinality { of, exact, from } => cardinality(store, need_db()?, of, *exact, from.as_deref()),
     }
+}
+
+/// A column of a statement whose arithmetic combines several items, from
+/// the columns of its flattened statement (`flatten`).
+enum Out<'s> {
+    /// That statement's column, and the name it has before it is made
+    /// unique.
+    Col(usize, String),
+    /// `expr` of those columns (each an operand), named `name`.
+    Expr { cols: Vec<usize>, operands: &'s [Item], expr: &'s Arith, name: String },
+}
+
+/// A statement with arithmetic between fields or functions (`a + b`,
+/// `sum(a) / count(a)`) as one whose items are the operands, and how its
+/// columns make this one's (None: it has no such arithmetic).
+fn flatten(s: &Select) -> Option<(Select, Vec<Out<'_>>)> {
+    if !s.items.iter().any(|i| matches!(i, Item::Expr { .. })) {
+        return None;
+    }
+    let (mut items, mut arith, mut outs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut col = 0;
+    for (item, a) in s.items.iter().zip(&s.arith) {
+        match item {
+            Item::Expr { operands, expr, alias } => {
+                let name = alias.clone().unwrap_or_else(|| {
+                    let names: Vec<&str> = operands
+                        .iter()
+                        .map(|o| match o {
+                            Item::Var { name, .. } => name.as_str(),
+                            Item::Call { func, .. } => func.name(),
+                            _ => "",
+                        })
+                        .collect();
+                    names.join("_")
+                });
+                let cols = (0..operands.len()).map(|k| col + 1 + k).collect();
+                col += operands.len();
+                items.extend(operands.iter().cloned());
+                arith.extend(operands.iter().map(|_| None));
+                outs.push(Out::Expr { cols, operands, expr, name });
+            }
+            // A raw `time` item has no column of its own (time is the first).
+            Item::Var { name, alias: None, .. } if name == "time" && !s.is_aggregate() => {
+                items.push(item.clone());
+                arith.push(a.clone());
+            }
+            _ => {
+                col += 1;
+                let name = match item {
+                    Item::Var { name, alias, .. } => alias.as_ref().unwrap_or(name).clone(),
+                    Item::Call { func, alias, .. } => alias.clone().unwrap_or_else(|| func.name().to_owned()),
+                    _ => String::new(),
+                };
+                items.push(item.clone());
+                arith.push(a.clone());
+                outs.push(Out::Col(col, name));
+            }
+        }
+    }
+    let mut flat = s.clone();
+    flat.items = items;
+    flat.arith = arith;
+    Some((flat, outs))
+}
+
+/// The columns of `series` (answered for the flattened statement) made
+/// the statement's: each arithmetic of operands computed per row — null
+/// when an operand is (or is not a number); integers stay integers as
+/// [`Arith::eval`] says, a raw field an integer by its stored type.
+fn combine(table: &Table, outs: &[Out<'_>], series: &mut [Value]) {
+    for one in series {
+        let Some(obj) = one.as_object_mut() else { continue };
+        let old_columns: Vec<String> = obj
+            .get("columns")
+            .and_then(Value::as_array)
+            .map(|c| c.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let mut columns = vec!["time".to_owned()];
+        for out in outs {
+            let name = match out {
+                Out::Col(c, base) if base.is_empty() => old_columns.get(*c).cloned().unwrap_or_default(),
+                Out::Col(_, name) | Out::Expr { name, .. } => unique_name(name, &columns),
+            };
+            columns.push(name);
+        }
+        if let Some(rows) = obj.get_mut("values").and_then(Value::as_array_mut) {
+            for row in rows {
+                let Some(cells) = row.as_array() else { continue };
+                let mut out = vec![cells.first().cloned().unwrap_or(Value::Null)];
+                for o in outs {
+                    out.push(match o {
+                        Out::Col(c, _) => cells.get(*c).cloned().unwrap_or(Value::Null),
+                        Out::Expr { cols, operands, expr, .. } => {
+                            let values: Option<Vec<(f64, bool)>> = cols
+                                .iter()
+                                .zip(operands.iter())
+                                .map(|(c, operand)| {
+                                    let cell = cells.get(*c)?;
+                                    let x = cell.as_f64()?;
+                                    let int = match operand {
+                                        Item::Var { name, integer, .. } => {
+                                            *integer
+                                                || table.field(name).is_some_and(|f| {
+                                                    matches!(table.fields[f].1, FieldType::Int | FieldType::Unsigned)
+                                                })
+                                        }
+                                        _ => cell.is_i64() || cell.is_u64(),
+                                    };
+                                    Some((x, int))
+                                })
+                                .collect();
+                            values.map_or(Value::Null, |v| arith_json(expr.eval(&v)))
+                        }
+                    });
+                }
+                *row = Value::Array(out);
+            }
+        }
+        obj.insert("columns".into(), json!(columns));
+    }
+}
+
+/// influxd's type check of the select list's arithmetic: a string or
+/// boolean field with anything is `type error: msg::string * 2:
+/// incompatible types: string and integer`, word for word.
+fn check_arith_types(table: &Table, s: &Select) -> Result<(), String> {
+    for (item, arith) in s.items.iter().zip(&s.arith) {
+        let (operands, expr) = match (item, arith) {
+            (Item::Expr { operands, expr, .. }, _) => (operands.as_slice(), expr),
+            (item, Some(expr)) => (std::slice::from_ref(item), expr),
+            _ => continue,
+        };
+        let typed: Vec<(String, &str)> = operands
+            .iter()
+            .map(|o| match o {
+                Item::Var { name, integer, .. } => {
+                    let ty = table.field(name).map(|f| table.fields[f].1);
+                    let ty = if *integer { "integer" } else { ty.map_or("float", FieldType::name) };
+                    (format!("{name}::{ty}"), ty)
+                }
+                Item::Call { func, field, .. } => (format!("{}({field})", func.name()), "float"),
+                _ => (String::new(), "float"),
+            })
+            .collect();
+        arith_type(expr, &typed)?;
+    }
+    Ok(())
+}
+
+/// The type of `e` (its operands named and typed in `typed`), as influxd
+/// reckons it, or its type error.
+fn arith_type<'a>(e: &Arith, typed: &'a [(String, &'a str)]) -> Result<&'a str, String> {
+    match e {
+        Arith::Value(i) => Ok(typed[*i].1),
+        Arith::Lit(_, true) => Ok("integer"),
+        Arith::Lit(..) => Ok("float"),
+        Arith::Bin(op, a, b) => {
+            let (ta, tb) = (arith_type(a, typed)?, arith_type(b, typed)?);
+            if ["string", "boolean"].iter().any(|t| *t == ta || *t == tb) {
+                return Err(format!(
+                    "type error: {} {} {}: incompatible types: {ta} and {tb}",
+                    arith_text(a, typed),
+                    *op as char,
+                    arith_text(b, typed)
+                ));
+            }
+            Ok(if ta == "integer" && tb == "integer" && *op != b'/' { "integer" } else { "float" })
+        }
+    }
+}
+
+/// An arithmetic expression as influxd prints it in its errors.
+fn arith_text(e: &Arith, typed: &[(String, &str)]) -> String {
+    match e {
+        Arith::Value(i) => typed[*i].0.clone(),
+        Arith::Lit(v, true) => format!("{}", *v as i64),
+        Arith::Lit(v, false) => format!("{v}"),
+        Arith::Bin(op, a, b) => format!("{} {} {}", arith_text(a, typed), *op as char, arith_text(b, typed)),
+    }
+}
+
+/// An arithmetic result as influxd writes it: an integer, a float, or null
+/// for what JSON cannot hold.
+fn arith_json((v, int): (f64, bool)) -> Value {
+    if int {
+        json!(v as i64)
+    } else if v.is_finite() {
+        go_float(v)
+    } else {
+        Value::Null
+    }
+}
+
+/// A measurement's fields (name and type) and tags, each in name order.
+fn fields_and_tags<'a>(all: impl Iterator<Item = &'a (u32, SeriesKey)>) -> (Vec<(String, FieldType)>, Vec<String>) {
+    let mut fields: BTreeMap<&str, FieldType> = BTreeMap::new();
+    let mut tags: BTreeSet<&str> = BTreeSet::new();
+    for (_, k) in all {
+        if let Some(f) = k.get(FIELD_LABEL) {
+            fields.entry(f).or_insert_with(|| FieldType::of(k));
+        }
+        tags.extend(k.labels().iter().map(|l| l.0.as_str()).filter(|l| !hidden_label(l)));
+    }
+    (fields.into_iter().map(|(f, t)| (f.to_owned(), t)).collect(), tags.into_iter().map(str::to_owned).collect())
 }
 
 /// The arithmetic of the select list (`mean(bytes) * 8`) on each value of
@@ -156,14 +385,7 @@ fn apply_arith(table: &Table, s: &Select, series: &mut [Value]) {
             for &(c, e, float_field) in &exprs {
                 let Some(cell) = cells.get_mut(c) else { continue };
                 let Some(x) = cell.as_f64() else { continue };
-                let (v, int) = e.eval(x, !float_field && (cell.is_i64() || cell.is_u64()));
-                *cell = if int {
-                    json!(v as i64)
-                } else if v.is_finite() {
-                    go_float(v)
-                } else {
-                    Value::Null
-                };
+                *cell = arith_json(e.eval(&[(x, !float_field && (cell.is_i64() || cell.is_u64()))]));
             }
         }
     }
@@ -234,6 +456,9 @@ pub(crate) enum FieldType {
     Unsigned,
     /// 1 or 0, answered `true` or `false`.
     Bool,
+    /// In a [`Table`], the string's rank among the table's strings (in
+    /// string order: comparing ranks compares strings).
+    Str,
 }
 
 impl FieldType {
@@ -242,6 +467,7 @@ impl FieldType {
             Some("int") => FieldType::Int,
             Some("u64") => FieldType::Unsigned,
             Some("bool") => FieldType::Bool,
+            Some(crate::STRING_TYPE) => FieldType::Str,
             _ => FieldType::Float,
         }
     }
@@ -251,13 +477,26 @@ impl FieldType {
         if self == FieldType::Unsigned { v.to_bits() as f64 } else { v }
     }
 
-    /// A stored value as JSON, exactly.
-    pub(crate) fn json(self, v: f64) -> Value {
+    /// A table's value as JSON, exactly (`strings`: the table's).
+    pub(crate) fn json(self, v: f64, strings: &[Arc<str>]) -> Value {
         match self {
             FieldType::Unsigned => json!(v.to_bits()),
             FieldType::Int => json!(v as i64),
             FieldType::Bool => json!(v != 0.0),
+            FieldType::Str => strings.get(v as usize).map_or(Value::Null, |s| Value::String(s.to_string())),
             FieldType::Float => go_float(v),
+        }
+    }
+
+    /// influxd's name for the type: `SHOW FIELD KEYS`, and the iterator its
+    /// errors name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            FieldType::Int => "integer",
+            FieldType::Unsigned => "unsigned",
+            FieldType::Bool => "boolean",
+            FieldType::Str => "string",
+            FieldType::Float => "float",
         }
     }
 }
@@ -275,6 +514,9 @@ pub(crate) struct Table {
     /// The fields read (those the statement names, or all), in name order.
     pub fields: Vec<(String, FieldType)>,
     pub sets: BTreeMap<TagSet, Rows>,
+    /// The string fields' values, in string order: a string field's value
+    /// in `sets` is its index here.
+    pub strings: Vec<Arc<str>>,
 }
 
 impl Table {
@@ -286,6 +528,7 @@ impl Table {
         s: &Select,
         measurement: &str,
         from: i64,
+        strings: &dyn Fn(u32) -> Option<Arc<str>>,
     ) -> Result<Table, String> {
         let field_names: BTreeSet<&str> = all.iter().filter_map(|(_, k)| k.get(FIELD_LABEL)).collect();
         let tag_keys: Vec<String> = all
@@ -301,13 +544,20 @@ impl Table {
         let mut star = false;
         for item in &s.items {
             match item {
-                Item::Star => star = true,
+                Item::Star | Item::Wild { .. } => star = true,
                 Item::Var { name, .. } | Item::Call { field: name, .. } => {
                     wanted.insert(name);
                 }
                 Item::Transform { inner, .. } => {
                     if let Item::Var { name, .. } | Item::Call { field: name, .. } = &**inner {
                         wanted.insert(name);
+                    }
+                }
+                Item::Expr { operands, .. } => {
+                    for o in operands {
+                        if let Item::Var { name, .. } | Item::Call { field: name, .. } = o {
+                            wanted.insert(name);
+                        }
                     }
                 }
             }
@@ -326,7 +576,8 @@ impl Table {
                 ((*f).to_owned(), ty)
             })
             .collect();
-        let mut t = Table { measurement: measurement.to_owned(), tag_keys, fields, sets: BTreeMap::new() };
+        let mut t =
+            Table { measurement: measurement.to_owned(), tag_keys, fields, sets: BTreeMap::new(), strings: Vec::new() };
         let field_set: BTreeSet<String> = field_names.iter().map(|f| (*f).to_owned()).collect();
         let (from, to) = (Timestamp(from), Timestamp(s.to));
         // The series the tags admit, then all of them in one read (one
@@ -353,16 +604,57 @@ impl Table {
                 rows.entry(time).or_insert_with(|| vec![None; width])[col] = Some(v);
             }
         }
+        t.rank_strings(strings);
         if let Some(c) = &s.cond {
-            let (keys, fields) = (&t.tag_keys, &t.fields);
+            let (keys, fields, strs) = (&t.tag_keys, &t.fields, &t.strings);
             for (tags, rows) in &mut t.sets {
                 rows.retain(|_, row| {
-                    eval(c, &|name| tag_value(keys, tags, name), &|name| field_value(fields, row, name), &field_set)
+                    eval(
+                        c,
+                        &|name| tag_value(keys, tags, name),
+                        &|name| field_value(fields, strs, row, name),
+                        &field_set,
+                    )
                 });
             }
             t.sets.retain(|_, rows| !rows.is_empty());
         }
         Ok(t)
+    }
+
+    /// String fields' ids made ranks among the table's strings, in string
+    /// order (a value whose string was lost to a damaged dictionary is no
+    /// value).
+    fn rank_strings(&mut self, strings: &dyn Fn(u32) -> Option<Arc<str>>) {
+        let cols: Vec<usize> = (0..self.fields.len()).filter(|&c| self.fields[c].1 == FieldType::Str).collect();
+        if cols.is_empty() {
+            return;
+        }
+        let mut ids: BTreeSet<u32> = BTreeSet::new();
+        for rows in self.sets.values() {
+            for row in rows.values() {
+                ids.extend(cols.iter().filter_map(|&c| row[c]).map(|v| v as u32));
+            }
+        }
+        let mut known: Vec<(Arc<str>, u32)> = ids.into_iter().filter_map(|id| Some((strings(id)?, id))).collect();
+        known.sort();
+        let mut rank: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+        for (id, s) in known.iter().map(|(s, id)| (*id, s)) {
+            let same = self.strings.last().is_some_and(|last| last == s);
+            if !same {
+                self.strings.push(Arc::clone(s));
+            }
+            rank.insert(id, self.strings.len() - 1);
+        }
+        for rows in self.sets.values_mut() {
+            for row in rows.values_mut() {
+                for &c in &cols {
+                    row[c] = row[c].and_then(|v| rank.get(&(v as u32)).map(|&r| r as f64));
+                }
+            }
+            rows.retain(|_, row| row.iter().any(Option::is_some));
+        }
+        self.sets.retain(|_, rows| !rows.is_empty());
     }
 
     fn tag<'a>(&self, tags: &'a TagSet, name: &str) -> &'a str {
@@ -379,9 +671,24 @@ fn tag_value<'a>(keys: &[String], tags: &'a TagSet, name: &str) -> &'a str {
     keys.binary_search_by(|k| k.as_str().cmp(name)).ok().and_then(|i| tags[i].as_deref()).unwrap_or("")
 }
 
-fn field_value(fields: &[(String, FieldType)], row: &[Option<f64>], name: &str) -> Option<f64> {
+/// A field's value in a condition: a number, or a string field's string.
+enum FieldValue<'a> {
+    Num(f64),
+    Str(&'a str),
+}
+
+fn field_value<'a>(
+    fields: &[(String, FieldType)],
+    strings: &'a [Arc<str>],
+    row: &[Option<f64>],
+    name: &str,
+) -> Option<FieldValue<'a>> {
     let i = fields.iter().position(|(f, _)| f == name)?;
-    row[i].map(|v| fields[i].1.number(v))
+    let v = row[i]?;
+    Some(match fields[i].1 {
+        FieldType::Str => FieldValue::Str(strings.get(v as usize)?),
+        ty => FieldValue::Num(ty.number(v)),
+    })
 }
 
 fn cond_names<'a>(e: &'a Expr, out: &mut BTreeSet<&'a str>) {
@@ -427,18 +734,27 @@ fn eval_tags<'t>(e: &Expr, tag: &dyn Fn(&str) -> &'t str, fields: &BTreeSet<Stri
     }
 }
 
-fn eval<'t>(
+fn eval<'t, 'f>(
     e: &Expr,
     tag: &dyn Fn(&str) -> &'t str,
-    field: &dyn Fn(&str) -> Option<f64>,
+    field: &dyn Fn(&str) -> Option<FieldValue<'f>>,
     fields: &BTreeSet<String>,
 ) -> bool {
     match e {
         Expr::And(a, b) => eval(a, tag, field, fields) && eval(b, tag, field, fields),
         Expr::Or(a, b) => eval(a, tag, field, fields) || eval(b, tag, field, fields),
         Expr::Cmp { name, kind, op, lit } if is_field(name, *kind, fields) => {
-            // A missing field, or a value of another type, compares false.
-            let Some(v) = field(name) else { return false };
+            // A missing field, or a value of another type, compares false;
+            // a string field compares as a tag does.
+            let v = match field(name) {
+                Some(FieldValue::Num(v)) => v,
+                // As influxd: a string field is equal or not, or matches;
+                // ordered comparisons are false.
+                Some(FieldValue::Str(v)) => {
+                    return matches!(op, CmpOp::Eq | CmpOp::Ne | CmpOp::Re | CmpOp::NotRe) && cmp_tag(v, *op, lit);
+                }
+                None => return false,
+            };
             let x = match lit {
                 Lit::Num(x) => *x,
                 Lit::Bool(b) => f64::from(u8::from(*b)),
@@ -586,7 +902,7 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
                 };
                 cols.push((alias.clone().unwrap_or_else(|| name.clone()), col));
             }
-            Item::Call { .. } | Item::Transform { .. } => {}
+            Item::Call { .. } | Item::Transform { .. } | Item::Wild { .. } | Item::Expr { .. } => {}
         }
     }
     // A name taken twice becomes `name_1`, `name_2`, … as in influxd.
@@ -611,7 +927,7 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
                 let mut v = vec![time_json(t, epoch)];
                 v.extend(cols.iter().map(|(_, c)| match c {
                     Col::Tag(i) => tags[*i].clone().map_or(Value::Null, Value::String),
-                    Col::Field(i) => row[*i].map_or(Value::Null, |x| table.fields[*i].1.json(x)),
+                    Col::Field(i) => row[*i].map_or(Value::Null, |x| table.fields[*i].1.json(x, &table.strings)),
                     Col::Truncated(i) => row[*i].map_or(Value::Null, |x| json!(x.trunc() as i64)),
                     Col::Missing => Value::Null,
                 }));
@@ -671,13 +987,7 @@ fn show_keys(store: &dyn source::Source, db: &str, measurement: Option<&str>, st
         match st {
             Statement::ShowTagKeys(_) => rows.extend(tags().map(|(n, _)| vec![n.clone()])),
             Statement::ShowFieldKeys(_) => {
-                let ty = match FieldType::of(&k) {
-                    FieldType::Int => "integer",
-                    FieldType::Unsigned => "unsigned",
-                    FieldType::Bool => "boolean",
-                    FieldType::Float => "float",
-                };
-                rows.insert(vec![f.to_owned(), ty.to_owned()]);
+                rows.insert(vec![f.to_owned(), FieldType::of(&k).name().to_owned()]);
             }
             Statement::ShowTagValues { keys, .. } => {
                 rows.extend(tags().filter(|(n, _)| keys.matches(n)).map(|(n, v)| vec![n.clone(), v.clone()]));

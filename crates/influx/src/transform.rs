@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use crate::ql::{Item, Select, Transform};
-use crate::query::{Table, go_float, groups, series_json, time_json};
+use crate::query::{FieldType, Table, go_float, groups, series_json, time_json};
 
 /// Where a statement's table is read from: before its range when a
 /// transformation of buckets needs earlier ones.
@@ -158,11 +158,16 @@ fn item_series(table: &Table, s: &Select, item: &Item) -> Result<ItemSeries, Str
             let (group_keys, groups) = groups(table, s);
             let Some(col) = table.field(field) else { return Ok(Vec::new()) };
             let ty = table.fields[col].1;
+            // Of a string or boolean field influxd computes no
+            // transformation but `elapsed`: its error, word for word.
+            if matches!(ty, FieldType::Str | FieldType::Bool) && t != Transform::Elapsed {
+                return Err(format!("unsupported {} iterator type: *query.{}InterruptIterator", t.name(), ty.name()));
+            }
             for (gk, sets) in groups {
                 let mut pts: Vec<(i64, Num)> = sets
                     .iter()
                     .flat_map(|(_, rows)| rows.iter().filter_map(move |(t, row)| Some((*t, row[col]?))))
-                    .filter_map(|(t, v)| Some((t, Num::of(&ty.json(v))?)))
+                    .filter_map(|(t, v)| Some((t, Num::of(&ty.json(v, &table.strings))?)))
                     .collect();
                 pts.sort_by_key(|p| p.0);
                 let tags = series_json("", &group_keys, gk, Vec::new(), Vec::new());

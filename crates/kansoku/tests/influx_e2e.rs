@@ -219,6 +219,22 @@ fn influxql_answers_as_influxdb_does() {
         assert_eq!(s, 204, "{addr}: {body}");
         // Issue 49: a load in four shuffled requests, then rewrites of
         // some of its points — every one kept, the last write winning.
+        // String fields (issue 49): spaces, commas, `=`, quotes and
+        // backslashes, the empty string, one rewritten.
+        let mut log = String::new();
+        for i in 0..12u64 {
+            let msg = ["disk full", "ok, fine", "a=b \\\"q\\\"", "", "C:\\\\tmp\\n", "日本語"][(i % 6) as usize];
+            let level = ["info", "warn", "info", "error"][(i % 4) as usize];
+            log.push_str(&format!(
+                "log,host={} msg=\"{msg}\",level=\"{level}\",code={}i {}\n",
+                ["a", "b"][(i % 2) as usize],
+                i % 5,
+                1_767_225_600 + i
+            ));
+        }
+        log.push_str("log,host=a msg=\"rewritten\" 1767225602\n");
+        let (s, body) = post(addr, "/write?db=lab&precision=s", "", log.as_bytes());
+        assert_eq!(s, 204, "{addr}: {body}");
         for part in [3, 1, 0, 2, 4] {
             let mut body = String::new();
             for i in (0..40u64).filter(|i| if part == 4 { i % 10 == 0 } else { i % 4 == part }) {
@@ -256,6 +272,59 @@ fn influxql_answers_as_influxdb_does() {
         "SELECT mean(load), max(used) FROM /cpu|mem/",
         "SELECT v FROM /nomatch/",
         "SELECT last(v) FROM /./ WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:40Z' GROUP BY time(20s) fill(none)",
+        // Arithmetic between fields and between functions (issue 49).
+        "SELECT load + n, n * 2 - load FROM cpu WHERE host = 'a' LIMIT 4",
+        "SELECT sum(load) / count(load) FROM cpu GROUP BY host",
+        "SELECT mean(load) + max(n) AS x, min(n) FROM cpu",
+        "SELECT used - free, free FROM mem",
+        "SELECT n % 4 + n / 2, n - n, (load + n) * 2 FROM cpu LIMIT 3",
+        "SELECT count(v) * 2 + sum(w) FROM ooo WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:40Z' GROUP BY time(10s), host",
+        "SELECT sum(v) - sum(w), mean(v) FROM ooo WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:40Z' GROUP BY time(8s) fill(none)",
+        "SELECT msg + code, code + code FROM log LIMIT 2",
+        "SELECT load / n FROM cpu LIMIT 3",
+        // Wildcards: in functions, and regexes as items (issue 49).
+        "SELECT mean(*) FROM cpu GROUP BY host",
+        "SELECT count(*) FROM log",
+        "SELECT max(*), min(*) FROM ooo",
+        "SELECT first(*), last(*) FROM log GROUP BY host",
+        "SELECT count(/o/) FROM ooo",
+        "SELECT percentile(*, 50) FROM cpu",
+        "SELECT sum(*) FROM log",
+        "SELECT distinct(*) FROM tie",
+        "SELECT mean(*) FROM /cpu|mem/",
+        "SELECT /o/ FROM cpu LIMIT 3",
+        "SELECT /^(l|h)/ FROM cpu WHERE region = 'us' LIMIT 3",
+        "SELECT /zzz/ FROM cpu",
+        "SELECT count(*) FROM cpu WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(10s)",
+        // Strings as strings (issue 49).
+        "SHOW FIELD KEYS FROM log",
+        "SELECT * FROM log",
+        "SELECT msg, code FROM log WHERE level = 'warn'",
+        "SELECT msg FROM log WHERE msg =~ /dis|fine/",
+        "SELECT msg FROM log WHERE msg != '' AND host = 'b'",
+        "SELECT msg FROM log WHERE msg > 'm' OR msg = ''",
+        "SELECT msg FROM log WHERE msg = 5",
+        "SELECT level, code FROM log WHERE level = 'info' AND code > 1",
+        "SELECT count(msg), first(msg), last(msg) FROM log GROUP BY host",
+        "SELECT distinct(level) FROM log",
+        "SELECT distinct(msg) FROM log WHERE host = 'a'",
+        "SELECT mode(level) FROM log GROUP BY host",
+        "SELECT count(distinct(level)) FROM log",
+        "SELECT mean(msg) FROM log",
+        "SELECT max(level) FROM log",
+        "SELECT min(level) FROM log",
+        "SELECT sum(msg) FROM log",
+        "SELECT median(msg) FROM log",
+        "SELECT spread(msg) FROM log",
+        "SELECT stddev(msg) FROM log",
+        "SELECT percentile(msg, 50) FROM log",
+        "SELECT integral(msg) FROM log",
+        "SELECT top(level, 2) FROM log",
+        "SELECT msg * 2, code * 2 FROM log LIMIT 3",
+        "SELECT derivative(msg) FROM log",
+        "SELECT last(msg) FROM log WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(5s) fill(previous)",
+        "SELECT first(level), count(level) FROM log WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(4s) fill(none)",
+        "SELECT * FROM log WHERE level::field = 'error'",
         // Booleans as booleans (issue 49).
         "SHOW FIELD KEYS FROM ooo",
         "SELECT ok, v FROM ooo WHERE host = 'a' LIMIT 4",
