@@ -34,14 +34,15 @@ pub enum Statement {
     /// `SHOW RETENTION POLICIES [ON db]`.
     ShowRetentionPolicies(Option<String>),
     ShowMeasurements(Option<NameMatch>),
-    ShowTagKeys(Option<String>),
-    ShowFieldKeys(Option<String>),
+    /// `FROM m` or `FROM /re/`: the measurements it names.
+    ShowTagKeys(Option<NameMatch>),
+    ShowFieldKeys(Option<NameMatch>),
     ShowTagValues {
-        from: Option<String>,
+        from: Option<NameMatch>,
         keys: NameMatch,
     },
     ShowSeries {
-        from: Option<String>,
+        from: Option<NameMatch>,
         cond: Option<Expr>,
     },
     CreateDatabase(String),
@@ -51,7 +52,7 @@ pub enum Statement {
     Cardinality {
         of: Cardinality,
         exact: bool,
-        from: Option<String>,
+        from: Option<NameMatch>,
     },
 }
 
@@ -959,8 +960,17 @@ impl Parser {
         Err(self.expected("DATABASES, RETENTION POLICIES, MEASUREMENTS, SERIES, TAG KEYS, TAG VALUES or FIELD KEYS"))
     }
 
-    fn from(&mut self) -> Result<Option<String>, String> {
-        if self.eat_kw("FROM") { self.measurement().map(Some) } else { Ok(None) }
+    /// `FROM m` or `FROM /re/` of a SHOW statement.
+    fn from(&mut self) -> Result<Option<NameMatch>, String> {
+        if !self.eat_kw("FROM") {
+            return Ok(None);
+        }
+        if let Some(Tok::Regex(re)) = self.peek() {
+            let re = compile(&re.clone())?;
+            self.i += 1;
+            return Ok(Some(NameMatch::Re(re)));
+        }
+        self.measurement().map(|m| Some(NameMatch::Eq(m)))
     }
 
     /// `= n`, `!= n`, `=~ /re/`, `!~ /re/`, and with `list`, `IN (a, b)`.
@@ -1788,7 +1798,10 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((from.as_deref(), k), (Some("cpu"), vec!["host".to_owned(), "region".to_owned()]));
+        assert!(matches!(from, Some(NameMatch::Eq(m)) if m == "cpu"));
+        assert_eq!(k, ["host", "region"]);
+        let Statement::ShowFieldKeys(Some(from)) = one("SHOW FIELD KEYS FROM /^c/") else { panic!() };
+        assert!(from.matches("cpu") && !from.matches("mem"));
         assert!(matches!(one("SHOW SERIES FROM cpu WHERE host = 'a'"), Statement::ShowSeries { cond: Some(_), .. }));
         assert!(matches!(one("CREATE DATABASE \"my db\""), Statement::CreateDatabase(n) if n == "my db"));
         assert_eq!(parse("SHOW DATABASES; SHOW MEASUREMENTS;", 0).unwrap().len(), 2);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use model::{Selector, SeriesKey, Timestamp};
 use serde_json::{Value, json};
 
-use crate::ql::{Arith, CmpOp, Expr, Item, Lit, Select, Statement, VarKind};
+use crate::ql::{Arith, CmpOp, Expr, Item, Lit, NameMatch, Select, Statement, VarKind};
 use crate::{FIELD_LABEL, TYPE_LABEL};
 
 /// Runs one statement; `databases` holds those created here. `epoch`:
@@ -140,11 +140,11 @@ pub fn execute(
             let series: Vec<Value> = series.into_iter().skip(s.soffset).take(s.slimit.unwrap_or(usize::MAX)).collect();
             Ok(if series.is_empty() { json!({}) } else { json!({ "series": series }) })
         }
-        Statement::ShowSeries { from, cond } => show_series(store, need_db()?, from.as_deref(), cond.as_ref()),
+        Statement::ShowSeries { from, cond } => show_series(store, need_db()?, from.as_ref(), cond.as_ref()),
         Statement::ShowTagKeys(m) | Statement::ShowFieldKeys(m) | Statement::ShowTagValues { from: m, .. } => {
-            show_keys(store, need_db()?, m.as_deref(), st)
+            show_keys(store, need_db()?, m.as_ref(), st)
         }
-        Statement::Cardinality { of, exact, from } => cardinality(store, need_db()?, of, *exact, from.as_deref()),
+        Statement::Cardinality { of, exact, from } => cardinality(store, need_db()?, of, *exact, from.as_ref()),
     }
 }
 
@@ -946,13 +946,18 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
 
 /// `SHOW SERIES [FROM m] [WHERE tags]`: each series key (`m,tag=v,…`, tags
 /// in name order) once, whatever its fields.
-fn show_series(store: &dyn source::Source, db: &str, from: Option<&str>, cond: Option<&Expr>) -> Result<Value, String> {
+fn show_series(
+    store: &dyn source::Source,
+    db: &str,
+    from: Option<&NameMatch>,
+    cond: Option<&Expr>,
+) -> Result<Value, String> {
     let esc = |s: &str| s.replace(',', "\\,").replace(' ', "\\ ").replace('=', "\\=");
     let mut keys = BTreeSet::new();
     let no_fields = BTreeSet::new();
     for (_, k) in db_series(store, db)? {
         let Some(m) = measurement_of(&k) else { continue };
-        if from.is_some_and(|want| want != m) {
+        if from.is_some_and(|f| !f.matches(m)) {
             continue;
         }
         let tag = |name: &str| k.get(name).filter(|_| !hidden_label(name)).unwrap_or("");
@@ -974,12 +979,17 @@ fn show_series(store: &dyn source::Source, db: &str, from: Option<&str>, cond: O
 
 /// `SHOW TAG KEYS`, `SHOW FIELD KEYS`, `SHOW TAG VALUES WITH KEY …`: one
 /// series per measurement, names in order, as InfluxDB answers them.
-fn show_keys(store: &dyn source::Source, db: &str, measurement: Option<&str>, st: &Statement) -> Result<Value, String> {
+fn show_keys(
+    store: &dyn source::Source,
+    db: &str,
+    measurement: Option<&NameMatch>,
+    st: &Statement,
+) -> Result<Value, String> {
     // measurement -> rows
     let mut out: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
     for (_, k) in db_series(store, db)? {
         let (Some(f), Some(m)) = (k.get(FIELD_LABEL), measurement_of(&k)) else { continue };
-        if measurement.is_some_and(|want| want != m) {
+        if measurement.is_some_and(|f| !f.matches(m)) {
             continue;
         }
         let rows = out.entry(m.to_owned()).or_default();
@@ -1016,14 +1026,14 @@ fn cardinality(
     db: &str,
     of: &crate::ql::Cardinality,
     exact: bool,
-    from: Option<&str>,
+    from: Option<&NameMatch>,
 ) -> Result<Value, String> {
     use crate::ql::Cardinality as C;
     // measurement -> the distinct things counted.
     let mut per: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (_, k) in db_series(store, db)? {
         let (Some(f), Some(m)) = (k.get(FIELD_LABEL), measurement_of(&k)) else { continue };
-        if from.is_some_and(|want| want != m) {
+        if from.is_some_and(|f| !f.matches(m)) {
             continue;
         }
         let set = per.entry(m.to_owned()).or_default();
@@ -1044,7 +1054,8 @@ fn cardinality(
     Ok(match (of, exact) {
         (C::Measurements, true) => one("count", per.len()),
         (C::Measurements, false) => one("cardinality estimation", per.len()),
-        (C::Series, false) => one("cardinality estimation", per.values().map(BTreeSet::len).sum()),
+        // With FROM, influxd counts per measurement, estimate or not.
+        (C::Series, false) if from.is_none() => one("cardinality estimation", per.values().map(BTreeSet::len).sum()),
         _ => {
             let series: Vec<Value> = per
                 .into_iter()

@@ -272,6 +272,13 @@ fn influxql_answers_as_influxdb_does() {
         "SELECT mean(load), max(used) FROM /cpu|mem/",
         "SELECT v FROM /nomatch/",
         "SELECT last(v) FROM /./ WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:40Z' GROUP BY time(20s) fill(none)",
+        // SHOW … FROM /re/ (issue 49).
+        "SHOW FIELD KEYS FROM /o/",
+        "SHOW TAG KEYS FROM /^(cpu|mem)$/",
+        "SHOW SERIES FROM /m/",
+        "SHOW TAG VALUES FROM /c/ WITH KEY = host",
+        "SHOW SERIES CARDINALITY FROM /oo/",
+        "SHOW FIELD KEYS FROM /nomatch/",
         // Arithmetic between fields and between functions (issue 49).
         "SELECT load + n, n * 2 - load FROM cpu WHERE host = 'a' LIMIT 4",
         "SELECT sum(load) / count(load) FROM cpu GROUP BY host",
