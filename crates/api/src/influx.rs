@@ -74,6 +74,8 @@ pub struct Influx {
     /// The dictionary's file, open for appends (None: not read yet); its
     /// lock orders writers.
     strings_file: std::sync::Mutex<Option<std::fs::File>>,
+    /// Whether the dictionary has been read (queries then skip the file's lock).
+    strings_read: std::sync::atomic::AtomicBool,
 }
 
 /// The databases created by `CREATE DATABASE`, read from their file on
@@ -136,6 +138,7 @@ impl Influx {
             databases: std::sync::Mutex::default(),
             strings: std::sync::RwLock::default(),
             strings_file: std::sync::Mutex::default(),
+            strings_read: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -186,9 +189,13 @@ impl Influx {
             f.sync_all()?;
             std::fs::File::open(path.parent().expect("a directory"))?.sync_all()?;
         } else if loaded.valid < data.len() {
-            tracing::warn!("{}: a torn tail of {} bytes cut off", path.display(), data.len() - loaded.valid);
-            f.set_len(loaded.valid as u64)?;
-            f.sync_all()?;
+            // Kept, not cut: its ids are not given again (`Dict::decode`),
+            // and what is appended after it reads back.
+            tracing::warn!(
+                "{}: the last {} bytes do not verify (a torn or damaged tail); their strings are lost, their ids not reused",
+                path.display(),
+                data.len() - loaded.valid
+            );
         }
         use std::io::Seek;
         f.seek(std::io::SeekFrom::End(0))?;
@@ -227,13 +234,22 @@ impl Influx {
         Ok(Ok(points.set_string_ids(&ids)))
     }
 
-    /// The string of a stored id, for queries (the dictionary read first).
-    pub(crate) fn string_lookup(
-        &self,
-        root: &std::path::Path,
-    ) -> std::io::Result<impl Fn(u32) -> Option<Arc<str>> + '_> {
-        drop(self.strings_file(root)?);
-        Ok(|id| self.strings.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).cloned())
+    /// The string of a stored id, for queries: the dictionary is read the
+    /// first time a query reads a string field (a query of numbers never
+    /// waits for it, nor fails for it). Unreadable, its strings answer
+    /// absent and the cause is logged.
+    pub(crate) fn string_lookup<'a>(&'a self, root: &'a std::path::Path) -> impl Fn(u32) -> Option<Arc<str>> + 'a {
+        move |id| {
+            if !self.strings_read.load(Relaxed) {
+                match self.strings_file(root) {
+                    Ok(_) => self.strings_read.store(true, Relaxed),
+                    Err(e) => {
+                        tracing::error!("reading {}: {e}; string values answer absent", strings_path(root).display())
+                    }
+                }
+            }
+            self.strings.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).cloned()
+        }
     }
 }
 
@@ -487,10 +503,7 @@ pub async fn query(
                 return Err((StatusCode::FORBIDDEN, "a read-only token cannot CREATE DATABASE".into()));
             }
             influx.stats.queries.fetch_add(1, Relaxed);
-            let strings = influx.string_lookup(&root).map_err(|e| {
-                let why = format!("cannot read string values: {}: {e}", strings_path(&root).display());
-                (StatusCode::SERVICE_UNAVAILABLE, why)
-            })?;
+            let strings = influx.string_lookup(&root);
             let mut dbs = influx.databases(&root);
             let before = dbs.names.len();
             let results = statements

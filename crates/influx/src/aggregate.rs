@@ -346,6 +346,11 @@ pub(crate) fn run_with(
                 } else {
                     empty[c] = true;
                     cells.push(vec![match (&s.group.fill, call.func) {
+                        // A number fills a string function's bucket as
+                        // influxd's does: with the empty string.
+                        (Fill::Value(_), _) if call.ty == FieldType::Str && call.func.is_selector_of_values() => {
+                            json!("")
+                        }
                         (Fill::Value(v), _) => go_float(*v),
                         (Fill::Previous, _) => previous[c].clone(),
                         // An empty bucket counts 0, as in InfluxDB.

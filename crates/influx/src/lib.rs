@@ -90,6 +90,8 @@ impl Points {
         let mut n = 0;
         for (key, _, v) in &mut self.points {
             if is_string[*key as usize] {
+                // Every string point's value indexes `ids` (the parser made
+                // it; a tag cannot make a series a string one).
                 *v = f64::from(ids[*v as usize]);
                 n += 1;
             }
@@ -189,7 +191,13 @@ fn parse_head(head: &str, (db, rp): (&str, Option<&str>)) -> Result<Head, String
         if k.is_empty() || v.is_empty() {
             return Err(format!("bad tag {tag:?}"));
         }
-        labels.push((unescape(k), unescape(v)));
+        let k = unescape(k);
+        // The labels kansoku adds itself: a tag of that name would make a
+        // number read as a string (or a database another's).
+        if [FIELD_LABEL, TYPE_LABEL].contains(&k.as_str()) {
+            return Err(format!("tag key {k:?} is reserved: kansoku stores the field's name and type in it"));
+        }
+        labels.push((k, unescape(v)));
     }
     labels.push(("db".into(), db.to_owned()));
     if let Some(rp) = rp {
@@ -521,6 +529,9 @@ mod tests {
     /// value past 64 KiB refuses its line.
     #[test]
     fn string_values_are_kept_once_each() {
+        let reserved = parse("p,kansoku_type=string v=5 1\np,influx_field=x v=5 1\n");
+        assert_eq!(reserved.errors.len(), 2, "{:?}", reserved.errors);
+        assert!(reserved.errors[0].contains("reserved"), "{}", reserved.errors[0]);
         let long = "x".repeat(strings::STRING_MAX + 1);
         let body = format!(
             "log msg=\"up\",path=\"C:\\\\dir\\n\" 1\nlog msg=\"up\" 2\nlog msg=\"gone\",bad=x 3\nlog msg=\"\" 4\nlog msg=\"{long}\" 5\n"

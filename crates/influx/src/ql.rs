@@ -126,16 +126,18 @@ impl Select {
     /// none). A function of `*` takes the fields of the types influxd
     /// gives it (`mean` numbers; `min`, `max` booleans too; `count`,
     /// `first`, `last`, `distinct`, `mode` any).
-    pub(crate) fn expand(&self, fields: &[(String, FieldType)], tags: &[String]) -> Option<Select> {
+    pub(crate) fn expand(&self, fields: &[(String, FieldType)], tags: &[String]) -> Result<Option<Select>, String> {
         if !self.items.iter().any(|i| matches!(i, Item::Wild { .. })) {
-            return None;
+            return Ok(None);
         }
-        let mut items = Vec::new();
-        for item in &self.items {
+        let (mut items, mut arith) = (Vec::new(), Vec::new());
+        for (item, a) in self.items.iter().zip(&self.arith) {
             let Item::Wild { func, re, arg } = item else {
                 items.push(item.clone());
+                arith.push(a.clone());
                 continue;
             };
+            let before = items.len();
             let re = re.as_deref().map(|r| compile(r).expect("compiled when parsed"));
             let matches = |name: &str| re.as_ref().is_none_or(|re| re.is_match(name));
             match func {
@@ -158,18 +160,18 @@ impl Select {
                         .collect();
                     names.sort_unstable();
                     names.dedup();
-                    items.extend(names.into_iter().map(|n| Item::Var {
-                        name: n.to_owned(),
-                        alias: None,
-                        integer: false,
-                    }));
+                    items.extend(names.into_iter().map(|n| Item::Var { name: n.to_owned(), alias: None, cast: None }));
                 }
             }
+            arith.extend((before..items.len()).map(|_| None));
+        }
+        if items.len() > ITEMS_MAX {
+            return Err(format!("the select list's wildcards make {} columns; at most {ITEMS_MAX}", items.len()));
         }
         let mut out = self.clone();
-        out.arith = vec![None; items.len()];
+        out.arith = arith;
         out.items = items;
-        Some(out)
+        Ok(Some(out))
     }
 
     /// The transformation this selects, if any (then the only item).
@@ -185,12 +187,14 @@ impl Select {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     Star,
-    /// A field or tag; `integer` from a `::integer` cast (a float field's
-    /// values truncated, as influxd casts them).
+    /// A field or tag, and its `::type` cast, as influxd casts: a field of
+    /// another type answers null, but a float's `::integer` is truncated
+    /// and an integer's `::float` kept; `::tag` names only a tag, `::field`
+    /// only a field.
     Var {
         name: String,
         alias: Option<String>,
-        integer: bool,
+        cast: Option<Cast>,
     },
     Call {
         func: Func,
@@ -480,6 +484,12 @@ impl Func {
         }
     }
 
+    /// Whether its result is one of the values (so of the field's type):
+    /// the selectors, `mode` and `distinct`.
+    pub(crate) fn is_selector_of_values(self) -> bool {
+        self.is_selector() || matches!(self, Func::Mode | Func::Distinct)
+    }
+
     /// A selector returns one of the points, and alone, its time.
     pub fn is_selector(self) -> bool {
         matches!(self, Func::Min | Func::Max | Func::First | Func::Last | Func::Percentile)
@@ -500,6 +510,18 @@ pub enum Expr {
     },
     /// `time op t` (only at the top level of `AND`s once parsed).
     Time(CmpOp, i64),
+}
+
+/// A select item's `::type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cast {
+    Tag,
+    Field,
+    Float,
+    Integer,
+    Unsigned,
+    Boolean,
+    String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -776,6 +798,9 @@ pub const DEPTH_MAX: usize = 64;
 pub const COMPARISONS_MAX: usize = 512;
 /// Fields and functions one item's arithmetic may combine.
 pub const OPERANDS_MAX: usize = 16;
+/// Items a select list may hold, its wildcards expanded (each is a column
+/// of the answer, and naming them costs their number squared).
+pub const ITEMS_MAX: usize = 1000;
 
 impl Parser {
     fn peek(&self) -> Option<&Tok> {
@@ -1157,7 +1182,7 @@ impl Parser {
             Item::Wild { .. } => {
                 return Err("a wildcard cannot have an alias: its columns are named for their fields".into());
             }
-            Item::Var { name, integer, .. } => Item::Var { name, alias, integer },
+            Item::Var { name, cast, .. } => Item::Var { name, alias, cast },
             Item::Call { func, field, arg, .. } => Item::Call { func, field, arg, alias },
             Item::Transform { t, inner, arg, .. } => Item::Transform { t, inner, arg, alias },
             Item::Expr { operands, expr, .. } => Item::Expr { operands, expr, alias },
@@ -1219,8 +1244,8 @@ impl Parser {
         let item = if self.eat_op("(") {
             self.call(&name)?
         } else {
-            let integer = self.eat_integer_cast()?;
-            Item::Var { name, alias: None, integer }
+            let cast = self.var_cast()?;
+            Item::Var { name, alias: None, cast }
         };
         if inner.len() >= OPERANDS_MAX {
             return Err(format!("arithmetic of more than {OPERANDS_MAX} fields or functions; write fewer"));
@@ -1230,24 +1255,28 @@ impl Parser {
     }
 
     /// A cast after a selected name: whether it is `::integer`.
-    fn eat_integer_cast(&mut self) -> Result<bool, String> {
-        let integer = matches!(self.peek(), Some(Tok::Op("::")))
-            && matches!(self.toks.get(self.i + 1), Some(Tok::Ident { text, .. }) if text.eq_ignore_ascii_case("integer"));
-        self.cast()?;
-        Ok(integer)
-    }
-
-    /// `::field` / `::tag` / `::float`…: accepted, the store knows the type.
-    fn cast(&mut self) -> Result<Option<VarKind>, String> {
+    /// A select item's `::type`.
+    fn var_cast(&mut self) -> Result<Option<Cast>, String> {
         if !self.eat_op("::") {
             return Ok(None);
         }
         let t = self.ident("a type after ::")?;
-        Ok(match t.to_ascii_lowercase().as_str() {
-            "tag" => Some(VarKind::Tag),
-            "field" | "float" | "integer" | "unsigned" | "boolean" => Some(VarKind::Field),
+        Ok(Some(match t.to_ascii_lowercase().as_str() {
+            "tag" => Cast::Tag,
+            "field" => Cast::Field,
+            "float" => Cast::Float,
+            "integer" => Cast::Integer,
+            "unsigned" => Cast::Unsigned,
+            "boolean" => Cast::Boolean,
+            "string" => Cast::String,
             _ => return Err(format!("unknown type ::{t}")),
-        })
+        }))
+    }
+
+    /// `::field` / `::tag` / `::float`… in a condition or a function's
+    /// argument: which a name is (the store knows the type).
+    fn cast(&mut self) -> Result<Option<VarKind>, String> {
+        Ok(self.var_cast()?.map(|c| if c == Cast::Tag { VarKind::Tag } else { VarKind::Field }))
     }
 
     /// After `name(`.
@@ -1347,7 +1376,7 @@ impl Parser {
             }
         } else {
             self.cast()?;
-            Item::Var { name, alias: None, integer: false }
+            Item::Var { name, alias: None, cast: None }
         };
         let arg = if self.eat_op(",") {
             match (t, self.next()) {
@@ -1617,6 +1646,9 @@ fn check_transform(t: Transform, inner: &Item, s: &Select) -> Result<(), String>
 
 /// The select list's rules, as InfluxDB states them.
 fn check_items(s: &Select) -> Result<(), String> {
+    if s.items.len() > ITEMS_MAX {
+        return Err(format!("the select list holds {} items; at most {ITEMS_MAX}", s.items.len()));
+    }
     if s.items.iter().zip(&s.arith).any(|(i, a)| matches!(i, Item::Wild { .. }) && a.is_some()) {
         return Err("arithmetic on a wildcard is not supported yet: name the fields".into());
     }
@@ -1815,7 +1847,7 @@ mod tests {
         let s = select("SELECT sum(a) / count(a) AS r FROM m");
         let raw = select("SELECT (x + y) * x, x * 2 FROM m");
         let call = |func, f: &str| Item::Call { func, field: f.into(), arg: None, alias: None };
-        let var = |n: &str| Item::Var { name: n.into(), alias: None, integer: false };
+        let var = |n: &str| Item::Var { name: n.into(), alias: None, cast: None };
         let bin = |op, a, b| Arith::Bin(op, Box::new(a), Box::new(b));
         assert_eq!(
             s.items,
@@ -1850,7 +1882,7 @@ mod tests {
             .map(|(f, t)| (f.to_owned(), t));
         let tags = ["host".to_owned(), "sx".to_owned()];
         let names = |q: &str| -> Vec<String> {
-            let s = select(q).expand(&fields, &tags).expect("a wildcard");
+            let s = select(q).expand(&fields, &tags).unwrap().expect("a wildcard");
             s.items
                 .iter()
                 .map(|i| match i {
@@ -1867,7 +1899,12 @@ mod tests {
             ["count_b=b", "count_n=n", "count_s=s", "count_x=x", "last_s=s", "last_x=x"]
         );
         assert_eq!(names("SELECT /s/ FROM m"), ["host", "s", "sx"]);
-        assert!(select("SELECT x FROM m").expand(&fields, &tags).is_none());
+        assert!(select("SELECT x FROM m").expand(&fields, &tags).unwrap().is_none());
+        let s = select("SELECT /s/, x * 10 FROM m").expand(&fields, &tags).unwrap().unwrap();
+        assert_eq!(s.arith.iter().filter(|a| a.is_some()).count(), 1, "the other items keep their arithmetic");
+        assert!(s.arith.last().unwrap().is_some());
+        let many = format!("SELECT {} FROM m", vec!["mean(*)"; 600].join(", "));
+        assert!(select(&many).expand(&fields, &tags).unwrap_err().contains("at most 1000"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use model::{Selector, SeriesKey, Timestamp};
 use serde_json::{Value, json};
 
-use crate::ql::{Arith, CmpOp, Expr, Item, Lit, NameMatch, Select, Statement, VarKind};
+use crate::ql::{Arith, Cast, CmpOp, Expr, Func, Item, Lit, NameMatch, Select, Statement, VarKind};
 use crate::{FIELD_LABEL, TYPE_LABEL};
 
 /// Runs one statement; `databases` holds those created here. `epoch`:
@@ -92,18 +92,15 @@ pub fn execute(
                 // A measurement named but absent: answered empty, as before.
                 by_measurement.insert(s.measurement.clone(), Vec::new());
             }
-            let top_bottom = matches!(
-                s.items.first(),
-                Some(Item::Call { func: crate::ql::Func::Top | crate::ql::Func::Bottom, .. })
-            );
+            let top_bottom = matches!(s.items.first(), Some(Item::Call { func: Func::Top | Func::Bottom, .. }));
             // Wildcards (`mean(*)`, `SELECT /re/`) made items of the fields
             // and tags of every measurement read, as influxd does.
             // A compile error in influxd (the statement's error, not the request's).
-            if s.items.iter().any(|i| matches!(i, Item::Wild { func: Some(crate::ql::Func::Distinct), .. })) {
+            if s.items.iter().any(|i| matches!(i, Item::Wild { func: Some(Func::Distinct), .. })) {
                 return Err("expected field argument in distinct()".into());
             }
             let (fields, tags) = fields_and_tags(by_measurement.values().flatten());
-            let expanded = s.expand(&fields, &tags);
+            let expanded = s.expand(&fields, &tags)?;
             let s = expanded.as_ref().unwrap_or(s);
             if s.items.is_empty() {
                 return Ok(json!({}));
@@ -246,8 +243,8 @@ fn combine(table: &Table, outs: &[Out<'_>], series: &mut [Value]) {
                                     let cell = cells.get(*c)?;
                                     let x = cell.as_f64()?;
                                     let int = match operand {
-                                        Item::Var { name, integer, .. } => {
-                                            *integer
+                                        Item::Var { name, cast, .. } => {
+                                            *cast == Some(Cast::Integer)
                                                 || table.field(name).is_some_and(|f| {
                                                     matches!(table.fields[f].1, FieldType::Int | FieldType::Unsigned)
                                                 })
@@ -281,12 +278,21 @@ fn check_arith_types(table: &Table, s: &Select) -> Result<(), String> {
         let typed: Vec<(String, &str)> = operands
             .iter()
             .map(|o| match o {
-                Item::Var { name, integer, .. } => {
+                Item::Var { name, cast, .. } => {
                     let ty = table.field(name).map(|f| table.fields[f].1);
-                    let ty = if *integer { "integer" } else { ty.map_or("float", FieldType::name) };
+                    let ty = if *cast == Some(Cast::Integer) { "integer" } else { ty.map_or("float", FieldType::name) };
                     (format!("{name}::{ty}"), ty)
                 }
-                Item::Call { func, field, .. } => (format!("{}({field})", func.name()), "float"),
+                Item::Call { func, field, .. } => {
+                    // A selector of a string or boolean field is of its type.
+                    let ty = table.field(field).map(|f| table.fields[f].1);
+                    match ty.filter(|t| matches!(t, FieldType::Str | FieldType::Bool)) {
+                        Some(t) if func.is_selector_of_values() => {
+                            (format!("{}({field}::{})", func.name(), t.name()), t.name())
+                        }
+                        _ => (format!("{}({field})", func.name()), "float"),
+                    }
+                }
                 _ => (String::new(), "float"),
             })
             .collect();
@@ -369,7 +375,7 @@ fn apply_arith(table: &Table, s: &Select, series: &mut [Value]) {
         }
         col += 1;
         let float_field = match item {
-            Item::Var { name, integer: false, .. } => {
+            Item::Var { name, cast, .. } if *cast != Some(Cast::Integer) => {
                 table.field(name).is_some_and(|f| table.fields[f].1 == FieldType::Float)
             }
             _ => false,
@@ -587,6 +593,12 @@ impl Table {
             let Some(col) = t.fields.iter().position(|(f, _)| Some(f.as_str()) == key.get(FIELD_LABEL)) else {
                 continue;
             };
+            // A field written with another type too (influxd refuses the
+            // second type; kansoku kept it): the type first listed is read,
+            // so no number is ever read as a string's id.
+            if FieldType::of(key) != t.fields[col].1 {
+                continue;
+            }
             let tags: TagSet = t.tag_keys.iter().map(|k| key.get(k).map(str::to_owned)).collect();
             if let Some(c) = &s.cond
                 && eval_tags(c, &|name| tag_value(&t.tag_keys, &tags, name), &field_set) == Some(false)
@@ -796,7 +808,11 @@ pub(crate) fn unique_name(base: &str, taken: &[String]) -> String {
     if !taken.iter().any(|t| t == base) {
         return base.to_owned();
     }
-    (1..).map(|k| format!("{base}_{k}")).find(|n| !taken.contains(n)).expect("a free name")
+    // Linear in `taken` (a list of a thousand `mean(…)` is a million
+    // steps to name, not a billion).
+    let used: std::collections::HashSet<&str> =
+        taken.iter().filter(|t| t.starts_with(base)).map(String::as_str).collect();
+    (1..).map(|k| format!("{base}_{k}")).find(|n| !used.contains(n.as_str())).expect("a free name")
 }
 
 /// A series' rows as a statement pages them: `ORDER BY time DESC`,
@@ -893,11 +909,24 @@ pub(crate) fn raw(table: &Table, s: &Select, epoch: Option<i64>) -> Vec<Value> {
             }
             // `time` is the first column already (influxd drops it here).
             Item::Var { name, alias: None, .. } if name == "time" => {}
-            Item::Var { name, alias, integer } => {
-                let col = match (table.field(name), table.tag_keys.binary_search(name)) {
-                    (Some(f), _) if *integer && table.fields[f].1 == FieldType::Float => Col::Truncated(f),
-                    (Some(f), _) => Col::Field(f),
-                    (None, Ok(t)) => Col::Tag(t),
+            Item::Var { name, alias, cast } => {
+                let (field, tag) = (table.field(name), table.tag_keys.binary_search(name).ok());
+                let col = match (cast, field, tag) {
+                    (Some(Cast::Tag), _, Some(t)) | (None, None, Some(t)) => Col::Tag(t),
+                    (None | Some(Cast::Field), Some(f), _) => Col::Field(f),
+                    // Cast to a type: the field's values if it is of that
+                    // type (an integer is a float and an unsigned too, as
+                    // influxd casts), a float truncated to an integer, else
+                    // none.
+                    (Some(c), Some(f), _) => match (c, table.fields[f].1) {
+                        (Cast::Integer, FieldType::Float) => Col::Truncated(f),
+                        (Cast::Integer, FieldType::Int)
+                        | (Cast::Float, FieldType::Float | FieldType::Int)
+                        | (Cast::Unsigned, FieldType::Unsigned | FieldType::Int)
+                        | (Cast::Boolean, FieldType::Bool)
+                        | (Cast::String, FieldType::Str) => Col::Field(f),
+                        _ => Col::Missing,
+                    },
                     _ => Col::Missing,
                 };
                 cols.push((alias.clone().unwrap_or_else(|| name.clone()), col));
@@ -996,7 +1025,8 @@ fn show_keys(
         let tags = || k.labels().iter().filter(|(n, _)| !hidden_label(n));
         match st {
             Statement::ShowTagKeys(_) => rows.extend(tags().map(|(n, _)| vec![n.clone()])),
-            Statement::ShowFieldKeys(_) => {
+            // One type a field (the one its reads take, as above).
+            Statement::ShowFieldKeys(_) if !rows.iter().any(|r| r[0] == f) => {
                 rows.insert(vec![f.to_owned(), FieldType::of(&k).name().to_owned()]);
             }
             Statement::ShowTagValues { keys, .. } => {

@@ -19,6 +19,9 @@ pub const STRING_MAX: usize = 64 << 10;
 /// with a string not yet known are refused (a string per point, such as a
 /// log line, belongs in a log store, not here).
 pub const DICT_BYTES_MAX: u64 = 256 << 20;
+/// The most distinct strings one server keeps (each costs ~150 bytes of
+/// memory beside its own: a million short ones ~160 MB).
+pub const STRINGS_MAX: usize = 1_000_000;
 
 /// The strings known, by id, and each string's id.
 #[derive(Debug, Default)]
@@ -27,6 +30,9 @@ pub struct Dict {
     ids: HashMap<Arc<str>, u32>,
     /// Bytes of the strings held.
     bytes: u64,
+    /// The least id a new string may get: past whatever a damaged tail of
+    /// the file may have held (its strings lost, their ids never reused).
+    next_min: u32,
 }
 
 /// What reading a dictionary file found.
@@ -63,7 +69,15 @@ impl Dict {
                     loaded.damaged += 1;
                     pos = next;
                 }
-                None => break,
+                None => {
+                    // A torn tail, or the last frame damaged: either way the
+                    // ids it may have held (at most one per 4 bytes) are
+                    // never given again, and the bytes stay (appends go
+                    // after them; reading resumes at the next whole frame).
+                    let held = ((data.len() - pos) / 4 + 1) as u32;
+                    d.next_min = (d.by_id.len() as u32).saturating_add(held).min(ids_max.saturating_add(1));
+                    break;
+                }
             }
         }
         loaded.valid = pos;
@@ -115,7 +129,7 @@ impl Dict {
     /// when the new strings would pass [`DICT_BYTES_MAX`].
     pub fn plan(&self, strings: &[String]) -> Result<(Vec<u32>, Option<Planned>), String> {
         let mut ids = Vec::with_capacity(strings.len());
-        let first = self.by_id.len() as u32;
+        let first = (self.by_id.len() as u32).max(self.next_min);
         let mut new: Vec<&str> = Vec::new();
         let mut new_ids: HashMap<&str, u32> = HashMap::new();
         let mut bytes = 0u64;
@@ -137,6 +151,13 @@ impl Dict {
         }
         if new.is_empty() {
             return Ok((ids, None));
+        }
+        if self.ids.len() + new.len() > STRINGS_MAX {
+            return Err(format!(
+                "the string dictionary holds {} distinct strings; {} more would pass its {STRINGS_MAX}: string values that differ at every point belong in a log store",
+                self.ids.len(),
+                new.len()
+            ));
         }
         if self.bytes + bytes > DICT_BYTES_MAX {
             return Err(format!(
@@ -160,6 +181,7 @@ impl Dict {
     pub fn commit(&mut self, p: Planned) {
         let ok = self.add_frame(&p.frame[8..], 1 << 31);
         debug_assert!(ok && p.first as usize + p.strings.len() == self.by_id.len());
+        self.next_min = 0;
     }
 }
 
@@ -252,6 +274,29 @@ mod tests {
         bad[0] = b'X';
         let (d, loaded) = Dict::decode(&bad);
         assert!(loaded.bad_header && d.len() == 5, "a bad header loses nothing");
+    }
+
+    /// A damaged last frame (or a torn tail) loses its strings, and its
+    /// ids are never given to new ones: a point holding one answers absent,
+    /// never another string. Appends go after the damage and read back.
+    #[test]
+    fn ids_of_a_damaged_tail_are_not_reused() {
+        let (mut bytes, _) = file(&[&["alpha"], &["beta"]]);
+        let beta = bytes.len() - 2;
+        bytes[beta] ^= 1;
+        let (mut d, loaded) = Dict::decode(&bytes);
+        assert_eq!((d.len(), loaded.damaged), (1, 0));
+        assert!(d.get(1).is_none());
+        let (ids, p) = d.plan(&["gamma".into(), "alpha".into()]).unwrap();
+        assert!(ids[0] > 1 && ids[1] == 0, "{ids:?}");
+        let p = p.unwrap();
+        bytes.extend_from_slice(&p.frame);
+        d.commit(p);
+        let (again, loaded) = Dict::decode(&bytes);
+        assert_eq!(loaded.damaged, 1);
+        assert_eq!((again.get(ids[0]).map(|s| &**s), again.get(1)), (Some("gamma"), None));
+        let (next, _) = again.plan(&["delta".into()]).unwrap();
+        assert_eq!(next, [ids[0] + 1]);
     }
 
     #[test]

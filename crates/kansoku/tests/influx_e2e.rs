@@ -272,6 +272,20 @@ fn influxql_answers_as_influxdb_does() {
         "SELECT mean(load), max(used) FROM /cpu|mem/",
         "SELECT v FROM /nomatch/",
         "SELECT last(v) FROM /./ WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:40Z' GROUP BY time(20s) fill(none)",
+        // Casts (issue 49).
+        "SELECT load::string, n::float, load::integer, n::integer, load::float FROM cpu LIMIT 3",
+        "SELECT msg::string, code::float, msg::float, level::boolean FROM log LIMIT 3",
+        "SELECT ok::boolean, v::integer, w::unsigned FROM ooo LIMIT 3",
+        "SELECT msg::tag, host::field FROM log",
+        "SELECT host::tag, load::field FROM cpu LIMIT 2",
+        "SELECT load::string FROM cpu",
+        "SELECT n::integer * 2, load::integer + 1 FROM cpu LIMIT 2",
+        // What a hostile review found (issue 49).
+        "SELECT first(msg) FROM log WHERE time >= '2026-01-01T00:00:00Z' AND time < '2026-01-01T00:00:20Z' GROUP BY time(4s) fill(0)",
+        "SELECT first(msg) + 1 FROM log",
+        "SELECT /^lo/, n * 10 FROM cpu LIMIT 2",
+        "SELECT mean(*), max(n) * 2 FROM cpu",
+        "SELECT msg::integer, msg FROM log LIMIT 2",
         // SHOW … FROM /re/ (issue 49).
         "SHOW FIELD KEYS FROM /o/",
         "SHOW TAG KEYS FROM /^(cpu|mem)$/",
