@@ -39,8 +39,10 @@ const apiCpuOf = (pid) => cpuOf(pid) - readdirSync(`/proc/${pid}/task`).reduce((
 }, 0);
 const period = (ms) => new Promise((ok) => setTimeout(ok, ms)); // a measuring period, not synchronisation
 const UP = ['up', '--host', 'bench', '--interval', '100ms', '--perf', hz, '--perf-callchain'];
-let k = await startKansoku(UP);
+// The browser first: if it cannot start, no server is left running (one
+// left from such a failure ran through a later run on 2026-11-28).
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+let k = await startKansoku(UP);
 try {
   // The server's first minute is not its steady state: it copies every
   // mapped binary it samples (Chromium's too) into its build-id cache.

@@ -9,8 +9,9 @@ import { startKansoku, CHROMIUM, CHROMIUM_ARGS } from './server.mjs';
 
 const arg = (k, d) => { const i = process.argv.indexOf(`--${k}`); return i > 0 ? process.argv[i + 1] : d; };
 const minutes = +arg('minutes', 10), hosts = arg('hosts', '256'), cores = arg('cores', '16'), which = arg('view', 'cluster');
-const k = await startKansoku(['lab', 'synth', '--hosts', hosts, '--cores', cores, '--interval', '100ms']);
+// The browser first: if it cannot start, no server is left running.
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+const k = await startKansoku(['lab', 'synth', '--hosts', hosts, '--cores', cores, '--interval', '100ms']);
 const q = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
 try {
   const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
