@@ -153,8 +153,8 @@ impl Influx {
     }
 
     /// The dictionary's file open for appends, the dictionary read from it
-    /// first (a torn tail cut off, damage in the middle logged: the strings
-    /// it held answer as absent).
+    /// first (damage logged: the strings it held answer as absent, and a
+    /// damaged tail's ids are never given again).
     #[allow(clippy::disallowed_methods, reason = "called on blocking threads only: the write task, the guard")]
     fn strings_file<'a>(
         &'a self,
@@ -225,7 +225,8 @@ impl Influx {
         if let Some(new) = new {
             let f = file.as_mut().expect("opened above");
             if let Err(e) = f.write_all(&new.frame).and_then(|()| f.sync_data()) {
-                // Read again (its torn tail cut) before the next append.
+                // Read again (what was half written is a damaged tail
+                // then, its ids never given) before the next append.
                 *file = None;
                 return Err(e);
             }
