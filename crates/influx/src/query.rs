@@ -93,12 +93,12 @@ pub fn execute(
                 by_measurement.insert(s.measurement.clone(), Vec::new());
             }
             let top_bottom = matches!(s.items.first(), Some(Item::Call { func: Func::Top | Func::Bottom, .. }));
-            // Wildcards (`mean(*)`, `SELECT /re/`) made items of the fields
-            // and tags of every measurement read, as influxd does.
             // A compile error in influxd (the statement's error, not the request's).
             if s.items.iter().any(|i| matches!(i, Item::Wild { func: Some(Func::Distinct), .. })) {
                 return Err("expected field argument in distinct()".into());
             }
+            // Wildcards (`mean(*)`, `SELECT /re/`) made items of the fields
+            // and tags of every measurement read, as influxd does.
             let (fields, tags) = fields_and_tags(by_measurement.values().flatten());
             let expanded = s.expand(&fields, &tags)?;
             let s = expanded.as_ref().unwrap_or(s);
