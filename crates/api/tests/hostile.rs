@@ -208,6 +208,19 @@ async fn influxql_is_bounded_in_cells_regexes_and_depth() {
     let (s, b) = influx(long).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     assert!(b.contains("more than 512 comparisons"), "{b}");
+    // Wildcards multiply a short list: 6 × mean(*) over 200 fields is
+    // 1,200 columns from a 50-byte list (25 × over 200 fields once took
+    // 1.6 s to name). Refused before any point is read.
+    let wide: String = (0..200).map(|i| format!("f{i:03}={i}")).collect::<Vec<_>>().join(",");
+    let point = Request::post("/write?db=x").body(Body::from(format!("wide {wide} {T0}\n"))).unwrap();
+    assert_eq!(send(&st, point).await.0, StatusCode::NO_CONTENT);
+    let (s, b) = influx(format!("SELECT {} FROM wide", vec!["mean(*)"; 6].join(","))).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(b.contains("make 1200 columns; at most 1000"), "{b}");
+    // Arithmetic of many operands: bounded where it is parsed.
+    let (s, b) = influx(format!("SELECT {} FROM wide", vec!["f001"; 17].join("+"))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(b.contains("more than 16"), "{b}");
     // Issue 49's functions, with the largest arguments a query can name:
     // answered, never an allocation of what the argument says.
     for q in ["SELECT moving_average(v, 9223372036854775807) FROM cpu", "SELECT top(v, 9223372036854775807) FROM cpu"] {
