@@ -214,11 +214,11 @@ async fn influxql_is_bounded_in_cells_regexes_and_depth() {
     let wide: String = (0..200).map(|i| format!("f{i:03}={i}")).collect::<Vec<_>>().join(",");
     let point = Request::post("/write?db=x").body(Body::from(format!("wide {wide} {T0}\n"))).unwrap();
     assert_eq!(send(&st, point).await.0, StatusCode::NO_CONTENT);
-    let (s, b) = influx(format!("SELECT {} FROM wide", vec!["mean(*)"; 6].join(","))).await;
+    let (s, b) = influx(format!("SELECT {} FROM wide", ["mean(*)"; 6].join(","))).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert!(b.contains("make 1200 columns; at most 1000"), "{b}");
     // Arithmetic of many operands: bounded where it is parsed.
-    let (s, b) = influx(format!("SELECT {} FROM wide", vec!["f001"; 17].join("+"))).await;
+    let (s, b) = influx(format!("SELECT {} FROM wide", ["f001"; 17].join("+"))).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     assert!(b.contains("more than 16"), "{b}");
     // Issue 49's functions, with the largest arguments a query can name:
