@@ -23,6 +23,11 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "kansoku", version, about = "High-resolution performance observatory", propagate_version = true)]
 struct Cli {
+    /// The configuration file: its keys are the flags' names, for every
+    /// command (docs/config.md); flags typed win over it. Default:
+    /// /etc/kansoku/kansoku.toml if it exists. /dev/null: none.
+    #[arg(long, global = true, value_name = "FILE", env = "KANSOKU_CONFIG")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -52,6 +57,9 @@ enum Cmd {
     /// Reproducible experiments and benchmarks.
     #[command(subcommand)]
     Lab(LabCmd),
+    /// The configuration file: check it, or show what a command would run with.
+    #[command(subcommand)]
+    Config(config::ConfigCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -156,7 +164,10 @@ pub struct ReadFrom {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match config::parse::<Cli>("config") {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     init_logging();
     // Every panic, on any thread, is logged and counted (`threads` in
     // /api/v1/status): none goes unseen.
@@ -210,6 +221,7 @@ fn main() -> ExitCode {
         Cmd::Lab(LabCmd::SnmpFarm(args)) => lab::snmp_bench::run_farm(&args),
         Cmd::Lab(LabCmd::Soak(args)) => lab::soak::run(&args),
         Cmd::Lab(LabCmd::Synth(args)) => up::run_synth(args),
+        Cmd::Config(c) => return c.run(&<Cli as clap::CommandFactory>::command(), cli.config),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -108,7 +108,7 @@ fn seed_papers_are_named_as_they_are_filed() {
 /// The crates' layers, lowest first, as ARCHITECTURE.md draws them: a crate
 /// may depend only on crates of lower layers.
 const LAYERS: &[&[&str]] = &[
-    &["model", "clock", "client", "access"],
+    &["model", "clock", "client", "access", "config"],
     &["codec"],
     &["source"],
     &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits", "tasks", "synth"],

@@ -44,7 +44,12 @@ pub fn start_capped(as_bytes: u64, args: &[&str], data: &Path) -> Up {
 }
 
 fn start_cmd(mut cmd: Command, args: &[&str], data: &Path) -> Up {
-    let mut child = cmd.args(args).arg("--data").arg(data).stderr(Stdio::piped()).spawn().unwrap();
+    let child = cmd.args(args).arg("--data").arg(data).stderr(Stdio::piped()).spawn().unwrap();
+    listening(child)
+}
+
+/// Waits for a child started with piped stderr to say where it listens.
+pub fn listening(mut child: Child) -> Up {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
         let line = lines.next().expect("kansoku exited before listening").unwrap();
