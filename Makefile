@@ -12,7 +12,7 @@ FUZZ_SECONDS ?= 20
 # Where cargo puts what it builds: the user's CARGO_TARGET_DIR if set.
 BIN := $(abspath $(or $(CARGO_TARGET_DIR),target))/release/kansoku
 
-.PHONY: up build web test deps lint unit webtest fuzz bench bench-dashboard screenshots soak clean
+.PHONY: up build web test deps lint unit webtest fuzz deb debtest bench bench-dashboard screenshots soak clean
 
 up: build
 	$(BIN) up --data $(DATA) --listen $(LISTEN) --interval $(INTERVAL) \
@@ -30,7 +30,7 @@ web: web/node_modules/.package-lock.json
 web/node_modules/.package-lock.json: web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund --loglevel=error
 
-test: deps web lint unit webtest fuzz
+test: deps web lint unit webtest fuzz debtest
 
 deps:
 	scripts/deps.sh test
@@ -49,6 +49,21 @@ webtest: build
 
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The Debian package (cargo-deb), in packaging/out/: the binary, its manual
+# pages generated from the command line, the docs, /etc/kansoku/kansoku.toml
+# and the systemd units of packaging/systemd (docs/deploy.md); its debug
+# symbols in kansoku-dbgsym (.ddeb) beside it.
+DEB_VERSION ?=
+deb: build
+	scripts/deps.sh deb
+	rm -rf packaging/out/man && $(BIN) config man packaging/out/man
+	$(CARGO) deb -p kansoku --no-build --dbgsym --output packaging/out/ $(if $(DEB_VERSION),--deb-version $(DEB_VERSION))
+
+# The package installed, upgraded, removed and purged (dpkg) inside a
+# throw-away overlay of this machine's root, its units verified, lintian.
+debtest: deb
+	scripts/deb-test.sh packaging/out
 
 # Benchmarks: not part of `make test`; results go to docs/benchmarks.md.
 bench: build

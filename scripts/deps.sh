@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what a make target needs, only when missing: Debian packages via
-# apt-get, cargo tools via crates.io. Usage: scripts/deps.sh test|bench|build
+# apt-get, cargo tools via crates.io. Usage: scripts/deps.sh test|bench|build|deb
 set -euo pipefail
 
 need_apt=()
@@ -36,6 +36,10 @@ case "${1:-test}" in
   build)
     want clang                     # compiles the BPF programs of crates/trace; without it tracing is left out
     ;;
+  deb)
+    want lintian                   # checks the package as Debian's archive would
+    want systemd                   # systemd-analyze verify: the units (systemd need not be PID 1)
+    ;;
   bench)
     want prometheus-node-exporter   # the peer in `kansoku lab collector-cost` and `lab up-cost`
     want pcp                        # pmcd + pmlogger: a peer in `kansoku lab up-cost`
@@ -62,7 +66,7 @@ case "${1:-test}" in
     want nghttp2-client             # h2load: the HTTP/2 peer in `kansoku lab load`
     want postgresql                 # experiments/pgbench-tuning.toml (pgbench and the server)
     ;;
-  *) echo "usage: $0 test|bench|build" >&2; exit 2 ;;
+  *) echo "usage: $0 test|bench|build|deb" >&2; exit 2 ;;
 esac
 
 if [ ${#need_apt[@]} -gt 0 ] && [ "${1:-test}" = build ] && [ "$(id -u)" != 0 ]; then
@@ -92,4 +96,9 @@ fi
 if [ "${1:-test}" = test ] && ! cargo fuzz --version >/dev/null 2>&1; then
   echo "deps: installing cargo-fuzz"
   cargo install cargo-fuzz --locked --quiet
+fi
+
+if [ "${1:-test}" = deb ] && ! cargo deb --version >/dev/null 2>&1; then
+  echo "deps: installing cargo-deb"
+  cargo install cargo-deb --locked --quiet --version 3.8.0
 fi

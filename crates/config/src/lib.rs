@@ -12,7 +12,8 @@
 //! value is one line naming the file, the line and the key. Why not a serde
 //! layer (figment and the like): it needs a serde twin of every flag, its
 //! parser and its default, kept in step with clap's by hand; clap already
-//! holds all three.
+//! holds all three. The manual pages are generated from the same
+//! definitions (`clap_mangen`).
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -492,8 +493,8 @@ pub fn parse<P: clap::Parser>(own: &str) -> Result<P, std::process::ExitCode> {
     })
 }
 
-/// `kansoku config …`: the file checked, or a command's effective
-/// configuration shown.
+/// `kansoku config …`: the file checked, a command's effective
+/// configuration shown, or the manual pages written.
 #[derive(clap::Subcommand, Debug)]
 pub enum ConfigCmd {
     /// Check every key and value of the file without starting anything:
@@ -506,6 +507,13 @@ pub enum ConfigCmd {
         /// The command and its flags, as you would run it.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
         command: Vec<OsString>,
+    },
+    /// Write a manual page for every command (`kansoku.1`, `kansoku-up.1`,
+    /// …), generated from these same definitions (the package's man pages).
+    #[command(hide = true)]
+    Man {
+        /// The directory to write them in (created if missing).
+        dir: PathBuf,
     },
 }
 
@@ -524,6 +532,15 @@ impl ConfigCmd {
                     std::process::ExitCode::FAILURE
                 }
             },
+            ConfigCmd::Man { dir } => {
+                match std::fs::create_dir_all(&dir).and_then(|()| clap_mangen::generate_to(cmd.clone(), &dir)) {
+                    Ok(()) => std::process::ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("{}: cannot write the manual pages in {}: {e}", cmd.get_name(), dir.display());
+                        std::process::ExitCode::FAILURE
+                    }
+                }
+            }
         }
     }
 }

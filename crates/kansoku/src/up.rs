@@ -283,6 +283,7 @@ fn serve(args: &CommonArgs, node: Node) -> anyhow::Result<()> {
             closing.close_streams();
         };
         let stats = Arc::clone(&state.http);
+        node::signal::ready();
         api::serve::serve(listener, api::router(state), http_limits, stats, stop).await;
         Ok::<(), std::io::Error>(())
     });

@@ -60,6 +60,7 @@ pub fn run(
             let agent = Arc::clone(&agent);
             async move { agent.send(stop_rx, DRAIN).await }
         });
+        crate::signal::ready();
         crate::signal::shutdown_signal().await;
         tracing::info!("stopping: last batch to the spool, then up to {DRAIN:?} to send the backlog");
         stop.store(true, Ordering::Relaxed);

@@ -5,7 +5,8 @@
 //! hands its rounds to a bounded queue; a writer thread of its own drains the
 //! queue into the store (and the live broadcast) — [`pipelines`] — or, on an
 //! agent, into the spool that the sender ships from — [`agent`]. A full queue drops and counts; nothing
-//! blocks a producer. [`signal`] is the stop on Ctrl-C or SIGTERM;
+//! blocks a producer. [`signal`] is the stop on Ctrl-C or SIGTERM and what
+//! systemd is told (ready, watchdog, stopping);
 //! [`supervise`] records every thread's panic and shows it. The binary
 //! parses flags and picks the producers; what runs is here.
 //!
