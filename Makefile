@@ -12,7 +12,7 @@ FUZZ_SECONDS ?= 20
 # Where cargo puts what it builds: the user's CARGO_TARGET_DIR if set.
 BIN := $(abspath $(or $(CARGO_TARGET_DIR),target))/release/kansoku
 
-.PHONY: up build web test deps lint unit webtest fuzz deb debtest bench bench-dashboard screenshots soak clean
+.PHONY: up build web test deps lint unit webtest fuzz deb debtest rehearse bench bench-dashboard screenshots soak clean
 
 up: build
 	$(BIN) up --data $(DATA) --listen $(LISTEN) --interval $(INTERVAL) \
@@ -30,7 +30,7 @@ web: web/node_modules/.package-lock.json
 web/node_modules/.package-lock.json: web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund --loglevel=error
 
-test: deps web lint unit webtest fuzz debtest
+test: deps web lint unit webtest fuzz debtest rehearse
 
 deps:
 	scripts/deps.sh test
@@ -64,6 +64,12 @@ deb: build
 # throw-away overlay of this machine's root, its units verified, lintian.
 debtest: deb
 	scripts/deb-test.sh packaging/out
+
+# A server and two agents from the package, each in its own network
+# namespace and overlay of this machine's root; one agent upgraded; nothing
+# lost (docs/deploy.md).
+rehearse: deb
+	scripts/rehearse.sh packaging/out
 
 # Benchmarks: not part of `make test`; results go to docs/benchmarks.md.
 bench: build

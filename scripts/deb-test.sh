@@ -20,20 +20,21 @@ lintian --fail-on error --allow-root "$deb"
 # A newer build of the same package for the upgrade: its version bumped.
 work=$(mktemp -d /tmp/kansoku-debtest.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/ctl"
 dpkg-deb -R "$deb" "$work/newer"
 version=$(dpkg-deb -f "$deb" Version)
 sed -i "s/^Version: .*/Version: ${version}+upgrade1/" "$work/newer/DEBIAN/control"
-dpkg-deb -b -Zgzip "$work/newer" "$work/newer.deb" >/dev/null
-cp "$deb" "$work/first.deb"
+dpkg-deb -b -Zgzip "$work/newer" "$work/ctl/newer.deb" >/dev/null
+cp "$deb" "$work/ctl/first.deb"
 
-cat > "$work/inside.sh" <<'EOF'
+cat > "$work/ctl/inside.sh" <<'EOF'
 set -euo pipefail
 trap 'echo "deb-test: FAILED at line $LINENO of the steps inside" >&2' ERR
 step() { echo "deb-test: $*"; }
 fail() { echo "deb-test: FAILED: $*" >&2; exit 1; }
 ip link set lo up
 export DEBIAN_FRONTEND=noninteractive
-dpkg -i /tmp/t/first.deb >/tmp/t/dpkg.log 2>&1 || { cat /tmp/t/dpkg.log; fail "dpkg -i"; }
+dpkg -i /ctl/first.deb >/ctl/dpkg.log 2>&1 || { cat /ctl/dpkg.log; fail "dpkg -i"; }
 step "installed $(dpkg-query -W -f '${Package} ${Version}' kansoku)"
 id kansoku >/dev/null || fail "no user kansoku"
 [ "$(stat -c '%U %a' /var/lib/kansoku)" = "kansoku 700" ] || fail "/var/lib/kansoku: $(stat -c '%U %a' /var/lib/kansoku)"
@@ -43,8 +44,8 @@ man -w kansoku-up >/dev/null || fail "no manual page kansoku-up"
 kansoku config check || fail "the shipped configuration does not check"
 # (It also checks each ExecStart is executable and each man: page exists.)
 systemd-analyze verify /usr/lib/systemd/system/kansoku-up.service /usr/lib/systemd/system/kansoku-agent.service \
-  /usr/lib/systemd/system/kansoku-server.service >/tmp/t/verify.log 2>&1 || { cat /tmp/t/verify.log; fail "systemd-analyze verify"; }
-! grep -i 'kansoku' /tmp/t/verify.log || fail "systemd-analyze verify warned about our units"
+  /usr/lib/systemd/system/kansoku-server.service >/ctl/verify.log 2>&1 || { cat /ctl/verify.log; fail "systemd-analyze verify"; }
+! grep -i 'kansoku' /ctl/verify.log || fail "systemd-analyze verify warned about our units"
 step "units verified, user and data directory made, kansoku-up enabled"
 
 # The up service as systemd would run it: its user, its capabilities, its
@@ -54,53 +55,41 @@ exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 caps=$(sed -n 's/^AmbientCapabilities=//p' "$unit" | tr ' ' '\n' | sed 's/^CAP_//' | tr 'A-Z' 'a-z' | sed 's/^/+/' | paste -sd, -)
 cd /var/lib/kansoku
 setpriv --reuid kansoku --regid kansoku --init-groups --inh-caps "$caps" --ambient-caps "$caps" \
-  $exec_start --perf 99 --processes 1s 2>/tmp/t/up.log &
+  $exec_start --perf 99 --processes 1s 2>/ctl/up.log &
 pid=$!
-grep -q -m1 'listening on' < <(timeout 60 tail --pid="$pid" -n +1 -f /tmp/t/up.log) || { cat /tmp/t/up.log; fail "kansoku up did not start"; }
+trap 'kill -KILL "$pid" 2>/dev/null || true' EXIT
+grep -q -m1 'listening on' < <(timeout 60 tail --pid="$pid" -n +1 -f /ctl/up.log) || { cat /ctl/up.log; fail "kansoku up did not start"; }
 status=$(curl -sf http://127.0.0.1:7070/api/v1/status) || fail "no /api/v1/status"
-kill -TERM "$pid"; wait "$pid" || { cat /tmp/t/up.log; fail "kansoku up did not stop cleanly"; }
-grep -E ' (WARN|ERROR) ' /tmp/t/up.log && fail "kansoku up complained under its unit's capabilities"
-grep -q 'trace: kernel event histograms' /tmp/t/up.log || fail "the tracer did not start"
-grep -q 'perf: sampling every CPU' /tmp/t/up.log || fail "perf sampling did not start"
-grep -q 'exits from taskstats' /tmp/t/up.log || fail "taskstats did not start"
+kill -TERM "$pid"; wait "$pid" || { cat /ctl/up.log; fail "kansoku up did not stop cleanly"; }
+grep -E ' (WARN|ERROR) ' /ctl/up.log && fail "kansoku up complained under its unit's capabilities"
+grep -q 'trace: kernel event histograms' /ctl/up.log || fail "the tracer did not start"
+grep -q 'perf: sampling every CPU' /ctl/up.log || fail "perf sampling did not start"
+grep -q 'exits from taskstats' /ctl/up.log || fail "taskstats did not start"
 [ "$(stat -c %U /var/lib/kansoku/wal 2>/dev/null || stat -c %U "$(ls -d /var/lib/kansoku/* | head -1)")" = kansoku ] || fail "data not written as kansoku"
 step "kansoku up ran as kansoku with $caps: served, traced, sampled, stopped"
 
 # The operator's edit of the configuration survives the upgrade, and the data.
 printf '\n# an operator'"'"'s edit\n' >> /etc/kansoku/kansoku.toml
 before=$(cd /var/lib/kansoku && find . -type f -exec sha256sum {} + | sort)
-dpkg -i --force-confold /tmp/t/newer.deb >/tmp/t/dpkg.log 2>&1 || { cat /tmp/t/dpkg.log; fail "upgrade"; }
+dpkg -i --force-confold /ctl/newer.deb >/ctl/dpkg.log 2>&1 || { cat /ctl/dpkg.log; fail "upgrade"; }
 [ "$(cd /var/lib/kansoku && find . -type f -exec sha256sum {} + | sort)" = "$before" ] || fail "the upgrade changed the data"
 grep -q "an operator's edit" /etc/kansoku/kansoku.toml || fail "the upgrade lost the edited configuration"
 step "upgraded to $(dpkg-query -W -f '${Version}' kansoku): data and edited configuration kept"
 
-dpkg -r kansoku >/tmp/t/dpkg.log 2>&1 || { cat /tmp/t/dpkg.log; fail "dpkg -r"; }
+dpkg -r kansoku >/ctl/dpkg.log 2>&1 || { cat /ctl/dpkg.log; fail "dpkg -r"; }
 [ ! -e /usr/bin/kansoku ] || fail "dpkg -r left the binary"
 [ -f /etc/kansoku/kansoku.toml ] || fail "dpkg -r removed the configuration"
 [ "$(cd /var/lib/kansoku && find . -type f -exec sha256sum {} + | sort)" = "$before" ] || fail "dpkg -r changed the data"
-dpkg -P kansoku >/tmp/t/dpkg.log 2>&1 || { cat /tmp/t/dpkg.log; fail "dpkg -P"; }
+dpkg -P kansoku >/ctl/dpkg.log 2>&1 || { cat /ctl/dpkg.log; fail "dpkg -P"; }
 [ ! -e /etc/kansoku/kansoku.toml ] || fail "dpkg -P left the configuration"
 [ ! -e /etc/systemd/system/multi-user.target.wants/kansoku-up.service ] || fail "dpkg -P left the unit enabled"
 [ "$(cd /var/lib/kansoku && find . -type f -exec sha256sum {} + | sort)" = "$before" ] || fail "dpkg -P changed the data"
 step "removed (configuration and data kept), purged (data kept in /var/lib/kansoku)"
 EOF
 
-# The overlay: / read-only below, every change in a tmpfs that ends with
-# the namespace.
-unshare --mount --net --fork bash -euo pipefail -c '
-  work=$1
-  mkdir -p "$work/ovl"
-  mount -t tmpfs tmpfs "$work/ovl"
-  mkdir -p "$work/ovl/upper" "$work/ovl/work" "$work/ovl/root"
-  mount -t overlay overlay -o lowerdir=/,upperdir="$work/ovl/upper",workdir="$work/ovl/work" "$work/ovl/root"
-  r="$work/ovl/root"
-  mount -t proc proc "$r/proc"
-  mount --rbind /dev "$r/dev"
-  mount --rbind /sys "$r/sys"
-  mount -t tmpfs tmpfs "$r/run"
-  mount -t tmpfs tmpfs "$r/tmp"
-  mkdir -p "$r/tmp/t"
-  cp "$work/first.deb" "$work/newer.deb" "$work/inside.sh" "$r/tmp/t/"
-  chroot "$r" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root bash /tmp/t/inside.sh
-' deb-test "$work"
+# In a throw-away overlay of this machine (scripts/overlay-chroot.sh) with a
+# network namespace of its own. (Not a PID namespace: taskstats, which the
+# up service's --processes uses, answers only in the initial one; the
+# steps stop what they start.)
+unshare --mount --net --fork "$(dirname "$(realpath "$0")")/overlay-chroot.sh" "$work" deb /ctl/inside.sh
 echo "deb-test: ok"

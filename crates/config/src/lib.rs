@@ -99,6 +99,7 @@ impl File {
 
     /// Parses `text` (read from `path`) and checks every key and value.
     pub fn parse(path: &Path, text: &str, cmd: &Command) -> Result<File, Error> {
+        let cmd = &built(cmd);
         let file = File::parse_unchecked(path, text, cmd)?;
         match file.problems(cmd).into_iter().min_by_key(|e| e.line) {
             Some(e) => Err(e),
@@ -109,6 +110,7 @@ impl File {
     /// Every problem of the file at `path`: its syntax, or each key and
     /// value `cmd` refuses (`kansoku config check`).
     pub fn check(path: &Path, cmd: &Command) -> Result<File, Vec<Error>> {
+        let cmd = &built(cmd);
         let text = std::fs::read_to_string(path).map_err(|e| vec![Error::unreadable(path, &e)])?;
         let file = File::parse_unchecked(path, &text, cmd).map_err(|e| vec![e])?;
         let mut problems = file.problems(cmd);
@@ -174,6 +176,7 @@ impl File {
     /// Every key no command under its table has, and every value its flag
     /// refuses (for each command that has the flag).
     pub fn problems(&self, cmd: &Command) -> Vec<Error> {
+        let cmd = &built(cmd);
         let mut out = self.tables.clone();
         for e in &self.entries {
             let err = |message: String| Error {
@@ -259,7 +262,7 @@ pub fn layer(cmd: &Command, argv: Vec<OsString>) -> Result<Layered, Error> {
         return Ok(Layered { argv, ..Layered::default() });
     };
     let file = File::read(&path, cmd)?;
-    Ok(file.layer(cmd, argv, &pre))
+    Ok(file.layer(&built(cmd), argv, &pre))
 }
 
 impl File {
@@ -316,6 +319,13 @@ fn after_command(argv: &[OsString], names: &[String]) -> usize {
         i += 1;
     }
     i.min(argv.len())
+}
+
+/// `cmd` built: each command then lists the global flags as its own.
+fn built(cmd: &Command) -> Command {
+    let mut cmd = cmd.clone();
+    cmd.build();
+    cmd
 }
 
 /// `cmd`'s flag whose long name is `key`.
@@ -425,6 +435,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 /// TOML file with where each value came from: every flag, unset ones
 /// commented out, so it also lists what can be set.
 pub fn show(cmd: &Command, layered: &Layered) -> Result<String, clap::Error> {
+    let cmd = &built(cmd);
     let top = cmd.clone().try_get_matches_from(&layered.argv)?;
     let (mut c, mut m) = (cmd, &top);
     let mut names = Vec::new();

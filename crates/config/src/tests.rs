@@ -10,6 +10,7 @@ fn cli() -> Command {
     let data = || Arg::new("data").long("data").default_value("kansoku-data");
     Command::new("kansoku")
         .arg(Arg::new(ARG).long("config").global(true).value_parser(value_parser!(PathBuf)))
+        .arg(Arg::new("log").long("log").global(true).default_value("info"))
         .subcommand(
             Command::new("up")
                 .arg(data())
@@ -52,7 +53,7 @@ fn argv(words: &[&str]) -> Vec<OsString> {
 
 /// The matches of the leaf command `words` runs, with `text` layered under.
 fn run(text: &str, words: &[&str]) -> (ArgMatches, Layered) {
-    let cmd = cli();
+    let cmd = built(&cli());
     let file = parse(text).expect("a good file");
     let args = argv(words);
     let pre = cmd.clone().ignore_errors(true).try_get_matches_from(&args).unwrap();
@@ -229,4 +230,15 @@ fn check_lists_every_problem_in_the_order_of_the_file() {
     assert_eq!(File::check(&path, &cli()).unwrap().entries.len(), 1);
     let e = File::check(&dir.path().join("none"), &cli()).unwrap_err();
     assert!(e[0].message.starts_with("cannot read it"), "{e:?}");
+}
+
+#[test]
+fn a_global_flag_is_a_key_of_every_command() {
+    let (m, layered) = run("log = \"debug\"\n[lab.store]\nlog = \"trace\"\n", &["up"]);
+    assert_eq!(one(&m, "log"), "debug");
+    assert_eq!(layered.from_file.get("log"), Some(&1));
+    let (m, _) = run("log = \"debug\"\n[lab.store]\nlog = \"trace\"\n", &["lab", "store"]);
+    assert_eq!(one(&m, "log"), "trace");
+    let (m, _) = run("log = \"debug\"\n", &["up", "--log", "warn"]);
+    assert_eq!(one(&m, "log"), "warn");
 }

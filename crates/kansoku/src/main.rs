@@ -28,6 +28,8 @@ struct Cli {
     /// /etc/kansoku/kansoku.toml if it exists. /dev/null: none.
     #[arg(long, global = true, value_name = "FILE", env = "KANSOKU_CONFIG")]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    log: logs::LogArgs,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -168,7 +170,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    init_logging();
+    if let Err(e) = logs::init(&cli.log) {
+        eprintln!("kansoku: {e}");
+        return ExitCode::from(2);
+    }
     // Every panic, on any thread, is logged and counted (`threads` in
     // /api/v1/status): none goes unseen.
     node::supervise::install();
@@ -231,18 +236,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("KANSOKU_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(ansi)
-        .init();
 }
 
 /// Every command's flags are consistent (unique ids across flattened

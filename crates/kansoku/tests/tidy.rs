@@ -109,7 +109,7 @@ fn seed_papers_are_named_as_they_are_filed() {
 /// may depend only on crates of lower layers.
 const LAYERS: &[&[&str]] = &[
     &["model", "clock", "client", "access", "config"],
-    &["codec"],
+    &["codec", "logs"],
     &["source"],
     &["store", "wire", "perf", "collect", "snmp", "trace", "load", "experiment", "extents", "limits", "tasks", "synth"],
     &["symstore", "chstore", "link"],

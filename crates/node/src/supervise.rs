@@ -140,6 +140,8 @@ pub fn report() -> Vec<Figure> {
         Figure::counter("panics", panics()),
         Figure::gauge("running", threads.values().map(|r| r.running).sum()),
         Figure::gauge("died", threads.values().map(|r| r.died).sum()),
+        // Log lines a flood from one place held back (each counted, none silently).
+        Figure::counter("log_lines_held_back", logs::held_back()),
     ];
     out.extend(
         threads

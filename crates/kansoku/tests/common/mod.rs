@@ -15,6 +15,9 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct Up {
     pub child: Child,
     pub addr: String,
+    /// The line that said where it listens (a server's also says where
+    /// agents connect: `agents on ADDR`).
+    pub line: String,
 }
 
 impl Drop for Up {
@@ -51,15 +54,15 @@ fn start_cmd(mut cmd: Command, args: &[&str], data: &Path) -> Up {
 /// Waits for a child started with piped stderr to say where it listens.
 pub fn listening(mut child: Child) -> Up {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
+    let (addr, line) = loop {
         let line = lines.next().expect("kansoku exited before listening").unwrap();
         if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split([',', ' ']).next().unwrap().to_owned();
+            break (rest.split([',', ' ']).next().unwrap().to_owned(), line);
         }
     };
     // Keep draining stderr so the child never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
-    Up { child, addr }
+    Up { child, addr, line }
 }
 
 pub fn http_get(addr: &str, path_and_query: &str) -> (u16, String) {

@@ -1,0 +1,133 @@
+//! Upgrades keep the data: every folder of `fixtures/formats/` holds what a
+//! released build left on disk (scripts/format-fixture.sh wrote it with that
+//! build) — a server's data directory with blocks and tiers, a WAL left by
+//! SIGKILL, the string dictionary, an event log, and an agent's spool — and
+//! what that build answered about it. Today's binary opens each, answers
+//! the same, and sends the old spool on to a server. A data directory of a
+//! format this build does not know is refused with what to do.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use common::{BIN, IO_TIMEOUT, http_get, start};
+
+fn fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats");
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    assert!(!dirs.is_empty(), "no format fixtures in {}", root.display());
+    dirs
+}
+
+/// A copy, so nothing the test runs changes the committed fixture.
+fn copy(from: &Path, to: &Path) {
+    let ok = Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
+    assert!(ok.success());
+}
+
+fn kansoku(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).arg("--config").arg("/dev/null").args(args).output().unwrap()
+}
+
+fn meta(fixture: &Path, key: &str) -> String {
+    let text = std::fs::read_to_string(fixture.join("meta")).unwrap();
+    let line = text.lines().find(|l| l.starts_with(&format!("{key} "))).unwrap_or_else(|| panic!("{key} in meta"));
+    line[key.len() + 1..].to_owned()
+}
+
+#[test]
+fn every_released_data_directory_opens_and_answers_as_it_did() {
+    for fixture in fixtures() {
+        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        copy(&fixture.join("data"), &data);
+        let srv =
+            start(&["--config", "/dev/null", "server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], &data);
+        let queries = std::fs::read_to_string(fixture.join("queries")).unwrap();
+        for (n, q) in queries.lines().enumerate() {
+            let (status, body) = http_get(&srv.addr, q);
+            assert_eq!(status, 200, "{name} query {}: {q}: {body}", n + 1);
+            let got: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let want: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(fixture.join(format!("answers/{}.json", n + 1))).unwrap())
+                    .unwrap();
+            assert_eq!(got, want, "{name} query {}: {q}", n + 1);
+        }
+        // The event log, read while the server runs (read-only).
+        let out =
+            kansoku(&["export", "{host=\"fx\"}", "--events", "--format", "csv", "--data", data.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let want = std::fs::read(fixture.join("events.csv")).unwrap();
+        assert!(want.len() > 100, "{name}: the fixture holds events");
+        assert!(out.stdout == want, "{name}: the exported events differ");
+    }
+}
+
+#[test]
+fn every_released_spool_is_sent_on() {
+    for fixture in fixtures() {
+        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        // In Unix seconds, as `export` takes them (whole seconds around it).
+        let ns = |key: &str| meta(&fixture, key).parse::<i64>().unwrap();
+        let (from, to) =
+            ((ns("spool_from_ns") / 1_000_000_000).to_string(), (ns("spool_to_ns") / 1_000_000_000 + 1).to_string());
+        let tmp = tempfile::tempdir().unwrap();
+        let spool = tmp.path().join("agent");
+        copy(&fixture.join("agent"), &spool);
+        let data = tmp.path().join("server");
+        let srv =
+            start(&["--config", "/dev/null", "server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], &data);
+        let ingest = srv.line.split("agents on ").nth(1).unwrap().split([',', ' ']).next().unwrap().to_owned();
+        let mut agent = Command::new(BIN)
+            .args(["--config", "/dev/null", "agent", "--server", &ingest, "--host", "fixture-agent", "--trace", "off"])
+            .arg("--data")
+            .arg(&spool)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // What the old spool held, and only that, lies in its window.
+        let deadline = Instant::now() + IO_TIMEOUT;
+        let rows = loop {
+            let out = kansoku(&[
+                "export",
+                "{host=\"fixture-agent\"}",
+                "--from",
+                &from,
+                "--to",
+                &to,
+                "--data",
+                data.to_str().unwrap(),
+            ]);
+            let rows = String::from_utf8_lossy(&out.stdout).lines().count();
+            if rows > 1 || Instant::now() > deadline {
+                break rows;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
+        let _ = agent.kill();
+        let _ = agent.wait();
+        assert!(rows > 1, "{name}: no sample of the old spool reached the server");
+    }
+}
+
+#[test]
+fn a_data_directory_of_an_unknown_format_is_refused_with_what_to_do() {
+    let fixture = &fixtures()[0];
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    copy(&fixture.join("data"), &data);
+    std::fs::write(data.join("KANSOKU"), "kansoku data directory\nformat 99\n").unwrap();
+    let before = std::fs::read_dir(data.join("wal")).unwrap().count();
+    let out = kansoku(&["series", "--data", data.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("format 99") && err.contains("use the kansoku that wrote it"), "{err}");
+    let out = kansoku(&["up", "--listen", "127.0.0.1:0", "--data", data.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_dir(data.join("wal")).unwrap().count(), before, "nothing written");
+}
