@@ -5,7 +5,8 @@
 # namespace (10.203.0.0/24, which exists only inside them). The package is
 # installed on each; the server and two agents run from the packaged units'
 # command lines (their user, their capabilities) and /etc/kansoku/kansoku.toml
-# with tokens; the server must see both hosts live; one agent is upgraded to
+# with tokens; the server must see both hosts live, also after a reload
+# (SIGHUP); one agent is upgraded to
 # a newer build of the package while the other keeps running; then nothing
 # may be lost: every round the upgraded agent sampled before it stopped is on
 # the server, the other agent's rounds have no gap, no spool dropped anything.
@@ -112,6 +113,8 @@ while read -r cmd < /ctl/$n.cmd; do
       state "stopped $(date +%s%N)"
       dpkg -i --force-confold /ctl/newer.deb >> /ctl/$n.dpkg.log 2>&1
       run ;;
+    reload)
+      kill -HUP "$pid" ;;
     stop)
       kill -TERM "$pid"; wait "$pid" || true
       state "stopped $(date +%s%N)"
@@ -146,6 +149,12 @@ until hosts_live agent1 agent2; do
   sleep 0.5
 done
 say "agent1, agent2: installed, their units' command lines running, both live on the server"
+
+# `systemctl reload kansoku-server`: its tokens read again, still serving.
+echo reload > "$w/ctl/server.cmd"
+grep -q -m1 'SIGHUP: 3 tokens in use' < <(timeout 60 tail -n +1 -f "$w/ctl/server.log") || fail "the server's reload"
+hosts_live agent1 agent2 || fail "the agents after the server's reload"
+say "server: reloaded (SIGHUP: its tokens read again), both agents still live"
 
 # Upgrade agent2 while agent1 runs on.
 echo upgrade > "$w/ctl/agent2.cmd"

@@ -8,7 +8,8 @@
 //! (`ingest`) call it.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 /// Bearer tokens, one per line (`#` comments):
 /// - `TOKEN [HOST]`: writes (agents, `/write`) and reads; with a host, it may
@@ -88,6 +89,15 @@ impl Tokens {
         Ok(Tokens { by_token })
     }
 
+    /// How many tokens there are.
+    pub fn len(&self) -> usize {
+        self.by_token.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_token.is_empty()
+    }
+
     /// What a known token may do; Err for an unknown one.
     pub fn access(&self, token: &str) -> Result<&Access, &'static str> {
         // Every token is compared, in constant time each, so the time taken
@@ -116,6 +126,46 @@ impl Tokens {
             Some(h) if h != host => Err("token not valid for this host"),
             _ => Ok(()),
         }
+    }
+}
+
+/// The tokens in use, from their file, swapped whole when it is read again
+/// (`SIGHUP`): a request or a handshake sees the old set or the new one,
+/// never a mix. A file that fails to read keeps the set in use.
+#[derive(Debug)]
+pub struct TokenFile {
+    path: Option<PathBuf>,
+    current: RwLock<Arc<Tokens>>,
+}
+
+impl TokenFile {
+    /// Reads `path` ([`Tokens::load`]).
+    pub fn load(path: &Path) -> anyhow::Result<TokenFile> {
+        Ok(TokenFile { path: Some(path.to_owned()), current: RwLock::new(Arc::new(Tokens::load(path)?)) })
+    }
+
+    /// A set with no file behind it (tests): reloading keeps it.
+    pub fn fixed(tokens: Tokens) -> TokenFile {
+        TokenFile { path: None, current: RwLock::new(Arc::new(tokens)) }
+    }
+
+    /// The set in use now.
+    pub fn get(&self) -> Arc<Tokens> {
+        Arc::clone(&self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Reads the file again; on success the new set is in use and its size
+    /// is returned; on failure the old set stays in use.
+    pub fn reload(&self) -> anyhow::Result<usize> {
+        let Some(path) = &self.path else { return Ok(self.get().len()) };
+        let tokens = Tokens::load(path)?;
+        let n = tokens.len();
+        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(tokens);
+        Ok(n)
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 }
 

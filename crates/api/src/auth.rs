@@ -120,7 +120,7 @@ pub const WRITE_PATHS: [&str; 3] = ["/write", "/prometheus/api/v1/write", "/api/
 
 pub async fn require_token(State(st): State<ApiState>, mut req: Request, next: Next) -> Response {
     let refused = || st.auth_refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let Some(tokens) = st.tokens.as_ref() else {
+    let Some(tokens) = st.tokens.as_ref().map(|f| f.get()) else {
         if forged(req.method(), req.uri().path(), req.headers(), None) {
             refused();
             return refuse(StatusCode::FORBIDDEN, CROSS_ORIGIN.into());
@@ -173,7 +173,7 @@ pub async fn login(
     State(st): State<ApiState>,
     axum::extract::Query(params): axum::extract::Query<HashMap<String, String>>,
 ) -> Response {
-    let Some(tokens) = st.tokens.as_ref() else {
+    let Some(tokens) = st.tokens.as_ref().map(|f| f.get()) else {
         return axum::response::Redirect::to("/").into_response();
     };
     let Some(token) = params.get("token") else {

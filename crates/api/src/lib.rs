@@ -102,7 +102,7 @@ pub struct ApiState {
     pub alerts: Option<Arc<model::alert::AlertBoard>>,
     /// Tokens (`kansoku server --tokens`): every endpoint but `/ping` then
     /// requires one, and writing a writing one (`auth`).
-    pub tokens: Option<Arc<access::Tokens>>,
+    pub tokens: Option<Arc<access::TokenFile>>,
     /// Requests refused for a missing, unknown or read-only token.
     pub auth_refused: Arc<std::sync::atomic::AtomicU64>,
     /// Bounds heavy requests (queries, series, profiles) together.

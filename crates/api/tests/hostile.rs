@@ -333,8 +333,9 @@ async fn cross_origin_writes_and_tokens_in_urls_are_refused() {
         .unwrap();
     assert_eq!(send(&st, query).await.0, StatusCode::OK);
 
-    st.tokens =
-        Some(Arc::new(access::Tokens::parse("free-token-0123456789\nbound-token-0123456789 node-3\n").unwrap()));
+    st.tokens = Some(Arc::new(access::TokenFile::fixed(
+        access::Tokens::parse("free-token-0123456789\nbound-token-0123456789 node-3\n").unwrap(),
+    )));
     let cookie = "kansoku_token=free-token-0123456789";
     // The cookie alone (text/plain from a form elsewhere, no Origin) is not
     // enough to write; from the dashboard's origin it is.

@@ -282,7 +282,8 @@ async fn dashboard_is_served() {
 #[tokio::test]
 async fn a_writer_may_create_only_so_many_series() {
     let (_dir, mut state) = fixture();
-    state.tokens = Some(Arc::new(access::Tokens::parse("bound-token-0123456789 node-3\n").unwrap()));
+    state.tokens =
+        Some(Arc::new(access::TokenFile::fixed(access::Tokens::parse("bound-token-0123456789 node-3\n").unwrap())));
     state.influx = Arc::new(api::influx::Influx::with_writer_limit(30));
     let write = |first: usize| {
         let body: String = (first..first + 20).map(|i| format!("w,id={i} v=1 1800000000000000000\n")).collect();

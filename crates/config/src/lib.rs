@@ -494,7 +494,11 @@ pub fn parse<P: clap::Parser>(own: &str) -> Result<P, std::process::ExitCode> {
             std::process::ExitCode::from(2)
         })?
     };
-    P::try_parse_from(&layered.argv).map_err(|e| {
+    let parsed = P::try_parse_from(&layered.argv);
+    if parsed.is_ok() {
+        let _ = STARTED.set((cmd, layered.clone()));
+    }
+    parsed.map_err(|e| {
         let _ = e.print();
         if let (Some(file), false, true) = (&layered.file, layered.from_file.is_empty(), e.use_stderr()) {
             let keys: Vec<&str> = layered.from_file.keys().map(String::as_str).collect();
@@ -554,6 +558,38 @@ impl ConfigCmd {
             }
         }
     }
+}
+
+/// The command tree and the command line this process started with
+/// ([`parse`]), for [`changed_since_start`].
+static STARTED: std::sync::OnceLock<(Command, Layered)> = std::sync::OnceLock::new();
+
+/// The flags (long names) whose values the configuration file gives
+/// differently now from what this process started with: on `SIGHUP`, what
+/// needs a restart to take effect. Empty if the process did not start
+/// through [`parse`].
+pub fn changed_since_start() -> Result<Vec<String>, Error> {
+    let Some((cmd, started)) = STARTED.get() else { return Ok(Vec::new()) };
+    let now = layer(cmd, std::env::args_os().collect())?;
+    let cmd = built(cmd);
+    let values = |argv: &[OsString]| -> Vec<(String, Vec<OsString>)> {
+        let Ok(top) = cmd.clone().try_get_matches_from(argv) else { return Vec::new() };
+        let (mut c, mut m) = (&cmd, &top);
+        while let Some((name, sub)) = m.subcommand() {
+            let Some(next) = c.find_subcommand(name) else { break };
+            c = next;
+            m = sub;
+        }
+        c.get_arguments()
+            .filter_map(|a| {
+                let long = a.get_long()?;
+                let raw = m.get_raw(a.get_id().as_str()).map(|v| v.map(OsStr::to_owned).collect()).unwrap_or_default();
+                Some((long.to_owned(), raw))
+            })
+            .collect()
+    };
+    let (before, after) = (values(&started.argv), values(&now.argv));
+    Ok(after.into_iter().filter(|kv| !before.contains(kv)).map(|(k, _)| k).collect())
 }
 
 /// `config check`: every problem of the file (`path`, else the default

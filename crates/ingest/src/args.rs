@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use access::Tokens;
+use access::TokenFile;
 use anyhow::{Context, bail};
 
 use crate::ServerConfig;
@@ -92,7 +92,7 @@ impl std::fmt::Debug for Setup {
 /// Reads tokens and certificates and binds the ingest port: every mistake
 /// is reported before the data directory is touched.
 pub fn setup(args: &Args) -> anyhow::Result<Setup> {
-    let tokens = args.tokens.as_deref().map(Tokens::load).transpose()?.map(Arc::new);
+    let tokens = args.tokens.as_deref().map(TokenFile::load).transpose()?.map(Arc::new);
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(link::tls::server_config(cert, key, args.client_ca.as_deref())?),
         _ => None,

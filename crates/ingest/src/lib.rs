@@ -42,7 +42,7 @@ mod shared;
 pub use args::{Args, Setup, setup};
 pub use jobs::{AgentRun, JobError, JobTimes, Jobs};
 
-use access::Tokens;
+use access::TokenFile;
 pub use session::Figures;
 use session::Work;
 pub use shared::SharedSymbols;
@@ -52,7 +52,7 @@ pub struct ServerConfig {
     pub max_frame: u32,
     pub max_series_per_agent: usize,
     pub max_connections: usize,
-    pub tokens: Option<Arc<Tokens>>,
+    pub tokens: Option<Arc<TokenFile>>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Clock probes per connection.
     pub ping_every: Duration,
@@ -275,7 +275,7 @@ impl Ingest {
             return reject(&mut wr, why).await;
         }
         if let Some(tokens) = &self.cfg.tokens
-            && let Err(why) = tokens.check(&hello.token, &hello.host)
+            && let Err(why) = tokens.get().check(&hello.token, &hello.host)
         {
             self.stats.rejected_auth.fetch_add(1, Ordering::Relaxed);
             tracing::warn!("ingest: {addr}: refused host {:?}: {why}", hello.host);

@@ -284,6 +284,7 @@ fn serve(args: &CommonArgs, node: Node) -> anyhow::Result<()> {
         };
         let stats = Arc::clone(&state.http);
         node::signal::ready();
+        tokio::spawn(node::signal::on_hangup(state.tokens.clone()));
         api::serve::serve(listener, api::router(state), http_limits, stats, stop).await;
         Ok::<(), std::io::Error>(())
     });

@@ -61,6 +61,7 @@ pub fn run(
             async move { agent.send(stop_rx, DRAIN).await }
         });
         crate::signal::ready();
+        tokio::spawn(crate::signal::on_hangup(None));
         crate::signal::shutdown_signal().await;
         tracing::info!("stopping: last batch to the spool, then up to {DRAIN:?} to send the backlog");
         stop.store(true, Ordering::Relaxed);

@@ -1,8 +1,11 @@
-//! The stop every long-running command waits for (Ctrl-C or SIGTERM), and
-//! what the service manager is told: ready once serving, a watchdog ping
-//! while the runtime schedules, stopping once a stop began (systemd's
-//! `Type=notify`, `WatchdogSec=`; nothing when not run by systemd).
+//! The stop every long-running command waits for (Ctrl-C or SIGTERM), what
+//! the service manager is told: ready once serving, a watchdog ping while
+//! the runtime schedules, stopping once a stop began (systemd's
+//! `Type=notify`, `WatchdogSec=`; nothing when not run by systemd), and
+//! SIGHUP: the tokens file read again, and what else changed named as
+//! needing a restart.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Resolves on the first SIGINT or SIGTERM, and tells systemd it is
@@ -35,5 +38,40 @@ pub fn ready() {
                 let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
             }
         });
+    }
+}
+
+/// On each SIGHUP: reads the tokens file again (the new set in use at once;
+/// on a mistake the old set kept, saying why), and names the settings the
+/// configuration file now gives differently from what this process runs
+/// with: they take effect at the next restart. Without this a SIGHUP would
+/// end the process. Spawn it on the runtime that serves.
+pub async fn on_hangup(tokens: Option<Arc<access::TokenFile>>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("SIGHUP: cannot listen for it ({e}); a SIGHUP would stop this process");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        if let Some(file) = &tokens {
+            let path = file.path().map(|p| p.display().to_string()).unwrap_or_default();
+            match file.reload() {
+                Ok(n) => tracing::info!("SIGHUP: {n} tokens in use, read again from {path}"),
+                Err(e) => tracing::warn!("SIGHUP: tokens kept as they were ({} in use): {e:#}", file.get().len()),
+            }
+        }
+        match config::changed_since_start() {
+            Ok(changed) if changed.is_empty() => {
+                tracing::info!("SIGHUP: no other setting changed (rules and SNMP targets files are read at start)")
+            }
+            Ok(changed) => tracing::warn!(
+                "SIGHUP: --{} changed in the configuration file: restart to apply (this process keeps what it started with)",
+                changed.join(", --")
+            ),
+            Err(e) => tracing::warn!("SIGHUP: the configuration file: {e}; this process keeps what it started with"),
+        }
     }
 }
