@@ -12,6 +12,8 @@
 #             with SIGKILL after they were acknowledged); perf events
 #             imported into the event log.
 #   agent/    an agent's spool: batches it could not send (no server).
+#   symbols/  a server's symbol store: a binary under its build id, a boot's
+#             kernel symbol table under its boot id.
 #   queries   one request a line (an HTTP path), answers/N.json what this
 #             build answered to line N, on a copy of data/.
 #   events.csv  `kansoku export --events` of the imported events.
@@ -68,6 +70,16 @@ apid=$!
 sleep 2
 kill -TERM $apid; wait $apid || true
 spool_to=$(date +%s%N)
+
+# The symbol store's layout as a server keeps it (`symbols/`): a binary
+# under its build id and a boot's kernel table under its boot id, each kept
+# verbatim as it arrived (a small binary compiled here, the table's first
+# lines).
+mkdir -p "$out/symbols/buildid" "$out/symbols/kallsyms"
+printf 'int fixture_function(int x) { return x * 3 + 1; }\nint main(int argc, char **argv) { (void)argv; return fixture_function(argc); }\n' > "$tmp/busy.c"
+cc -O1 -Wl,--build-id=sha1 -o "$tmp/busy" "$tmp/busy.c"
+cp "$tmp/busy" "$out/symbols/buildid/$(readelf -n "$tmp/busy" | sed -n 's/.*Build ID: //p')"
+head -n 40 /proc/kallsyms > "$out/symbols/kallsyms/$(cat /proc/sys/kernel/random/boot_id)"
 
 cat > "$out/queries" <<'EOF'
 /query?db=fx&epoch=ms&q=SELECT%20mean(usage)%2C%20max(count)%2C%20count(state)%2C%20count(ok)%20FROM%20cpu%20WHERE%20time%20%3E%3D%20'2026-01-01T00%3A00%3A00Z'%20AND%20time%20%3C%20'2026-01-01T00%3A12%3A00Z'%20GROUP%20BY%20time(1m)%2C%20host

@@ -1,10 +1,11 @@
 //! Upgrades keep the data: every folder of `fixtures/formats/` holds what a
 //! released build left on disk (scripts/format-fixture.sh wrote it with that
 //! build) — a server's data directory with blocks and tiers, a WAL left by
-//! SIGKILL, the string dictionary, an event log, and an agent's spool — and
-//! what that build answered about it. Today's binary opens each, answers
-//! the same, and sends the old spool on to a server. A data directory of a
-//! format this build does not know is refused with what to do.
+//! SIGKILL, the string dictionary, an event log, an agent's spool, and a
+//! server's symbol store — and what that build answered about it. Today's
+//! binary opens each, answers the same, and sends the old spool on to a
+//! server; today's symbol store takes the old sources. A data directory of
+//! a format this build does not know is refused with what to do.
 
 mod common;
 
@@ -130,4 +131,38 @@ fn a_data_directory_of_an_unknown_format_is_refused_with_what_to_do() {
     let out = kansoku(&["up", "--listen", "127.0.0.1:0", "--data", data.to_str().unwrap()]);
     assert!(!out.status.success());
     assert_eq!(std::fs::read_dir(data.join("wal")).unwrap().count(), before, "nothing written");
+}
+
+/// The symbol store as a release kept it (`symbols/`: a binary under its
+/// build id, a boot's kernel table under its boot id): today's `SymStore`
+/// opens it and finds each, and each, packed as a server would send it on,
+/// passes a fresh store's checks on arrival (the binary carries its build
+/// id, the table reads as one).
+#[test]
+fn every_released_symbol_store_opens_and_its_sources_pass_the_checks() {
+    use symstore::{Key, Kind, SymStore};
+    for fixture in fixtures() {
+        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("symbols");
+        copy(&fixture.join("symbols"), &root);
+        let kept = SymStore::open(&root, 1 << 30).unwrap();
+        let mut keys = Vec::new();
+        for (kind, dir) in [(Kind::Binary, "buildid"), (Kind::Kallsyms, "kallsyms")] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let file = entry.unwrap().file_name().to_string_lossy().into_owned();
+                keys.push(Key::new(kind, &file).unwrap_or_else(|| panic!("{name}: {dir}/{file} is no key")));
+            }
+        }
+        assert!(keys.iter().any(|k| k.kind == Kind::Binary) && keys.iter().any(|k| k.kind == Kind::Kallsyms), "{name}");
+        let fresh = SymStore::open(&tmp.path().join("fresh"), 1 << 30).unwrap();
+        for (owner, key) in keys.iter().enumerate() {
+            assert!(kept.has(key), "{name}: {key} not found");
+            let packed = symstore::pack(kept.root(), key).unwrap();
+            assert!(fresh.claim(key, owner as u64));
+            let got = fresh.receive(key, owner as u64, 0, packed.len() as u64, &packed);
+            assert!(matches!(got, Ok(Some(_))), "{name}: {key}: {got:?}");
+            assert!(fresh.has(key));
+        }
+    }
 }
