@@ -189,13 +189,24 @@ impl Influx {
             f.sync_all()?;
             std::fs::File::open(path.parent().expect("a directory"))?.sync_all()?;
         } else if loaded.valid < data.len() {
-            // Kept, not cut: its ids are not given again (`Dict::decode`),
-            // and what is appended after it reads back.
+            // Kept, not cut: its length keeps its ids from being given
+            // again (`Dict::decode`). It and any skipped damage are
+            // overwritten with 0xFF (below): a frame begun in them could
+            // run on into what is appended and swallow it (found by
+            // fuzzing); a length of 0xFF bytes runs past any file.
             tracing::warn!(
                 "{}: the last {} bytes do not verify (a torn or damaged tail); their strings are lost, their ids not reused",
                 path.display(),
                 data.len() - loaded.valid
             );
+        }
+        if !loaded.unverified.is_empty() && data.len() >= influx::strings::MAGIC.len() {
+            use std::io::Seek;
+            for r in &loaded.unverified {
+                f.seek(std::io::SeekFrom::Start(r.start as u64))?;
+                f.write_all(&vec![0xFF; r.len()])?;
+            }
+            f.sync_all()?;
         }
         use std::io::Seek;
         f.seek(std::io::SeekFrom::End(0))?;

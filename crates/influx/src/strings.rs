@@ -45,6 +45,10 @@ pub struct Loaded {
     pub damaged: usize,
     /// Whether the header was not this format's (the frames are read anyway).
     pub bad_header: bool,
+    /// The byte ranges that did not verify (skipped damage, the tail): a
+    /// writer overwrites them with 0xFF before it appends, so no frame
+    /// begun in them can run on into what it appends (found by fuzzing).
+    pub unverified: Vec<std::ops::Range<usize>>,
 }
 
 impl Dict {
@@ -67,9 +71,11 @@ impl Dict {
             match resync(data, pos, |p| parse_frame(p, ids_max).is_some()) {
                 Some(next) => {
                     loaded.damaged += 1;
+                    loaded.unverified.push(pos..next);
                     pos = next;
                 }
                 None => {
+                    loaded.unverified.push(pos..data.len());
                     // A torn tail, or the last frame damaged: either way the
                     // ids it may have held (at most one per 4 bytes) are
                     // never given again, and the bytes stay (appends go
@@ -240,7 +246,7 @@ mod tests {
         let (bytes, ids) = file(&[&["a", "b", "a"], &["b", "", "é \"q\""], &["c"]]);
         assert_eq!(ids, [vec![0, 1, 0], vec![1, 2, 3], vec![4]]);
         let (d, loaded) = Dict::decode(&bytes);
-        assert_eq!(loaded, Loaded { valid: bytes.len(), damaged: 0, bad_header: false });
+        assert_eq!(loaded, Loaded { valid: bytes.len(), damaged: 0, bad_header: false, unverified: vec![] });
         let names: Vec<&str> = (0..5).map(|i| &**d.get(i).unwrap()).collect();
         assert_eq!(names, ["a", "b", "", "é \"q\"", "c"]);
         assert_eq!((d.len(), d.bytes(), d.id("c")), (5, 1 + 1 + 6 + 1, Some(4)));
