@@ -29,6 +29,15 @@ fn copy(from: &Path, to: &Path) {
     assert!(ok.success());
 }
 
+/// The fixture's name, and a copy of its `part` in a directory of its own.
+fn copy_of(fixture: &Path, part: &str) -> (String, tempfile::TempDir, PathBuf) {
+    let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+    let tmp = tempfile::tempdir().unwrap();
+    let to = tmp.path().join(part);
+    copy(&fixture.join(part), &to);
+    (name, tmp, to)
+}
+
 fn kansoku(args: &[&str]) -> std::process::Output {
     Command::new(BIN).arg("--config").arg("/dev/null").args(args).output().unwrap()
 }
@@ -42,10 +51,7 @@ fn meta(fixture: &Path, key: &str) -> String {
 #[test]
 fn every_released_data_directory_opens_and_answers_as_it_did() {
     for fixture in fixtures() {
-        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
-        let tmp = tempfile::tempdir().unwrap();
-        let data = tmp.path().join("data");
-        copy(&fixture.join("data"), &data);
+        let (name, _tmp, data) = copy_of(&fixture, "data");
         let srv =
             start(&["--config", "/dev/null", "server", "--listen", "127.0.0.1:0", "--ingest", "127.0.0.1:0"], &data);
         let queries = std::fs::read_to_string(fixture.join("queries")).unwrap();
@@ -140,10 +146,7 @@ fn a_data_directory_of_an_unknown_format_is_refused_with_what_to_do() {
 fn every_released_symbol_store_opens_and_its_sources_pass_the_checks() {
     use symstore::{Key, Kind, SymStore};
     for fixture in fixtures() {
-        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("symbols");
-        copy(&fixture.join("symbols"), &root);
+        let (name, tmp, root) = copy_of(&fixture, "symbols");
         let kept = SymStore::open(&root, 1 << 30).unwrap();
         let mut keys = Vec::new();
         for (kind, dir) in [(Kind::Binary, "buildid"), (Kind::Kallsyms, "kallsyms")] {
